@@ -1,0 +1,1 @@
+"""The `ldpfed` command line (typer)."""

@@ -1,0 +1,67 @@
+"""Shared CLI plumbing: clean errors for bad input, JSON output, parsing of list options."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Callable
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from ldpfed.validation import LDPValueError
+
+console = Console()
+error_console = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> None:
+    """Print `error: message` on stderr and exit with code 2 (nothing written)."""
+    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def handle_errors(command: Callable) -> Callable:
+    """Turn LDPValueError (bad user input) into a one-line error and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except LDPValueError as error:
+            fail(str(error))
+
+    return wrapper
+
+
+def _to_jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def dumps(payload) -> str:
+    """JSON with numpy arrays and scalars converted; NaN/inf become null (valid JSON)."""
+    text = json.dumps(payload, default=_to_jsonable, indent=2, allow_nan=True)
+    return text.replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
+
+
+def print_json(payload) -> None:
+    sys.stdout.write(dumps(payload) + "\n")
+
+
+def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
+    """'a,b,c' -> [convert(a), ...]; a clear error naming the option for a bad item."""
+    items = [item.strip() for item in str(text).split(",") if item.strip()]
+    if not items:
+        raise LDPValueError(f"{name} must be a non-empty comma-separated list")
+    try:
+        return [convert(item) for item in items]
+    except ValueError:
+        raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None

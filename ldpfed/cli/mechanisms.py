@@ -1,0 +1,45 @@
+"""`ldpfed mechanisms`: the randomizers with their guarantee and properties."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+import ldpfed.mechanisms as registry
+from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.main import app
+
+EXAMPLE_DELTA = 1e-5
+
+
+@app.command("mechanisms")
+@handle_errors
+def list_mechanisms(
+    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget per value used for the variance columns."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+) -> None:
+    """List the scalar randomizers: guarantee, bounded/unbounded, biased/unbiased, variance."""
+    rows = []
+    for name in registry.available():
+        mechanism = registry.get(name, epsilon, EXAMPLE_DELTA if registry.get_class(name).approximate else None)
+        row = mechanism.describe()
+        row["variance_at_0"] = float(mechanism.variance(0.0))
+        row["variance_at_1"] = float(mechanism.variance(1.0))
+        rows.append(row)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"ldpfed randomizers (per-value budget eps = {epsilon:g}; Gaussian at delta = {EXAMPLE_DELTA:g})")
+    for column in ("name", "guarantee", "output", "bias", "V(0)", "V(1)", "options"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["guarantee"],
+            f"bounded, |t*| <= {row['output_bound']:.4g}" if row["bounded"] else "unbounded",
+            "unbiased" if row["unbiased"] else "biased",
+            f"{row['variance_at_0']:.4f}",
+            f"{row['variance_at_1']:.4f}",
+            ", ".join(f"{k}={v}" for k, v in row["options"].items()) or "-",
+        )
+    console.print(table)

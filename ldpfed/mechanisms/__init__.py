@@ -1,0 +1,56 @@
+"""Scalar LDP randomizers on [-1, 1] and their registry (spec: mechanisms.md).
+
+    >>> import numpy as np, ldpfed.mechanisms as mech
+    >>> pm = mech.get("piecewise", epsilon=1.0)
+    >>> reports = pm.perturb(np.zeros(5), np.random.default_rng(0))
+    >>> float(pm.variance(0.0))  # 3.6821...
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from ldpfed.mechanisms.base import Mechanism
+from ldpfed.mechanisms.laplace import Laplace
+from ldpfed.validation import LDPValueError
+
+_REGISTRY: dict[str, type[Mechanism]] = {
+    cls.name: cls
+    for cls in (Laplace,)
+}
+
+
+def available() -> list[str]:
+    """Names accepted by `get`, in a stable order."""
+    return list(_REGISTRY)
+
+
+def get_class(name: str) -> type[Mechanism]:
+    """The mechanism class registered under `name` (for its static properties)."""
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in _REGISTRY:
+        raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[key]
+
+
+def get(name: str | Mechanism, epsilon: float | None = None, delta: float | None = None, **options) -> Mechanism:
+    """Construct the mechanism `name` with budget `epsilon` per value (and `delta` if approximate).
+
+    A Mechanism instance passes through unchanged (so APIs accept either a name or an object).
+    """
+    if isinstance(name, Mechanism):
+        return name
+    cls = get_class(name)
+    key = cls.name
+    allowed = {f.name for f in fields(cls)} - {"epsilon", "delta"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise LDPValueError(
+            f"{key} does not take option(s) {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}"
+        )
+    if epsilon is None:
+        raise LDPValueError("epsilon is required")
+    return cls(epsilon=epsilon, delta=delta, **options)
+
+
+__all__ = ["Mechanism", "available", "get", "get_class"]

@@ -1,0 +1,130 @@
+"""Multi-dimensional reporting: each user reports m of her d dimensions (mechanisms.md, Several
+dimensions).
+
+A user samples m of d dimensions uniformly without replacement and reports each with budget
+eps/m (and delta/m for approximate mechanisms: basic composition gives the user (eps, delta) in
+total). The collector only needs per-dimension report counts, sums and sums of squares
+(`ReportSums`), which are additive: chunks of users and Flower clients send them and the server
+adds them up. Estimators:
+- `mean_estimate`: the mean of the r_j reports received in dimension j (the thesis estimator);
+- `scaled_estimate`: (d / (n m)) * sum of reports (Wang et al.), unbiased without needing r_j.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import ldpfed.mechanisms as mechanisms
+from ldpfed.mechanisms.base import Mechanism
+from ldpfed.validation import OutOfDomain, check_positive_int, check_report_dims, check_values
+
+
+def wang_report_dims(epsilon: float, dims: int) -> int:
+    """Wang et al.'s choice m = max(1, min(d, floor(eps / 2.5)))."""
+    return max(1, min(dims, math.floor(epsilon / 2.5)))
+
+
+def per_value_mechanism(
+    name: str, epsilon: float, report_dims: int, delta: float | None = None, **options
+) -> Mechanism:
+    """The scalar mechanism each reported value uses: budget eps/m (and delta/m)."""
+    per_value_delta = None if delta is None else delta / report_dims
+    return mechanisms.get(name, epsilon / report_dims, per_value_delta, **options)
+
+
+def sample_report_mask(users: int, dims: int, report_dims: int, rng: np.random.Generator) -> np.ndarray:
+    """Boolean (users, dims) mask with exactly `report_dims` True per row, uniform without replacement."""
+    users = check_positive_int(users, "users")
+    dims = check_positive_int(dims, "dims")
+    m = check_report_dims(report_dims, dims)
+    if m == dims:
+        return np.ones((users, dims), dtype=bool)
+    chosen = np.argpartition(rng.random((users, dims)), m - 1, axis=1)[:, :m]
+    mask = np.zeros((users, dims), dtype=bool)
+    np.put_along_axis(mask, chosen, True, axis=1)
+    return mask
+
+
+@dataclass(frozen=True)
+class ReportSums:
+    """Per-dimension count r_j, sum and sum of squares of the reports (additive over users)."""
+
+    count: np.ndarray
+    total: np.ndarray
+    total_sq: np.ndarray
+    users: int
+
+    def __add__(self, other: "ReportSums") -> "ReportSums":
+        return ReportSums(
+            self.count + other.count,
+            self.total + other.total,
+            self.total_sq + other.total_sq,
+            self.users + other.users,
+        )
+
+    @classmethod
+    def zeros(cls, dims: int) -> "ReportSums":
+        return cls(np.zeros(dims), np.zeros(dims), np.zeros(dims), 0)
+
+    @property
+    def dims(self) -> int:
+        return self.count.shape[0]
+
+    def sample_variance(self) -> np.ndarray:
+        """Unbiased sample variance of the reports in each dimension (NaN where r_j < 2)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = self.total / self.count
+            variance = (self.total_sq - self.count * mean**2) / (self.count - 1)
+        return np.where(self.count >= 2, np.maximum(variance, 0.0), np.nan)
+
+
+def perturb_tuples(
+    values,
+    mechanism: Mechanism,
+    report_dims: int,
+    rng: np.random.Generator,
+    *,
+    out_of_domain: OutOfDomain = "raise",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row (user) reports `report_dims` sampled dimensions through `mechanism`.
+
+    `mechanism` is the per-value mechanism (budget eps/m; see `per_value_mechanism`).
+    Returns (mask, reports): reports[i, j] is user i's report in dimension j where mask[i, j],
+    and 0 elsewhere. Only the reported entries are perturbed.
+    """
+    table = check_values(values, out_of_domain=out_of_domain)
+    if table.ndim != 2:
+        raise ValueError(f"values must be a 2-D (users, dims) array, got shape {table.shape}")
+    users, dims = table.shape
+    mask = sample_report_mask(users, dims, report_dims, rng)
+    reports = np.zeros_like(table)
+    if mask.all():
+        reports = mechanism.perturb(table, rng)
+    else:
+        reports[mask] = mechanism.perturb(table[mask], rng)
+    return mask, reports
+
+
+def summarize(mask: np.ndarray, reports: np.ndarray) -> ReportSums:
+    """Collapse (mask, reports) to per-dimension counts, sums and sums of squares."""
+    reports = np.where(mask, reports, 0.0)
+    return ReportSums(
+        count=mask.sum(axis=0).astype(float),
+        total=reports.sum(axis=0),
+        total_sq=np.einsum("ij,ij->j", reports, reports),
+        users=mask.shape[0],
+    )
+
+
+def mean_estimate(sums: ReportSums) -> np.ndarray:
+    """theta_hat_j = mean of the r_j reports in dimension j (0 where no user reported j)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sums.count > 0, sums.total / sums.count, 0.0)
+
+
+def scaled_estimate(sums: ReportSums, report_dims: int) -> np.ndarray:
+    """Wang et al.'s theta_j = (d / (n m)) * sum of reports in dimension j."""
+    return sums.dims / (sums.users * report_dims) * sums.total
