@@ -19,11 +19,21 @@ import numpy as np
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.validation import OutOfDomain, check_positive_int, check_report_dims, check_values
+from ldpfed.validation import (
+    LDPValueError,
+    OutOfDomain,
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+    check_report_dims,
+    check_values,
+)
 
 
 def wang_report_dims(epsilon: float, dims: int) -> int:
     """Wang et al.'s choice m = max(1, min(d, floor(eps / 2.5)))."""
+    epsilon = check_epsilon(epsilon)
+    dims = check_positive_int(dims, "dims")
     return max(1, min(dims, math.floor(epsilon / 2.5)))
 
 
@@ -31,6 +41,10 @@ def per_value_mechanism(
     name: str, epsilon: float, report_dims: int, delta: float | None = None, **options
 ) -> Mechanism:
     """The scalar mechanism each reported value uses: budget eps/m (and delta/m)."""
+    epsilon = check_epsilon(epsilon)  # name the user's total budget in errors, not eps/m
+    report_dims = check_positive_int(report_dims, "report_dims")
+    # Validate the total delta before dividing (delta=1.5, m=3 must fail, not become 0.5).
+    delta = check_delta(delta, approximate=mechanisms.get_class(name).approximate, mechanism=str(name))
     per_value_delta = None if delta is None else delta / report_dims
     return mechanisms.get(name, epsilon / report_dims, per_value_delta, **options)
 
@@ -40,6 +54,8 @@ def sample_report_mask(users: int, dims: int, report_dims: int, rng: np.random.G
     users = check_positive_int(users, "users")
     dims = check_positive_int(dims, "dims")
     m = check_report_dims(report_dims, dims)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
     if m == dims:
         return np.ones((users, dims), dtype=bool)
     chosen = np.argpartition(rng.random((users, dims)), m - 1, axis=1)[:, :m]
@@ -97,7 +113,7 @@ def perturb_tuples(
     """
     table = check_values(values, out_of_domain=out_of_domain)
     if table.ndim != 2:
-        raise ValueError(f"values must be a 2-D (users, dims) array, got shape {table.shape}")
+        raise LDPValueError(f"values must be a 2-D (users, dims) array, got shape {table.shape}")
     users, dims = table.shape
     mask = sample_report_mask(users, dims, report_dims, rng)
     reports = np.zeros_like(table)

@@ -13,7 +13,8 @@ from rich.console import Console
 
 from ldpfed.validation import LDPValueError
 
-console = Console()
+# Tables stay readable when piped (rich falls back to 80 columns without a terminal).
+console = Console(width=None if sys.stdout.isatty() else 160)
 error_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
@@ -21,7 +22,7 @@ EXIT_BAD_INPUT = 2
 
 def fail(message: str) -> None:
     """Print `error: message` on stderr and exit with code 2 (nothing written)."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=EXIT_BAD_INPUT)
 
 

@@ -11,12 +11,17 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ldpfed.mechanisms.base import Mechanism
+from ldpfed.mechanisms.duchi import Duchi
+from ldpfed.mechanisms.gaussian import Gaussian
+from ldpfed.mechanisms.hybrid import Hybrid
 from ldpfed.mechanisms.laplace import Laplace
+from ldpfed.mechanisms.piecewise import Piecewise
+from ldpfed.mechanisms.square_wave import SquareWave
 from ldpfed.validation import LDPValueError
 
 _REGISTRY: dict[str, type[Mechanism]] = {
     cls.name: cls
-    for cls in (Laplace,)
+    for cls in (Laplace, Piecewise, SquareWave, Duchi, Hybrid, Gaussian)
 }
 
 

@@ -1,0 +1,77 @@
+"""Speed of the CLT predictor (issue 3): O(d) from summary moments, and its time as a ratio to one
+Monte Carlo repetition of the same configuration (not a test; numbers for the docs).
+
+1. Prediction from summary moments (ColumnMoments.from_summary) at d = 10^5 for every randomizer:
+   best of --repeats runs. Target: well under a second.
+2. The same configuration (n users, d = 10^5, m) three ways, same process:
+   - predict from summary moments (O(d));
+   - predict from the raw (n, d) array (O(nd): moments plus exact Berry–Esseen third moments);
+   - one Monte Carlo repetition: the actual mechanism with m-of-d sampling
+     (perturb_tuples + summarize + mean_estimate), the baseline.
+   n is chosen so that one repetition takes a few seconds.
+
+    python benchmarks/bench_predict.py [--dims 100000] [--users 1000] [--report-dims 100] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import ldpfed.mechanisms as registry
+from ldpfed.analysis import ColumnMoments, predict
+from ldpfed.analysis.montecarlo import simulate_deviations
+from ldpfed.data import generate
+from ldpfed.multidim import per_value_mechanism
+
+ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
+DELTA = 1e-5
+
+
+def best_of(repeats: int, function) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dims", type=int, default=100_000)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--report-dims", type=int, default=100)
+    parser.add_argument("--epsilon", type=float, default=4.0)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    d, n, m = args.dims, args.users, args.report_dims
+    data_rng = np.random.default_rng(args.seed)
+    values = generate("uniform", n, d, data_rng)
+    summary = ColumnMoments.from_array(values, keep_values=False)
+
+    table = Table(title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m} (best of {args.repeats}; MC: 1 repetition)")
+    for column in ("mechanism", "predict, summary moments [ms]", "predict, raw data [ms]",
+                   "one MC repetition [s]", "MC / predict(summary)", "MC / predict(raw)"):
+        table.add_column(column, justify="right")
+    for name in registry.available():
+        for options in ESTIMATOR_VARIANTS.get(name, ({},)):
+            delta = DELTA if registry.get_class(name).approximate else None
+            from_summary = best_of(args.repeats, lambda: predict(name, args.epsilon, n, d, m, summary, delta=delta, **options))
+            from_data = best_of(max(1, args.repeats // 2),
+                                lambda: predict(name, args.epsilon, n, d, m, values, delta=delta, **options))
+            mechanism = per_value_mechanism(name, args.epsilon, m, delta, **options)
+            one_repetition = best_of(1, lambda: simulate_deviations(values, mechanism, m, 1, args.seed))
+            label = name + "".join(f" ({v})" for v in options.values())
+            table.add_row(label, f"{1e3 * from_summary:.2f}", f"{1e3 * from_data:.0f}", f"{one_repetition:.2f}",
+                          f"{one_repetition / from_summary:,.0f}x", f"{one_repetition / from_data:,.1f}x")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

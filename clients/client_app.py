@@ -1,0 +1,25 @@
+"""Flower ClientApp: a client holds one partition (Flower's `partition-id`) of the users or data.
+
+`query` tells the server this node's partition id; `train` runs the client's part of a round.
+"""
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+
+from simulations.client import partition_reply, train_reply
+
+app = ClientApp()
+
+
+def _partition_id(context: Context) -> int:
+    return int(context.node_config["partition-id"])
+
+
+@app.query()
+def query(message: Message, context: Context) -> Message:
+    return Message(partition_reply(_partition_id(context)), reply_to=message)
+
+
+@app.train()
+def train(message: Message, context: Context) -> Message:
+    return Message(train_reply(message.content, _partition_id(context)), reply_to=message)

@@ -1,0 +1,156 @@
+"""Per-dimension column moments: all the CLT predictor needs from the data (analysis.md).
+
+Every bias b(t) is linear and every variance V(t) quadratic in t (mechanisms.md), so a column
+enters the prediction only through its mean, its mean square and its population variance S_j^2.
+`ColumnMoments` holds them, built from a (users, dims) array in one O(nd) pass or given directly
+as summary statistics (a JSON/CSV file of per-dimension moments), after which prediction is O(d).
+
+S_j^2 uses the divisor n - 1 (Cochran's finite-population variance): with it the sampling term
+S_j^2 (1/r_j - 1/n) of analysis.md is the exact variance of a mean of r_j of the n values drawn
+without replacement (with divisor n it is off by the factor n/(n-1)).
+
+The Berry–Esseen bound needs E|t* - E t*|^3, which is not polynomial in t for bounded
+mechanisms: when built from an array the values are kept (by reference, not copied) so the bound
+can average the exact third moments; from summary moments it falls back to the worst case over t.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ldpfed.validation import LDPValueError, check_positive_int, check_values
+
+# Rounding slack when checking mean_sq >= mean^2 and |mean| <= 1 on user-supplied summaries.
+_TOLERANCE = 1e-9
+MOMENT_COLUMNS = ("mean", "mean_sq", "variance")
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnMoments:
+    """n values per column; per-column mean, mean square and population variance S_j^2 (divisor n-1)."""
+
+    users: int
+    mean: np.ndarray
+    mean_sq: np.ndarray
+    variance: np.ndarray
+    values: np.ndarray | None = field(default=None, repr=False)  # kept for third moments only
+
+    @property
+    def dims(self) -> int:
+        return self.mean.shape[0]
+
+    @property
+    def has_values(self) -> bool:
+        return self.values is not None
+
+    # --- constructors -----------------------------------------------------------------------------
+    @classmethod
+    def from_array(cls, values, *, keep_values: bool = True) -> "ColumnMoments":
+        """Moments of a (users, dims) array of values in [-1, 1] (rows = users)."""
+        table = check_values(values)
+        if table.ndim == 1:
+            table = table[:, None]
+        if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+            raise LDPValueError(f"data must be a 2-D (users, dims) array, got shape {np.shape(values)}")
+        users = table.shape[0]
+        mean = table.mean(axis=0)
+        mean_sq = np.einsum("ij,ij->j", table, table) / users
+        # Centred two-pass variance: no cancellation for concentrated columns.
+        variance = table.var(axis=0, ddof=1) if users > 1 else np.zeros_like(mean)
+        return cls(users, mean, mean_sq, variance, table if keep_values else None)
+
+    @classmethod
+    def from_summary(cls, users: int, mean, mean_sq=None, variance=None) -> "ColumnMoments":
+        """Moments given directly: `mean` and `mean_sq` (1/n sum t^2) or `variance` (S^2, divisor n-1), or both."""
+        users = check_positive_int(users, "users")
+        mean = _finite_vector(mean, "mean")
+        if mean_sq is None and variance is None:
+            raise LDPValueError("give mean_sq or variance (S_j^2 with divisor n-1) besides mean")
+        if np.any(np.abs(mean) > 1 + _TOLERANCE):
+            raise LDPValueError(f"column means must lie in [-1, 1]; found max |mean| = {np.abs(mean).max():.6g}")
+        correction = (users - 1) / users  # S^2 (n-1)/n = mean_sq - mean^2
+        if mean_sq is not None and variance is not None:  # both given (as `to_dict` writes): must agree
+            mean_sq = _finite_vector(mean_sq, "mean_sq", like=mean)
+            variance = _finite_vector(variance, "variance", like=mean)
+            if not np.allclose(mean_sq, mean**2 + variance * correction, rtol=1e-6, atol=1e-9):
+                raise LDPValueError("mean_sq and variance disagree (mean_sq = mean^2 + variance (n-1)/n)")
+        elif variance is None:
+            mean_sq = _finite_vector(mean_sq, "mean_sq", like=mean)
+            spread = np.maximum(mean_sq - mean**2, 0.0)
+            variance = spread / correction if users > 1 else np.zeros_like(mean)
+        else:
+            variance = _finite_vector(variance, "variance", like=mean)
+            if np.any(variance < 0):
+                raise LDPValueError("variance (S_j^2) must be >= 0")
+            mean_sq = mean**2 + variance * correction
+        if np.any(mean_sq < mean**2 - _TOLERANCE) or np.any(mean_sq > 1 + _TOLERANCE):
+            raise LDPValueError(
+                "mean_sq must lie in [mean^2, 1] for values in [-1, 1]; check the moments (and their domain)"
+            )
+        return cls(users, mean, np.minimum(mean_sq, 1.0), variance)
+
+    @classmethod
+    def read(cls, path: str | Path, *, users: int | None = None) -> "ColumnMoments":
+        """Summary moments from a .json ({"users": n, "mean": [...], "mean_sq"|"variance": [...]})
+        or a .csv with columns mean and mean_sq or variance (one row per dimension; give `users`)."""
+        path = Path(path)
+        if not path.is_file():
+            raise LDPValueError(f"moments file {path} does not exist")
+        try:
+            if path.suffix.lower() == ".json":
+                payload = json.loads(path.read_text())
+            elif path.suffix.lower() == ".csv":
+                import pandas as pd
+
+                payload = {k: v.to_numpy() for k, v in pd.read_csv(path).items()}
+            else:
+                raise LDPValueError(f"moments file {path} must end in .json or .csv")
+        except (OSError, ValueError) as error:
+            if isinstance(error, LDPValueError):
+                raise
+            raise LDPValueError(f"cannot read moments from {path}: {error}") from None
+        if not isinstance(payload, dict) or "mean" not in payload:
+            raise LDPValueError(f"{path} must hold per-dimension 'mean' and 'mean_sq' or 'variance'")
+        stored = payload.get("users")
+        if users is None:
+            users = stored
+        if users is None:
+            raise LDPValueError(f"{path} does not say how many users it summarizes: give users")
+        return cls.from_summary(users, payload["mean"], payload.get("mean_sq"), payload.get("variance"))
+
+    # --- views ------------------------------------------------------------------------------------
+    def with_users(self, users: int) -> "ColumnMoments":
+        """The same column distribution for a population of `users` (S_j^2 re-scaled to divisor users-1)."""
+        users = check_positive_int(users, "users")
+        if users == self.users:
+            return self
+        return ColumnMoments.from_summary(users, self.mean, mean_sq=self.mean_sq)
+
+    def rescaled(self, low: float, high: float) -> "ColumnMoments":
+        """Moments of t = (x - c)/h for x in the region [low, high] (c centre, h half-width): the
+        scale a personalized-LDP group randomizes on (mechanisms.md, PLDP)."""
+        centre, half = (low + high) / 2.0, (high - low) / 2.0
+        mean = (self.mean - centre) / half
+        mean_sq = (self.mean_sq - 2.0 * centre * self.mean + centre**2) / half**2
+        values = None if self.values is None else (self.values - centre) / half
+        return ColumnMoments(self.users, mean, mean_sq, self.variance / half**2, values)
+
+    def to_dict(self) -> dict:
+        return {"users": self.users, "mean": self.mean.tolist(), "mean_sq": self.mean_sq.tolist(),
+                "variance": self.variance.tolist()}
+
+
+def _finite_vector(values, name: str, like: np.ndarray | None = None) -> np.ndarray:
+    try:
+        vector = np.atleast_1d(np.asarray(values, dtype=float))
+    except (TypeError, ValueError):
+        raise LDPValueError(f"{name} must be a list of numbers") from None
+    if vector.ndim != 1 or not np.all(np.isfinite(vector)):
+        raise LDPValueError(f"{name} must be a 1-D list of finite numbers (one per dimension)")
+    if like is not None and vector.shape != like.shape:
+        raise LDPValueError(f"{name} has {vector.size} entries but mean has {like.size}")
+    return vector

@@ -1,0 +1,229 @@
+"""`ldpfed compare`: aggregators x mechanisms x budgets, measured beside the predicted MSE.
+
+Task "mean" (the only one so far) runs the in-process mean-estimation experiment of
+`ldpfed.experiment`; a training task can be added as another branch of `compare` with its own
+runner and table (the options shared by both stay where they are).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
+from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.cli.common import console, error_console, handle_errors, parse_list, print_json
+from ldpfed.cli.main import app
+from ldpfed.data import available_synthetic, load_tuples
+from ldpfed.deviation import DEVIATION_SOURCES
+from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.results import save_figure, write_json, write_table
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+
+TASKS = ("mean",)
+DEFAULT_USERS, DEFAULT_DIMS = 20000, 20
+
+
+def _mechanism_choices(names: list[str], estimator: str | None, delta: float | None) -> list[MechanismChoice]:
+    """Registry names with the --estimator option given to the mechanisms that take it."""
+    choices = []
+    for name in names:
+        cls = mechanisms.get_class(name)
+        options = {}
+        if estimator is not None and "estimator" in {f.name for f in fields(cls)}:
+            options["estimator"] = estimator
+        choices.append(MechanismChoice(cls.name, options))
+    if estimator is not None and not any(c.options for c in choices):
+        raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
+    if delta is not None and not any(mechanisms.get_class(c.name).approximate for c in choices):
+        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    return choices
+
+
+def _check_out(out: Path | None) -> None:
+    if out is not None and out.exists() and not out.is_dir():
+        raise LDPValueError(f"--out {out} exists and is not a directory")
+
+
+@app.command("compare")
+@handle_errors
+def compare(
+    mechanism: str = typer.Option("laplace,piecewise", "--mechanism", "-m", help="Comma-separated mechanism names."),
+    epsilons: str = typer.Option("0.5,1,2,4", "--epsilons", "-e", help="Comma-separated total budgets per user."),
+    aggregators: str = typer.Option(
+        ",".join(aggregation.available()), "--aggregators", "-a", help="Comma-separated aggregators."
+    ),
+    data: str = typer.Option("gaussian", "--data", help="Synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet."),
+    domain: str = typer.Option("-1,1", "--domain", help="Declared data domain LOW,HIGH of a data file."),
+    users: int | None = typer.Option(None, "--users", "-n", help=f"Users (synthetic default {DEFAULT_USERS}; a file's rows)."),
+    dims: int | None = typer.Option(None, "--dims", "-d", help=f"Dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."),
+    report_dims: int | None = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports (default: all)."),
+    repeats: int = typer.Option(5, "--repeats", "-r", help="Repetitions per configuration."),
+    seed: int = typer.Option(0, "--seed", help="Seed of data and of every repetition's stream."),
+    delta: float | None = typer.Option(None, "--delta", help="delta of approximate mechanisms."),
+    deviation: str = typer.Option("plug-in", "--deviation", help="Deviation model: plug-in (from reports) or model (predictor)."),
+    alpha: float = typer.Option(0.95, "--alpha", help="Confidence level of the regularization weights."),
+    l2_reference: str = typer.Option("bound", "--l2-reference", help="L2 reference m_j: bound (domain) or estimate (|theta_hat|)."),
+    estimator: str | None = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
+    chunk_users: int | None = typer.Option(None, "--chunk-users", help="Users perturbed per chunk (default ~2^20 values)."),
+    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation)."),
+    out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
+) -> None:
+    """Compare aggregators (mean, L1, L2, HDR4ME*, James-Stein) across mechanisms and budgets."""
+    # --- validate everything before any work ---------------------------------------------------
+    if task not in TASKS:
+        raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
+    mechanism_names = parse_list(mechanism, str, "--mechanism")
+    eps_list = [check_epsilon(e, "--epsilons") for e in parse_list(epsilons, float, "--epsilons")]
+    aggregator_names = [aggregation.get_class(a).name for a in parse_list(aggregators, str, "--aggregators")]
+    if deviation not in DEVIATION_SOURCES:
+        raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
+    alpha = check_alpha(alpha)
+    check_l2_reference(l2_reference)
+    if estimator is not None and estimator not in ("raw", "debiased"):
+        raise LDPValueError(f"--estimator must be raw or debiased, got {estimator!r}")
+    choices = _mechanism_choices(mechanism_names, estimator, delta)
+    synthetic = data in available_synthetic()
+    if synthetic:
+        users = DEFAULT_USERS if users is None else users
+        dims = DEFAULT_DIMS if dims is None else dims
+    users = None if users is None else check_positive_int(users, "--users")
+    dims = None if dims is None else check_positive_int(dims, "--dims")
+    repeats = check_positive_int(repeats, "--repeats")
+    seed = check_positive_int(seed, "--seed", minimum=0)
+    if chunk_users is not None:
+        chunk_users = check_positive_int(chunk_users, "--chunk-users")
+    bounds = parse_list(domain, float, "--domain")
+    if len(bounds) != 2:
+        raise LDPValueError(f"--domain must be LOW,HIGH, got {domain!r}")
+    low, high = bounds
+    _check_out(out)
+    # The data stream is the root of the seed; repetitions use its spawned children (independent).
+    table = load_tuples(data, users=users, dims=dims, rng=np.random.default_rng(seed), domain=(low, high))
+    report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
+
+    result = _run_with_progress(
+        table, choices, eps_list, aggregator_names, report_dims, delta, deviation, alpha,
+        l2_reference, repeats, seed, chunk_users,
+    )
+    config = {"task": task, "data": data, "domain": [low, high], "seed": seed, **result.config}
+    rows = json_rows(result)
+    if out is not None:
+        write_outputs(out, result, config, rows)
+    if as_json:
+        print_json(rows)
+        return
+    console.print(results_table(result, config))
+    if out is not None:
+        console.print(f"wrote {out}/runs.csv, summary.csv, summary.json, mse_vs_epsilon.png")
+
+
+def _run_with_progress(table, choices, eps_list, aggregator_names, report_dims, delta, deviation,
+                       alpha, l2_reference, repeats, seed, chunk_users) -> ExperimentResult:
+    total = len(choices) * len(eps_list) * repeats
+    with Progress(
+        TextColumn("compare"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=error_console, transient=True,
+    ) as bar:
+        task_id = bar.add_task("repetitions", total=total)
+        return run_mean_experiment(
+            table, choices, eps_list, aggregators=aggregator_names, report_dims=report_dims,
+            delta=delta, deviation=deviation, alpha=alpha, l2_reference=l2_reference,
+            repeats=repeats, seed=seed, chunk_users=chunk_users,
+            progress=lambda: bar.advance(task_id),
+        )
+
+
+def _label(mechanism: str, options: str) -> str:
+    return f"{mechanism}[{options}]" if options else mechanism
+
+
+def _number(value: float):
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def json_rows(result: ExperimentResult) -> list[dict]:
+    """One row per (mechanism, epsilon, aggregator) with the keys the issue fixes."""
+    return [
+        {
+            "mechanism": _label(row.mechanism, row.options),
+            "epsilon": float(row.epsilon),
+            "aggregator": row.aggregator,
+            "mse": float(row.mse),
+            "mse_std": float(row.mse_std),
+            "predicted_mse": _number(row.predicted_mse) if row.aggregator == "mean" else None,
+        }
+        for row in result.summary.itertuples(index=False)
+    ]
+
+
+def results_table(result: ExperimentResult, config: dict) -> Table:
+    summary = result.summary
+    aggregators = list(dict.fromkeys(summary["aggregator"]))
+    title = (
+        f"MSE (mean ± sd over {config['repeats']} repetitions); {config['data']} "
+        f"{config['users']}x{config['dims']}, m={config['report_dims']}, deviation={config['deviation']}, "
+        f"alpha={config['alpha']:g}, l2 reference={config['l2_reference']}"
+    )
+    table = Table(title=title, caption="bold: lowest measured MSE in the row")
+    table.add_column("eps", justify="right")
+    table.add_column("mechanism", overflow="fold")
+    for column in (*aggregators, "predicted mean"):
+        table.add_column(column, justify="right", overflow="fold")
+    keys = ["epsilon", "mechanism", "options"]
+    for (epsilon, mechanism, options), group in summary.sort_values("epsilon", kind="stable").groupby(keys, sort=False):
+        by_name = {row.aggregator: row for row in group.itertuples(index=False)}
+        best = min(by_name, key=lambda name: by_name[name].mse)
+        cells = []
+        for name in aggregators:
+            row = by_name[name]
+            text = f"{row.mse:.3g} ±{row.mse_std:.2g}"
+            cells.append(f"[bold]{text}[/]" if name == best else text)
+        predicted = by_name["mean"].predicted_mse if "mean" in by_name else math.nan
+        table.add_row(f"{epsilon:g}", escape(_label(mechanism, options)), *cells,
+                      f"{predicted:.3g}" if math.isfinite(predicted) else "-")
+    return table
+
+
+def mse_figure(result: ExperimentResult):
+    """MSE vs eps (log-log), one panel per mechanism, one line per aggregator; predicted mean dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = result.summary.assign(label=[_label(m, o) for m, o in zip(result.summary["mechanism"], result.summary["options"])])
+    labels = list(dict.fromkeys(summary["label"]))
+    figure, axes = plt.subplots(1, len(labels), figsize=(4.5 * len(labels), 3.8), squeeze=False, sharey=True)
+    for axis, label in zip(axes[0], labels):
+        panel = summary[summary["label"] == label]
+        for name, group in panel.groupby("aggregator", sort=False):
+            axis.errorbar(group["epsilon"], group["mse"], yerr=group["mse_se"], marker="o", ms=3, capsize=2, label=name)
+        predicted = panel[(panel["aggregator"] == "mean") & panel["predicted_mse"].notna()]
+        if len(predicted):
+            axis.plot(predicted["epsilon"], predicted["predicted_mse"], "k--", lw=1, label="predicted (mean)")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(label)
+        axis.set_xlabel("epsilon")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("MSE (error bars: standard error)")
+    axes[0][-1].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def write_outputs(out: Path, result: ExperimentResult, config: dict, rows: list[dict]) -> None:
+    write_table(out / "runs.csv", result.runs)
+    write_table(out / "summary.csv", result.summary)
+    write_json(out / "summary.json", {"config": config, "rows": rows})
+    save_figure(out / "mse_vs_epsilon.png", mse_figure(result))

@@ -1,0 +1,140 @@
+"""`ldpfed predict`: the error of an LDP mean-estimation run, predicted before running it
+(analysis.md: CLT predictor, Berry–Esseen bound, confidence supremum, break-even population)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.table import Table
+
+import ldpfed.mechanisms as registry
+from ldpfed.analysis import predict as predictor
+from ldpfed.analysis.breakeven import break_even
+from ldpfed.analysis.confidence import check_alpha, error_supremum
+from ldpfed.analysis.predictor import load_moments
+from ldpfed.cli.common import console, handle_errors, parse_list, print_json
+from ldpfed.cli.main import app
+from ldpfed.results import write_json
+from ldpfed.validation import LDPValueError
+
+SHOWN_DIMENSIONS = 10
+ESTIMATORS = ("raw", "debiased")
+
+
+@app.command("predict")
+@handle_errors
+def predict_command(
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
+    epsilon: float = typer.Option(..., "--epsilon", "-e", help="A user's total budget (eps/m per reported value)."),
+    delta: float = typer.Option(None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."),
+    users: int = typer.Option(None, "--users", "-n", help="Users n (default: the data file's rows)."),
+    dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d (default: the data file's columns)."),
+    report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
+    data: str = typer.Option(
+        None, "--data", help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments."
+    ),
+    domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
+    seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
+    compare: str = typer.Option(None, "--compare", help="A second mechanism: break-even population and winner at n."),
+    confidence: float = typer.Option(None, "--confidence", help="ALPHA in (0,1): the error supremum xi_j(alpha)."),
+    estimator: str = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
+    output: Path = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Predict MSE, bias/variance, Berry–Esseen bound (and optionally confidence, break-even)."""
+    # Validate everything before any work or output.
+    low_high = parse_list(domain, float, "--domain")
+    if len(low_high) != 2 or not low_high[0] < low_high[1]:
+        raise LDPValueError(f"--domain must be LOW,HIGH with LOW < HIGH, got {domain!r}")
+    alpha = None if confidence is None else check_alpha(confidence)
+    if estimator is not None and estimator not in ESTIMATORS:
+        raise LDPValueError(f"--estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    names = [mechanism] + ([compare] if compare else [])
+    options = {name: _options_for(name, estimator) for name in names}
+    if estimator is not None and not any(options.values()):
+        raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
+    if output is not None and output.suffix.lower() != ".json":
+        raise LDPValueError(f"--output must be a .json file, got {output}")
+    moments, source = load_moments(data, users, dims, seed, tuple(low_high))  # read once, shared by --compare
+
+    first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
+    result = first.to_dict()
+    result["data"] = source if moments is not None else first.data_source
+    second = comparison = supremum = None
+    if compare:
+        second_delta = delta if registry.get_class(compare).approximate else None
+        second = predictor(compare, epsilon, first.users, first.dims, first.report_dims, moments,
+                           delta=second_delta, **options[compare])
+        comparison = break_even(first, second)
+        result["compare"] = {**comparison.to_dict(), "prediction": second.to_dict(per_dimension=False)}
+    if alpha is not None:
+        supremum = error_supremum(first.deviation_model(), alpha)
+        result["confidence"] = supremum.to_dict()
+
+    if output is not None:
+        write_json(output, result)
+    if as_json:
+        print_json(result)
+        return
+    _print_summary(first, result["data"], second, comparison, supremum)
+
+
+def _options_for(name: str, estimator: str | None) -> dict:
+    """--estimator goes to every chosen mechanism that takes an `estimator` option."""
+    accepted = {f.name for f in fields(registry.get_class(name))}
+    return {"estimator": estimator} if estimator is not None and "estimator" in accepted else {}
+
+
+def _print_summary(first, source, second, comparison, supremum) -> None:
+    columns = [("", first)] + ([("", second)] if second is not None else [])
+    table = Table(title=f"Predicted error (CLT): {first.users:,} users, d = {first.dims}, m = {first.report_dims}; data: {source}")
+    table.add_column("quantity")
+    for _, prediction in columns:
+        description = prediction.mechanism
+        options = ", ".join(f"{k}={v}" for k, v in description["options"].items())
+        table.add_column(description["name"] + (f" ({options})" if options else ""), justify="right")
+    rows = [
+        ("guarantee (per value)", lambda p: p.mechanism["guarantee"].split(" (")[0]),
+        ("reports per dimension r_j", lambda p: f"{np.mean(p.r):,.1f}"),
+        ("MSE", lambda p: f"{p.mse:.6g}"),
+        ("  bias^2", lambda p: f"{p.bias_sq:.6g}"),
+        ("  variance", lambda p: f"{p.variance:.6g}"),
+        ("    randomizer noise", lambda p: f"{np.mean(p.noise_variance):.6g}"),
+        ("    sampling m of d", lambda p: f"{np.mean(p.sampling_variance):.6g}"),
+        ("RMSE", lambda p: f"{np.sqrt(p.mse):.6g}"),
+        ("Berry–Esseen bound (max over j)", lambda p: f"{p.berry_esseen.max:.4g}"),
+        ("  third moment from", lambda p: p.berry_esseen.third_moment_source),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(p) for _, p in columns))
+    console.print(table)
+
+    shown = min(first.dims, SHOWN_DIMENSIONS)
+    detail = Table(title=f"Per dimension ({first.mechanism['name']}; first {shown} of {first.dims})")
+    for column in ("j", "r_j", "delta_j", "sigma_j", "Berry–Esseen") + (("xi_j(alpha)",) if supremum else ()):
+        detail.add_column(column, justify="right")
+    sigma = np.sqrt(first.sigma2)
+    for j in range(shown):
+        cells = [str(j), f"{first.r[j]:,.1f}", f"{first.bias[j]:.4g}", f"{sigma[j]:.4g}", f"{first.berry_esseen.bound[j]:.4g}"]
+        if supremum:
+            cells.append(f"{supremum.per_dimension[j]:.4g}")
+        detail.add_row(*cells)
+    console.print(detail)
+    if supremum:
+        console.print(
+            f"With probability {supremum.alpha:g}: |error_j| <= {supremum.max:.4g} in each dimension "
+            f"(worst j); all {first.dims} dimensions at once: <= {supremum.simultaneous:.4g}."
+        )
+    if comparison:
+        verdict = (
+            "equal errors at every population size"
+            if comparison.total_winner == "tie"
+            else f"{comparison.total_winner} wins at every population size"
+            if comparison.total_dominates
+            else f"break-even at n' = {comparison.total_n_prime:,.0f} users (lower-variance one wins below, lower-bias one above)"
+        )
+        console.print(f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "
+                      f"(MSE {comparison.mse_a:.4g} vs {comparison.mse_b:.4g}).")

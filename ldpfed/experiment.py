@@ -1,0 +1,296 @@
+"""In-process mean-estimation experiments: users perturb, the collector aggregates, repeated.
+
+One repetition (recalibration.md, "What to measure"):
+1. every user reports m of her d values through the mechanism (budget eps/m each), in chunks of
+   users so that memory is bounded by the chunk, and the collector adds up the `ReportSums`;
+2. the collector forms theta_hat (the mean of the reports per dimension), builds the deviation
+   model (plug-in from the reports, or the predictor's model) and applies every aggregator;
+3. each aggregator's squared error against theta_bar (the true column means) is recorded.
+
+Randomness: repetition r uses stream r of `SeedSequence(seed).spawn(R)`; inside it, chunk k of
+users draws from child k of that stream. A chunk is a fixed block of users, so the result depends
+on (seed, chunk_users) and not on how the chunks are scheduled: a Flower client or worker process
+can replay any chunk on its own. `chunk_users` defaults to about 2^20 values per chunk
+(`default_chunk_users(dims)`) and is recorded in every result. Another chunk size draws other
+(equally valid) randomness: a general sampler consumes its stream in an order that depends on the
+array shape, so bitwise equality across chunk sizes would need one stream per user.
+
+Deviation "model": the predictor's N(delta_j, sigma_j^2) (`ldpfed.analysis.predict`) from the
+data's column moments with the expected report counts E[r_j] = n m / d, built once per
+(mechanism, eps) before any report is seen (the thesis' setting). The predicted MSE of `mean` in
+the summary is the same prediction.
+
+`estimate_once` (steps 2-3 without the error) is the collector's side on its own, reused by the
+Flower path, which collects the same `ReportSums` from clients.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
+from ldpfed.analysis import ColumnMoments, predict
+from ldpfed.aggregation.base import Recalibrated, check_alpha, check_l2_reference
+from ldpfed.deviation import DEVIATION_SOURCES, DeviationModel
+from ldpfed.mechanisms.base import Mechanism
+from ldpfed.multidim import (
+    ReportSums,
+    mean_estimate,
+    per_value_mechanism,
+    perturb_tuples,
+    summarize,
+)
+from ldpfed.validation import (
+    LDPValueError,
+    check_epsilon,
+    check_positive_int,
+    check_report_dims,
+    check_values,
+)
+
+CHUNK_VALUES = 2**20  # values (users x dims) perturbed per chunk: ~8 MB per float64 array
+DEFAULT_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein")
+
+
+def default_chunk_users(dims: int) -> int:
+    """Users per chunk so that a chunk holds about CHUNK_VALUES values."""
+    return max(1, CHUNK_VALUES // dims)
+
+
+# --- the two halves of one repetition ------------------------------------------------------------
+def collect_sums(
+    data: np.ndarray,
+    mechanism: Mechanism,
+    report_dims: int,
+    stream: np.random.SeedSequence,
+    *,
+    chunk_users: int | None = None,
+) -> ReportSums:
+    """Users perturb chunk by chunk; returns the collector's summed reports.
+
+    Chunk k (users k*chunk_users ...) draws from `stream.spawn(n_chunks)[k]`. Memory is bounded by
+    one chunk's (mask, reports) and the mechanism's temporaries.
+    """
+    users, dims = data.shape
+    chunk_users = default_chunk_users(dims) if chunk_users is None else chunk_users
+    starts = range(0, users, chunk_users)
+    children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
+    total = ReportSums.zeros(dims)
+    for start, child in zip(starts, children):
+        rng = np.random.default_rng(child)
+        mask, reports = perturb_tuples(data[start : start + chunk_users], mechanism, report_dims, rng)
+        total = total + summarize(mask, reports)
+    return total
+
+
+def estimate_once(
+    sums: ReportSums,
+    mechanism: Mechanism,
+    aggregators: Sequence[aggregation.Aggregator],
+    *,
+    deviation: str | DeviationModel = "plug-in",
+    halfwidth: float = 1.0,
+) -> tuple[np.ndarray, DeviationModel, dict[str, Recalibrated]]:
+    """The collector's side: (theta_hat, deviation model, {aggregator name: re-calibrated result}).
+
+    `deviation` is "plug-in" (built from `sums`) or a ready DeviationModel (e.g. the predictor's,
+    `Prediction.deviation_model()`).
+    """
+    theta_hat = mean_estimate(sums)
+    if isinstance(deviation, DeviationModel):
+        model = deviation
+    elif deviation == "plug-in":
+        model = aggregation.plugin_deviation(sums, mechanism, halfwidth)
+    else:
+        raise LDPValueError(
+            f"deviation must be 'plug-in' or a DeviationModel here, got {deviation!r} "
+            "(build the 'model' one with ldpfed.analysis.predict(...).deviation_model())"
+        )
+    results = {agg.name: agg(theta_hat, model, halfwidth) for agg in aggregators}
+    return theta_hat, model, results
+
+
+# --- the experiment ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MechanismChoice:
+    """A mechanism name with its options, e.g. square-wave with estimator="debiased"."""
+
+    name: str
+    options: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """'square-wave[estimator=debiased]', or the bare name without options."""
+        if not self.options:
+            return self.name
+        return f"{self.name}[{options_text(self.options)}]"
+
+
+def options_text(options: dict) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(options.items()))
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """`runs`: one row per (mechanism, options, epsilon, repetition, aggregator); `summary`: their
+    mean and spread with the predicted MSE of `mean`; `config`: every resolved setting."""
+
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    config: dict
+
+
+def _as_choices(mechanism_choices) -> list[MechanismChoice]:
+    if isinstance(mechanism_choices, (str, MechanismChoice)):
+        mechanism_choices = [mechanism_choices]
+    choices = []
+    for item in mechanism_choices:
+        if isinstance(item, MechanismChoice):
+            choices.append(item)
+        elif isinstance(item, str):
+            choices.append(MechanismChoice(mechanisms.get_class(item).name))
+        else:
+            name, options = item
+            choices.append(MechanismChoice(mechanisms.get_class(name).name, dict(options)))
+    return choices
+
+
+def run_mean_experiment(
+    data,
+    mechanism_choices,
+    epsilons: float | Iterable[float],
+    *,
+    aggregators: Sequence[str] = DEFAULT_AGGREGATORS,
+    report_dims: int | None = None,
+    delta: float | None = None,
+    deviation: str = "plug-in",
+    alpha: float = aggregation.DEFAULT_ALPHA,
+    l2_reference: str = "bound",
+    repeats: int = 5,
+    seed: int = 0,
+    chunk_users: int | None = None,
+    progress: Callable[[], None] | None = None,
+) -> ExperimentResult:
+    """Mean estimation repeated `repeats` times for every mechanism choice x epsilon.
+
+    data: (users, dims) values in [-1, 1]. mechanism_choices: a name, a MechanismChoice, or a
+    list of names / (name, options) / MechanismChoice. report_dims m defaults to d. `delta` goes
+    to approximate mechanisms only. Every configuration uses the same R streams (common random
+    numbers), so a row of a grid equals the run of that configuration alone.
+    `progress()` is called after each repetition.
+    """
+    table = data if isinstance(data, np.ndarray) else np.asarray(data, dtype=float)
+    if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+        raise LDPValueError(f"data must be a non-empty 2-D (users, dims) array, got shape {table.shape}")
+    users, dims = table.shape
+    choices = _as_choices(mechanism_choices)
+    eps_list = [check_epsilon(e) for e in np.atleast_1d(np.asarray(epsilons, dtype=object)).tolist()]
+    report_dims = dims if report_dims is None else check_report_dims(report_dims, dims)
+    repeats = check_positive_int(repeats, "repeats")
+    seed = check_positive_int(seed, "seed", minimum=0)
+    if chunk_users is not None:
+        chunk_users = check_positive_int(chunk_users, "chunk_users")
+    if deviation not in DEVIATION_SOURCES:
+        raise LDPValueError(f"deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
+    alpha = check_alpha(alpha)
+    check_l2_reference(l2_reference)
+    aggregator_objects = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
+    resolved_chunk = default_chunk_users(dims) if chunk_users is None else chunk_users
+    moments = validated_column_moments(table, resolved_chunk)
+    theta_bar = moments.mean
+
+    # Build every mechanism first: a bad option or delta fails before any work.
+    configurations = []
+    for choice in choices:
+        approximate = mechanisms.get_class(choice.name).approximate
+        choice_delta = delta if approximate else None
+        for epsilon in eps_list:
+            mechanism = per_value_mechanism(choice.name, epsilon, report_dims, choice_delta, **choice.options)
+            configurations.append((choice, epsilon, choice_delta, mechanism))
+
+    streams = np.random.SeedSequence(seed).spawn(repeats)
+    run_rows, predicted = [], {}
+    for choice, epsilon, choice_delta, mechanism in configurations:
+        prediction = predict(choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options)
+        predicted[(choice.label, epsilon)] = prediction.mse
+        model = prediction.deviation_model() if deviation == "model" else "plug-in"
+        for repeat, stream in enumerate(streams):
+            sums = collect_sums(table, mechanism, report_dims, stream, chunk_users=resolved_chunk)
+            _, _, results = estimate_once(sums, mechanism, aggregator_objects, deviation=model)
+            for name, result in results.items():
+                run_rows.append(
+                    {
+                        "mechanism": choice.name,
+                        "options": options_text(choice.options),
+                        "epsilon": epsilon,
+                        "aggregator": name,
+                        "repeat": repeat,
+                        "mse": float(np.mean((result.estimate - theta_bar) ** 2)),
+                        "deviation_source": result.record["deviation_source"],
+                        "alpha": result.record.get("alpha", alpha),
+                        "l2_reference": result.record.get("l2_reference", l2_reference),
+                    }
+                )
+            if progress is not None:
+                progress()
+
+    runs = pd.DataFrame(run_rows)
+    summary = summarize_runs(runs, predicted, choices)
+    config = {
+        "mechanisms": [{"name": c.name, "options": c.options} for c in choices],
+        "epsilons": eps_list,
+        "aggregators": [a.name for a in aggregator_objects],
+        "users": users,
+        "dims": dims,
+        "report_dims": report_dims,
+        "delta": delta,
+        "deviation": deviation,
+        "alpha": alpha,
+        "l2_reference": l2_reference,
+        "repeats": repeats,
+        "seed": seed,
+        "chunk_users": resolved_chunk,
+        "halfwidth": 1.0,
+    }
+    return ExperimentResult(runs, summary, config)
+
+
+def validated_column_moments(table: np.ndarray, chunk_users: int) -> ColumnMoments:
+    """Column means (theta_bar) and spreads S_j^2 after checking every value is finite and in [-1, 1].
+
+    Two passes chunk by chunk (the centred second pass avoids cancellation), so that a large
+    (e.g. memory-mapped or float32) table is never copied whole.
+    """
+    users, dims = table.shape
+    chunks = [slice(start, start + chunk_users) for start in range(0, users, chunk_users)]
+    total = np.zeros(dims)
+    for chunk in chunks:
+        total += check_values(table[chunk], name="data values").sum(axis=0)
+    mean = total / users
+    spread = np.zeros(dims)
+    for chunk in chunks:
+        spread += ((np.asarray(table[chunk], dtype=float) - mean) ** 2).sum(axis=0)
+    variance = spread / (users - 1) if users > 1 else np.zeros(dims)
+    return ColumnMoments.from_summary(users, np.clip(mean, -1.0, 1.0), variance=variance)
+
+
+def summarize_runs(runs: pd.DataFrame, predicted: dict, choices: Sequence[MechanismChoice]) -> pd.DataFrame:
+    """Mean, standard deviation and standard error of the MSE over repetitions; predicted MSE of
+    `mean` (NaN for the other aggregators, which the predictor does not model)."""
+    keys = ["mechanism", "options", "epsilon", "aggregator"]
+    grouped = runs.groupby(keys, sort=False)["mse"]
+    summary = grouped.agg(mse="mean", mse_std="std", repeats="count").reset_index()
+    summary["mse_std"] = summary["mse_std"].fillna(0.0)  # one repetition: no spread measured
+    summary["mse_se"] = summary["mse_std"] / np.sqrt(summary["repeats"])
+    labels = {(c.name, options_text(c.options)): c.label for c in choices}
+    summary["predicted_mse"] = [
+        predicted.get((labels[(m, o)], e), math.nan) if a == "mean" else math.nan
+        for m, o, e, a in zip(summary["mechanism"], summary["options"], summary["epsilon"], summary["aggregator"])
+    ]
+    return summary

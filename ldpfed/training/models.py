@@ -1,0 +1,89 @@
+"""The models of federated LDP-SGD, sized to the data (spec: federated.md; issue: thesis models).
+
+- logreg: flatten + linear (multinomial logistic regression).
+- mlp: the thesis' MLP, one hidden layer of 200 tanh units.
+- cnn: the thesis' CNN, two 5x5 convolutions of 10 and 20 channels, each followed by ReLU and
+  2x2 max-pooling, then FC 50 (ReLU) and FC classes. Decision: padding=2 keeps the spatial size
+  through each convolution, so the same network runs on 8x8 digits (8 -> 4 -> 2) as well as
+  28x28 MNIST and 32x32 CIFAR-10; the FC input size is 20 * (H//4) * (W//4).
+
+Initialization is PyTorch's default (Kaiming-uniform weights, uniform biases) drawn from a
+`torch.Generator` seeded with `seed`, so the same seed gives the same model without touching
+torch's global random state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ldpfed.validation import LDPValueError, check_positive_int
+
+MODEL_NAMES = ("logreg", "mlp", "cnn")
+MLP_HIDDEN = 200
+CNN_CHANNELS = (10, 20)
+CNN_KERNEL = 5
+CNN_FC = 50
+
+
+def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> nn.Module:
+    """The model `name` for inputs of `input_shape` (without batch axis) and `num_classes` outputs."""
+    key = str(name).strip().lower()
+    if key not in MODEL_NAMES:
+        raise LDPValueError(f"unknown model {name!r}; available: {', '.join(MODEL_NAMES)}")
+    shape = tuple(int(s) for s in input_shape)
+    if not shape or any(s < 1 for s in shape):
+        raise LDPValueError(f"input_shape must be a non-empty tuple of positive sizes, got {input_shape!r}")
+    num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
+    generator = torch.Generator().manual_seed(check_positive_int(seed, "seed", minimum=0))
+    features = math.prod(shape)
+    # Built on the meta device (no storage, no draws from torch's global generator), then
+    # materialized on the CPU and initialized from `generator`.
+    with torch.device("meta"):
+        if key == "logreg":
+            model = nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
+        elif key == "mlp":
+            model = nn.Sequential(nn.Flatten(), nn.Linear(features, MLP_HIDDEN), nn.Tanh(), nn.Linear(MLP_HIDDEN, num_classes))
+        else:
+            model = _cnn(shape, num_classes)
+    model = model.to_empty(device="cpu")
+    _initialize(model, generator)
+    return model
+
+
+def _cnn(shape: tuple, num_classes: int) -> nn.Module:
+    if len(shape) != 3:
+        raise LDPValueError(
+            f"cnn needs image inputs of shape (channels, height, width), got {shape}; "
+            "use logreg or mlp for vector data such as synthetic-fedprox"
+        )
+    channels, height, width = shape
+    if height < 4 or width < 4:
+        raise LDPValueError(f"cnn needs images of at least 4x4 pixels (two 2x2 poolings), got {height}x{width}")
+    first, second = CNN_CHANNELS
+    padding = CNN_KERNEL // 2
+    return nn.Sequential(
+        nn.Conv2d(channels, first, CNN_KERNEL, padding=padding),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(first, second, CNN_KERNEL, padding=padding),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(second * (height // 4) * (width // 4), CNN_FC),
+        nn.ReLU(),
+        nn.Linear(CNN_FC, num_classes),
+    )
+
+
+@torch.no_grad()
+def _initialize(model: nn.Module, generator: torch.Generator) -> None:
+    """PyTorch's default reset_parameters for Linear/Conv, drawn from `generator`."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
+            fan_in = module.weight[0].numel()
+            bound = 1.0 / math.sqrt(fan_in)
+            nn.init.uniform_(module.bias, -bound, bound, generator=generator)

@@ -1,0 +1,63 @@
+"""A per-round progress display on stderr (rich) and the closing summary for humans."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from simulations.config import SimulationConfig
+
+
+class RoundProgress:
+    def __init__(self, config: SimulationConfig) -> None:
+        self.config = config
+        self.progress: Progress | None = None
+        self.console: Console | None = None
+
+    def start(self, stream) -> None:
+        self.console = Console(file=stream)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=self.console,
+        )
+        self.progress.start()
+        description = f"flower {self.config.task}: {self.config.clients} clients"
+        self.task_id = self.progress.add_task(description, total=self.config.rounds, last="starting Ray...")
+
+    def update(self, row: dict) -> None:
+        if self.progress is None:
+            return
+        if self.config.task == "train":
+            result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
+        else:
+            result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
+        failed = f", {row['clients_failed']} failed" if row["clients_failed"] else ""
+        line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; eps spent {row['epsilon_spent']:.3g}"
+        self.progress.console.print(line, highlight=False)
+        self.progress.update(self.task_id, advance=1, last="")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def print_summary(self, summary: dict) -> None:
+        table = Table(title="ldpfed simulate (Flower, Ray backend)", show_header=False)
+        keys = [
+            "task", "clients", "rounds", "mechanism", "epsilon", "aggregator",
+            "final_accuracy", "final_loss", "final_mse", "predicted_mse", "mean_mse_over_rounds",
+            "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
+            "seconds", "seconds_per_round",
+        ]
+        for key in keys:
+            if key in summary and summary[key] is not None:
+                value = summary[key]
+                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        Console().print(table)
+        if self.config.out:
+            Console().print(f"results written to {self.config.out}/", highlight=False)

@@ -1,0 +1,73 @@
+"""The files a simulation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
+
+- config.toml: the resolved options (written first; `--config` reads it back);
+- metrics.csv: one row per finished round, rewritten atomically after every round so the rounds
+  finished before an interrupt are on disk;
+- privacy.csv: each client's privacy totals so far (ldpfed.accounting: basic, advanced, RDP);
+- summary.json, privacy.json (the ledger's entries and totals) and plot.png at the end.
+Without `--out` nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ldpfed.results import save_figure, write_json, write_table, write_text
+from simulations.config import SimulationConfig, to_toml
+
+
+class Recorder:
+    def __init__(self, config: SimulationConfig) -> None:
+        self.config = config
+        self.rows: list[dict] = []
+        self.out = Path(config.out) if config.out else None
+        if self.out is not None:
+            write_text(self.out / "config.toml", to_toml(config))
+
+    def add_round(self, row: dict, ledger) -> None:
+        self.rows.append(row)
+        if self.out is not None:
+            write_table(self.out / "metrics.csv", pd.DataFrame(self.rows))
+            write_table(self.out / "privacy.csv", ledger.to_frame())
+
+    def finish(self, summary: dict, ledger) -> None:
+        if self.out is None:
+            return
+        write_json(self.out / "summary.json", summary)
+        write_json(self.out / "privacy.json", ledger.state_dict())
+        save_figure(self.out / "plot.png", plot_rounds(pd.DataFrame(self.rows), self.config))
+
+
+def plot_rounds(frame: pd.DataFrame, config: SimulationConfig):
+    """Accuracy and loss per round (train), or measured vs predicted MSE per round (mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    title = f"{config.task}: {config.clients} clients, {config.mechanism}"
+    if config.private:
+        title += f" eps={config.epsilon:g}"
+    if config.task == "train":
+        axes[0].plot(frame["round"], frame["accuracy"], marker="o")
+        axes[0].set_ylabel("test accuracy")
+        axes[1].plot(frame["round"], frame["loss"], marker="o")
+        axes[1].set_ylabel("test loss")
+    else:
+        axes[0].plot(frame["round"], frame["mse"], marker="o", label=f"measured ({config.aggregator})")
+        axes[0].plot(frame["round"], frame["mse_plain_mean"], marker="x", label="measured (plain mean)")
+        axes[0].plot(frame["round"], frame["predicted_mse"], linestyle="--", label="predicted (CLT)")
+        axes[0].set_ylabel("MSE")
+        axes[0].legend()
+        axes[1].plot(frame["round"], frame["clients_replied"], marker="o", label="replied")
+        axes[1].plot(frame["round"], frame["clients_failed"], marker="x", label="failed")
+        axes[1].set_ylabel("clients")
+        axes[1].legend()
+    for axis in axes:
+        axis.set_xlabel("round")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,49 @@
+"""The thesis-grid script: verdict logic, and a tiny end-to-end run that writes its files."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from simulations import thesis_recalibration as script
+
+
+def _runs(hdr4me, others):
+    rows = []
+    for repeat, value in enumerate(hdr4me):
+        rows.append({"data": "g", "mechanism": "laplace", "options": "", "epsilon": 1.0, "repeat": repeat,
+                     "aggregator": "hdr4me", "mse": value})
+        for name in script.COMPARATORS:
+            rows.append({"data": "g", "mechanism": "laplace", "options": "", "epsilon": 1.0, "repeat": repeat,
+                         "aggregator": name, "mse": others[name][repeat]})
+    return pd.DataFrame(rows)
+
+
+def test_paired_verdicts_beat_tie_and_lose():
+    hdr4me = np.array([1.0, 2.0, 3.0, 4.0])
+    others = {
+        "mean": hdr4me + np.array([1.0, 1.1, 0.9, 1.0]),  # always larger: hdr4me beats
+        "l1": hdr4me + np.array([0.5, -0.5, 0.4, -0.4]),  # differences straddle 0: tie
+        "l2": hdr4me - np.array([1.0, 1.2, 0.8, 1.0]),  # always smaller: hdr4me loses
+        "james-stein": hdr4me,  # identical: tie (zero spread)
+    }
+    verdicts = script.paired_verdicts(_runs(hdr4me, others)).set_index("versus")
+    assert verdicts.loc["mean", "verdict"] == "beats"
+    assert verdicts.loc["l1", "verdict"] == "ties"
+    assert verdicts.loc["l2", "verdict"] == "loses"
+    assert verdicts.loc["james-stein", "verdict"] == "ties"
+    assert verdicts.loc["mean", "ratio"] == hdr4me.mean() / others["mean"].mean()
+
+
+def test_tiny_grid_writes_results_and_report(tmp_path, monkeypatch):
+    out, doc = tmp_path / "res", tmp_path / "doc.md"
+    monkeypatch.setattr(script, "DATA_SETS", (("gaussian", 200, 5), ("uniform", 300, 7)))
+    monkeypatch.setattr(sys, "argv", ["x", "--scale", "1", "--repeats", "2", "--out", str(out), "--doc", str(doc)])
+    script.main()
+    summary = pd.read_csv(out / "summary.csv")
+    verdicts = pd.read_csv(out / "verdicts.csv")
+    assert set(summary["data"]) == {"gaussian", "uniform"}
+    assert len(verdicts) == len(summary) // 5 * len(script.COMPARATORS)
+    assert (out / "mse_gaussian.png").exists() and "HDR4ME* vs" in doc.read_text()
