@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
 ACCOUNTANTS = {
@@ -74,13 +74,7 @@ def _rdp_epsilon(rounds: tuple[tuple[float, int], ...], delta_target: float) -> 
 
 
 def _check_delta_target(delta_target: float) -> float:
-    try:
-        value = float(delta_target)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"delta_target must be a number in (0, 1), got {delta_target!r}") from None
-    if not (0.0 < value < 1.0):
-        raise LDPValueError(f"delta_target must be in (0, 1), got {delta_target!r}")
-    return value
+    return check_fraction(delta_target, "delta_target")
 
 
 class PrivacyLedger:

@@ -18,15 +18,31 @@ class LDPValueError(ValueError):
     """A parameter or an input outside its allowed range."""
 
 
+def check_positive(value: float, name: str) -> float:
+    """A finite number > 0 (a budget, a clipping bound, a learning rate, a half-width...)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LDPValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise LDPValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return number
+
+
+def check_fraction(value: float, name: str) -> float:
+    """A number strictly between 0 and 1 (a delta, a confidence level...)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LDPValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
+    if not (0.0 < number < 1.0):
+        raise LDPValueError(f"{name} must be in (0, 1), got {value!r}")
+    return number
+
+
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """A privacy budget: a finite number > 0."""
-    try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"{name} must be a number > 0, got {epsilon!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise LDPValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
-    return value
+    return check_positive(epsilon, name)
 
 
 def check_delta(delta: float | None, *, approximate: bool, mechanism: str) -> float | None:
@@ -40,13 +56,7 @@ def check_delta(delta: float | None, *, approximate: bool, mechanism: str) -> fl
         return None
     if delta is None:
         raise LDPValueError(f"{mechanism} is (eps, delta)-LDP: give delta in (0, 1)")
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"delta must be a number in (0, 1), got {delta!r}") from None
-    if not (0.0 < value < 1.0):
-        raise LDPValueError(f"delta must be in (0, 1), got {delta!r}")
-    return value
+    return check_fraction(delta, "delta")
 
 
 def check_positive_int(value: int, name: str, minimum: int = 1) -> int:

@@ -20,14 +20,7 @@ from scipy import stats
 import ldpfed.mechanisms as mech
 from ldpfed.mechanisms.gaussian import analytic_delta, analytic_sigma, classic_sigma
 
-PURE = [
-    ("laplace", {}),
-    ("piecewise", {}),
-    ("square-wave", {"estimator": "raw"}),
-    ("square-wave", {"estimator": "debiased"}),
-    ("duchi", {}),
-    ("hybrid", {}),
-]
+PURE = [(name, options) for name, options in mech.variants() if not mech.get_class(name).approximate]
 P_THRESHOLD = 1e-4  # fixed significance level of the goodness-of-fit tests (seeded)
 
 

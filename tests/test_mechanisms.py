@@ -15,16 +15,7 @@ from ldpfed.validation import LDPValueError
 
 DELTA = 1e-5
 # (name, options): every randomizer, both SW estimators, both Gaussian calibrations.
-CONFIGS = [
-    ("laplace", {}),
-    ("piecewise", {}),
-    ("square-wave", {"estimator": "raw"}),
-    ("square-wave", {"estimator": "debiased"}),
-    ("duchi", {}),
-    ("hybrid", {}),
-    ("gaussian", {"calibration": "analytic"}),
-    ("gaussian", {"calibration": "classic"}),
-]
+CONFIGS = mech.variants()
 T_VALUES = np.array([-1.0, -0.3, 0.0, 0.7, 1.0])
 
 
@@ -307,3 +298,11 @@ def test_bad_value_anywhere_in_a_large_array_is_found(bad, position):
     values[position] = bad
     with pytest.raises(LDPValueError, match="NaN or inf" if not math.isfinite(bad) else r"\[-1.0, 1.0\]"):
         mech.get("duchi", 1.0).perturb(values, np.random.default_rng(0))
+
+
+def test_variants_cover_every_mechanism_and_option_value():
+    """The parametrized tests above run over `variants()`: it must not drop a mechanism or an option value."""
+    assert sorted({name for name, _ in CONFIGS}) == sorted(mech.available())
+    assert ("square-wave", {"estimator": "debiased"}) in CONFIGS
+    assert ("gaussian", {"calibration": "classic"}) in CONFIGS
+    assert len(CONFIGS) == 8

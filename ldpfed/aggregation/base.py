@@ -9,7 +9,6 @@ every choice that shaped it.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -17,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from ldpfed.deviation import DeviationModel
-from ldpfed.validation import LDPValueError
+from ldpfed.validation import LDPValueError, check_fraction, check_positive
 
 DEFAULT_ALPHA = 0.95
 L2_REFERENCES = ("bound", "estimate")
@@ -25,24 +24,12 @@ L2_REFERENCES = ("bound", "estimate")
 
 def check_alpha(alpha: float) -> float:
     """A confidence level strictly between 0 and 1."""
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"alpha must be a number in (0, 1), got {alpha!r}") from None
-    if not (0.0 < value < 1.0):
-        raise LDPValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    return value
+    return check_fraction(alpha, "alpha")
 
 
 def check_halfwidth(halfwidth: float) -> float:
     """The half-width h of the data domain [-h, h] (1 for tuples; the clipping bound C for gradients)."""
-    try:
-        value = float(halfwidth)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"halfwidth must be a finite number > 0, got {halfwidth!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise LDPValueError(f"halfwidth must be a finite number > 0, got {halfwidth!r}")
-    return value
+    return check_positive(halfwidth, "halfwidth")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ldpfed.deviation import DeviationModel
-from ldpfed.validation import LDPValueError
+from ldpfed.validation import check_fraction
 
 BISECTION_STEPS = 64
 
@@ -39,13 +39,7 @@ class ErrorSupremum:
 
 
 def check_alpha(alpha: float) -> float:
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"confidence alpha must be a number in (0, 1), got {alpha!r}") from None
-    if not 0.0 < value < 1.0:
-        raise LDPValueError(f"confidence alpha must be in (0, 1), got {alpha!r}")
-    return value
+    return check_fraction(alpha, "confidence alpha")
 
 
 def simultaneous_supremum(model: DeviationModel, alpha: float) -> float:

@@ -17,11 +17,10 @@ covering every sample, every client non-empty, and the same for the same rng see
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
 PARTITION_SCHEMES = ("iid", "k-classes", "dirichlet")
 
@@ -61,13 +60,7 @@ def partition(
 
 
 def _check_alpha(alpha: float) -> float:
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"alpha (Dirichlet concentration) must be a number > 0, got {alpha!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise LDPValueError(f"alpha (Dirichlet concentration) must be a finite number > 0, got {alpha!r}")
-    return value
+    return check_positive(alpha, "alpha (Dirichlet concentration)")
 
 
 def _iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

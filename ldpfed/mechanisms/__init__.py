@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import fields
 
 from ldpfed.mechanisms.base import Mechanism
@@ -28,6 +29,17 @@ _REGISTRY: dict[str, type[Mechanism]] = {
 def available() -> list[str]:
     """Names accepted by `get`, in a stable order."""
     return list(_REGISTRY)
+
+
+def variants() -> list[tuple[str, dict]]:
+    """Every (name, options) combination of the registered mechanisms' choice options, e.g.
+    ("square-wave", {"estimator": "raw"}) and ("square-wave", {"estimator": "debiased"})."""
+    combinations = []
+    for name, cls in _REGISTRY.items():
+        keys = list(cls.option_choices)
+        for values in itertools.product(*(cls.option_choices[key] for key in keys)):
+            combinations.append((name, dict(zip(keys, values))))
+    return combinations
 
 
 def get_class(name: str) -> type[Mechanism]:
@@ -58,4 +70,4 @@ def get(name: str | Mechanism, epsilon: float | None = None, delta: float | None
     return cls(epsilon=epsilon, delta=delta, **options)
 
 
-__all__ = ["Mechanism", "available", "get", "get_class"]
+__all__ = ["Mechanism", "available", "get", "get_class", "variants"]

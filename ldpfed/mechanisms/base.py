@@ -31,6 +31,7 @@ class Mechanism(ABC):
 
     name: ClassVar[str]
     approximate: ClassVar[bool] = False  # (eps, delta)-LDP rather than pure eps-LDP
+    option_choices: ClassVar[dict[str, tuple]] = {}  # each option's allowed values (see `variants`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))

@@ -64,6 +64,7 @@ class Gaussian(Mechanism):
     calibration: str = "analytic"
 
     name = "gaussian"
+    option_choices = {"calibration": CALIBRATIONS}
     approximate = True
 
     def __post_init__(self) -> None:

@@ -40,6 +40,7 @@ class SquareWave(Mechanism):
     estimator: str = "raw"
 
     name = "square-wave"
+    option_choices = {"estimator": ESTIMATORS}
 
     def __post_init__(self) -> None:
         super().__post_init__()

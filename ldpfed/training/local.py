@@ -8,13 +8,12 @@ same steps. Plain SGD, cross-entropy loss. `torch.set_num_threads` is the caller
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 from torch import nn
 
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
 
 def _tensors(X, y) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,8 +33,7 @@ def train_local(model: nn.Module, X, y, *, steps: int, lr: float, batch_size: in
     """
     steps = check_positive_int(steps, "steps")
     batch_size = check_positive_int(batch_size, "batch_size")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise LDPValueError(f"lr must be a finite number > 0, got {lr!r}")
+    lr = check_positive(lr, "lr")
     x, labels = _tensors(X, y)
     n = labels.numel()
     batch = min(batch_size, n)

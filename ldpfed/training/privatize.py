@@ -38,7 +38,14 @@ import numpy as np
 import ldpfed.mechanisms as mechanisms
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.multidim import per_value_mechanism, sample_report_mask, wang_report_dims
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive_int, check_report_dims
+from ldpfed.validation import (
+    LDPValueError,
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_positive_int,
+    check_report_dims,
+)
 
 UPDATE_MECHANISMS = ("none",) + tuple(mechanisms.available())
 GAUSSIAN = "gaussian"
@@ -62,10 +69,8 @@ class UpdatePrivatizer:
         **options,
     ) -> None:
         key = str(mechanism).strip().lower().replace("_", "-")
-        if not (isinstance(clip, (int, float)) and not isinstance(clip, bool) and math.isfinite(clip) and clip > 0):
-            raise LDPValueError(f"clip must be a finite number > 0, got {clip!r}")
         self.mechanism = key
-        self.clip = float(clip)
+        self.clip = check_positive(clip, "clip")
         self.options = dict(options)
         self.report_dims = None if report_dims is None else check_positive_int(report_dims, "report_dims")
         self._per_value: dict[int, Mechanism] = {}
