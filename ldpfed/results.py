@@ -10,11 +10,21 @@ from pathlib import Path
 import pandas as pd
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def _atomic_write(path: Path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
+    os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are ordinary files
     try:
         write(temporary)
         os.replace(temporary, path)
