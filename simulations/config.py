@@ -120,6 +120,8 @@ class SimulationConfig:
             if self.report_dims > self.dims:
                 raise LDPValueError(f"report-dims must be in [0, dims={self.dims}], got {self.report_dims}")
         else:
+            if self.aggregator != "mean":  # re-calibrated training aggregates: issue 6
+                raise LDPValueError(f"--task train supports aggregator 'mean' (FedAvg) only, got {self.aggregator!r}")
             _choice("data", self.data, TRAIN_DATA)
             _choice("partition", self.partition, PARTITIONS)
             _choice("model", self.model, MODELS)
