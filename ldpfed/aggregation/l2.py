@@ -17,11 +17,13 @@ from ldpfed.aggregation.base import ConfidenceAggregator, check_l2_reference
 
 
 def l2_weight(theta_hat: np.ndarray, xi: np.ndarray, halfwidth: float, reference: str) -> np.ndarray:
-    """lam2_j = xi_j / (2 |m_j|), m_j = h ("bound") or |theta_hat_j| ("estimate"; inf where 0)."""
+    """lam2_j = xi_j / (2 |m_j|), m_j = h ("bound") or |theta_hat_j| ("estimate"; inf where 0).
+
+    xi_j = 0 (sigma_j = 0, no deviation) gives lam2_j = 0 even where theta_hat_j = 0 (not 0/0 = NaN)."""
     if reference == "bound":
         return xi / (2.0 * halfwidth)
-    with np.errstate(divide="ignore"):
-        return xi / (2.0 * np.abs(theta_hat))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(xi == 0, 0.0, xi / (2.0 * np.abs(theta_hat)))
 
 
 def shrink(theta_hat: np.ndarray, lam2: np.ndarray) -> np.ndarray:
