@@ -97,6 +97,10 @@ class ConfidenceAggregator(Aggregator, ABC):
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", check_alpha(self.alpha))
 
+    def supremum(self, deviation: DeviationModel, shape: tuple) -> np.ndarray:
+        """xi_j(alpha) per dimension, broadcast to the estimate's shape."""
+        return np.broadcast_to(deviation.supremum(self.alpha), shape)
+
 
 def check_l2_reference(reference: str) -> str:
     if reference not in L2_REFERENCES:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpfed.aggregation.base import ConfidenceAggregator, check_l2_reference
 from ldpfed.aggregation.l1 import soft_threshold
-from ldpfed.aggregation.l2 import l2_weight, shrink
+from ldpfed.aggregation.l2 import ShrinkingAggregator, shrink
 from ldpfed.deviation import DeviationModel
 
 
@@ -29,19 +28,13 @@ def mixture_weights(deviation: DeviationModel, halfwidth: float) -> tuple[np.nda
 
 
 @dataclass(frozen=True)
-class HDR4MEStar(ConfidenceAggregator):
+class HDR4MEStar(ShrinkingAggregator):
     name = "hdr4me"
 
-    l2_reference: str = "bound"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_l2_reference(self.l2_reference)
-
     def _recalibrate(self, theta_hat, deviation, halfwidth):
-        xi = np.broadcast_to(deviation.supremum(self.alpha), theta_hat.shape)
+        xi = self.supremum(deviation, theta_hat.shape)
         l1 = soft_threshold(theta_hat, xi)
-        l2 = shrink(theta_hat, l2_weight(theta_hat, xi, halfwidth, self.l2_reference))
+        l2 = shrink(theta_hat, self.l2_weight(theta_hat, xi, halfwidth))
         p1, p2, p3 = (np.broadcast_to(p, theta_hat.shape) for p in mixture_weights(deviation, halfwidth))
         combined = p1 * theta_hat + p2 * l1 + p3 * l2
         return combined, {"p1": p1, "p2": p2, "p3": p3, "l1": l1, "l2": l2}

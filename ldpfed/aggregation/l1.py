@@ -22,5 +22,5 @@ class SoftThreshold(ConfidenceAggregator):
     name = "l1"
 
     def _recalibrate(self, theta_hat, deviation, halfwidth):
-        lam1 = np.broadcast_to(deviation.supremum(self.alpha), theta_hat.shape)
+        lam1 = self.supremum(deviation, theta_hat.shape)
         return soft_threshold(theta_hat, lam1), {"lam1": lam1}

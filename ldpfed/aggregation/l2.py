@@ -9,6 +9,7 @@ dominates). The choice is recorded in every result.
 
 from __future__ import annotations
 
+from abc import ABC
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +33,8 @@ def shrink(theta_hat: np.ndarray, lam2: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Shrink(ConfidenceAggregator):
-    name = "l2"
+class ShrinkingAggregator(ConfidenceAggregator, ABC):
+    """A confidence aggregator that uses the L2 shrink, with its reference m_j as an option."""
 
     l2_reference: str = "bound"
 
@@ -41,7 +42,14 @@ class Shrink(ConfidenceAggregator):
         super().__post_init__()
         check_l2_reference(self.l2_reference)
 
+    def l2_weight(self, theta_hat: np.ndarray, xi: np.ndarray, halfwidth: float) -> np.ndarray:
+        return l2_weight(theta_hat, xi, halfwidth, self.l2_reference)
+
+
+@dataclass(frozen=True)
+class Shrink(ShrinkingAggregator):
+    name = "l2"
+
     def _recalibrate(self, theta_hat, deviation, halfwidth):
-        xi = np.broadcast_to(deviation.supremum(self.alpha), theta_hat.shape)
-        lam2 = l2_weight(theta_hat, xi, halfwidth, self.l2_reference)
+        lam2 = self.l2_weight(theta_hat, self.supremum(deviation, theta_hat.shape), halfwidth)
         return shrink(theta_hat, lam2), {"lam2": lam2}
