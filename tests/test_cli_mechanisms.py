@@ -19,8 +19,8 @@ from ldpfed.cli.mechanisms import EXAMPLE_DELTA
 runner = CliRunner()
 
 
-def _mechanism(name: str, epsilon: float):
-    return registry.get(name, epsilon, EXAMPLE_DELTA if registry.get_class(name).approximate else None)
+def _mechanism(name: str, epsilon: float, options: dict):
+    return registry.get(name, epsilon, EXAMPLE_DELTA if registry.get_class(name).approximate else None, **options)
 
 
 def _json(*args: str) -> list[dict]:
@@ -32,9 +32,12 @@ def _json(*args: str) -> list[dict]:
 @pytest.mark.parametrize("epsilon", [1.0, 2.5])
 def test_json_lists_every_mechanism_with_its_properties(epsilon):
     rows = _json("--epsilon", str(epsilon))
-    assert [row["name"] for row in rows] == registry.available()
+    # One row per variant (e.g. both Square-wave estimators); classic Gaussian needs eps < 1.
+    expected = [(name, options) for name, options in registry.variants() if options.get("calibration") != "classic"]
+    assert [(row["name"], row["options"]) for row in rows] == expected
+    assert sorted({row["name"] for row in rows}) == sorted(registry.available())
     for row in rows:
-        mechanism = _mechanism(row["name"], epsilon)
+        mechanism = _mechanism(row["name"], epsilon, row["options"])
         assert isinstance(row["guarantee"], str) and row["guarantee"] == mechanism.guarantee
         assert row["bounded"] is mechanism.bounded
         assert row["unbiased"] is mechanism.unbiased
@@ -94,3 +97,8 @@ def test_non_numeric_epsilon_is_a_usage_error():
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "--epsilon" in result.stderr
+
+
+def test_classic_gaussian_is_listed_below_eps_one():
+    rows = _json("--epsilon", "0.5")
+    assert ("gaussian", {"calibration": "classic"}) in [(row["name"], row["options"]) for row in rows]

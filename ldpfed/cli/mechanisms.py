@@ -8,6 +8,7 @@ from rich.table import Table
 import ldpfed.mechanisms as registry
 from ldpfed.cli.common import console, handle_errors, print_json
 from ldpfed.cli.main import app
+from ldpfed.validation import LDPValueError, check_epsilon
 
 EXAMPLE_DELTA = 1e-5
 
@@ -19,9 +20,15 @@ def list_mechanisms(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
     """List the scalar randomizers: guarantee, bounded/unbounded, biased/unbiased, variance."""
-    rows = []
-    for name in registry.available():
-        mechanism = registry.get(name, epsilon, EXAMPLE_DELTA if registry.get_class(name).approximate else None)
+    epsilon = check_epsilon(epsilon)
+    rows, skipped = [], []
+    for name, options in registry.variants():
+        delta = EXAMPLE_DELTA if registry.get_class(name).approximate else None
+        try:
+            mechanism = registry.get(name, epsilon, delta, **options)
+        except LDPValueError as error:  # e.g. classic Gaussian calibration needs eps < 1
+            skipped.append(f"{name} {options}: {error}")
+            continue
         row = mechanism.describe()
         row["variance_at_0"] = float(mechanism.variance(0.0))
         row["variance_at_1"] = float(mechanism.variance(1.0))
@@ -43,3 +50,5 @@ def list_mechanisms(
             ", ".join(f"{k}={v}" for k, v in row["options"].items()) or "-",
         )
     console.print(table)
+    for note in skipped:
+        console.print(f"not available at this eps: {note}", highlight=False)
