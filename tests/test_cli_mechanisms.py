@@ -62,7 +62,7 @@ def test_json_default_epsilon_is_one():
     assert _json() == _json("--epsilon", "1")
 
 
-def test_table_has_one_row_per_mechanism(monkeypatch):
+def test_table_has_one_row_per_variant(monkeypatch):
     monkeypatch.setattr(common.console, "width", 300)  # one line per row, no folding
     result = runner.invoke(app, ["mechanisms", "--epsilon", "2"])
     assert result.exit_code == 0, result.output
@@ -70,10 +70,12 @@ def test_table_has_one_row_per_mechanism(monkeypatch):
     for line in result.stdout.splitlines():
         cells = [cell.strip() for cell in line.split("│")[1:-1]]
         if len(cells) == 7 and cells[0] in registry.available():
-            rows[cells[0]] = cells
-    assert sorted(rows) == sorted(registry.available())
-    for name, (_, guarantee, output, bias, v0, v1, _) in rows.items():
-        mechanism = _mechanism(name, 2.0)
+            options = dict(item.split("=") for item in cells[6].split(", ")) if cells[6] != "-" else {}
+            rows[(cells[0], tuple(options.items()))] = cells
+    expected = [(name, options) for name, options in registry.variants() if options.get("calibration") != "classic"]
+    assert sorted(rows) == sorted((name, tuple(options.items())) for name, options in expected)
+    for (name, options), (_, guarantee, output, bias, v0, v1, _) in rows.items():
+        mechanism = _mechanism(name, 2.0, dict(options))
         assert guarantee == mechanism.guarantee
         assert output.startswith("bounded") if mechanism.bounded else output == "unbounded"
         assert bias == ("unbiased" if mechanism.unbiased else "biased")
