@@ -1,6 +1,12 @@
 """Flower ClientApp: a client holds one partition (Flower's `partition-id`) of the users or data.
 
 `query` tells the server this node's partition id; `train` runs the client's part of a round.
+
+SIMULATION-ONLY channel (training, `measure-noise` = 1, the default in simulation): besides its
+privatized update, a client also returns its clipped, noise-free update on the separate field
+`measurement.clipped_update` (simulations.train_task.MEASUREMENT_FIELD), so that the server can
+measure the aggregate noise against its CLT prediction. The server never aggregates it. A real
+deployment must not have this field (it sends the update in the clear): set `measure-noise = 0`.
 """
 
 from flwr.app import Context, Message

@@ -3,6 +3,10 @@
 Under `flwr run .` the options come from `[tool.flwr.app.config]` and `--run-config`
 (`context.run_config`); `ldpfed simulate` builds its own ServerApp with `make_server_app` around
 the already-resolved options and a per-round callback for its progress display.
+
+Training replies may carry the SIMULATION-ONLY field `measurement.clipped_update` (the client's
+noise-free clipped update, see clients/client_app.py): the server uses it only for the measured
+vs predicted noise metrics, never in the aggregate; a deployment must not have it.
 """
 
 from typing import Callable

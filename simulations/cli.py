@@ -12,7 +12,8 @@ from ldpfed.cli.common import handle_errors, print_json
 from simulations import config as simulation_config
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
-MSE) or --task train (federated LDP-SGD, FedAvg). With no options: the default job
+MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-calibrated by
+--aggregator, with the aggregate noise measured against its CLT prediction). With no options: the default job
 (configs/default.toml: mean of 10,000 users in 10 dimensions held by 10 clients, Laplace at eps 2,
 measured vs predicted MSE over 5 rounds)."""
 
@@ -35,8 +36,20 @@ def simulate(
     epsilon: Optional[float] = typer.Option(None, help="Budget per user (mean) or per client and round (train)."),
     delta: Optional[float] = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
     report_dims: Optional[int] = typer.Option(None, help="Dimensions each user reports, m (0 = all)."),
-    aggregator: Optional[str] = typer.Option(None, help="mean | l1 | l2 | hdr4me | james-stein (mean task)."),
+    aggregator: Optional[str] = typer.Option(
+        None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg aggregation)."
+    ),
     alpha: Optional[float] = typer.Option(None, help="Confidence level of the aggregator."),
+    deviation: Optional[str] = typer.Option(
+        None, help="train: deviation model of the re-calibration, plug-in (spread of the updates) | model."
+    ),
+    engine: Optional[str] = typer.Option(
+        None, help="flower (Ray) | local (same client/server code in this process, no Flower; for sweeps)."
+    ),
+    measure_noise: Optional[int] = typer.Option(
+        None, help="train, SIMULATION ONLY: 1 = clients also send their clean clipped update so the server "
+        "can measure the aggregate noise (never aggregated); 0 = off.",
+    ),
     users: Optional[int] = typer.Option(None, help="Users in total, split over the clients (mean)."),
     dims: Optional[int] = typer.Option(None, help="Dimensions of a tuple (mean)."),
     tuples: Optional[str] = typer.Option(None, help="Synthetic set or file of tuples (mean)."),

@@ -15,6 +15,17 @@ Decisions where the issue is silent:
   randomness); each user spends epsilon per round, and the ledger records it.
 - `fail-clients` is a fault-injection option for tests and demos: the listed partition ids raise
   in every round they are sampled.
+- Training aggregators (issue 6): `aggregator` is one of the recalibrating aggregators (mean, l1,
+  l2, hdr4me, james-stein; all through `ldpfed.aggregation.updates.aggregate_updates`) or
+  `fedavg`, Flower's own weighted average (`aggregate_arrayrecords`), the plain baseline;
+  `deviation` (plug-in | model) is the deviation model of the recalibration.
+- `measure-noise` (train, default 1 = on): SIMULATION-ONLY measurement channel. Each client also
+  returns its clipped, noise-free update on a separate field, which the server uses only to
+  measure the aggregate noise against its CLT prediction, never to aggregate. A deployment must
+  not have it (it would leak the update); set 0 to send only the privatized update. It carries
+  nothing with mechanism `none` (the update is then the clipped update itself).
+- `engine` (flower | local): `local` runs the same client and server functions sequentially in
+  this process, without Flower or Ray, for large sweeps (`ldpfed compare --task train`).
 """
 
 from __future__ import annotations
@@ -31,6 +42,9 @@ TRAIN_DATA = ("synthetic-fedprox", "digits", "mnist", "cifar10")
 PARTITIONS = ("iid", "k-classes", "dirichlet")
 MODELS = ("logreg", "mlp", "cnn")
 NO_MECHANISM = "none"
+FEDAVG = "fedavg"  # Flower's own FedAvg aggregation of the replies (train only)
+TRAIN_DEVIATIONS = ("plug-in", "model")
+ENGINES = ("flower", "local")
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,8 @@ class SimulationConfig:
     report_dims: int = 0
     aggregator: str = "mean"
     alpha: float = 0.95
+    deviation: str = "plug-in"  # train: deviation model of the recalibration
+    engine: str = "flower"
     # mean task
     users: int = 10_000
     dims: int = 10
@@ -65,6 +81,7 @@ class SimulationConfig:
     lr: float = 0.1
     batch_size: int = 32
     clip: float = 0.05
+    measure_noise: int = 1  # train: simulation-only channel of the clean update (module docstring)
     fail_clients: str = ""
     out: str = ""
 
@@ -109,7 +126,11 @@ class SimulationConfig:
         if not 0.0 <= self.delta < 1.0:
             raise LDPValueError(f"delta must be in [0, 1) (0 = pure), got {self.delta!r}")
         check_positive_int(self.report_dims, "report-dims", minimum=0)
-        aggregation.get_class(self.aggregator)
+        _choice("engine", self.engine, ENGINES)
+        if self.task == "train":
+            _choice("aggregator", self.aggregator, (*aggregation.available(), FEDAVG))
+        else:
+            aggregation.get_class(self.aggregator)
         if not 0.0 < self.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
         if self.task == "mean":
@@ -120,8 +141,9 @@ class SimulationConfig:
             if self.report_dims > self.dims:
                 raise LDPValueError(f"report-dims must be in [0, dims={self.dims}], got {self.report_dims}")
         else:
-            if self.aggregator != "mean":  # re-calibrated training aggregates: issue 6
-                raise LDPValueError(f"--task train supports aggregator 'mean' (FedAvg) only, got {self.aggregator!r}")
+            _choice("deviation", self.deviation, TRAIN_DEVIATIONS)
+            if self.measure_noise not in (0, 1):
+                raise LDPValueError(f"measure-noise must be 0 (off) or 1 (on), got {self.measure_noise!r}")
             _choice("data", self.data, TRAIN_DATA)
             _choice("partition", self.partition, PARTITIONS)
             _choice("model", self.model, MODELS)

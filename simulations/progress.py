@@ -26,14 +26,16 @@ class RoundProgress:
             console=self.console,
         )
         self.progress.start()
-        description = f"flower {self.config.task}: {self.config.clients} clients"
-        self.task_id = self.progress.add_task(description, total=self.config.rounds, last="starting Ray...")
+        description = f"{self.config.engine} {self.config.task}: {self.config.clients} clients"
+        self.task_id = self.progress.add_task(description, total=self.config.rounds, last="starting Ray..." if self.config.engine == "flower" else "")
 
     def update(self, row: dict) -> None:
         if self.progress is None:
             return
         if self.config.task == "train":
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
+            if row.get("noise_ratio") == row.get("noise_ratio") and row.get("noise_ratio") is not None:  # not NaN
+                result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
         else:
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         failed = f", {row['clients_failed']} failed" if row["clients_failed"] else ""
@@ -47,10 +49,12 @@ class RoundProgress:
             self.progress = None
 
     def print_summary(self, summary: dict) -> None:
-        table = Table(title="ldpfed simulate (Flower, Ray backend)", show_header=False)
+        engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
+        table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
-            "task", "clients", "rounds", "mechanism", "epsilon", "aggregator",
-            "final_accuracy", "final_loss", "final_mse", "predicted_mse", "mean_mse_over_rounds",
+            "task", "clients", "rounds", "mechanism", "epsilon", "aggregator", "deviation",
+            "final_accuracy", "best_accuracy", "final_loss", "final_mse", "predicted_mse", "mean_mse_over_rounds",
+            "noise_measured_over_predicted", "measurement_channel",
             "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
             "seconds", "seconds_per_round",
         ]

@@ -72,8 +72,11 @@ def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> di
 
     `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` is called
     with the stream to write to (the terminal's stderr) before the simulation starts,
-    `update(row)` after every round, `stop()` at the end.
+    `update(row)` after every round, `stop()` at the end. With `engine = "local"` the same rounds
+    run in this process without Flower (`simulations.federation.run_local`).
     """
+    if config.engine == "local":
+        return _run_local(config, progress)
     from flwr.simulation import run_simulation
 
     from clients.client_app import app as client_app
@@ -119,3 +122,15 @@ def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> di
     if "summary" not in result:
         raise RuntimeError("the Flower simulation ended without a result (see the log; rerun with --verbose)")
     return result["summary"]
+
+
+def _run_local(config: SimulationConfig, progress=None) -> dict:
+    from simulations.federation import run_local
+
+    if progress:
+        progress.start(sys.stderr)
+    try:
+        return run_local(config, progress.update if progress else None)
+    finally:
+        if progress:
+            progress.stop()

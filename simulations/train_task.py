@@ -8,6 +8,23 @@ mechanism `none` the update is sent as it is, plain FedAvg) and returns it with 
 The server applies the FedAvg mean sum_k p_k u_k (p_k = n_k / sum n of the clients that replied),
 evaluates the global model on the test set, and records the predicted aggregate-noise variance
 per coordinate, sum_k p_k^2 v_k (analysis.md, federated rounds), and each client's privacy cost.
+
+Aggregation (issue 6). `aggregator` mean | l1 | l2 | hdr4me | james-stein goes through
+`ldpfed.aggregation.updates.aggregate_updates`: the weighted mean of the perturbed updates, the
+per-coordinate deviation model (`deviation` plug-in: from the spread of the received updates;
+model: the mechanism's worst-case variance at the clipping bound), and the re-calibration with
+half-width C; the server applies w <- w + estimate. `fedavg` is Flower's own weighted average
+(`flwr.serverapp.strategy.strategy_utils.aggregate_arrayrecords`) of the same replies, the plain
+baseline (equal to `mean` up to float rounding).
+
+Measured vs predicted aggregate noise (analysis.md, federated rounds). SIMULATION-ONLY: with
+`measure-noise` on, each client also returns its clipped, noise-free update on the separate field
+MEASUREMENT_FIELD. The server uses it ONLY to measure ||noisy mean - clean mean||^2 beside the
+exact CLT prediction (`ldpfed.analysis.round_noise`), and the distance of the applied
+(re-calibrated) step from the clean mean; it never enters aggregation (`fedavg` is given only
+the update and the sample count). A deployment must not have this channel: it would send the
+update in the clear. With mechanism `none` the update is the clipped update, so nothing extra
+is sent.
 """
 
 from __future__ import annotations
@@ -17,13 +34,21 @@ import functools
 import numpy as np
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
+import ldpfed.aggregation as aggregation
+from ldpfed.aggregation.updates import aggregate_updates
+from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_report
 from ldpfed.data.federated import load_federated
 from ldpfed.training.local import evaluate, train_local
 from ldpfed.training.models import build_model
 from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
 from ldpfed.training.privatize import UpdatePrivatizer
 from simulations import seeds
-from simulations.config import SimulationConfig
+from simulations.config import FEDAVG, SimulationConfig
+
+UPDATE_FIELD = "update"
+METRICS_FIELD = "metrics"
+# Simulation-only measurement channel (module docstring): never aggregated, absent in a deployment.
+MEASUREMENT_FIELD = "measurement.clipped_update"
 
 
 @functools.lru_cache(maxsize=2)
@@ -74,13 +99,28 @@ def client_reply(config: SimulationConfig, partition_id: int, server_round: int,
         seed=seeds.integer_seed(config.seed, seeds.LOCAL_TRAINING, partition_id, server_round),
     )
     update = flatten(get_weights(model)) - start
-    update = privatizer(config).privatize(update, seeds.stream(config.seed, seeds.CLIENT_NOISE, partition_id, server_round))
-    return RecordDict(
+    update_privatizer = privatizer(config)
+    noisy = update_privatizer.privatize(update, seeds.stream(config.seed, seeds.CLIENT_NOISE, partition_id, server_round))
+    reply = RecordDict(
         {
-            "update": ArrayRecord([np.asarray(update, dtype=np.float64)]),
-            "metrics": MetricRecord({"num-examples": int(y.size), "train-loss": float(stats["loss"])}),
+            UPDATE_FIELD: ArrayRecord([np.asarray(noisy, dtype=np.float64)]),
+            METRICS_FIELD: MetricRecord({"num-examples": int(y.size), "train-loss": float(stats["loss"])}),
         }
     )
+    if config.measure_noise and config.private:
+        # SIMULATION ONLY (module docstring): the clean clipped update, for the server's noise
+        # measurement; a deployment must not send it.
+        reply[MEASUREMENT_FIELD] = ArrayRecord([update_privatizer.clip_only(update)])
+    return reply
+
+
+def flower_fedavg(replies: list[RecordDict]) -> np.ndarray:
+    """Flower's own FedAvg: `aggregate_arrayrecords` over records holding only the privatized
+    update and the metrics (the measurement channel is left out, so it cannot be aggregated)."""
+    from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
+
+    records = [RecordDict({UPDATE_FIELD: reply[UPDATE_FIELD], METRICS_FIELD: reply[METRICS_FIELD]}) for reply in replies]
+    return aggregate_arrayrecords(records, "num-examples").to_numpy_ndarrays()[0]
 
 
 # ---- server side ----------------------------------------------------------------------------
@@ -111,31 +151,80 @@ class TrainServer:
         return {"global": ArrayRecord([self.weights])}
 
     def aggregate(self, server_round: int, replies: dict[int, RecordDict], ledger) -> dict:
-        """w <- w + sum_k p_k u_k over the replies; test loss/accuracy; predicted noise."""
-        config = self.config
-        predicted_noise = 0.0
-        train_loss = float("nan")
+        """w <- w + (re-calibrated) aggregate of the replies; test loss/accuracy; predicted and
+        (simulation only) measured aggregate noise."""
+        metrics = {"train_loss": float("nan"), "predicted_noise": 0.0, **dict.fromkeys(ROUND_NOISE_COLUMNS, float("nan"))}
         if replies:
             pids = sorted(replies)
-            sizes = np.array([replies[pid]["metrics"]["num-examples"] for pid in pids], dtype=float)
+            sizes = np.array([replies[pid][METRICS_FIELD]["num-examples"] for pid in pids], dtype=float)
             p = sizes / sizes.sum()
-            updates = np.stack([replies[pid]["update"].to_numpy_ndarrays()[0] for pid in pids])
-            self.weights = self.weights + p @ updates
-            # analysis.md, federated rounds: Var of sum_k p_k n_k per coordinate = sum_k p_k^2 v_k.
-            predicted_noise = float(np.sum(p**2) * self.noise_per_coordinate)
-            train_loss = float(p @ np.array([replies[pid]["metrics"]["train-loss"] for pid in pids]))
+            updates = np.stack([replies[pid][UPDATE_FIELD].to_numpy_ndarrays()[0] for pid in pids])
+            step, recalibration = self._aggregate_step([replies[pid] for pid in pids], updates, sizes)
+            self.weights = self.weights + step
+            # analysis.md, federated rounds: Var of sum_k p_k n_k per coordinate = sum_k p_k^2 v_k
+            # (worst case over coordinate values in [-C, C]; needs nothing from the clients).
+            metrics["predicted_noise"] = float(np.sum(p**2) * self.noise_per_coordinate)
+            metrics["predicted_noise_trace_worst_case"] = metrics["predicted_noise"] * self.weights.size
+            metrics["train_loss"] = float(p @ np.array([replies[pid][METRICS_FIELD]["train-loss"] for pid in pids]))
+            metrics.update(recalibration)
+            clean = self._clean_updates(replies, pids, updates)
+            if clean is not None:
+                metrics.update(self._measured_noise(updates, clean, sizes, step))
             for pid in pids:
                 ledger.record(pid, server_round, **self.ledger_entry)
         set_weights(self.model, unflatten(self.weights, self.like))
         loss, accuracy = evaluate(self.model, *self.data.test)
+        return {"loss": float(loss), "accuracy": float(accuracy), **metrics}
+
+    def _aggregate_step(self, replies: list[RecordDict], updates: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, dict]:
+        """The update the server applies, and the re-calibration's per-round record."""
+        config = self.config
+        if config.aggregator == FEDAVG:
+            return flower_fedavg(replies), {}
+        alpha = config.alpha if "alpha" in aggregation.accepted_options(config.aggregator) else None
+        result = aggregate_updates(
+            updates, sizes, config.aggregator, privatizer=self.privatizer, deviation=config.deviation, alpha=alpha
+        )
+        summary = result.summary()
+        return result.estimate, {
+            "deviation_variance_trace": summary["deviation_variance_trace"],
+            "recalibration_shift_squared": summary["recalibration_shift_squared"],
+        }
+
+    def _clean_updates(self, replies: dict[int, RecordDict], pids: list[int], updates: np.ndarray) -> np.ndarray | None:
+        """The clients' clipped noise-free updates: the updates themselves for mechanism none, the
+        simulation-only measurement channel otherwise (None when it is switched off)."""
+        if not self.config.private:
+            return updates
+        if not all(MEASUREMENT_FIELD in replies[pid] for pid in pids):
+            return None
+        return np.stack([replies[pid][MEASUREMENT_FIELD].to_numpy_ndarrays()[0] for pid in pids])
+
+    def _measured_noise(self, updates: np.ndarray, clean: np.ndarray, sizes: np.ndarray, step: np.ndarray) -> dict:
+        """Measured ||noisy mean - clean mean||^2 beside its exact prediction (analysis.md,
+        federated rounds), and how far the applied step lies from the clean mean."""
+        p = sizes / sizes.sum()
+        noisy_mean, clean_mean = p @ updates, p @ clean
+        noise_mean, noise_variance = predicted_aggregate_noise(clean, sizes, self.privatizer)
+        report = round_noise_report(noisy_mean, clean_mean, noise_variance, noise_mean)
+        ratio = report["ratio"]
         return {
-            "loss": float(loss),
-            "accuracy": float(accuracy),
-            "train_loss": train_loss,
-            "predicted_noise": predicted_noise,
+            "predicted_noise_trace": report["predicted_variance_trace"],
+            "predicted_squared_distance": report["predicted_squared_distance"],
+            "measured_squared_distance": report["measured_squared_distance"],
+            "noise_ratio": float("nan") if ratio is None else ratio,
+            "noise_z_beyond_1_96": float("nan") if report["fraction_abs_z_above_1_96"] is None else report["fraction_abs_z_above_1_96"],
+            "applied_squared_distance": float(np.sum((step - clean_mean) ** 2)),
+            "clean_update_squared_norm": float(np.sum(clean_mean**2)),
         }
 
     def summary(self, rows: list[dict]) -> dict:
+        measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
+        predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
+        applied = np.array([row["applied_squared_distance"] for row in rows], dtype=float)
+        known = np.isfinite(measured) & np.isfinite(predicted)
+        ratio = float(measured[known].sum() / predicted[known].sum()) if known.any() and predicted[known].sum() > 0 else None
+        channel = self.config.private and bool(self.config.measure_noise)
         return {
             "final_accuracy": rows[-1]["accuracy"],
             "final_loss": rows[-1]["loss"],
@@ -143,4 +232,26 @@ class TrainServer:
             "data": self.config.data,
             "model": self.config.model,
             "parameters": int(self.weights.size),
+            "deviation": self.config.deviation if self.config.aggregator != FEDAVG else None,
+            "noise_measured_over_predicted": ratio,
+            "mean_measured_squared_distance": _nanmean(measured),
+            "mean_predicted_squared_distance": _nanmean(predicted),
+            "mean_applied_squared_distance": _nanmean(applied),
+            "measurement_channel": (
+                f"simulation only: clients also sent their clipped noise-free update ({MEASUREMENT_FIELD}), "
+                "used for the noise metrics only, never aggregated; a deployment must not have it"
+                if channel else None
+            ),
         }
+
+
+ROUND_NOISE_COLUMNS = (
+    "predicted_noise_trace_worst_case", "deviation_variance_trace", "recalibration_shift_squared",
+    "predicted_noise_trace", "predicted_squared_distance", "measured_squared_distance", "noise_ratio",
+    "noise_z_beyond_1_96", "applied_squared_distance", "clean_update_squared_norm",
+)
+
+
+def _nanmean(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None

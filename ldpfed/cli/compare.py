@@ -1,14 +1,20 @@
 """`ldpfed compare`: aggregators x mechanisms x budgets, measured beside the predicted MSE.
 
-Task "mean" (the only one so far) runs the in-process mean-estimation experiment of
-`ldpfed.experiment`; a training task can be added as another branch of `compare` with its own
-runner and table (the options shared by both stay where they are).
+Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiment`.
+
+Task "train" (issue 6) compares aggregators in federated LDP-SGD. Its runner needs Flower and the
+apps in `simulations/`, which the core library must never import; so this module looks the
+runner up through the entry point `train` of the group `ldpfed.compare_tasks` (declared in
+pyproject.toml: `simulations.compare_train:compare_train`) and hands it the option values.
+Dependencies stay one-way (simulations -> ldpfed). Options that belong to one task only are an
+error with the other; options shared by both default per task (None below = "the task's default").
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import fields
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +34,39 @@ from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experi
 from ldpfed.results import save_figure, write_json, write_table
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
-TASKS = ("mean",)
+TASKS = ("mean", "train")
 DEFAULT_USERS, DEFAULT_DIMS = 20000, 20
+TASK_PLUGIN_GROUP = "ldpfed.compare_tasks"
+MEAN_DEFAULTS = {
+    "mechanism": "laplace,piecewise", "epsilons": "0.5,1,2,4", "aggregators": ",".join(aggregation.available()),
+    "data": "gaussian", "domain": "-1,1", "repeats": 5, "l2_reference": "bound", "deviation": "plug-in",
+}
+MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users")
+TRAIN_ONLY = ("model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
+              "engine", "cpus", "data_dir")
+
+
+def _task_runner(task: str):
+    """The `ldpfed.compare_tasks` entry point for `task` (installed by the simulations package)."""
+    found = [ep for ep in entry_points(group=TASK_PLUGIN_GROUP) if ep.name == task]
+    if not found:
+        raise LDPValueError(
+            f"--task {task} needs the Flower simulations (entry point {TASK_PLUGIN_GROUP}:{task}); "
+            "install the project with `pip install -e .`"
+        )
+    return found[0].load()
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_task_options(task: str, given: dict) -> None:
+    """Options of the other task are an error (named), not silently ignored."""
+    foreign = TRAIN_ONLY if task == "mean" else MEAN_ONLY
+    wrong = [_flag(name) for name in foreign if given.get(name) is not None]
+    if wrong:
+        raise LDPValueError(f"{', '.join(wrong)} do(es) not apply to --task {task}")
 
 
 def _mechanism_choices(names: list[str], estimator: str | None, delta: float | None) -> list[MechanismChoice]:
@@ -56,25 +93,37 @@ def _check_out(out: Path | None) -> None:
 @app.command("compare")
 @handle_errors
 def compare(
-    mechanism: str = typer.Option("laplace,piecewise", "--mechanism", "-m", help="Comma-separated mechanism names."),
-    epsilons: str = typer.Option("0.5,1,2,4", "--epsilons", "-e", help="Comma-separated total budgets per user."),
-    aggregators: str = typer.Option(
-        ",".join(aggregation.available()), "--aggregators", "-a", help="Comma-separated aggregators."
+    mechanism: str | None = typer.Option(None, "--mechanism", "-m", help="Comma-separated mechanism names (mean: laplace,piecewise; train: laplace; train also takes none)."),
+    epsilons: str | None = typer.Option(None, "--epsilons", "-e", help="Comma-separated budgets: per user (mean: 0.5,1,2,4) or per client and round (train: 1.5,4.9,15.3)."),
+    aggregators: str | None = typer.Option(
+        None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
-    data: str = typer.Option("gaussian", "--data", help="Synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet."),
-    domain: str = typer.Option("-1,1", "--domain", help="Declared data domain LOW,HIGH of a data file."),
-    users: int | None = typer.Option(None, "--users", "-n", help=f"Users (synthetic default {DEFAULT_USERS}; a file's rows)."),
-    dims: int | None = typer.Option(None, "--dims", "-d", help=f"Dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."),
-    report_dims: int | None = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports (default: all)."),
-    repeats: int = typer.Option(5, "--repeats", "-r", help="Repetitions per configuration."),
+    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10."),
+    domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1)."),
+    users: int | None = typer.Option(None, "--users", "-n", help=f"mean: users (synthetic default {DEFAULT_USERS}; a file's rows)."),
+    dims: int | None = typer.Option(None, "--dims", "-d", help=f"mean: dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."),
+    report_dims: int | None = typer.Option(None, "--report-dims", "-k", help="Dimensions reported (mean default: all; train default: Wang's m)."),
+    repeats: int | None = typer.Option(None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."),
     seed: int = typer.Option(0, "--seed", help="Seed of data and of every repetition's stream."),
     delta: float | None = typer.Option(None, "--delta", help="delta of approximate mechanisms."),
-    deviation: str = typer.Option("plug-in", "--deviation", help="Deviation model: plug-in (from reports) or model (predictor)."),
+    deviation: str = typer.Option("plug-in", "--deviation", help="Deviation model: plug-in (from reports/updates) or model."),
     alpha: float = typer.Option(0.95, "--alpha", help="Confidence level of the regularization weights."),
-    l2_reference: str = typer.Option("bound", "--l2-reference", help="L2 reference m_j: bound (domain) or estimate (|theta_hat|)."),
-    estimator: str | None = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
-    chunk_users: int | None = typer.Option(None, "--chunk-users", help="Users perturbed per chunk (default ~2^20 values)."),
-    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation)."),
+    l2_reference: str | None = typer.Option(None, "--l2-reference", help="mean: L2 reference m_j: bound (domain, default) or estimate (|theta_hat|)."),
+    estimator: str | None = typer.Option(None, "--estimator", help="mean: square-wave estimator raw or debiased."),
+    chunk_users: int | None = typer.Option(None, "--chunk-users", help="mean: users perturbed per chunk (default ~2^20 values)."),
+    model: str | None = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
+    clients: int | None = typer.Option(None, "--clients", help="train: clients of each federation (default 10)."),
+    rounds: int | None = typer.Option(None, "--rounds", help="train: rounds (default 5)."),
+    local_steps: int | None = typer.Option(None, "--local-steps", help="train: local SGD steps per round (default 10)."),
+    lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
+    clip: float | None = typer.Option(None, "--clip", help="train: per-coordinate clipping bound C (default 0.05)."),
+    partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
+    fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
+    engine: str | None = typer.Option(None, "--engine", help="train: flower (default; Ray) | local (same code, no Flower; for big sweeps)."),
+    cpus: int | None = typer.Option(None, "--cpus", help="train, flower engine: CPUs Ray may use (0 = all)."),
+    data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
+    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation) or train (federated LDP-SGD)."),
     out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
 ) -> None:
@@ -82,6 +131,21 @@ def compare(
     # --- validate everything before any work ---------------------------------------------------
     if task not in TASKS:
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
+    options = dict(locals())
+    options.pop("task")
+    _check_task_options(task, options)
+    if task == "train":
+        for name in MEAN_ONLY:
+            options.pop(name)
+        _task_runner("train")(options)
+        return
+    mechanism = MEAN_DEFAULTS["mechanism"] if mechanism is None else mechanism
+    epsilons = MEAN_DEFAULTS["epsilons"] if epsilons is None else epsilons
+    aggregators = MEAN_DEFAULTS["aggregators"] if aggregators is None else aggregators
+    data = MEAN_DEFAULTS["data"] if data is None else data
+    domain = MEAN_DEFAULTS["domain"] if domain is None else domain
+    repeats = MEAN_DEFAULTS["repeats"] if repeats is None else repeats
+    l2_reference = MEAN_DEFAULTS["l2_reference"] if l2_reference is None else l2_reference
     mechanism_names = parse_list(mechanism, str, "--mechanism")
     eps_list = [check_epsilon(e, "--epsilons") for e in parse_list(epsilons, float, "--epsilons")]
     aggregator_names = [aggregation.get_class(a).name for a in parse_list(aggregators, str, "--aggregators")]

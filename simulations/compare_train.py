@@ -1,0 +1,284 @@
+"""`ldpfed compare --task train`: federated LDP-SGD runs per aggregator x mechanism x budget x
+repetition, tabulated (final/best accuracy, final loss: mean +- sd over repetitions) and plotted
+(accuracy per round), issue 6.
+
+Wiring (dependencies point one way): `ldpfed compare` lives in the core library, which never
+imports Flower or `simulations`. Its `--task train` branch looks up the `train` entry point of
+the group `ldpfed.compare_tasks` (pyproject.toml), i.e. `compare_train` below, and hands it the
+raw option values; everything else (validation, federations, tables, files) happens here.
+
+Design decisions:
+- Every federation of a sweep is one `SimulationConfig`; aggregators are compared on the SAME
+  seed within a repetition (same partition, initial model, minibatches and, in round 1, the same
+  noise), so differences between aggregators are paired. Repetition r uses the seed
+  `SeedSequence(seed).spawn(R)[r]` (as a 32-bit integer): another partition, initial model and
+  noise.
+- Mechanism `none` (no privacy) is run once, not per epsilon; its rows have epsilon None.
+- `engine` flower (default: each federation is a Flower simulation on Ray, ~10 s of start-up on
+  this machine) or local (the same client and server functions in this process, no Flower).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ldpfed.cli.common import console, error_console, parse_list, print_json
+from ldpfed.results import save_figure, write_json, write_table
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
+from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
+
+DEFAULTS = {
+    "mechanism": "laplace",
+    "epsilons": "1.5,4.9,15.3",
+    "aggregators": "mean,l1,l2,hdr4me,james-stein",
+    "data": "digits",
+    "repeats": 2,
+    "seed": 0,
+}
+# compare's option name -> SimulationConfig field, for the options that go straight through.
+PASS_THROUGH = {
+    "model": "model", "clients": "clients", "rounds": "rounds", "local_steps": "local_steps", "lr": "lr",
+    "batch_size": "batch_size", "clip": "clip", "partition": "partition", "fraction": "fraction",
+    "engine": "engine", "deviation": "deviation", "alpha": "alpha", "delta": "delta",
+    "report_dims": "report_dims", "cpus": "cpus", "data_dir": "data_dir",
+}
+RUN_COLUMNS = [
+    "mechanism", "epsilon", "aggregator", "repeat", "seed", "final_accuracy", "best_accuracy", "final_loss",
+    "noise_measured_over_predicted", "mean_predicted_squared_distance", "mean_measured_squared_distance",
+    "mean_applied_squared_distance", "engine", "seconds",
+]
+
+
+# ---- the plan ----------------------------------------------------------------------------------
+def repeat_seeds(seed: int, repeats: int) -> list[int]:
+    """One 32-bit seed per repetition from `SeedSequence(seed).spawn(repeats)`."""
+    return [int(child.generate_state(1)[0]) for child in np.random.SeedSequence(seed).spawn(repeats)]
+
+
+def plan(base: SimulationConfig, mechanisms: list[str], epsilons: list[float], aggregators: list[str],
+         repeats: int, seed: int) -> list[tuple[dict, SimulationConfig]]:
+    """[(labels, config)] for every federation of the sweep, each config validated."""
+    runs = []
+    for repeat, run_seed in enumerate(repeat_seeds(seed, repeats)):
+        for mechanism in mechanisms:
+            budgets = [None] if mechanism == NO_MECHANISM else epsilons
+            for epsilon in budgets:
+                for aggregator in aggregators:
+                    config = replace(
+                        base, task="train", mechanism=mechanism, aggregator=aggregator, seed=run_seed,
+                        epsilon=base.epsilon if epsilon is None else epsilon,
+                    ).validated()
+                    labels = {"mechanism": mechanism, "epsilon": epsilon, "aggregator": aggregator,
+                              "repeat": repeat, "seed": run_seed}
+                    runs.append((labels, config))
+    return runs
+
+
+# ---- running -----------------------------------------------------------------------------------
+class _RoundCollector:
+    """A `progress` object for `simulations.runner.run` that keeps the per-round rows."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def start(self, stream) -> None:
+        pass
+
+    def update(self, row: dict) -> None:
+        self.rows.append(row)
+
+    def stop(self) -> None:
+        pass
+
+
+def run_one(labels: dict, config: SimulationConfig) -> tuple[dict, list[dict]]:
+    """One federation: (its runs.csv row, its per-round rows labelled)."""
+    from simulations.runner import run
+
+    collector = _RoundCollector()
+    summary = run(config, collector)
+    row = {**labels, **{key: summary.get(key) for key in RUN_COLUMNS if key not in labels}}
+    rounds = [{**labels, **round_row} for round_row in collector.rows]
+    return row, rounds
+
+
+def run_sweep(runs: list[tuple[dict, SimulationConfig]], on_done: Callable[[], None] | None = None):
+    """Run every federation in order; (runs frame, per-round frame)."""
+    rows, rounds = [], []
+    for labels, config in runs:
+        row, round_rows = run_one(labels, config)
+        rows.append(row)
+        rounds.extend(round_rows)
+        if on_done is not None:
+            on_done()
+    return pd.DataFrame(rows, columns=RUN_COLUMNS), pd.DataFrame(rounds)
+
+
+# ---- tables ------------------------------------------------------------------------------------
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over repetitions of final/best accuracy and final loss per (mechanism, eps, aggregator)."""
+    keys = ["mechanism", "epsilon", "aggregator"]
+    frame = runs.assign(epsilon=runs["epsilon"].astype(float).fillna(-1.0))  # groupby drops NaN keys
+    grouped = frame.groupby(keys, sort=False)
+    summary = grouped.agg(
+        final_accuracy=("final_accuracy", "mean"), final_accuracy_std=("final_accuracy", "std"),
+        best_accuracy=("best_accuracy", "mean"), best_accuracy_std=("best_accuracy", "std"),
+        final_loss=("final_loss", "mean"), final_loss_std=("final_loss", "std"),
+        noise_measured_over_predicted=("noise_measured_over_predicted", "mean"),
+        mean_predicted_squared_distance=("mean_predicted_squared_distance", "mean"),
+        mean_applied_squared_distance=("mean_applied_squared_distance", "mean"),
+        repeats=("final_accuracy", "size"),
+    ).reset_index()
+    summary["epsilon"] = summary["epsilon"].where(summary["epsilon"] >= 0)
+    return summary
+
+
+def _number(value):
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else float(value)
+
+
+def json_rows(summary: pd.DataFrame) -> list[dict]:
+    """One row per (mechanism, epsilon, aggregator); sd is None with a single repetition."""
+    return [
+        {
+            "mechanism": row.mechanism,
+            "epsilon": _number(row.epsilon),
+            "aggregator": row.aggregator,
+            "final_accuracy": float(row.final_accuracy),
+            "final_accuracy_std": _number(row.final_accuracy_std),
+            "final_loss": float(row.final_loss),
+            "final_loss_std": _number(row.final_loss_std),
+            "best_accuracy": float(row.best_accuracy),
+            "best_accuracy_std": _number(row.best_accuracy_std),
+            "repeats": int(row.repeats),
+            "noise_measured_over_predicted": _number(row.noise_measured_over_predicted),
+            "mean_predicted_squared_distance": _number(row.mean_predicted_squared_distance),
+        }
+        for row in summary.itertuples(index=False)
+    ]
+
+
+def _cell(mean: float, sd: float) -> str:
+    return f"{mean:.3f}" if not math.isfinite(sd) else f"{mean:.3f} ±{sd:.3f}"
+
+
+def results_table(summary: pd.DataFrame, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, caption="final accuracy (best accuracy) \\[final loss]; mean ± sd over repetitions")
+    table.add_column("mechanism")
+    table.add_column("eps", justify="right")
+    aggregators = list(dict.fromkeys(summary["aggregator"]))
+    for name in aggregators:
+        table.add_column(name, justify="right")
+    for (mechanism, epsilon), group in summary.groupby(["mechanism", "epsilon"], sort=False, dropna=False):
+        by_name = {row.aggregator: row for row in group.itertuples(index=False)}
+        cells = []
+        for name in aggregators:
+            row = by_name.get(name)
+            cells.append("-" if row is None else
+                         f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n({row.best_accuracy:.3f}) [{row.final_loss:.3g}]")
+        table.add_row(mechanism, "-" if pd.isna(epsilon) else f"{epsilon:g}", *cells)
+    return table
+
+
+def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
+    """Test accuracy per round (mean over repetitions), one panel per (mechanism, eps), one line per
+    aggregator."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = rounds.assign(epsilon=rounds["epsilon"].astype(float))
+    panels = list(dict.fromkeys(zip(frame["mechanism"], frame["epsilon"].fillna(-1.0))))
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False, sharey=True)
+    for axis, (mechanism, epsilon) in zip(axes.flat, panels):
+        panel = frame[(frame["mechanism"] == mechanism) & (frame["epsilon"].fillna(-1.0) == epsilon)]
+        for name, group in panel.groupby("aggregator", sort=False):
+            curve = group.groupby("round")["accuracy"].mean()
+            axis.plot(curve.index, curve.to_numpy(), marker="o", ms=2, label=name)
+        axis.set_title(mechanism if epsilon < 0 else f"{mechanism}, eps/round={epsilon:g}", fontsize=9)
+        axis.set_xlabel("round")
+        axis.grid(True, alpha=0.3)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("test accuracy")
+    axes.flat[0].legend(fontsize=7)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+# ---- the CLI branch ----------------------------------------------------------------------------
+def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], list[str], int, int]:
+    """Validate every option (LDPValueError, nothing written) and return the sweep's parts."""
+    given = {key: value for key, value in options.items() if value is not None}
+    merged = {**DEFAULTS, **given}
+    mechanisms = parse_list(merged["mechanism"], str, "--mechanism")
+    epsilons = [check_epsilon(e, "--epsilons") for e in parse_list(merged["epsilons"], float, "--epsilons")]
+    aggregators = parse_list(merged["aggregators"], str, "--aggregators")
+    repeats = check_positive_int(merged["repeats"], "--repeats")
+    seed = check_positive_int(merged["seed"], "--seed", minimum=0)
+    overrides = {field: given[name] for name, field in PASS_THROUGH.items() if name in given}
+    base = from_mapping({"task": "train", "data": merged["data"], **overrides}, source="option")
+    base.validated()
+    return base, mechanisms, epsilons, aggregators, repeats, seed
+
+
+def compare_train(options: dict) -> None:
+    """Entry point `ldpfed.compare_tasks:train` (see the module docstring). `options` holds the
+    values of `ldpfed compare`'s flags, None where not given."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out = options.pop("out", None)
+    as_json = options.pop("as_json", False)
+    base, mechanisms, epsilons, aggregators, repeats, seed = resolve(options)
+    runs = plan(base, mechanisms, epsilons, aggregators, repeats, seed)  # validates every federation
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise LDPValueError(f"--out {out} exists and is not a directory")
+
+    with Progress(TextColumn("compare --task train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=error_console, transient=True) as bar:
+        task_id = bar.add_task("federations", total=len(runs))
+        frame, rounds = run_sweep(runs, lambda: bar.advance(task_id))
+    summary = summarize(frame)
+    rows = json_rows(summary)
+    title = describe(base, repeats)
+    if out is not None:
+        write_outputs(Path(out), frame, rounds, summary, rows, base, repeats, seed, title)
+    if as_json:
+        print_json(rows)
+        return
+    console.print(results_table(summary, title))
+    if out is not None:
+        console.print(f"wrote {out}/runs.csv, rounds.csv, summary.csv, summary.json, accuracy_per_round.png")
+
+
+def describe(base: SimulationConfig, repeats: int) -> str:
+    return (
+        f"{base.data} {base.model}: {base.clients} clients, {base.rounds} rounds, E={base.local_steps}, "
+        f"lr={base.lr:g}, C={base.clip:g}, {base.partition}, fraction={base.fraction:g}, "
+        f"deviation={base.deviation}, {repeats} repetition(s), engine {base.engine}"
+    )
+
+
+def write_outputs(out: Path, frame, rounds, summary, rows, base, repeats, seed, title) -> None:
+    config = {**base.to_flat(), "repeats": repeats, "seed": seed, "repeat_seeds": repeat_seeds(seed, repeats)}
+    for key in ("mechanism", "epsilon", "aggregator", "out"):
+        config.pop(key)
+    write_table(out / "runs.csv", frame)
+    write_table(out / "rounds.csv", rounds)
+    write_table(out / "summary.csv", summary)
+    write_json(out / "summary.json", {"config": config, "rows": rows})
+    save_figure(out / "accuracy_per_round.png", accuracy_figure(rounds, title))
