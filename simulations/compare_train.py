@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from ldpfed.cli.common import console, error_console, parse_list, print_json
+from ldpfed.cli.common import console, parse_list, print_json, progress_bar
 from ldpfed.results import save_figure, write_json, write_table
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
@@ -239,7 +239,6 @@ def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], li
 def compare_train(options: dict) -> None:
     """Entry point `ldpfed.compare_tasks:train` (see the module docstring). `options` holds the
     values of `ldpfed compare`'s flags, None where not given."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out = options.pop("out", None)
     as_json = options.pop("as_json", False)
@@ -248,8 +247,7 @@ def compare_train(options: dict) -> None:
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise LDPValueError(f"--out {out} exists and is not a directory")
 
-    with Progress(TextColumn("compare --task train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=error_console, transient=True) as bar:
+    with progress_bar("compare --task train", transient=True) as bar:
         task_id = bar.add_task("federations", total=len(runs))
         frame, rounds = run_sweep(runs, lambda: bar.advance(task_id))
     summary = summarize(frame)

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from scipy.stats import t as student_t
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.cli.common import error_console
+from ldpfed.cli.common import progress_bar
 from ldpfed.cli.compare import mse_figure
 from ldpfed.data import generate
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
@@ -173,8 +172,7 @@ def main() -> None:
 
     started = time.perf_counter()
     results: list[tuple[str, ExperimentResult]] = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=error_console) as bar:
+    with progress_bar("{task.description}") as bar:
         task = bar.add_task("thesis grid", total=total)
         for index, (name, _, dims) in enumerate(DATA_SETS):
             data = generate(name, users[name], dims, np.random.default_rng([args.seed, index]))

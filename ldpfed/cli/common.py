@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ldpfed.validation import LDPValueError
 
@@ -18,6 +19,14 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 error_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
+
+
+def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progress:
+    """The bar shown during long work: on stderr, so stdout stays clean for --json."""
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+        *extra_columns, console=error_console, transient=transient,
+    )
 
 
 def fail(message: str) -> None:

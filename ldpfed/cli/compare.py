@@ -20,13 +20,12 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.cli.common import console, error_console, handle_errors, parse_list, print_json
+from ldpfed.cli.common import console, handle_errors, parse_list, print_json, progress_bar
 from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic, load_tuples
 from ldpfed.deviation import DEVIATION_SOURCES
@@ -194,10 +193,7 @@ def compare(
 def _run_with_progress(table, choices, eps_list, aggregator_names, report_dims, delta, deviation,
                        alpha, l2_reference, repeats, seed, chunk_users) -> ExperimentResult:
     total = len(choices) * len(eps_list) * repeats
-    with Progress(
-        TextColumn("compare"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=error_console, transient=True,
-    ) as bar:
+    with progress_bar("compare", transient=True) as bar:
         task_id = bar.add_task("repetitions", total=total)
         return run_mean_experiment(
             table, choices, eps_list, aggregators=aggregator_names, report_dims=report_dims,
