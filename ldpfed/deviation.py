@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from ldpfed.validation import LDPValueError, check_fraction
+
 DEVIATION_SOURCES = ("model", "plug-in")
 
 
@@ -27,9 +29,9 @@ class DeviationModel:
     def __post_init__(self) -> None:
         delta, sigma = np.broadcast_arrays(np.asarray(self.delta, float), np.asarray(self.sigma, float))
         if np.any(sigma < 0) or not np.all(np.isfinite(sigma)) or not np.all(np.isfinite(delta)):
-            raise ValueError("sigma must be finite and >= 0, delta finite")
+            raise LDPValueError("sigma must be finite and >= 0, delta finite")
         if self.source not in DEVIATION_SOURCES:
-            raise ValueError(f"source must be one of {DEVIATION_SOURCES}, got {self.source!r}")
+            raise LDPValueError(f"source must be one of {DEVIATION_SOURCES}, got {self.source!r}")
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "sigma", sigma)
 
@@ -55,8 +57,7 @@ class DeviationModel:
         Bisection on [0, |delta| + sigma z_((1+alpha)/2)], an upper bracket because the event
         |dev - delta| <= xi - |delta| implies |dev| <= xi. 64 halvings reach float precision.
         """
-        if not (0.0 < alpha < 1.0):
-            raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        alpha = check_fraction(alpha, "alpha")
         low = np.zeros_like(self.sigma)
         high = np.abs(self.delta) + self.sigma * ndtri((1.0 + alpha) / 2.0)
         for _ in range(iterations):

@@ -145,13 +145,19 @@ class GeneralizedRR(_CountingOracle):
 
     name = "grr"
 
+    # Written with e^-eps (numerator and denominator divided by e^eps), so that eps > 709 does not
+    # overflow: the mechanisms accept any finite eps, and so do the oracles.
+    @property
+    def _log_normalizer(self) -> float:
+        return math.log1p((self.k - 1) * math.exp(-self.epsilon))  # log(1 + (k-1) e^-eps)
+
     @property
     def p(self) -> float:
-        return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.k - 1)
+        return math.exp(-self._log_normalizer)  # e^eps / (e^eps + k - 1)
 
     @property
     def q(self) -> float:
-        return 1.0 / (math.exp(self.epsilon) + self.k - 1)
+        return math.exp(-self.epsilon - self._log_normalizer)  # 1 / (e^eps + k - 1)
 
     def _sample(self, categories, rng):
         keep = rng.random(categories.shape) < self.p
@@ -164,7 +170,8 @@ class GeneralizedRR(_CountingOracle):
 
     def log_probability(self, reports, category):
         reports = np.asarray(reports)
-        return np.where(reports == category, math.log(self.p), math.log(self.q))
+        log_p = -self._log_normalizer
+        return np.where(reports == category, log_p, log_p - self.epsilon)  # log q = log p - eps
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ class OptimizedUnaryEncoding(_CountingOracle):
 
     @property
     def q(self) -> float:
-        return 1.0 / (math.exp(self.epsilon) + 1.0)
+        return math.exp(-self.epsilon) / (1.0 + math.exp(-self.epsilon))  # 1/(e^eps + 1), overflow-free
 
     def _sample(self, categories, rng):
         n = categories.size
@@ -196,7 +203,8 @@ class OptimizedUnaryEncoding(_CountingOracle):
         bits = np.asarray(reports, dtype=bool)
         truth = np.arange(self.k) == category
         p_one = np.where(truth, self.p, self.q)
-        return np.sum(np.where(bits, np.log(p_one), np.log1p(-p_one)), axis=-1)
+        with np.errstate(divide="ignore"):  # q underflows to 0 at eps > ~745: log q = -inf
+            return np.sum(np.where(bits, np.log(p_one), np.log1p(-p_one)), axis=-1)
 
 
 @dataclass(frozen=True)

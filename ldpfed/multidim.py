@@ -116,11 +116,10 @@ def perturb_tuples(
         raise LDPValueError(f"values must be a 2-D (users, dims) array, got shape {table.shape}")
     users, dims = table.shape
     mask = sample_report_mask(users, dims, report_dims, rng)
-    reports = np.zeros_like(table)
     if mask.all():
-        reports = mechanism.perturb(table, rng)
-    else:
-        reports[mask] = mechanism.perturb(table[mask], rng)
+        return mask, mechanism.perturb(table, rng)
+    reports = np.zeros_like(table)
+    reports[mask] = mechanism.perturb(table[mask], rng)
     return mask, reports
 
 

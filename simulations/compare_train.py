@@ -41,13 +41,11 @@ DEFAULTS = {
     "repeats": 2,
     "seed": 0,
 }
-# compare's option name -> SimulationConfig field, for the options that go straight through.
-PASS_THROUGH = {
-    "model": "model", "clients": "clients", "rounds": "rounds", "local_steps": "local_steps", "lr": "lr",
-    "batch_size": "batch_size", "clip": "clip", "partition": "partition", "fraction": "fraction",
-    "engine": "engine", "deviation": "deviation", "alpha": "alpha", "delta": "delta",
-    "report_dims": "report_dims", "cpus": "cpus", "data_dir": "data_dir",
-}
+# compare's options that go straight through to the SimulationConfig field of the same name.
+PASS_THROUGH = (
+    "model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
+    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir",
+)
 RUN_COLUMNS = [
     "mechanism", "epsilon", "aggregator", "repeat", "seed", "final_accuracy", "best_accuracy", "final_loss",
     "noise_measured_over_predicted", "mean_predicted_squared_distance", "mean_measured_squared_distance",
@@ -230,7 +228,7 @@ def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], li
     aggregators = parse_list(merged["aggregators"], str, "--aggregators")
     repeats = check_positive_int(merged["repeats"], "--repeats")
     seed = check_positive_int(merged["seed"], "--seed", minimum=0)
-    overrides = {field: given[name] for name, field in PASS_THROUGH.items() if name in given}
+    overrides = {name: given[name] for name in PASS_THROUGH if name in given}
     base = from_mapping({"task": "train", "data": merged["data"], **overrides}, source="option")
     base.validated()
     return base, mechanisms, epsilons, aggregators, repeats, seed

@@ -22,8 +22,9 @@ Decisions where the issue is silent:
 - `measure-noise` (train, default 1 = on): SIMULATION-ONLY measurement channel. Each client also
   returns its clipped, noise-free update on a separate field, which the server uses only to
   measure the aggregate noise against its CLT prediction, never to aggregate. A deployment must
-  not have it (it would leak the update); set 0 to send only the privatized update. It carries
-  nothing with mechanism `none` (the update is then the clipped update itself).
+  not have it (it would leak the update); set 0 to send only the privatized update and the sample
+  count (the unprivatized local training loss then stays on the client too; `train_loss` is NaN).
+  It carries nothing with mechanism `none` (the update is then the clipped update itself).
 - `engine` (flower | local): `local` runs the same client and server functions sequentially in
   this process, without Flower or Ray, for large sweeps (`ldpfed compare --task train`).
 """
@@ -35,12 +36,12 @@ import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from ldpfed.data.federated import FEDERATED_DATASETS as TRAIN_DATA
+from ldpfed.data.partition import PARTITION_SCHEMES as PARTITIONS
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 
 TASKS = ("mean", "train")
-TRAIN_DATA = ("synthetic-fedprox", "digits", "mnist", "cifar10")
-PARTITIONS = ("iid", "k-classes", "dirichlet")
-MODELS = ("logreg", "mlp", "cnn")
+MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES, which imports torch
 NO_MECHANISM = "none"
 FEDAVG = "fedavg"  # Flower's own FedAvg aggregation of the replies (train only)
 TRAIN_DEVIATIONS = ("plug-in", "model")

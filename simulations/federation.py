@@ -152,7 +152,7 @@ def run_federation(
 
         replies, failures = exchange_replies(partitions, content, server_round)
         metrics = task.aggregate(server_round, replies, ledger)
-        epsilon_spent, delta_spent = privacy_spent(ledger, config)
+        epsilon_spent, delta_spent = privacy_spent(ledger)
         row = {
             "round": server_round,
             **metrics,
@@ -189,7 +189,7 @@ def run_federation(
     return summary
 
 
-def privacy_spent(ledger: PrivacyLedger, config: SimulationConfig) -> tuple[float, float]:
+def privacy_spent(ledger: PrivacyLedger) -> tuple[float, float]:
     """The largest total (eps, delta) any client has spent so far, by basic composition over the
     rounds it took part in (the ledger's headline figure; tighter figures are in privacy.csv).
     Mechanism none records eps = inf (no privacy)."""

@@ -39,13 +39,20 @@ def dataset(config: SimulationConfig) -> np.ndarray:
     return _dataset(config.tuples, config.users, config.dims, config.seed)
 
 
+@functools.lru_cache(maxsize=4)
+def _cohorts(users: int, clients: int) -> list[np.ndarray]:
+    return np.array_split(np.arange(users), clients)
+
+
 def cohort(config: SimulationConfig, partition_id: int) -> np.ndarray:
-    """Row indices of the users held by client `partition_id` (contiguous, near-equal blocks)."""
-    return np.array_split(np.arange(config.users), config.clients)[partition_id]
+    """Row indices of the users held by client `partition_id` (contiguous, near-equal blocks;
+    the split is made once, not per client and round)."""
+    return _cohorts(config.users, config.clients)[partition_id]
 
 
+@functools.lru_cache(maxsize=4)
 def mechanism(config: SimulationConfig):
-    """The per-value mechanism every user applies (budget eps/m, delta/m)."""
+    """The per-value mechanism every user applies (budget eps/m, delta/m); built once per config."""
     return per_value_mechanism(config.mechanism, config.epsilon, report_dims(config), config.delta_or_none)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -34,7 +36,8 @@ class RoundProgress:
             return
         if self.config.task == "train":
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
-            if row.get("noise_ratio") == row.get("noise_ratio") and row.get("noise_ratio") is not None:  # not NaN
+            ratio = row.get("noise_ratio")
+            if ratio is not None and not math.isnan(ratio):  # measured this round
                 result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
         else:
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"

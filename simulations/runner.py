@@ -85,13 +85,8 @@ def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> di
     result: dict = {}
     server_app = make_server_app(config, progress.update if progress else None, result)
     if verbose:
-        if progress:
-            progress.start(sys.stderr)
-        try:
+        with _showing(progress, sys.stderr):
             run_simulation(server_app, client_app, config.clients, "ray", backend_config(config, True))
-        finally:
-            if progress:
-                progress.stop()
     else:
         os.environ.update(QUIET_ENVIRONMENT)
         flower_logger = logging.getLogger("flwr")
@@ -101,16 +96,12 @@ def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> di
             Path(config.out).mkdir(parents=True, exist_ok=True)
             log_path = Path(config.out) / "flower.log"
         else:
-            log_path = Path(tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")[1])
+            handle, name = tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")
+            os.close(handle)  # reopened by name in _stderr_to
+            log_path = Path(name)
         try:
-            with _stderr_to(log_path) as terminal:
-                if progress:
-                    progress.start(terminal)
-                try:
-                    run_simulation(server_app, client_app, config.clients, "ray", backend_config(config))
-                finally:
-                    if progress:
-                        progress.stop()
+            with _stderr_to(log_path) as terminal, _showing(progress, terminal):
+                run_simulation(server_app, client_app, config.clients, "ray", backend_config(config))
         except BaseException:
             tail = log_path.read_text(errors="replace").splitlines()[-30:]
             sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
@@ -127,10 +118,18 @@ def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> di
 def _run_local(config: SimulationConfig, progress=None) -> dict:
     from simulations.federation import run_local
 
-    if progress:
-        progress.start(sys.stderr)
-    try:
+    with _showing(progress, sys.stderr):
         return run_local(config, progress.update if progress else None)
+
+
+@contextlib.contextmanager
+def _showing(progress, stream):
+    """`progress.start(stream)` ... `progress.stop()` around a run (nothing without a progress)."""
+    if progress is None:
+        yield
+        return
+    progress.start(stream)
+    try:
+        yield
     finally:
-        if progress:
-            progress.stop()
+        progress.stop()

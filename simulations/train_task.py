@@ -22,8 +22,10 @@ Measured vs predicted aggregate noise (analysis.md, federated rounds). SIMULATIO
 MEASUREMENT_FIELD. The server uses it ONLY to measure ||noisy mean - clean mean||^2 beside the
 exact CLT prediction (`ldpfed.analysis.round_noise`), and the distance of the applied
 (re-calibrated) step from the clean mean; it never enters aggregation (`fedavg` is given only
-the update and the sample count). A deployment must not have this channel: it would send the
-update in the clear. With mechanism `none` the update is the clipped update, so nothing extra
+the update and the sample count). The client's local training loss (raw data, not privatized)
+rides with this channel: with `measure-noise` 0 a private client sends only the privatized update
+and its sample count n_k (public, as FedAvg weights). A deployment must not have this channel: it
+would send the update in the clear. With mechanism `none` the update is the clipped update, so nothing extra
 is sent.
 """
 
@@ -72,9 +74,12 @@ def new_model(config: SimulationConfig):
     return build_model(config.model, data.input_shape, data.num_classes, seed=seeds.integer_seed(config.seed, seeds.MODEL_INIT))
 
 
+@functools.lru_cache(maxsize=4)
 def privatizer(config: SimulationConfig) -> UpdatePrivatizer:
     """Clip (and, unless mechanism is none, perturb) the update; `none` still clips, so a run
-    without noise is the same algorithm on the same clipped updates (issue 6 compares them)."""
+    without noise is the same algorithm on the same clipped updates (issue 6 compares them).
+    Cached per config: a client builds it once, not every round (its per-value mechanism, e.g. the
+    analytic Gaussian calibration, is memoized inside it)."""
     return UpdatePrivatizer(
         config.mechanism, config.epsilon, config.clip, delta=config.delta_or_none, report_dims=config.report_dims_or_none
     )
@@ -101,10 +106,15 @@ def client_reply(config: SimulationConfig, partition_id: int, server_round: int,
     update = flatten(get_weights(model)) - start
     update_privatizer = privatizer(config)
     noisy = update_privatizer.privatize(update, seeds.stream(config.seed, seeds.CLIENT_NOISE, partition_id, server_round))
+    metrics = {"num-examples": int(y.size)}
+    if config.measure_noise or not config.private:
+        # The local training loss is computed on the client's raw data and is not privatized: like
+        # the clean update it travels only on the simulation-only channel (or without privacy).
+        metrics["train-loss"] = float(stats["loss"])
     reply = RecordDict(
         {
             UPDATE_FIELD: ArrayRecord([np.asarray(noisy, dtype=np.float64)]),
-            METRICS_FIELD: MetricRecord({"num-examples": int(y.size), "train-loss": float(stats["loss"])}),
+            METRICS_FIELD: MetricRecord(metrics),
         }
     )
     if config.measure_noise and config.private:
@@ -165,7 +175,8 @@ class TrainServer:
             # (worst case over coordinate values in [-C, C]; needs nothing from the clients).
             metrics["predicted_noise"] = float(np.sum(p**2) * self.noise_per_coordinate)
             metrics["predicted_noise_trace_worst_case"] = metrics["predicted_noise"] * self.weights.size
-            metrics["train_loss"] = float(p @ np.array([replies[pid][METRICS_FIELD]["train-loss"] for pid in pids]))
+            if all("train-loss" in replies[pid][METRICS_FIELD] for pid in pids):
+                metrics["train_loss"] = float(p @ np.array([replies[pid][METRICS_FIELD]["train-loss"] for pid in pids]))
             metrics.update(recalibration)
             clean = self._clean_updates(replies, pids, updates)
             if clean is not None:

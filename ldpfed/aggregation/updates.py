@@ -66,7 +66,7 @@ def normalized_weights(weights, clients: int) -> np.ndarray:
     return array / total
 
 
-def _check_privatizer(privatizer) -> UpdatePrivatizer:
+def check_privatizer(privatizer) -> UpdatePrivatizer:
     if not isinstance(privatizer, UpdatePrivatizer):
         raise LDPValueError(
             f"privatizer must be the UpdatePrivatizer the clients used (it gives C and the mechanism), "
@@ -158,7 +158,7 @@ def aggregate_updates(
     updates = check_updates(updates)
     clients, dims = updates.shape
     p = normalized_weights(weights, clients)
-    privatizer = _check_privatizer(privatizer)
+    privatizer = check_privatizer(privatizer)
     if deviation not in UPDATE_DEVIATIONS:
         raise LDPValueError(f"deviation must be one of {UPDATE_DEVIATIONS}, got {deviation!r}")
     recalibrate = _aggregator(aggregator, alpha, options)

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpfed.aggregation.plugin import worst_case_variance
 from ldpfed.deviation import DeviationModel
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.validation import LDPValueError
+from ldpfed.validation import LDPValueError, check_positive
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,8 +90,7 @@ def predict_round(
         raise LDPValueError("client weights must be >= 0 and sum to 1")
     if np.any(variances < 0) or not np.all(np.isfinite(variances)):
         raise LDPValueError("noise variances must be finite and >= 0")
-    if not (np.isfinite(learning_rate) and learning_rate > 0):
-        raise LDPValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}")
+    learning_rate = check_positive(learning_rate, "learning_rate")
     means = np.zeros_like(variances) if noise_means is None else np.broadcast_to(np.asarray(noise_means, float), variances.shape)
     noise_mean = p @ means
     noise_variance = (p**2) @ variances
@@ -100,7 +100,7 @@ def predict_round(
         cross = None
     else:
         cross = float(-2.0 * learning_rate * np.dot(np.asarray(expected_offset, float), noise_mean))
-    return RoundPrediction(float(learning_rate), noise_mean, noise_variance, cross)
+    return RoundPrediction(learning_rate, noise_mean, noise_variance, cross)
 
 
 def clipped_coordinate_noise(
@@ -112,15 +112,12 @@ def clipped_coordinate_noise(
     C (b0 + b1 E[u]/C) and the variance C^2 (v0 + v1 E[u]/C + v2 E[u^2]/C^2); without them, the
     worst case over u in [-C, C]: max |b| and max V (a quadratic: ends or vertex).
     """
-    if not (np.isfinite(clip) and clip > 0):
-        raise LDPValueError(f"clip must be a finite number > 0, got {clip!r}")
+    clip = check_positive(clip, "clip")
     b0, b1 = mechanism.bias_coefficients
     v0, v1, v2 = mechanism.variance_coefficients
     if update_mean is None:
-        candidates = [-1.0, 1.0] + ([-v1 / (2 * v2)] if v2 != 0 and abs(v1 / (2 * v2)) < 1 else [])
-        worst_variance = max(float(mechanism.variance(t)) for t in candidates)
         worst_bias = max(abs(b0 - b1), abs(b0 + b1))
-        return np.full(dims, clip * worst_bias), np.full(dims, clip**2 * worst_variance)
+        return np.full(dims, clip * worst_bias), np.full(dims, clip**2 * worst_case_variance(mechanism))
     mean = np.broadcast_to(np.asarray(update_mean, float), (dims,)) / clip
     mean_sq = np.broadcast_to(np.asarray(update_mean_sq, float), (dims,)) / clip**2
     if np.any(np.abs(mean) > 1 + 1e-9) or np.any(mean_sq > 1 + 1e-9):

@@ -82,7 +82,7 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
         raise LDPValueError("give report counts for every PLDP group or for none")
 
     reports, weighted_mean, weighted_variance, sampling = [], [], [], []
-    report_variance, third_moment, descriptions, sources = [], [], [], []
+    third_moment, descriptions, sources = [], [], []
     for index, group in enumerate(groups):
         low, high = _check_region(group, index)
         half = (high - low) / 2.0
@@ -99,7 +99,6 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
         weighted_variance.append(r * variance)
         within = (1.0 + b1) ** 2 * group.moments.variance  # S^2 of u inside the group (divisor n_z - 1)
         sampling.append((group.moments.users, group.moments.mean + bias, within, r))
-        report_variance.append(r * variance)
         third_moment.append(r * half**3 * rho)
         sources.append(source)
         descriptions.append({**mechanism.describe(), "total_epsilon": epsilon, "total_delta": delta,
@@ -110,9 +109,9 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
         raise LDPValueError("every dimension needs at least one report across the PLDP groups")
     truth = sum(group.moments.users * group.moments.mean for group in groups) / users
     bias = np.sum(weighted_mean, axis=0) / r - truth
-    noise_variance = np.sum(weighted_variance, axis=0) / r**2
+    mean_report_variance = np.sum(weighted_variance, axis=0) / r  # sum_z r_jz Var_jz / r_j
+    noise_variance = mean_report_variance / r  # Theorem 3: sum_z r_jz Var_jz / r_j^2
     sampling_variance = _sampling_variance(sampling, users, r, stratified=all(given))
-    mean_report_variance = np.sum(report_variance, axis=0) / r
     source = sources[0] if len(set(sources)) == 1 else next(
         (s for s in sources if s.startswith("worst case")), "data"
     )

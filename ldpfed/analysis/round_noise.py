@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-from ldpfed.aggregation.updates import check_updates, normalized_weights
+from ldpfed.aggregation.updates import check_privatizer, check_updates, normalized_weights
 from ldpfed.analysis.federated import predict_round
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
@@ -43,9 +43,7 @@ def predicted_aggregate_noise(clipped_updates, weights, privatizer: UpdatePrivat
     """
     clipped = check_updates(clipped_updates, "clipped_updates")
     p = normalized_weights(weights, clipped.shape[0])
-    if not isinstance(privatizer, UpdatePrivatizer):
-        raise LDPValueError(f"privatizer must be an UpdatePrivatizer, got {type(privatizer).__name__}")
-    means, variances = privatizer.noise_moments(clipped)
+    means, variances = check_privatizer(privatizer).noise_moments(clipped)
     prediction = predict_round(p, variances, learning_rate=1.0, noise_means=means)
     return prediction.noise_mean, prediction.noise_variance
 

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+import ldpfed.mechanisms as mechanisms
+from ldpfed.mechanisms.square_wave import ESTIMATORS
 from ldpfed.validation import LDPValueError
 
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).
@@ -75,3 +77,16 @@ def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
         return [convert(item) for item in items]
     except ValueError:
         raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None
+
+
+def check_estimator(estimator: str | None) -> str | None:
+    """The --estimator option (square wave's raw | debiased), or None when not given."""
+    if estimator is not None and estimator not in ESTIMATORS:
+        raise LDPValueError(f"--estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    return estimator
+
+
+def estimator_options(name: str, estimator: str | None) -> dict:
+    """--estimator goes to every chosen mechanism that takes an `estimator` option."""
+    takes = "estimator" in mechanisms.get_class(name).option_choices
+    return {"estimator": estimator} if estimator is not None and takes else {}

@@ -13,7 +13,6 @@ error with the other; options shared by both default per task (None below = "the
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -25,7 +24,15 @@ from rich.table import Table
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.cli.common import console, handle_errors, parse_list, print_json, progress_bar
+from ldpfed.cli.common import (
+    check_estimator,
+    console,
+    estimator_options,
+    handle_errors,
+    parse_list,
+    print_json,
+    progress_bar,
+)
 from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic, load_tuples
 from ldpfed.deviation import DEVIATION_SOURCES
@@ -70,13 +77,7 @@ def _check_task_options(task: str, given: dict) -> None:
 
 def _mechanism_choices(names: list[str], estimator: str | None, delta: float | None) -> list[MechanismChoice]:
     """Registry names with the --estimator option given to the mechanisms that take it."""
-    choices = []
-    for name in names:
-        cls = mechanisms.get_class(name)
-        options = {}
-        if estimator is not None and "estimator" in {f.name for f in fields(cls)}:
-            options["estimator"] = estimator
-        choices.append(MechanismChoice(cls.name, options))
+    choices = [MechanismChoice(mechanisms.get_class(name).name, estimator_options(name, estimator)) for name in names]
     if estimator is not None and not any(c.options for c in choices):
         raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
     if delta is not None and not any(mechanisms.get_class(c.name).approximate for c in choices):
@@ -152,8 +153,7 @@ def compare(
         raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
     alpha = check_alpha(alpha)
     check_l2_reference(l2_reference)
-    if estimator is not None and estimator not in ("raw", "debiased"):
-        raise LDPValueError(f"--estimator must be raw or debiased, got {estimator!r}")
+    check_estimator(estimator)
     choices = _mechanism_choices(mechanism_names, estimator, delta)
     synthetic = data in available_synthetic()
     if synthetic:

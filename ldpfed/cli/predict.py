@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +14,12 @@ from ldpfed.analysis import predict as predictor
 from ldpfed.analysis.breakeven import break_even
 from ldpfed.analysis.confidence import check_alpha, error_supremum
 from ldpfed.analysis.predictor import load_moments
-from ldpfed.cli.common import console, handle_errors, parse_list, print_json
+from ldpfed.cli.common import check_estimator, console, estimator_options, handle_errors, parse_list, print_json
 from ldpfed.cli.main import app
 from ldpfed.results import write_json
 from ldpfed.validation import LDPValueError
 
 SHOWN_DIMENSIONS = 10
-ESTIMATORS = ("raw", "debiased")
 
 
 @app.command("predict")
@@ -50,10 +48,9 @@ def predict_command(
     if len(low_high) != 2 or not low_high[0] < low_high[1]:
         raise LDPValueError(f"--domain must be LOW,HIGH with LOW < HIGH, got {domain!r}")
     alpha = None if confidence is None else check_alpha(confidence)
-    if estimator is not None and estimator not in ESTIMATORS:
-        raise LDPValueError(f"--estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    check_estimator(estimator)
     names = [mechanism] + ([compare] if compare else [])
-    options = {name: _options_for(name, estimator) for name in names}
+    options = {name: estimator_options(name, estimator) for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
     if output is not None and output.suffix.lower() != ".json":
@@ -80,12 +77,6 @@ def predict_command(
         print_json(result)
         return
     _print_summary(first, result["data"], second, comparison, supremum)
-
-
-def _options_for(name: str, estimator: str | None) -> dict:
-    """--estimator goes to every chosen mechanism that takes an `estimator` option."""
-    accepted = {f.name for f in fields(registry.get_class(name))}
-    return {"estimator": estimator} if estimator is not None and "estimator" in accepted else {}
 
 
 def _print_summary(first, source, second, comparison, supremum) -> None:
