@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ldpfed.cli.common import console, parse_list, print_json, progress_bar
+from ldpfed.cli.common import parse_list, progress_bar, show_results
 from ldpfed.results import save_figure, write_json, write_table
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
@@ -253,12 +253,8 @@ def compare_train(options: dict) -> None:
     title = describe(base, repeats)
     if out is not None:
         write_outputs(Path(out), frame, rounds, summary, rows, base, repeats, seed, title)
-    if as_json:
-        print_json(rows)
-        return
-    console.print(results_table(summary, title))
-    if out is not None:
-        console.print(f"wrote {out}/runs.csv, rounds.csv, summary.csv, summary.json, accuracy_per_round.png")
+    show_results(rows, lambda: results_table(summary, title), as_json=as_json, out=out,
+                 files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"])
 
 
 def describe(base: SimulationConfig, repeats: int) -> str:

@@ -31,6 +31,16 @@ def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progres
     )
 
 
+def show_results(rows: list, table: Callable, *, as_json: bool, out, files: list[str]) -> None:
+    """The end of a results command: JSON rows on stdout, or the table and the files written."""
+    if as_json:
+        print_json(rows)
+        return
+    console.print(table())
+    if out is not None:
+        console.print(f"wrote {out}/" + ", ".join(files))
+
+
 def fail(message: str) -> None:
     """Print `error: message` on stderr and exit with code 2 (nothing written)."""
     error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)

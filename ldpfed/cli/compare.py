@@ -26,12 +26,11 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
 from ldpfed.cli.common import (
     check_estimator,
-    console,
     estimator_options,
     handle_errors,
     parse_list,
-    print_json,
     progress_bar,
+    show_results,
 )
 from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic, load_tuples
@@ -182,12 +181,8 @@ def compare(
     rows = json_rows(result)
     if out is not None:
         write_outputs(out, result, config, rows)
-    if as_json:
-        print_json(rows)
-        return
-    console.print(results_table(result, config))
-    if out is not None:
-        console.print(f"wrote {out}/runs.csv, summary.csv, summary.json, mse_vs_epsilon.png")
+    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out,
+                 files=["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"])
 
 
 def _run_with_progress(table, choices, eps_list, aggregator_names, report_dims, delta, deviation,
