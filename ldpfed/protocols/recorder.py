@@ -1,0 +1,100 @@
+"""The files a federation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
+
+- config.toml: the resolved options (written first; `--config` reads it back);
+- metrics.csv: one row per finished round, rewritten atomically after every round so the rounds
+  finished before an interrupt are on disk;
+- privacy.csv: each client's privacy totals so far (ldpfed.accounting) with the run's `private`;
+- summary.json, privacy.json (the ledger's entries and totals, `private` and its reasons) and
+  plot.png at the end.
+Without `--out` nothing is written. A non-private run has no finite epsilon in any of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ldpfed.config import Config, to_toml
+from ldpfed.protocols.privacy import PrivacyStatus
+from ldpfed.results import save_figure, write_json, write_table, write_text
+
+EPSILON_COLUMNS = ("basic_epsilon", "advanced_epsilon", "rdp_epsilon")
+
+
+def privacy_frame(ledger, status: PrivacyStatus) -> pd.DataFrame:
+    frame = ledger.to_frame()
+    if not status.private:
+        for column in EPSILON_COLUMNS:
+            frame[column] = np.nan
+    frame.insert(1, "private", status.private)
+    return frame
+
+
+def privacy_record(ledger, status: PrivacyStatus) -> dict:
+    state = ledger.state_dict()
+    if not status.private:
+        for total in state["totals"].values():
+            for column in EPSILON_COLUMNS:
+                total[column] = None
+        for entry in state["entries"]:
+            entry["epsilon"] = None
+    return {**status.record(), **state}
+
+
+class Recorder:
+    def __init__(self, config: Config, status: PrivacyStatus) -> None:
+        self.config, self.status = config, status
+        self.rows: list[dict] = []
+        self.out = Path(config.output.out) if config.output.out else None
+        if self.out is not None:
+            write_text(self.out / "config.toml", to_toml(config))
+
+    def add_round(self, row: dict, ledger) -> None:
+        self.rows.append(row)
+        if self.out is not None:
+            write_table(self.out / "metrics.csv", pd.DataFrame(self.rows))
+            write_table(self.out / "privacy.csv", privacy_frame(ledger, self.status))
+
+    def finish(self, summary: dict, ledger) -> None:
+        if self.out is None:
+            return
+        write_json(self.out / "summary.json", summary)
+        write_json(self.out / "privacy.json", privacy_record(ledger, self.status))
+        save_figure(self.out / "plot.png", plot_rounds(pd.DataFrame(self.rows), self.config))
+
+
+def plot_rounds(frame: pd.DataFrame, config: Config):
+    """Accuracy and loss per round (train), or measured vs predicted MSE per round (mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    title = f"{config.run.task}: {config.federation.clients} clients, {config.privacy.mechanism}"
+    if config.noisy:
+        title += f" eps={config.privacy.epsilon:g}"
+    if config.run.task == "train":
+        axes[0].plot(frame["round"], frame["accuracy"], marker="o")
+        axes[0].set_ylabel("test accuracy")
+        axes[1].plot(frame["round"], frame["measured_squared_distance"], marker="o", label="measured")
+        axes[1].plot(frame["round"], frame["predicted_squared_distance"], linestyle="--", label="predicted (CLT)")
+        axes[1].set_ylabel("||noisy mean - clean mean||^2")
+        axes[1].legend()
+    else:
+        axes[0].plot(frame["round"], frame["mse"], marker="o", label=f"measured ({config.aggregation.aggregator})")
+        axes[0].plot(frame["round"], frame["mse_plain_mean"], marker="x", label="measured (plain mean)")
+        axes[0].plot(frame["round"], frame["predicted_mse"], linestyle="--", label="predicted (CLT)")
+        axes[0].set_ylabel("MSE")
+        axes[0].legend()
+        axes[1].plot(frame["round"], frame["clients_replied"], marker="o", label="replied")
+        axes[1].plot(frame["round"], frame["clients_failed"], marker="x", label="failed")
+        axes[1].set_ylabel("clients")
+        axes[1].legend()
+    for axis in axes:
+        axis.set_xlabel("round")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
