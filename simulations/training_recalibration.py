@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from ldpfed.results import save_figure, write_table, write_text  # noqa: E402
 from simulations.compare_train import accuracy_figure, plan, run_one, summarize  # noqa: E402
-from simulations.config import from_mapping  # noqa: E402
+from ldpfed.config import Config  # noqa: E402
 
 SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregator and mechanism
     "digits-logreg": ("digits", "logreg", {}),
@@ -42,7 +42,7 @@ SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregato
 COMMON = {  # the project's defaults for clip, lr, batch; sizes chosen for ~20 min on 2 cores
     "task": "train", "clients": 20, "rounds": 15, "local-steps": 5, "lr": 0.1, "batch-size": 32,
     "clip": 0.05, "partition": "iid", "fraction": 1.0, "deviation": "plug-in", "alpha": 0.95,
-    "engine": "local", "measure-noise": 1,
+    "engine": "local", "diagnostics": True,
 }
 MECHANISMS = ["none", "laplace", "piecewise"]
 EPSILONS = [1.5, 4.9, 15.3]
@@ -109,7 +109,7 @@ def all_runs():
     """[(labels, config)] ordered by repetition first, so an interrupted run has whole repetitions."""
     runs = []
     for name, (data, model, overrides) in SETTINGS.items():
-        base = from_mapping({**COMMON, "data": data, "model": model, **overrides})
+        base = Config().with_options({**COMMON, "data": data, "model": model, **overrides})
         for labels, config in plan(base, MECHANISMS, EPSILONS, AGGREGATORS, REPEATS, SEED):
             runs.append(({"setting": name, **labels}, config))
     return sorted(runs, key=lambda item: item[0]["repeat"])

@@ -36,6 +36,7 @@ from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic, load_tuples
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.protocols.seeds import data_seed
 from ldpfed.results import save_figure, write_json, write_table
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
@@ -169,8 +170,8 @@ def compare(
         raise LDPValueError(f"--domain must be LOW,HIGH, got {domain!r}")
     low, high = bounds
     _check_out(out)
-    # The data stream is the root of the seed; repetitions use its spawned children (independent).
-    table = load_tuples(data, users=users, dims=dims, rng=np.random.default_rng(seed), domain=(low, high))
+    # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
+    table = load_tuples(data, users=users, dims=dims, rng=np.random.default_rng(data_seed(seed)), domain=(low, high))
     report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
 
     result = _run_with_progress(

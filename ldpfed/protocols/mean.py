@@ -19,6 +19,7 @@ import numpy as np
 
 import ldpfed.aggregation as aggregation
 from ldpfed.accounting import PrivacyLedger
+from ldpfed.aggregation.base import Recalibrated
 from ldpfed.config import Config
 from ldpfed.data import load_tuples
 from ldpfed.deviation import DeviationModel
@@ -101,7 +102,11 @@ class MeanOutcome:
     partitions: list[int]
     sums: ReportSums
     theta_hat: np.ndarray
-    estimates: dict[str, np.ndarray]
+    results: dict[str, Recalibrated]  # per aggregator: the estimate and its record
+
+    @property
+    def estimates(self) -> dict[str, np.ndarray]:
+        return {name: result.estimate for name, result in self.results.items()}
 
 
 class MeanServer:
@@ -128,10 +133,9 @@ class MeanServer:
         sums = sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(self.dims))
         if pids:
             theta_hat, _, results = estimate_once(sums, self.mechanism, self.aggregators, deviation=self.deviation)
-            estimates = {name: result.estimate for name, result in results.items()}
         else:
-            theta_hat, estimates = np.full(self.dims, np.nan), {a.name: np.full(self.dims, np.nan) for a in self.aggregators}
-        self.outcome = MeanOutcome(pids, sums, theta_hat, estimates)
+            theta_hat, results = np.full(self.dims, np.nan), {}
+        self.outcome = MeanOutcome(pids, sums, theta_hat, results)
         if self.round_cost is not None:
             for pid in pids:
                 self.ledger.record(pid, server_round, *self.round_cost)
