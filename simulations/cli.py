@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ldpfed.cli.common import handle_errors, print_json
+from ldpfed.cli.common import error_console, handle_errors, print_json
 from ldpfed.config import resolve
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
@@ -87,3 +87,7 @@ def simulate(
         print_json(summary)
     else:
         progress.print_summary(summary)
+    if summary["clients_replied_total"] == 0:
+        error_console.print(f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",
+                            highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1)

@@ -112,6 +112,8 @@ class Session:
             "fresh_noise": config.run.fresh_noise,
             **task_summary,
             "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
+            "clients_replied_total": int(sum(row["clients_replied"] for row in rows)),
+            "failure_reasons": " | ".join(sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})),
             "epsilon_spent_max_per_client": rows[-1]["epsilon_spent"] if rows else None,
             "delta_spent_max_per_client": rows[-1]["delta_spent"] if rows else None,
             "seconds": time.perf_counter() - self.started,
