@@ -22,6 +22,7 @@ default job (configs/default.toml: mean of 10,000 users in 10 dimensions held by
 Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "json_output", "verbose")
+EXIT_INTERRUPTED = 130
 
 
 def register(app: typer.Typer) -> None:
@@ -77,12 +78,17 @@ def simulate(
         flags["out"] = str(flags["out"])
     config = resolve(config_file, flags)
     from ldpfed.protocols.session import preflight
-    from simulations.federation import run
+    from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
 
     preflight(config)
     progress = RoundProgress(config)
-    summary = run(config, progress, verbose=verbose)
+    try:
+        summary = run(config, progress, verbose=verbose)
+    except Interrupted as stop:
+        where = f"; results of the finished rounds in {config.output.out}/" if config.output.out and stop.summary["rounds_finished"] else ""
+        error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
     if json_output:
         print_json(summary)
     else:

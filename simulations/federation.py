@@ -26,14 +26,37 @@ from ldpfed.protocols.session import Session, World, client_half, server_half, w
 from server.strategy import flower_fedavg
 
 
+class Interrupted(Exception):
+    """Ctrl-C: the summary of the rounds that finished (written, marked interrupted)."""
+
+    def __init__(self, summary: dict) -> None:
+        super().__init__(f"interrupted after {summary['rounds_finished']} of {summary['rounds']} rounds")
+        self.summary = summary
+
+
 def run(config: Config, progress=None, *, verbose: bool = False) -> dict:
-    """Run the federation described by (validated) `config`; return its summary."""
+    """Run the federation described by (validated) `config`; return its summary. On Ctrl-C the
+    finished rounds' files are written (summary marked interrupted), Ray is shut down and
+    `Interrupted` is raised."""
     world = World.from_config(config)
     half = server_half(config, world.data, world.server, flower_fedavg)
     session = Session(config, half, world.data, engine=config.run.engine)
     runner = run_local if config.run.engine == "local" else run_flower
-    runner(config, world, half, session, progress, verbose)
+    try:
+        runner(config, world, half, session, progress, verbose)
+    except KeyboardInterrupt:
+        summary = session.finish(interrupted=True)
+        _shutdown_ray()
+        raise Interrupted(summary) from None
     return session.finish()
+
+
+def _shutdown_ray() -> None:
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:

@@ -62,6 +62,8 @@ class RoundProgress:
             "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
             "seconds", "seconds_per_round",
         ]
+        if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
+            table.add_row("epsilon", "none (not private)")
         for key in keys:
             if key in summary and summary[key] is not None:
                 value = summary[key]

@@ -228,9 +228,9 @@ def page_text(runs, summary, differences, noise) -> str:
         "`ldpfed compare --task train` with 2 federations of 10 clients x 5 rounds took 26 s with "
         "`--engine flower`, 4 s with `--engine local`), so this sweep would need about 40 minutes there.",
         "",
-        "SIMULATION-ONLY measurement: clients also returned their clipped noise-free update on a "
-        "separate field (`measurement.clipped_update`) used only for the noise columns below, never for "
-        "aggregation. A deployment must not have this channel.",
+        "Noise columns: each client's clipped noise-free update is a diagnostic that the simulation "
+        "harness joins with the server's aggregate outside the protocol (docs/decisions.md, Flower "
+        "simulations); the server never receives it, so every run with noise is private.",
         "",
     ]
     for setting in SETTINGS:

@@ -268,3 +268,28 @@ def test_every_client_failing_is_an_error_exit(tmp_path):
                                  "--fail-clients", "0,1", "--json"])
     assert result.exit_code == 1
     assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
+
+
+def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_path, monkeypatch):
+    """A KeyboardInterrupt during round 3 (local engine): rounds 1-2 are on disk, the summary says
+    interrupted, one line on stderr, exit code 130."""
+    from ldpfed.protocols import base
+
+    original = base.local_round
+
+    def interrupting(server, client, server_round, on_diagnostics=None):
+        if server_round == 3:
+            raise KeyboardInterrupt
+        return original(server, client, server_round, on_diagnostics)
+
+    import simulations.federation as federation
+
+    monkeypatch.setattr(federation, "local_round", interrupting)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "5",
+                                 "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 2 of 5 rounds" in " ".join(result.output.split())
+    assert len(pd.read_csv(out / "metrics.csv")) == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["rounds_finished"] == 2

@@ -96,14 +96,23 @@ class Session:
         self.recorder.add_round(row, self.server.ledger)
         return row
 
-    def finish(self) -> dict:
+    def finish(self, interrupted: bool = False) -> dict:
+        """The summary (written with the other files); `interrupted`: the run stopped early and the
+        summary covers the rounds that finished."""
         config, rows = self.config, self.recorder.rows
-        task_summary = mean_summary(rows) if config.run.task == "mean" else train_summary(rows, config, self.server)
+        if not rows:
+            task_summary = {}
+        elif config.run.task == "mean":
+            task_summary = mean_summary(rows)
+        else:
+            task_summary = train_summary(rows, config, self.server)
         summary = {
             "engine": self.engine,
             "task": config.run.task,
             "clients": config.federation.clients,
             "rounds": config.run.rounds,
+            "rounds_finished": len(rows),
+            "interrupted": interrupted,
             "mechanism": config.privacy.mechanism,
             **self.status.record(),
             "epsilon": self.status.epsilon(config.privacy.epsilon),
@@ -119,7 +128,8 @@ class Session:
             "seconds": time.perf_counter() - self.started,
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
-        self.recorder.finish(summary, self.server.ledger)
+        if rows:
+            self.recorder.finish(summary, self.server.ledger)
         return summary
 
 
