@@ -36,7 +36,7 @@ def diagnostics_path(directory: str | Path, server_round: int, pid: int) -> Path
 
 def write_diagnostics(directory: str | Path, server_round: int, pid: int, values: dict) -> None:
     path = diagnostics_path(directory, server_round, pid)
-    temporary = path.with_suffix(".tmp.npz")
+    temporary = path.with_name(f".{path.name}")  # hidden until complete: the harness globs "round-*"
     np.savez(temporary, **{key: np.asarray(value) for key, value in values.items()})
     temporary.replace(path)
 
