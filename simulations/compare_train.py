@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ldpfed.cli.common import parse_list, progress_bar, show_results
+from ldpfed.cli.common import parse_list, progress_steps, show_results
 from ldpfed.outputs import OutputDir
 from ldpfed.validation import check_epsilon, check_positive_int
 from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
@@ -245,9 +245,11 @@ def compare_train(options: dict) -> None:
     base, mechanisms, epsilons, aggregators, repeats, seed = resolve(options)
     runs = plan(base, mechanisms, epsilons, aggregators, repeats, seed)  # validates every federation
 
-    with progress_bar("compare --task train", transient=True) as bar:
-        task_id = bar.add_task("federations", total=len(runs))
-        frame, rounds = run_sweep(runs, lambda: bar.advance(task_id))
+    # A bar on a terminal, else one line per federation (ldpfed.cli.common.progress_steps).
+    texts = iter(f"{labels['mechanism']} eps={labels['epsilon']} {labels['aggregator']} repeat {labels['repeat']} done"
+                 for labels, _ in runs)
+    with progress_steps("compare --task train", len(runs)) as advance:
+        frame, rounds = run_sweep(runs, lambda: advance(next(texts)))
     summary = summarize(frame)
     rows = json_rows(summary)
     title = describe(base, repeats)
