@@ -93,6 +93,15 @@ def _check_writable_location(path: Path, flag: str) -> None:
         raise LDPValueError(f"{flag} {path} cannot be written{where}: {reason}") from None
 
 
+def _missing_directories(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def _commit(staged: dict[Path, Path]) -> None:
     """Rename every staged temporary onto its final name, SIGINT held back."""
     with _sigint_held_back():
@@ -149,10 +158,17 @@ class OutputDir:
         """Write {name: content} into the directory, all files or none; returns the names."""
         if self.path is None:
             return []
+        created = _missing_directories(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         names = list(self.written) + [name for name in files if name not in self.written]
         manifest = {"command": self.command, "files": names}
-        staged = _stage(self.path, {**files, MANIFEST: manifest})
+        try:
+            staged = _stage(self.path, {**files, MANIFEST: manifest})
+        except BaseException:
+            for directory in created:  # deepest first; only what this write created, if still empty
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
         with _sigint_held_back():
             if not self.written and self.overwrite:
                 self._remove_earlier_results()

@@ -46,7 +46,7 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--data", str(tmp_path / "nowhere.csv")], ["--data", str(tmp_path)], ["--domain", "1,0"],
             ["--domain", "a,b"], ["--out-of-domain", "ignore"], ["--output", str(tmp_path)],
             ["--output", str(tmp_path / "x.txt")], ["--output", f"{a_file}/x.json"],
-            ["--data", outside, "--users", "2", "--dims", "2"], ["--data", "gaussian", "--header"],
+            ["--data", outside, "--users", "2", "--dims", "2"], ["--data", "gaussian", "--header"], ["--data", "uniform", "--domain", "0,10"], ["--domain", "0,10"],
         ],
         "compare": [
             ["--epsilons", "1,-2"], ["--aggregators", "median"], ["--data", str(tmp_path / "nowhere.npy")],

@@ -76,7 +76,11 @@ def test_a_failing_write_leaves_no_file_and_no_temporary(tmp_path):
 
     with pytest.raises(TypeError):
         output.write({"a.csv": pd.DataFrame({"x": [1]}), "b.json": {"bad": Unserializable()}})
-    assert list((tmp_path / "run").iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # no file, no temporary, and the new directory is gone
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(TypeError):
+        OutputDir.prepare(tmp_path / "kept", command="test").write({"b.json": Unserializable()})
+    assert list((tmp_path / "kept").iterdir()) == []  # an existing directory stays
 
 
 def test_sigint_during_the_renames_is_raised_after_them():

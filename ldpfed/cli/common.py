@@ -107,12 +107,14 @@ def parse_domain(text: str) -> tuple[float, float]:
 
 
 def read_data(spec: str, *, users, dims, seed: int, domain: tuple[float, float], header: bool | None,
-              out_of_domain: str) -> Tuples:
+              out_of_domain: str, rng: np.random.Generator | None = None) -> Tuples:
     """Tuple data for a command (`ldpfed.data.read_tuples`), with "what was read" on stderr.
 
-    The data stream is `default_rng(seed)`; `out_of_domain` is the CLI's name (error | clip).
+    Synthetic sets draw from `rng` (default `default_rng(seed)`); `out_of_domain` is the CLI's
+    name (error | clip). For any command that reads tuples (predict, compare, simulate).
     """
-    tuples = read_tuples(spec, users=users, dims=dims, rng=np.random.default_rng(seed), domain=domain,
+    rng = np.random.default_rng(seed) if rng is None else rng
+    tuples = read_tuples(spec, users=users, dims=dims, rng=rng, domain=domain,
                          header=header, out_of_domain=out_of_domain_policy(out_of_domain))
     seeded = f" (seed {seed})" if tuples.source.startswith("synthetic") else ""
     error_console.print(f"data: {tuples.description}{seeded}", highlight=False, soft_wrap=True, markup=False)

@@ -118,12 +118,12 @@ def _load_data(data, users, dims, seed, domain, header, out_of_domain):
             missing = "--users" if users is None else "--dims"
             raise LDPValueError(f"{missing} is missing: give --users and --dims (data-free), or --data")
         else:
-            if header is not None:
-                raise LDPValueError("--header/--no-header applies to a .csv --data file")
+            if header is not None or domain != (-1.0, 1.0):
+                raise LDPValueError("--domain and --header/--no-header apply to a --data file")
             return None, "", None
     if Path(data).suffix.lower() == ".json":
-        if header is not None:
-            raise LDPValueError("--header/--no-header applies to a .csv --data file, not to a .json of moments")
+        if header is not None or domain != (-1.0, 1.0):
+            raise LDPValueError("--domain and --header/--no-header apply to a table file, not to a .json of moments")
         moments, source = load_moments(data)
         return moments, source, None
     if data in available_synthetic():

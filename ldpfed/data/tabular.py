@@ -142,6 +142,8 @@ def read_tuples(
             raise LDPValueError(f"synthetic data {spec!r} needs {' and '.join(missing)}")
         if header is not None:
             raise LDPValueError(f"header/no-header applies to .csv files, not to the synthetic set {spec!r}")
+        if tuple(float(v) for v in domain) != (-1.0, 1.0):
+            raise LDPValueError(f"a domain applies to data files; the synthetic set {spec!r} lies in [-1, 1]")
         values = generate(str(spec), users, dims, rng)
         return Tuples(values, f"synthetic {spec}", f"generated {users} rows x {dims} columns of synthetic {spec}")
     path = Path(spec)
