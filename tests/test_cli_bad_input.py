@@ -112,6 +112,14 @@ def test_the_app_registers_the_known_commands():
     assert {"mechanisms", "predict", "compare", "simulate"} <= set(COMMANDS)
 
 
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_the_valid_invocations_run(name):
+    """Each base invocation succeeds alone, so in the cases below the added fault is the only one."""
+    assert name in COMMANDS
+    result = runner.invoke(app, [name, *VALID[name], "--json"])
+    assert result.exit_code == 0, result.output
+
+
 def test_every_command_rejects_missing_and_malformed_options_in_one_line(tmp_path):
     cases = _cases(tmp_path)
     assert len(cases) > 100  # every command contributes its generic cases
