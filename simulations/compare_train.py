@@ -246,8 +246,8 @@ def compare_train(options: dict) -> None:
     runs = plan(base, mechanisms, epsilons, aggregators, repeats, seed)  # validates every federation
 
     # A bar on a terminal, else one line per federation (ldpfed.cli.common.progress_steps).
-    texts = iter(f"{labels['mechanism']} eps={labels['epsilon']} {labels['aggregator']} repeat {labels['repeat']} done"
-                 for labels, _ in runs)
+    texts = iter(" ".join([labels["mechanism"]] + ([f"eps={labels['epsilon']:g}"] if labels["epsilon"] is not None else [])
+                          + [labels["aggregator"], f"repeat {labels['repeat']} done"]) for labels, _ in runs)
     with progress_steps("compare --task train", len(runs)) as advance:
         frame, rounds = run_sweep(runs, lambda: advance(next(texts)))
     summary = summarize(frame)
