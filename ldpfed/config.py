@@ -198,12 +198,14 @@ class Config:
             _choice("data", self.data_name, FEDERATED_DATASETS)
             _choice("partition", data.partition, PARTITION_SCHEMES)
             _choice("model", train.model, MODELS)
-            check_positive_int(data.classes_per_client, "classes-per-client")
-            _positive("dirichlet-alpha", data.dirichlet_alpha)
-            check_positive_int(train.local_steps, "local-steps")
-            _positive("lr", train.lr)
-            check_positive_int(train.batch_size, "batch-size")
-            _positive("clip", train.clip)
+        # Numbers of the train task are checked for either task: a malformed value is an error
+        # even where the task does not use it (issue 11, item 10).
+        check_positive_int(data.classes_per_client, "classes-per-client")
+        _positive("dirichlet-alpha", data.dirichlet_alpha)
+        check_positive_int(train.local_steps, "local-steps")
+        _positive("lr", train.lr)
+        check_positive_int(train.batch_size, "batch-size")
+        _positive("clip", train.clip)
         try:
             failing = self.failing_partitions
         except ValueError:
@@ -261,7 +263,8 @@ def _coerce(section: str, name: str, value, source: str, key: str):
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
     }[expected]
     if not ok:
-        raise LDPValueError(f"{source}: option {key!r} must be a {expected}, got {value!r}")
+        article = "an" if expected[0] in "aeiou" else "a"
+        raise LDPValueError(f"{source}: option {key!r} must be {article} {expected}, got {value!r}")
     return float(value) if expected == "float" else value
 
 
@@ -297,6 +300,8 @@ def from_flat(mapping: dict, base: Config | None = None, source: str = "config")
 def load_file(path: str | Path, base: Config | None = None) -> Config:
     """Read a TOML config file (one table per section) over `base`."""
     path = Path(path)
+    if path.is_dir():
+        raise LDPValueError(f"config file {str(path)!r} is a directory; give a .toml file")
     if not path.is_file():
         raise LDPValueError(f"config file {str(path)!r} not found")
     try:

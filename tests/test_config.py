@@ -103,7 +103,7 @@ def test_no_epsilon_is_recorded_without_noise():
     [
         ("[federation]\nclientz = 3\n", "unknown option 'federation.clientz'"),
         ("clients = 3\n", "unknown section 'clients'"),
-        ('[federation]\nclients = "four"\n', "'federation.clients' must be a int"),
+        ('[federation]\nclients = "four"\n', "'federation.clients' must be an int"),
         ("[privacy]\nepsilon = true\n", "'privacy.epsilon' must be a float"),
         ("[run]\nfresh-noise = 1\n", "'run.fresh-noise' must be a bool"),
         ("[privacy]\nepsilon = -1.0\n", "epsilon"),
