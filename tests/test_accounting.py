@@ -342,9 +342,10 @@ def test_a_budgeted_run_never_overspends_and_a_tighter_accountant_allows_more_ro
     for accountant in ("basic", "pld"):
         ledger = PrivacyLedger()
         for server_round in range(80):
-            for client in rng.choice(6, size=4, replace=False):
-                if ledger.can_afford(client, event, budget, accountant):
-                    ledger.record_event(client, server_round, event)
+            taking_part, stopped = ledger.split_by_budget(rng.choice(6, size=4, replace=False), event, budget, accountant)
+            for client in taking_part:
+                ledger.record_event(client, server_round, event)
+            assert all(not ledger.can_afford(client, event, budget, accountant) for client in stopped)
         spent = [ledger.spent(client, accountant).epsilon for client in ledger.clients()]
         assert max(spent) <= budget
         rounds_taken[accountant] = sum(t["rounds"] for t in ledger.totals().values())

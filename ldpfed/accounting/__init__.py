@@ -3,9 +3,12 @@ gradient-noise.md, Accounting across rounds; federated.md, Accounting per client
 
     >>> from ldpfed.accounting import PrivacyLedger, pure_round, create_accountant
     >>> ledger = PrivacyLedger()
-    >>> for r in range(10):
-    ...     ledger.record_event("client-0", r, pure_round(0.5))
-    >>> ledger.spent("client-0", "pld").epsilon  # tighter than basic composition's 5.0
+    >>> for r in range(100):
+    ...     ledger.record_event("client-0", r, pure_round(0.1))
+    >>> round(ledger.spent("client-0", "pld").epsilon, 3)  # basic composition: 10.0
+    4.307
+    >>> ledger.can_afford("client-0", pure_round(0.1), budget=5.0, accountant="pld")
+    True
 """
 
 from ldpfed.accounting.accountants import (

@@ -134,6 +134,15 @@ class PrivacyLedger:
         spent = self.accountant(client_id, accountant, extra=event).spent(delta_target)
         return spent.private and spent.epsilon <= budget
 
+    def split_by_budget(self, clients, event: dp_event.DpEvent, budget: float, accountant: str = "basic",
+                        delta_target: float = DEFAULT_DELTA_TARGET) -> tuple[list, list]:
+        """(clients that can afford one more round costing `event`, clients that must stop) under
+        `budget` (`simulate --max-epsilon`): a run then never spends more than the budget."""
+        taking_part, stopped = [], []
+        for client in clients:
+            (taking_part if self.can_afford(client, event, budget, accountant, delta_target) else stopped).append(client)
+        return taking_part, stopped
+
     def max_spent(self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
         """The largest total any client has spent (not private if any client is not)."""
         reasons = tuple(self.reasons())
@@ -142,8 +151,6 @@ class PrivacyLedger:
         spents = [self.spent(client, accountant, delta_target) for client in self._events]
         if not spents:
             return Spent(accountant, 0.0, 0.0, True)
-        if any(spent.epsilon is None for spent in spents):
-            return Spent(accountant, None, None, True)
         return Spent(accountant, max(s.epsilon for s in spents), max(s.delta for s in spents), True)
 
     @property
