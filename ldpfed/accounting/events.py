@@ -108,8 +108,11 @@ def gaussian_round(
     probability `sample_rate` if given, and calibrated to (epsilon, delta) if given."""
     event = GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
     if sample_rate is not None:
-        rate = float(sample_rate)
-        if not (0.0 < rate <= 1.0) or math.isnan(rate):
+        try:
+            rate = float(sample_rate)
+        except (TypeError, ValueError):
+            rate = math.nan
+        if not (0.0 < rate <= 1.0):
             raise LDPValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
         if rate < 1.0:
             event = PoissonSampledDpEvent(rate, event)
