@@ -400,3 +400,24 @@ def test_a_wider_pld_grid_stays_an_upper_bound_close_to_the_fine_one(monkeypatch
     coarse = PldAccountant.compute(pairs, 1e-5)[0]
     assert fine < coarse <= fine + 30 * step
     assert coarse < 15 * 0.7 + 15 * 0.45  # still below basic composition
+
+
+def test_budget_admits_within_and_refuses_what_it_cannot_hold():
+    from ldpfed.accounting import Budget
+
+    budget = Budget(1.0, "basic")
+    ledger = PrivacyLedger()
+    ledger.record_event("a", 0, pure_round(0.6))
+    assert budget.admit(ledger, ["a", "b"], pure_round(0.3)) == (["a", "b"], [])
+    assert budget.admit(ledger, ["a", "b"], pure_round(0.5)) == (["b"], ["a"])
+    assert budget.record() == {"max_epsilon": 1.0, "accountant": "basic", "delta_target": 1e-5}
+    budget.check(pure_round(0.5))
+    with pytest.raises(LDPValueError, match="private mechanism"):
+        budget.check(not_private("mechanism none"))
+    with pytest.raises(LDPValueError, match="rdp accountant cannot"):
+        Budget(1.0, "rdp").check(pure_round(0.5))
+    for bad in (0, -1, math.inf, math.nan, "x"):
+        with pytest.raises(LDPValueError, match="max-epsilon"):
+            Budget(bad)
+    with pytest.raises(LDPValueError, match="unknown accountant"):
+        Budget(1.0, "prv")

@@ -37,12 +37,13 @@ from ldpfed.accounting.events import (
     round_epsilon,
     round_event,
 )
-from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger
+from ldpfed.accounting.budget import Budget
+from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
 
 __all__ = [
-    "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
+    "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
     "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PoissonSampledDpEvent", "PrivacyLedger",
     "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
     "event_from_dict", "event_to_dict", "gaussian_round", "not_private", "pure_round", "register_accountant",
-    "register_round_event", "round_epsilon", "round_event",
+    "legacy_event", "register_round_event", "round_epsilon", "round_event",
 ]
