@@ -416,6 +416,8 @@ def test_budget_admits_within_and_refuses_what_it_cannot_hold():
         budget.check(not_private("mechanism none"))
     with pytest.raises(LDPValueError, match="rdp accountant cannot"):
         Budget(1.0, "rdp").check(pure_round(0.5))
+    with pytest.raises(LDPValueError, match="below one round's cost"):
+        budget.check(pure_round(1.5))
     for bad in (0, -1, math.inf, math.nan, "x"):
         with pytest.raises(LDPValueError, match="max-epsilon"):
             Budget(bad)

@@ -45,6 +45,11 @@ class Budget:
         reason = create_accountant(self.accountant).unsupported(event)
         if reason is not None:
             raise LDPValueError(reason)
+        first = create_accountant(self.accountant).compose(event).get_epsilon(self.delta_target)
+        if first > self.max_epsilon:
+            raise LDPValueError(
+                f"max-epsilon {self.max_epsilon:g} is below one round's cost ({first:.4g} by the {self.accountant} accountant)"
+            )
 
     def admit(self, ledger: PrivacyLedger, clients, event: dp_event.DpEvent) -> tuple[list, list]:
         """(clients that take part in a round costing `event`, clients stopped by the budget)."""
