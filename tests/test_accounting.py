@@ -37,7 +37,7 @@ from ldpfed.accounting import (
     round_event,
 )
 from ldpfed.accounting.accountants import PLD_DISCRETIZATION
-from ldpfed.cli.common import dumps
+from ldpfed.results import dumps
 from ldpfed.mechanisms.gaussian import SENSITIVITY, Gaussian
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
