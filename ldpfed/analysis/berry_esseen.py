@@ -37,6 +37,9 @@ SHEVTSOVA_CONSTANT = 0.33554  # identically distributed summands (Shevtsova 2011
 SHEVTSOVA_SHIFT = 0.415
 LYAPUNOV_CONSTANT = 0.5600  # non-identically distributed summands (Shevtsova 2010)
 WORST_CASE_GRID = np.linspace(-1.0, 1.0, 4001)  # includes -1, 0 and 1
+# Above this Kolmogorov distance a prediction says its normal model is poor (an ldpfed choice,
+# docs/decisions.md): a 95% interval could then cover as little as 1 - 0.05 - 2 * 0.1 = 75%.
+POOR_NORMAL_APPROXIMATION = 0.1
 
 COVERS = (
     "randomizer noise of the r_j reports given which users reported; the whole deviation when "
