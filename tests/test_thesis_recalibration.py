@@ -56,6 +56,8 @@ def test_changed_cells_lists_only_cells_that_moved():
                             "epsilon": [1.0, 1.0], "aggregator": ["l1", "l1"], "mse": [0.5, 0.0808]})
     previous = summary.assign(mse=[0.5, 0.0613], options=[np.nan, "estimator=raw"])  # as read back from CSV
     changes = script.changed_cells(summary, previous)
-    assert list(changes["mechanism"]) == ["square-wave"]
-    assert changes["relative_change"].iloc[0] == 0.0808 / 0.0613 - 1
+    assert list(changes["relative_change"]) == [0.0, 0.0808 / 0.0613 - 1]
+    page = "\n".join(script.change_section(changes))
+    assert "| g | square-wave[estimator=raw] | 1 | l1 | 0.0613 | 0.0808 | +31.8% |" in page
+    assert "(1 of 2 compared; the largest relative change among the others is 0)" in page
     assert script.changed_cells(summary, None).empty
