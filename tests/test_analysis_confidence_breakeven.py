@@ -81,7 +81,7 @@ def test_break_even_by_hand_and_sign_logic():
 def test_break_even_keeps_the_sampling_term_at_the_crossing():
     """With spread data and m < d the two error lines cross exactly at n' (S_j^2 held fixed)."""
     values = generate("uniform", 2000, 4, np.random.default_rng(5))
-    moments = ColumnMoments.from_array(values, keep_values=False)
+    moments = ColumnMoments.from_array(values).summary()
     a = predict("piecewise", 4.0, 2000, 4, 2, moments)
     b = predict("square-wave", 4.0, 2000, 4, 2, moments, estimator="raw")
     result = break_even(a, b)

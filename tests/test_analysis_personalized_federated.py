@@ -79,7 +79,7 @@ def test_one_full_region_group_is_the_plain_predictor():
 def test_values_outside_their_region_are_an_error():
     values = np.random.default_rng(1).uniform(-1, 1, size=(50, DIMS))
     with pytest.raises(LDPValueError, match="region"):
-        predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values), (0.0, 1.0))])
+        predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values, ranges=True), (0.0, 1.0))])
     with pytest.raises(LDPValueError, match="region"):
         predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values), (0.5, 0.2))])
 

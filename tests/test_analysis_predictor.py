@@ -205,3 +205,22 @@ def test_unreadable_moments_file(tmp_path):
         ColumnMoments.read(path)
     with pytest.raises(LDPValueError, match="does not exist"):
         ColumnMoments.read(tmp_path / "missing.json")
+
+
+def test_one_pass_moments_equal_numpy_and_validate_the_domain():
+    """ColumnMoments.from_array's tiled pass (issue 11 item 9) against plain numpy, on a shape that
+    leaves partial tiles in both directions; NaN and out-of-domain values are still refused."""
+    values = np.random.default_rng(4).uniform(-1, 1, size=(37, 11))
+    moments = ColumnMoments.from_array(values, ranges=True, block=24, width=4)  # tiles of 4 columns x 6 rows
+    np.testing.assert_allclose(moments.mean, values.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.mean_sq, np.mean(values**2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.mean_fourth, np.mean(values**4, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.variance, values.var(axis=0, ddof=1), rtol=1e-12)
+    np.testing.assert_array_equal(moments.minimum, values.min(axis=0))
+    np.testing.assert_array_equal(moments.maximum, values.max(axis=0))
+    assert ColumnMoments.from_array(values).minimum is None  # ranges only on request
+    for bad, message in ((np.nan, "NaN"), (1.5, r"\[-1.0, 1.0\]")):
+        broken = values.copy()
+        broken[30, 9] = bad
+        with pytest.raises(LDPValueError, match=message):
+            ColumnMoments.from_array(broken, block=24, width=4)

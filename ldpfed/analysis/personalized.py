@@ -41,7 +41,9 @@ _TOLERANCE = 1e-9
 class PersonalizedGroup:
     """One homogeneous group: its randomizer, a user's total budget, privacy region and data.
 
-    `moments` describe the group's values on the common [-1, 1] scale (they must lie in `region`).
+    `moments` describe the group's values on the common [-1, 1] scale (they must lie in `region`:
+    checked value by value for moments built with `ColumnMoments.from_array(values, ranges=True)`,
+    only through the column means otherwise).
     `mechanism` is a registry name (per-value budget epsilon/m) or a per-value Mechanism instance.
     """
 
@@ -62,8 +64,9 @@ def _check_region(group: PersonalizedGroup, index: int) -> tuple[float, float]:
     if not (-1.0 <= low < high <= 1.0):
         raise LDPValueError(f"group {index}: region must satisfy -1 <= low < high <= 1, got {group.region!r}")
     moments = group.moments
-    inside = moments.values if moments.has_values else moments.mean
-    if np.any(inside < low - _TOLERANCE) or np.any(inside > high + _TOLERANCE):
+    ranged = moments.minimum is not None  # ColumnMoments.from_array(values, ranges=True): every value is checked
+    lowest, highest = (moments.minimum, moments.maximum) if ranged else (moments.mean, moments.mean)
+    if np.any(lowest < low - _TOLERANCE) or np.any(highest > high + _TOLERANCE):
         raise LDPValueError(f"group {index}: values must lie in its region [{low:g}, {high:g}]")
     return low, high
 
