@@ -77,7 +77,7 @@ class ColumnMoments:
 
     # --- constructors -----------------------------------------------------------------------------
     @classmethod
-    def from_array(cls, values, *, ranges: bool = False, block: int = 1 << 16, width: int = 4096) -> "ColumnMoments":
+    def from_array(cls, values, *, ranges: bool = False, block: int = 1 << 17, width: int = 8192) -> "ColumnMoments":
         """Moments of a (users, dims) array of values in [-1, 1] (rows = users), in one pass.
 
         The array goes in tiles of `width` columns by `block / width` rows (cache-sized, with a
