@@ -66,7 +66,7 @@ class BerryEsseenBound:
     non_identical: np.ndarray  # 0.5600 rho / (s^3 sqrt r), proven for non-identical reports
     report_variance: np.ndarray  # s^2 per dimension
     third_moment: np.ndarray  # rho per dimension
-    third_moment_source: str  # "data", "exact (constant in t)" or "worst case over t in [-1, 1]"
+    third_moment_source: str  # "exact (constant in t)", or which polynomial upper bound (from data or summary moments)
 
     @property
     def max(self) -> float:
