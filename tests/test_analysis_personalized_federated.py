@@ -9,7 +9,6 @@ import pytest
 from ldpfed.analysis import ColumnMoments
 from ldpfed.analysis.federated import clipped_coordinate_noise, predict_round
 from ldpfed.analysis.personalized import PersonalizedGroup, predict_personalized
-from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.multidim import (
     ReportSums,
     mean_estimate,
@@ -17,6 +16,7 @@ from ldpfed.multidim import (
     perturb_tuples,
     summarize,
 )
+from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 DIMS = 4
