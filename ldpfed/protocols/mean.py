@@ -28,6 +28,7 @@ from ldpfed.mechanisms.base import Mechanism
 from ldpfed.multidim import ReportSums, per_value_mechanism
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.privacy import round_event
 
 SUMS = ("count", "total", "total_sq")
 
@@ -115,11 +116,12 @@ class MeanServer:
 
     def __init__(self, mechanism: Mechanism, dims: int, clients: int, aggregators: list[str], *,
                  alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
-                 deviation: str | DeviationModel = "plug-in", round_cost: tuple[float, float, str] | None = None) -> None:
+                 deviation: str | DeviationModel = "plug-in", round_event=None, mechanism_name: str | None = None) -> None:
         self.mechanism, self.dims, self.clients = mechanism, dims, clients
         self.aggregators = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
         self.deviation = deviation
-        self.round_cost = round_cost
+        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
+        self.mechanism_name = mechanism_name
         self.ledger = PrivacyLedger()
         self.outcome: MeanOutcome | None = None
         self._planned: list[int] = []
@@ -136,9 +138,9 @@ class MeanServer:
         else:
             theta_hat, results = np.full(self.dims, np.nan), {}
         self.outcome = MeanOutcome(pids, sums, theta_hat, results)
-        if self.round_cost is not None:
+        if self.round_event is not None:
             for pid in pids:
-                self.ledger.record(pid, server_round, *self.round_cost)
+                self.ledger.record_event(pid, server_round, self.round_event, self.mechanism_name)
         return {**participation(self._planned, replies, failures), "users_reported": int(sums.users)}
 
     def evaluate(self, server_round: int) -> dict:
@@ -147,6 +149,6 @@ class MeanServer:
 
 def server_from_config(config: Config) -> MeanServer:
     aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
-    cost = (config.privacy.epsilon, config.delta_or_none or 0.0, config.privacy.mechanism)
+    event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     return MeanServer(mechanism(config), config.data.dims, config.federation.clients, aggregators,
-                      alpha=config.aggregation.alpha, round_cost=cost)
+                      alpha=config.aggregation.alpha, round_event=event, mechanism_name=config.privacy.mechanism)

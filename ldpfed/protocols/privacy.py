@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ldpfed.accounting import legacy_event, not_private
 from ldpfed.config import Config
 
 
@@ -34,3 +35,12 @@ def privacy_status(config: Config) -> PrivacyStatus:
         sent = "clipped model updates" if config.run.task == "train" else "tuples"
         reasons.append(f"mechanism none: clients send their {sent} without noise")
     return PrivacyStatus(not reasons, tuple(reasons))
+
+
+def round_event(config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None):
+    """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost,
+    or a not-private event with the reasons (ldpfed.accounting), decided by `privacy_status`."""
+    status = privacy_status(config)
+    if not status.private:
+        return not_private("; ".join(status.reasons))
+    return legacy_event(epsilon, delta, config.privacy.mechanism, noise_multiplier)

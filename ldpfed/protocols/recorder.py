@@ -3,8 +3,9 @@
 - config.toml: the resolved options (written first; `--config` reads it back);
 - metrics.csv: one row per finished round, rewritten atomically after every round so the rounds
   finished before an interrupt are on disk;
-- privacy.csv: each client's privacy totals so far (ldpfed.accounting) with the run's `private`;
-- summary.json, privacy.json (the ledger's entries and totals, `private` and its reasons) and
+- privacy.csv: each client's privacy totals so far (ldpfed.accounting: `private`, reasons, every
+  accountant's epsilon, null when not private);
+- summary.json, privacy.json (the ledger's events and totals, `private` and its reasons) and
   plot.png at the end.
 Without `--out` nothing is written. A non-private run has no finite epsilon in any of them.
 """
@@ -13,39 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ldpfed.config import Config, to_toml
-from ldpfed.protocols.privacy import PrivacyStatus
 from ldpfed.results import save_figure, write_json, write_table, write_text
 
-EPSILON_COLUMNS = ("basic_epsilon", "advanced_epsilon", "rdp_epsilon")
-
-
-def privacy_frame(ledger, status: PrivacyStatus) -> pd.DataFrame:
-    frame = ledger.to_frame()
-    if not status.private:
-        for column in EPSILON_COLUMNS:
-            frame[column] = np.nan
-    frame.insert(1, "private", status.private)
-    return frame
-
-
-def privacy_record(ledger, status: PrivacyStatus) -> dict:
-    state = ledger.state_dict()
-    if not status.private:
-        for total in state["totals"].values():
-            for column in EPSILON_COLUMNS:
-                total[column] = None
-        for entry in state["entries"]:
-            entry["epsilon"] = None
-    return {**status.record(), **state}
-
-
 class Recorder:
-    def __init__(self, config: Config, status: PrivacyStatus) -> None:
-        self.config, self.status = config, status
+    def __init__(self, config: Config) -> None:
+        self.config = config
         self.rows: list[dict] = []
         self.out = Path(config.output.out) if config.output.out else None
         if self.out is not None:
@@ -55,13 +31,13 @@ class Recorder:
         self.rows.append(row)
         if self.out is not None:
             write_table(self.out / "metrics.csv", pd.DataFrame(self.rows))
-            write_table(self.out / "privacy.csv", privacy_frame(ledger, self.status))
+            write_table(self.out / "privacy.csv", ledger.to_frame())
 
     def finish(self, summary: dict, ledger) -> None:
         if self.out is None:
             return
         write_json(self.out / "summary.json", summary)
-        write_json(self.out / "privacy.json", privacy_record(ledger, self.status))
+        write_json(self.out / "privacy.json", ledger.state_dict())
         save_figure(self.out / "plot.png", plot_rounds(pd.DataFrame(self.rows), self.config))
 
 

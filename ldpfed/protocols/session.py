@@ -76,7 +76,7 @@ class Session:
     def __init__(self, config: Config, server, data_seed: int, engine: str) -> None:
         self.config, self.server, self.engine = config, server, engine
         self.status = privacy_status(config)
-        self.recorder = Recorder(config, self.status)
+        self.recorder = Recorder(config)
         self.started = time.perf_counter()
         self.round_started = self.started
         if config.run.task == "mean":
@@ -88,10 +88,10 @@ class Session:
             joined = joins.mean_round(self.server.outcome, self.data, self.cohorts, self.config)
         else:
             joined = joins.train_round(self.server.outcome, diagnostics, self.server.privatizer)
-        epsilon, delta = privacy_spent(self.server.ledger)
+        spent = self.server.ledger.max_spent("basic")  # None when not private (ldpfed.accounting)
         now = time.perf_counter()
         row = {"round": server_round, **metrics, **joined,
-               "epsilon_spent": self.status.epsilon(epsilon), "delta_spent": delta, "seconds": now - self.round_started}
+               "epsilon_spent": spent.epsilon, "delta_spent": spent.delta, "seconds": now - self.round_started}
         self.round_started = now
         self.recorder.add_round(row, self.server.ledger)
         return row
@@ -131,15 +131,6 @@ class Session:
         if rows:
             self.recorder.finish(summary, self.server.ledger)
         return summary
-
-
-def privacy_spent(ledger) -> tuple[float, float]:
-    """The largest total (eps, delta) any client has spent so far (basic composition; tighter
-    figures are in privacy.csv). Mechanism none records eps = inf."""
-    totals = ledger.totals().values()
-    if not totals:
-        return 0.0, 0.0
-    return max(t["basic_epsilon"] for t in totals), max(t["basic_delta"] for t in totals)
 
 
 def _nanmean(values) -> float | None:

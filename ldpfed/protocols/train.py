@@ -31,6 +31,7 @@ from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.privacy import round_event
 from ldpfed.training.privatize import UpdatePrivatizer
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
@@ -130,7 +131,8 @@ class TrainServer:
         self.privatizer = privatizer(config)
         # Worst case over coordinate values in [-C, C] of the per-coordinate noise variance v.
         self.noise_per_coordinate = float(np.mean(self.privatizer.per_coordinate_noise(self.weights.size)[1]))
-        self.ledger_entry = self.privatizer.ledger_entry(self.weights.size)
+        entry = self.privatizer.ledger_entry(self.weights.size)
+        self.round_event = round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
         self.ledger = PrivacyLedger()
         self.outcome: TrainOutcome | None = None
         self._planned: list[int] = []
@@ -167,7 +169,7 @@ class TrainServer:
         metrics["predicted_noise_trace_worst_case"] = metrics["predicted_noise"] * self.weights.size
         metrics.update(recalibration)
         for pid in pids:
-            self.ledger.record(pid, server_round, **self.ledger_entry)
+            self.ledger.record_event(pid, server_round, self.round_event, self.privatizer.mechanism)
         self.outcome = TrainOutcome(pids, sizes, updates, step)
         return metrics
 
