@@ -35,7 +35,7 @@ class DuchiSafe:
     @classmethod
     def for_epsilon(cls, epsilon: float) -> "DuchiSafe":
         small = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))  # 1/(e^eps + 1), within 2 ulp
-        return cls(min(0.5, math.ceil(small * (1.0 + 2.0**-50) * _RESOLUTION) / _RESOLUTION))
+        return cls(min(0.5, max(1, math.ceil(small * (1.0 + 2.0**-50) * _RESOLUTION)) / _RESOLUTION))
 
     @property
     def epsilon(self) -> float:
@@ -64,8 +64,10 @@ class DuchiSafe:
 
     def third_abs_central_moment(self, t):
         t = np.asarray(t, dtype=float)
-        bound, plus = self.output_bound, self.probability_plus(t)
-        return plus * (bound - t) ** 3 + (1.0 - plus) * (bound + t) ** 3
+        excess = 2.0 * self.flip / (1.0 - 2.0 * self.flip)  # B - 1, without cancellation
+        plus = self.probability_plus(t)
+        minus = self.flip + (1.0 - 2.0 * self.flip) * ((1.0 - t) / 2.0)  # 1 - plus, without cancellation
+        return plus * (excess + (1.0 - t)) ** 3 + minus * (excess + (1.0 + t)) ** 3
 
     def log_mass(self, y, t):
         y, t = np.broadcast_arrays(np.asarray(y, float), np.asarray(t, float))
@@ -111,7 +113,7 @@ class Duchi(Mechanism):
     def _continuous_variance_coefficients(self):
         # V(t) = B^2 - t^2, with B^2 = 1 + 4e^eps/(e^eps - 1)^2 = 1 + 1/sinh(eps/2)^2: the
         # subtraction-free form (B^2 - 1 by subtraction is 0 above eps ~ 37; issue 11 item 2).
-        return (1.0 + 1.0 / math.sinh(self.epsilon / 2.0) ** 2, 0.0, -1.0)
+        return (1.0 + (2.0 * math.exp(-self.epsilon / 2.0) / -math.expm1(-self.epsilon)) ** 2, 0.0, -1.0)
 
     def variance(self, t) -> np.ndarray:
         """V(t) = (B^2 - 1) + (1 - t)(1 + t): exact at t = +-1 for every eps (issue 11 item 2)."""
@@ -120,14 +122,19 @@ class Duchi(Mechanism):
             b = safe.flip
             excess = 4.0 * b * (1.0 - b) / (1.0 - 2.0 * b) ** 2
         else:
-            excess = 1.0 / math.sinh(self.epsilon / 2.0) ** 2
+            excess = (2.0 * math.exp(-self.epsilon / 2.0) / -math.expm1(-self.epsilon)) ** 2  # 1/sinh^2(e/2)
         t = np.asarray(t, dtype=float)
         return excess + (1.0 - t) * (1.0 + t)
 
     def _continuous_third_abs_central_moment(self, t):
+        # P(+-B | t) = ((1 +- t) + (1 -+ t) e^-e) / (2 (1 + e^-e)) and B - 1 = 2/(e^e - 1): no
+        # cancellation at t = +-1 or at large eps (issue 11 item 2)
         t = np.asarray(t, dtype=float)
-        bound, plus = self._continuous_output_bound, self.probability_plus(t)
-        return plus * (bound - t) ** 3 + (1.0 - plus) * (bound + t) ** 3
+        small = math.exp(-self.epsilon)
+        plus = ((1.0 + t) + (1.0 - t) * small) / (2.0 * (1.0 + small))
+        minus = ((1.0 - t) + (1.0 + t) * small) / (2.0 * (1.0 + small))
+        excess = 2.0 * small / -math.expm1(-self.epsilon)  # B - 1 = 2/(e^e - 1)
+        return plus * (excess + (1.0 - t)) ** 3 + minus * (excess + (1.0 + t)) ** 3
 
     def _continuous_log_density(self, y, t):
         """log pmf on {-B, +B} (-inf elsewhere), in log space so that large eps stays finite:
