@@ -38,7 +38,6 @@ _TRAILING_ONES = np.array([(~i & (i + 1)).bit_length() - 1 for i in range(256)],
 _MAX_TABLE = 4096
 _MIN_GRID_BITS = 7  # J >= 128: the 2J + 2 calibration costs at most (1 + 1/128)^2 - 1 = 1.6%
 _MAX_GRID_BITS = 24
-_BLOCKS = 90  # blocks of P(G) materialized for the third moment: neglected mass below 2^-90
 _LN2 = math.log(2.0)
 
 
@@ -200,19 +199,24 @@ class DiscreteLaplaceSampler:
         return ((0.25 + self._noise_second_moment) / self.grid_steps**2, 0.0, 0.0)
 
     @cached_property
-    def _suffix_sums(self) -> list[np.ndarray]:
-        """Suffix sums over n >= 0 of P(N = n) n^k, k = 0..3 (n < 90 L; the rest is < 2^-90)."""
-        n = np.arange(_BLOCKS * self._table[1])
-        mass = np.exp(self.noise_log_mass(n))
-        return [np.cumsum((mass * n.astype(float) ** k)[::-1])[::-1] for k in range(4)]
+    def _g_moments(self) -> tuple[float, float, float]:
+        """E[G], E[G^2], E[G^3] for G = L Q + R (E[Q^k] = 1, 3, 13 for P(Q = q) = 2^-(q+1))."""
+        w, length = self._normalized_weights, self._table[1]
+        r = np.arange(length, dtype=float)
+        m1, m2, m3 = (float(w @ r**k) for k in (1, 2, 3))
+        return (length + m1, 3 * length**2 + 2 * length * m1 + m2, 13 * length**3 + 9 * length**2 * m1 + 3 * length * m2 + m3)
 
     def _one_side(self, shift) -> np.ndarray:
-        """sum_{n >= 1} P(N = n) |n + shift|^3 for real |shift| < 3: n = 1..3 directly, then
-        suffix sums from 4 on, where n + shift > 0."""
-        s0, s1, s2, s3 = (s[4] for s in self._suffix_sums)
-        total = s3 + 3 * shift * s2 + 3 * shift**2 * s1 + shift**3 * s0
+        """sum_{n >= 1} P(N = n) |n + shift|^3 for real |shift| < 3: c E[(G + shift)^3] (a
+        polynomial in shift from G's moments) minus the n = 0 term, plus 2 |n + shift|^3 P(n)
+        for the few n >= 1 where n + shift < 0 (|x|^3 = x^3 + 2|x|^3 when x < 0)."""
+        g1, g2, g3 = self._g_moments
+        c = math.exp(self._log_zero_factor)
+        p0 = math.exp(float(self.noise_log_mass(0)))
+        total = c * (g3 + 3 * shift * g2 + 3 * shift**2 * g1 + shift**3) - p0 * shift**3
         for n in (1, 2, 3):
-            total = total + math.exp(float(self.noise_log_mass(n))) * np.abs(n + shift) ** 3
+            term = n + shift
+            total = total + 2.0 * math.exp(float(self.noise_log_mass(n))) * np.where(term < 0, -term, 0.0) ** 3
         return total
 
     def third_abs_central_moment(self, t) -> np.ndarray:
