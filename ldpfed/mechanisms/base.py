@@ -16,7 +16,7 @@ statistics (bias, variance, third moment, log density or mass) are those of the 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -55,7 +55,8 @@ class Mechanism(ABC):
 
     @property
     def floating_point_safe(self) -> bool:
-        return self.sampler == "safe"
+        """True when the safe sampler is chosen and exists (a mechanism without one is not)."""
+        return self.sampler == "safe" and self.safe_sampler is not None
 
     @property
     def safe_sampler(self):
@@ -95,9 +96,9 @@ class Mechanism(ABC):
         safe = self.safe_sampler
         return self._sample_continuous(t, rng) if safe is None else safe.sample(t, rng)
 
-    @abstractmethod
     def _sample_continuous(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The real-number formula of the mechanism, evaluated in floating point."""
+        raise NotImplementedError
 
     # --- exact statistics (of the chosen sampler) -------------------------------------------------
     @property
@@ -128,16 +129,18 @@ class Mechanism(ABC):
         safe = self.safe_sampler
         return self._continuous_third_abs_central_moment(t) if safe is None else safe.third_abs_central_moment(t)
 
+    # The real-number formulas. Not abstract, so that a subclass may instead override the public
+    # methods above directly (a mechanism without a separate safe sampler, e.g. a test double).
     @property
-    @abstractmethod
-    def _continuous_bias_coefficients(self) -> tuple[float, float]: ...
+    def _continuous_bias_coefficients(self) -> tuple[float, float]:
+        raise NotImplementedError
 
     @property
-    @abstractmethod
-    def _continuous_variance_coefficients(self) -> tuple[float, float, float]: ...
+    def _continuous_variance_coefficients(self) -> tuple[float, float, float]:
+        raise NotImplementedError
 
-    @abstractmethod
-    def _continuous_third_abs_central_moment(self, t) -> np.ndarray: ...
+    def _continuous_third_abs_central_moment(self, t) -> np.ndarray:
+        raise NotImplementedError
 
     # --- privacy --------------------------------------------------------------------------------
     @property
@@ -178,8 +181,8 @@ class Mechanism(ABC):
         safe = self.safe_sampler
         return self._continuous_log_density(y, t) if safe is None else safe.log_mass(y, t)
 
-    @abstractmethod
-    def _continuous_log_density(self, y, t) -> np.ndarray: ...
+    def _continuous_log_density(self, y, t) -> np.ndarray:
+        raise NotImplementedError
 
     def options(self) -> dict:
         """Constructor options beyond epsilon/delta (for records and `get`); the sampler only when
