@@ -41,6 +41,13 @@ def mc_cases():
     # where the samplers switch to the plateau-anchored inverse CDF (base.plateau_quantile).
     for config in CONFIGS[2:4]:
         yield pytest.param(config, 16.0, id=f"{config_id(config)}-eps16")
+    # The continuous samplers (sampler="continuous", NOT floating-point safe) keep their formulas.
+    for name, options in CONFIGS:
+        if options.get("calibration") == "classic":
+            continue
+        for epsilon in (1.0, 4.0):
+            config = (name, {**options, "sampler": "continuous"})
+            yield pytest.param(config, epsilon, id=f"{config_id(config)}-eps{epsilon:g}")
 
 
 # --- Monte Carlo against the exact statistics ---------------------------------------------------
