@@ -182,8 +182,9 @@ class WindowLaw:
         in_window = r < window_end
         slot = np.where(in_window, r / float(self.high), (r - window_end) / float(self.low))
         np.floor(slot, out=slot)
-        shift = np.where(in_window, float(self.half_range - self.window_half), float(self.half_range + self.window_half + 1))
-        slot += shift
+        # offset I - P in the window, I + P + 1 = (I - P) + W outside (arithmetic: no np.where)
+        slot += float(self.half_range + self.window_half + 1)
+        slot -= in_window * float(self.width)
         slot += grid_input  # in [0, 2M): one conditional subtraction is the mod M (np.fmod is slow)
         slot -= (slot >= self.points) * float(self.points)
         slot -= float(self.half_range)
@@ -191,7 +192,7 @@ class WindowLaw:
             atom = r >= float(self.window_total)
             plus = (r - float(self.window_total)) < self.atom_base + self.atom_slope * (self.grid_steps + 1 + grid_input)
             code = float(self.half_range + 1)
-            slot = np.where(atom, np.where(plus, code, -code), slot)
+            slot = np.where(atom, plus * (2.0 * code) - code, slot)
         return slot
 
     def probability(self, index, grid_input) -> np.ndarray:
@@ -265,11 +266,9 @@ class GridSampler:
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         k = round_to_grid(t * float(self.grid_steps), rng)
         codes = self.law.sample(k, rng)
-        if self.law.atom_total:
-            atom = np.abs(codes) == self.law.half_range + 1
-            values = codes * self.step
-            values[atom] = np.copysign(self.atom_value, codes[atom])
-            return values
+        if self.law.atom_total:  # atom codes +-(I + 1) become +-atom_value
+            atom = np.abs(codes) > self.law.half_range
+            return np.where(atom, np.copysign(self.atom_value, codes), codes * self.step)
         codes *= self.step
         return codes
 
