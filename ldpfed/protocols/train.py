@@ -81,7 +81,8 @@ def check_setup(config: Config, data_seed: int):
 def client_round_event(config: Config, update_privatizer: UpdatePrivatizer, dims: int):
     """The ledger event of one client's round (ldpfed.accounting)."""
     entry = update_privatizer.ledger_entry(dims)
-    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
+    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"],
+                       mechanism_event=update_privatizer.mechanism_event(dims))
 
 
 # ---- client half -----------------------------------------------------------------------------
