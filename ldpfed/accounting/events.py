@@ -83,7 +83,7 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     """`count` values, each an integer (grid steps) plus N_Z(0, sigma^2), whose inputs differ by at
     most `sensitivity` steps, the whole round Poisson-sampled with `sampling_prob`.
 
-    PLD: dp_accounting's discrete Gaussian (truncated where the mass left out is below 1e-30),
+    PLD: dp_accounting's discrete Gaussian (truncated at 11.6 s + sensitivity: mass left out < 1e-30),
     composed `count` times. The continuous Gaussian's PLD does NOT bound it in general (at large
     eps the discrete delta is the larger one), hence an event of its own. RDP (no sampling):
     D_alpha <= alpha sensitivity^2 / (2 sigma^2), the continuous Gaussian's curve, taken from
@@ -97,8 +97,9 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     sampling_prob: float = 1.0
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
-        one = pld_lib.from_discrete_gaussian_mechanism(
-            self.sigma, sensitivity=int(self.sensitivity), sampling_prob=self.sampling_prob,
+        one = pld_lib.from_discrete_gaussian_mechanism(  # the library's 11.6 s tail bound, past the shift
+            self.sigma, sensitivity=int(self.sensitivity), truncation_bound=math.ceil(11.6 * self.sigma) + int(self.sensitivity),
+            sampling_prob=self.sampling_prob,
             value_discretization_interval=value_discretization_interval,
         )
         return one.self_compose(self.count) if self.count > 1 else one
