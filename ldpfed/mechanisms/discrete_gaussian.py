@@ -15,9 +15,9 @@ s is the smallest value whose total bound `delta_bound` (below) is <= the reques
 
 Sampling (CKS Algorithm 3, vectorized, with a proposal drawn from exact random bits): G = L Q + R
 with Q ~ Geometric(1/2) (trailing one-bits of raw words), R uniform in [0, L) (L = 2^l bits) and a
-sign bit, so the proposal is q(n) ∝ 2^-floor(|n|/L); the draw is accepted with probability
-a(n) = exp(-n^2/(2 s^2) + Q ln2 - c) <= 1 (c = max_b (b ln2 - b^2 L^2/(2 s^2)); "-0" is
-rejected), which gives exactly N_Z(0, s^2) when a is exact. The one float decision is u < a with
+sign bit S, n = G or -G - 1, so the proposal is q(n) ∝ 2^-Q; the draw is accepted with
+probability a(n) = exp(-n^2/(2 s^2) + Q ln2 - c) <= 1 (c = max_b (b ln2 - b^2 L^2/(2 s^2))),
+which gives exactly N_Z(0, s^2) when a is exact. The one float decision is u < a with
 u = k 2^-53: it realizes ceil(fl(a) 2^53) 2^-53, and fl(a) (an exp of an argument below ~10^3 in
 magnitude) is within relative rho = 2^-36 of a, or below 2^-1074 where it underflows. Hence the
 realized mass p'(n) lies in [p(n)/r1 - d(n), r2 p(n) + e(n)] with r2 = (1 + rho)/(1 - 2 rho),
@@ -26,7 +26,7 @@ d(n) = 0 wherever exp does not underflow. So the realized mechanism is (eps, del
     delta_bound = r2 delta_DG(eps - ln(r1 r2)) + 2^-53/(Z (1 - rho)) + (1 + e^eps) tau(T)
                   + r2 P(|N| >= n_u - D),
 tau(T) the mass beyond dp-accounting's truncation T (a Gaussian tail bound) and n_u the first |n|
-where exp may underflow (that last term is ~e^-400 unless s < D/8, i.e. eps >~ 50).
+where log a may fall below -700 (that last term is ~e^-400 unless s < D/8, i.e. eps >~ 50).
 
 J: the largest 2^k (7 <= k <= 16) with s ~ J sigma_continuous / 2 <= 2^12, so the accounting arrays
 stay small; the calibration for 2J + 2 grid steps instead of 2J costs (1 + 1/J)^2 in variance
@@ -55,7 +55,8 @@ _UNDERFLOW_NATS = 700.0  # exp(-x) stays a normal float (relative accuracy) up t
 _TARGET_SIGMA_BITS = 13
 _MIN_GRID_BITS, _MAX_GRID_BITS = 7, 16
 MIN_SAFE_DELTA = 1e-12  # the float terms of delta_bound (~2^-52) must stay far below delta
-_Q_BITS = 8  # raw word bits 0-7: trailing ones (Q); bit 8: sign; the top l bits: R
+_Q_BITS = 8  # raw word bits 0-7: trailing ones (Q); bit 63: sign; bits 62.. : R (l bits)
+_MINUS_TRAILING_ONES = -_TRAILING_ONES
 
 
 def _log_gaussian_tail(bound: float, sigma: float) -> float:
@@ -265,30 +266,36 @@ class _Proposal:
 
     @cached_property
     def underflow_start(self) -> int:
-        """Smallest |n| where log a(n) may drop below -700 (exp near the subnormal range)."""
+        """Smallest |n| where log a(n) may drop below -700 (exp near the subnormal range, where
+        its relative accuracy is lost)."""
         scale = 1.0 / (2.0 * self.sigma**2)
-        # log a(n) >= -n^2 scale + (n/L - 1) ln2 - c: solve for the first n below -700
-        a, b, c = scale, -_LN2 / self.length, _LN2 + self.log_envelope - _UNDERFLOW_NATS
+        # log a(n) >= -n^2 scale + ((|n| - 1)/L - 1) ln2 - c (|n| <= G + 1): the first n below -700
+        a, b, c = scale, -_LN2 / self.length, _LN2 * (1.0 + 1.0 / self.length) + self.log_envelope - _UNDERFLOW_NATS
         return math.floor((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a))
 
     def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """The accepted values among `size` attempts, in order."""
+        """The accepted values among `size` attempts, in order.
+
+        One raw word per attempt: bits 0-7 count Q (trailing ones, continued on fresh words when
+        all 8 are ones), the top bit is the sign S and the next l bits R. G = L Q + R >= 0 gives
+        n = G (S = 0) or n = -G - 1 = ~G (S = 1): every integer has exactly one way in, and
+        (n + 1)^2 >= n^2 on the negative side keeps a(n) <= 1 with the same c.
+        """
         raw = rng.bit_generator.random_raw(size)
-        q = _TRAILING_ONES[(raw & np.uint64(255)).view(np.int64)]
-        full = np.flatnonzero(q == _Q_BITS)
+        word = raw.view(np.int64)
+        minus_q = _MINUS_TRAILING_ONES[word & 255]
+        full = np.flatnonzero(minus_q == -_Q_BITS)
         while full.size:  # the 8 bits were all ones (1/256): keep counting on fresh words
             more = _trailing_ones(rng.bit_generator.random_raw(full.size), 64)
-            q[full] += more
+            minus_q[full] -= more
             full = full[more == 64]
-        g = (raw >> np.uint64(64 - self.bits)).view(np.int64) if self.bits else np.zeros(size, np.int64)
-        g += q * self.length
-        value = g.astype(np.float64)
-        log_accept = q.astype(np.float64)
-        log_accept *= _LN2
-        log_accept -= self.log_envelope
-        log_accept -= value * value * (1.0 / (2.0 * self.sigma**2))
-        keep = rng.random(size) < np.exp(log_accept)
-        negative = (raw & np.uint64(1 << _Q_BITS)) != 0
-        keep &= (g != 0) | ~negative  # "-0" rejected: each integer has one way in
-        np.negative(value, out=value, where=negative)
-        return value[keep]
+        n = ((raw << np.uint64(1)) >> np.uint64(64 - self.bits)).view(np.int64) if self.bits else np.zeros(size, np.int64)
+        n -= minus_q * self.length  # G = R + L Q
+        n ^= word >> 63  # the sign: ~G = -G - 1 when the top bit is set
+        bound = n.astype(np.float64)
+        bound *= bound
+        bound *= -1.0 / (2.0 * self.sigma**2)
+        bound -= minus_q * _LN2
+        bound -= self.log_envelope
+        np.exp(bound, out=bound)  # a(n) = exp(-n^2/2s^2 + Q ln2 - c)
+        return n[rng.random(size) < bound].astype(np.float64)
