@@ -137,9 +137,15 @@ def _lattice_pieces(mechanism: Mechanism) -> tuple[tuple[int, int], ...]:
     return ((0, LATTICE_SIZE),)
 
 
+DISCRETE_OUTPUT = ("duchi",)  # mechanisms whose sampler emits a fixed finite set of floats
+
+
 def sampler_name(mechanism: Mechanism) -> str:
-    """The sampler a mechanism uses ("continuous" for mechanisms without a sampler option)."""
-    return str(getattr(mechanism, "sampler", "continuous"))
+    """The sampler a mechanism uses: its `sampler` option where it has one, "discrete" for fixed
+    finite outputs, else "continuous" (the samplers of mechanisms without the option)."""
+    if hasattr(mechanism, "sampler"):
+        return str(mechanism.sampler)
+    return "discrete" if mechanism.name in DISCRETE_OUTPUT else "continuous"
 
 
 def _mechanism_label(mechanism: Mechanism) -> tuple[str, dict]:
@@ -263,12 +269,15 @@ def available() -> list[str]:
 
 
 def _with_sampler(cls: type, name: str, sampler: str | None) -> dict:
-    """The sampler option for a mechanism class that has one; "continuous" is what mechanisms
-    without the option use, anything else is an error naming what exists."""
+    """The sampler option for a mechanism class that has one. Without the option, a discrete
+    mechanism has its single sampler and a continuous one its "continuous" sampler; asking for
+    anything else is an error naming what exists."""
     if sampler is None:
         return {}
     if "sampler" in {f.name for f in fields(cls)}:
         return {"sampler": sampler}
+    if cls.name in DISCRETE_OUTPUT:
+        raise LDPValueError(f"{name} has a single (discrete) sampler; omit the sampler option")
     if sampler == "continuous":
         return {}
     raise LDPValueError(f"{name} has no {sampler!r} sampler in this version; available: continuous")

@@ -50,7 +50,7 @@ def audit_command(
     if as_json:
         print_json(result.to_dict())
     else:
-        table = Table(title=f"audit of {result.mechanism} (sampler {result.sampler}), neighbours "
+        table = Table(title=f"audit of {escape(result.mechanism)} (sampler {result.sampler}), neighbours "
                             f"{result.neighbours[0]} / {result.neighbours[1]}, {result.samples} draws each")
         for column in ("family", "event chosen on the selection half", "hits (num / den)", "eps_lower"):
             table.add_column(column)
