@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
@@ -20,17 +19,13 @@ from rich.console import Console
 
 import ldpfed.mechanisms as registry
 from ldpfed.audit import audit
-from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES
+from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, has_sampler_option
 from ldpfed.cli.common import parse_list
 from ldpfed.results import write_json, write_table, write_text
 from ldpfed.validation import check_epsilon
 
 SAMPLERS = ("safe", "continuous")
 console = Console(stderr=True)
-
-
-def has_sampler_option(name: str) -> bool:
-    return "sampler" in {f.name for f in fields(registry.get_class(name))}
 
 
 def configurations(epsilon: float, delta: float) -> list[tuple[str, dict]]:

@@ -8,7 +8,7 @@ also close to the claim (the auditor has power, not only soundness).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -17,8 +17,8 @@ from scipy import stats
 import ldpfed.mechanisms as mech
 from ldpfed.audit import audit, build_subject, gaussian_vector_subject, run_audit
 from ldpfed.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
-from ldpfed.audit.floating_point import LatticeInverter, replay, replays_exactly
-from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, SCALAR_INPUTS, scalar_inverter
+from ldpfed.audit.floating_point import replay, replays_exactly
+from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, SCALAR_INPUTS, AuditSubject, has_sampler_option, scalar_inverter
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.mechanisms.laplace import Laplace
 from ldpfed.validation import LDPValueError
@@ -27,10 +27,6 @@ SAMPLES = 200_000  # per input; audits of scalar mechanisms take ~1-2 s at this 
 CONTINUOUS = [("laplace", {}), ("piecewise", {}), ("square-wave", {"estimator": "raw"}),
               ("square-wave", {"estimator": "debiased"}), ("hybrid", {}), ("gaussian", {"delta": 1e-5})]
 REAL_VALUED = ("threshold", "likelihood-ratio")
-
-
-def has_sampler_option(name: str) -> bool:
-    return "sampler" in {f.name for f in fields(mech.get_class(name))}
 
 
 def config_id(config):
@@ -187,6 +183,21 @@ def test_vector_gaussian_passes_with_its_noise_and_fails_with_half(families, eps
     assert sound.verdict == "pass"
     assert broken.verdict == "fail"
     assert broken.options["calibrated_sigma"] == pytest.approx(sigma)
+
+
+def test_a_plugged_in_subject_with_an_output_only_one_input_emits_fails_the_table_event():
+    """The plug-in interface: a subject is its sampler on two inputs plus its claim. Here x emits
+    0..9 and x' only 0..8; the table of x' outputs exposes the 10% of x outputs x' never emits."""
+    subject = AuditSubject(
+        name="leaky-uniform", epsilon=1.0, delta=0.0, sampler="test", inputs=("x", "x'"),
+        draw=lambda which, n, rng: rng.integers(0, 10 - which, size=n).astype(float),
+    )
+    result = run_audit(subject, samples=20_000, seed=15, families=("outputs-table",))
+    assert result.verdict == "fail"
+    assert result.events[0]["hits_denominator"] == 0
+    sound = AuditSubject(name="uniform", epsilon=0.1, delta=0.0, sampler="test", inputs=("x", "x'"),
+                         draw=lambda which, n, rng: rng.integers(0, 10, size=n).astype(float))
+    assert run_audit(sound, samples=20_000, seed=15).verdict == "pass"
 
 
 def test_histogram_encoding_uses_the_vector_events():

@@ -7,13 +7,11 @@ CLI's option handling.
 from __future__ import annotations
 
 import json
-from dataclasses import fields
-
 import pytest
 from typer.testing import CliRunner
 
-import ldpfed.mechanisms as mech
 from ldpfed.audit import audit
+from ldpfed.audit.subjects import has_sampler_option
 from ldpfed.cli.main import app
 
 runner = CliRunner()
@@ -22,7 +20,7 @@ REQUIRED = {"mechanism", "claimed_epsilon", "claimed_delta", "epsilon_lower", "c
 
 
 def _continuous(name: str) -> list[str]:
-    return ["--sampler", "continuous"] if "sampler" in {f.name for f in fields(mech.get_class(name))} else []
+    return ["--sampler", "continuous"] if has_sampler_option(name) else []
 
 
 def test_json_has_the_contract_keys_and_matches_the_api():

@@ -106,10 +106,8 @@ class AuditSubject:
             families.append(ThresholdFamily("likelihood-ratio", "log p(y|x)/p(y|x')",
                                             fixed_statistic(lambda y: np.round(log_ratio(y), 9))))
         if self.classes is not None:
-            label = "outcome classes" if self.output == "discrete" else "bit-pattern classes"
-            families.append(ThresholdFamily(
-                "bit-pattern" if self.output == "real" else "outcome-classes",
-                f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
+            name, label = ("bit-pattern", "bit-pattern classes") if self.output == "real" else ("outcome-classes", "outcome classes")
+            families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
         if self.output == "real":
             families.append(SetFamily("outputs-table", unseen_in_table))
         if self.producible is not None:
@@ -268,13 +266,18 @@ def available() -> list[str]:
     return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS]
 
 
+def has_sampler_option(name: str) -> bool:
+    """Does the scalar mechanism `name` take a `sampler` option ("safe" | "continuous")?"""
+    return "sampler" in {f.name for f in fields(mechanisms.get_class(name))}
+
+
 def _with_sampler(cls: type, name: str, sampler: str | None) -> dict:
     """The sampler option for a mechanism class that has one. Without the option, a discrete
     mechanism has its single sampler and a continuous one its "continuous" sampler; asking for
     anything else is an error naming what exists."""
     if sampler is None:
         return {}
-    if "sampler" in {f.name for f in fields(cls)}:
+    if has_sampler_option(cls.name):
         return {"sampler": sampler}
     if cls.name in DISCRETE_OUTPUT:
         raise LDPValueError(f"{name} has a single (discrete) sampler; omit the sampler option")
