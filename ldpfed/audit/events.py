@@ -49,23 +49,19 @@ class EventFamily(ABC):
 
 
 def _candidate_thresholds(pooled: np.ndarray) -> np.ndarray:
-    """Every distinct value, or quantiles dense in both tails (where tight events live)."""
-    values = np.unique(pooled)
-    if values.size <= _MAX_THRESHOLDS:
-        return values
+    """From the sorted pooled scores: every distinct value, or quantiles dense in both tails
+    (where tight events live)."""
+    distinct = np.concatenate([[True], pooled[1:] != pooled[:-1]])
+    if np.count_nonzero(distinct) <= _MAX_THRESHOLDS:
+        return pooled[distinct]
     tails = np.geomspace(1e-6, 0.05, 400)
     levels = np.unique(np.concatenate([tails, np.linspace(0.0, 1.0, _MAX_THRESHOLDS - 800), 1.0 - tails]))
-    return np.unique(values[np.round(levels * (values.size - 1)).astype(np.int64)])
-
-
-def _tail_counts(sorted_scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """How many scores are >= each threshold."""
-    return sorted_scores.size - np.searchsorted(sorted_scores, thresholds, side="left")
+    return np.unique(pooled[np.round(levels * (pooled.size - 1)).astype(np.int64)])
 
 
 @dataclass
 class ThresholdFamily(EventFamily):
-    """S = {sign * s(y) >= c}: both signs, both inputs in the numerator, c searched on selection.
+    """S = {s(y) >= c} or {s(y) <= c}, either input in the numerator, c searched on selection.
 
     `fit(selection)` returns the statistic s (a fixed function for most families; the class
     log-ratio family fits it on the selection draws).
@@ -78,25 +74,27 @@ class ThresholdFamily(EventFamily):
     def choose(self, selection, objective):
         statistic = self.fit(selection)
         scores = [np.nan_to_num(statistic(draws), nan=0.0) for draws in selection]
+        ordered = [np.sort(part) for part in scores]
+        thresholds = _candidate_thresholds(np.sort(np.concatenate(scores)))
         best = None
-        for numerator in (0, 1):
-            for sign in (1.0, -1.0):
-                top, bottom = sign * scores[numerator], sign * scores[1 - numerator]
-                thresholds = _candidate_thresholds(np.concatenate([top, bottom]))
-                values = objective(
-                    _tail_counts(np.sort(top), thresholds), top.size,
-                    _tail_counts(np.sort(bottom), thresholds), bottom.size,
-                )
+        for upper in (True, False):  # S = {s >= c} or S = {s <= c}
+            if upper:
+                hits = [part.size - np.searchsorted(part, thresholds, side="left") for part in ordered]
+            else:
+                hits = [np.searchsorted(part, thresholds, side="right") for part in ordered]
+            for numerator in (0, 1):
+                values = objective(hits[numerator], scores[numerator].size, hits[1 - numerator], scores[1 - numerator].size)
                 index = int(np.argmax(values))
                 if best is None or values[index] > best[0]:
-                    best = (values[index], numerator, sign, float(thresholds[index]))
-        _, numerator, sign, threshold = best
-        relation = ">=" if sign > 0 else "<="
+                    best = (values[index], numerator, upper, float(thresholds[index]))
+        _, numerator, upper, threshold = best
 
-        def contains(outputs, statistic=statistic, sign=sign, threshold=threshold):
-            return sign * np.nan_to_num(statistic(outputs), nan=0.0) >= threshold
+        def contains(outputs, statistic=statistic, upper=upper, threshold=threshold):
+            values = np.nan_to_num(statistic(outputs), nan=0.0)
+            return values >= threshold if upper else values <= threshold
 
-        description = f"{self.statistic_name} {relation} {sign * threshold:.6g}; P[{INPUT_NAMES[numerator]}] over P[{INPUT_NAMES[1 - numerator]}]"
+        description = (f"{self.statistic_name} {'>=' if upper else '<='} {threshold:.6g}; "
+                       f"P[{INPUT_NAMES[numerator]}] over P[{INPUT_NAMES[1 - numerator]}]")
         return Event(self.name, description, numerator, contains)
 
 
@@ -176,8 +174,12 @@ def unseen_in_table(fit_draws):
         table = np.unique(fit_draws[other])
 
         def contains(outputs, table=table):
-            position = np.clip(np.searchsorted(table, outputs), 0, table.size - 1)
-            return table[position] != outputs
+            order = np.argsort(outputs)  # sorted look-ups stay in cache: ~20x faster at 10^6 draws
+            ordered = outputs[order]
+            position = np.clip(np.searchsorted(table, ordered), 0, table.size - 1)
+            absent = np.empty(outputs.shape, dtype=bool)
+            absent[order] = table[position] != ordered
+            return absent
 
         sets.append((
             f"outputs absent from a table of {table.size} distinct outputs of {INPUT_NAMES[other]}; "

@@ -51,6 +51,7 @@ OUTPUT_KINDS = ("real", "vector", "discrete")
 # Families whose events are sets of exact floats (the rest are events on real-valued statistics).
 FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", "never-produced")
 LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion is run (~55 replays each)
+TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
 DEFAULT_CATEGORIES = 4
 VECTOR_SUBJECTS = ("gaussian-vector",)
 
@@ -109,7 +110,7 @@ class AuditSubject:
             name, label = ("bit-pattern", "bit-pattern classes") if self.output == "real" else ("outcome-classes", "outcome classes")
             families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
         if self.output == "real":
-            families.append(SetFamily("outputs-table", unseen_in_table))
+            families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
         if self.producible is not None:
             families.append(SetFamily("never-produced", never_produced(self.producible), max_draws=LATTICE_DRAWS))
         return families
