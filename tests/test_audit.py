@@ -53,6 +53,22 @@ def test_epsilon_lower_bound_subtracts_delta_and_is_minus_inf_when_nothing_is_ce
     assert epsilon_lower_bound(600, 1000, 100, 1000, 0.9, alpha) == -np.inf
 
 
+@pytest.mark.parametrize("q", [0.003, 0.05])
+def test_each_bound_misses_no_more_often_than_its_level(q):
+    """Coverage, by simulating counts: each Clopper–Pearson bound misses the true probability in
+    at most alpha of the runs. At q = 0.003 (6 expected hits) a normal-approximation upper bound
+    misses in ~15% of runs; the exact one must not. Then eps_lower, with P[x in S] = e^eps q
+    exactly, exceeds eps in at most 2 alpha of the runs."""
+    epsilon, trials, alpha, runs = 1.0, 2000, 0.05, 100_000
+    tolerance = 4 * math.sqrt(alpha * (1 - alpha) / runs)
+    rng = np.random.default_rng(16)
+    p = math.exp(epsilon) * q
+    top, bottom = rng.binomial(trials, p, size=runs), rng.binomial(trials, q, size=runs)
+    assert np.mean(clopper_pearson_lower(top, trials, alpha) > p) <= alpha + tolerance
+    assert np.mean(clopper_pearson_upper(bottom, trials, alpha) < q) <= alpha + tolerance
+    assert np.mean(epsilon_lower_bound(top, trials, bottom, trials, 0.0, alpha) > epsilon) <= 2 * alpha + 2 * tolerance
+
+
 def test_confidence_is_split_over_two_bounds_per_evaluated_event():
     result = audit("grr", 1.0, samples=20_000, seed=1, confidence=0.95)
     alpha = 0.05 / (2 * len(result.events))
