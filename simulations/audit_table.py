@@ -22,7 +22,7 @@ from ldpfed.audit import audit
 from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, has_sampler_option
 from ldpfed.cli.common import parse_list
 from ldpfed.results import write_json, write_table, write_text
-from ldpfed.validation import check_epsilon
+from ldpfed.validation import LDPValueError, check_epsilon
 
 SAMPLERS = ("safe", "continuous")
 console = Console(stderr=True)
@@ -74,7 +74,7 @@ def _number(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{value:.3f}"
 
 
-def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: float) -> str:
+def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: float, unavailable: list[str]) -> str:
     lines = [
         "# Empirical privacy audit of every mechanism",
         "",
@@ -124,6 +124,8 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
                 f"{_number(row.epsilon_lower_floating_point)} | {event} |"
             )
         lines.append("")
+    if unavailable:
+        lines += ["Not audited (the configuration does not exist):", ""] + [f"- {item}" for item in unavailable] + [""]
     failed = frame[frame.verdict == "fail"]
     lines += [
         "## Reading",
@@ -154,11 +156,16 @@ def main() -> None:
     epsilons = [check_epsilon(value) for value in parse_list(args.epsilons, float, "--epsilons")]
 
     started = time.perf_counter()
-    rows, details = [], []
+    rows, details, unavailable = [], [], []
     jobs = [(epsilon, name, options) for epsilon in epsilons for name, options in configurations(epsilon, args.delta)]
     for index, (epsilon, name, options) in enumerate(jobs, 1):
         begun = time.perf_counter()
-        result = audit(name, epsilon, samples=args.samples, seed=args.seed, confidence=args.confidence, **options)
+        try:
+            result = audit(name, epsilon, samples=args.samples, seed=args.seed, confidence=args.confidence, **options)
+        except LDPValueError as error:  # e.g. a sampler that does not exist for this mechanism
+            unavailable.append(f"{name} {options} at eps = {epsilon:g}: {error}")
+            console.print(f"[{index}/{len(jobs)}] not audited: {unavailable[-1]}", highlight=False, markup=False)
+            continue
         rows.append(summarize(result, time.perf_counter() - begun))
         details.append(result.to_dict())
         console.print(f"[{index}/{len(jobs)}] {result.mechanism} ({result.sampler}) eps={epsilon:g}: "
@@ -169,7 +176,7 @@ def main() -> None:
                f"--samples {args.samples} --seed {args.seed} --confidence {args.confidence:g}")
     write_table(args.out / "audit.csv", frame)
     write_json(args.out / "audit.json", {"command": command, "audits": details})
-    write_text(args.doc, markdown(frame, command, has_sampler_option("laplace"), seconds))
+    write_text(args.doc, markdown(frame, command, has_sampler_option("laplace"), seconds, unavailable))
     console.print(f"wrote {args.out}/audit.csv, audit.json and {args.doc}")
 
 
