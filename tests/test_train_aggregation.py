@@ -209,6 +209,7 @@ def test_fedavg_and_mean_runs_are_equal_to_float_precision():
 
 
 # ---- Flower ----------------------------------------------------------------------------------
+@pytest.mark.slow  # a Ray federation (or flwr run) of its own: tens of seconds
 def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
     """One Flower federation (Ray, 4 clients, 2 CPUs) with HDR4ME* re-calibration and the noise
     measurement joined from the nodes' diagnostics files, through `ldpfed simulate`; the local
