@@ -40,18 +40,22 @@ def random_signs(dims: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _hadamard(x: np.ndarray) -> np.ndarray:
-    """H x along the last axis (length a power of two), unnormalized; a new array."""
+    """H x along the last axis (length a power of two), unnormalized; a new array.
+
+    log2(D) butterfly stages (a + b, a - b on pairs at distance h = 1, 2, 4, ...), each written
+    into the other of two buffers, so a stage reads and writes every value once.
+    """
     rows, size = x.shape
-    y = x.copy()
+    source, target = x.copy(), np.empty_like(x)
     half = 1
     while half < size:
-        blocks = y.reshape(rows, size // (2 * half), 2, half)
-        top, bottom = blocks[:, :, 0, :].copy(), blocks[:, :, 1, :]
-        blocks[:, :, 0, :] += bottom
-        bottom *= -1.0
-        bottom += top
+        pairs = source.reshape(rows, size // (2 * half), 2, half)
+        out = target.reshape(rows, size // (2 * half), 2, half)
+        np.add(pairs[:, :, 0, :], pairs[:, :, 1, :], out=out[:, :, 0, :])
+        np.subtract(pairs[:, :, 0, :], pairs[:, :, 1, :], out=out[:, :, 1, :])
+        source, target = target, source
         half *= 2
-    return y
+    return source
 
 
 def rotate(vectors, signs: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from ldpfed.validation import LDPValueError
 
 PI = np.pi
 HALF_PI = np.pi / 2.0
+TWO_PI = 2.0 * np.pi
 
 
 def _as_batch(vectors, name: str) -> np.ndarray:
@@ -48,8 +49,10 @@ def to_spherical(vectors) -> tuple[np.ndarray, np.ndarray]:
     _, exponent = np.frexp(np.max(np.abs(g), axis=-1, keepdims=True))
     scale = np.ldexp(1.0, exponent)
     y = g / scale
-    squares = y * y
-    tail = np.sqrt(np.cumsum(squares[..., ::-1], axis=-1)[..., ::-1])  # tail[z] = ||y_(z..d)||
+    reversed_tail = np.square(y[..., ::-1])  # contiguous, so the cumulative sum runs at full speed
+    np.cumsum(reversed_tail, axis=-1, out=reversed_tail)
+    np.sqrt(reversed_tail, out=reversed_tail)
+    tail = reversed_tail[..., ::-1]  # tail[z] = ||y_(z..d)||
     d = g.shape[-1]
     angles = np.empty(g.shape[:-1] + (d - 1,))
     np.arctan2(tail[..., 1 : d - 1], y[..., : d - 2], out=angles[..., : d - 2])
@@ -58,18 +61,37 @@ def to_spherical(vectors) -> tuple[np.ndarray, np.ndarray]:
     return radius, angles
 
 
+def _reduced(angles) -> np.ndarray:
+    """Angles moved into [-pi, pi] by multiples of 2 pi (unchanged when already there).
+
+    Perturbed angles can be huge (Laplace noise at eps/d); sin and cos are faster on a reduced
+    argument, and the reduction loses nothing that the float angle still held.
+    """
+    theta = np.asarray(angles, dtype=np.float64)
+    if theta.size and np.max(np.abs(theta)) > PI:
+        theta = theta - TWO_PI * np.round(theta / TWO_PI)
+    return theta
+
+
+def exact_sin_cos(angles) -> tuple[np.ndarray, np.ndarray]:
+    """(sin, cos) of the angles, exactly 0 at the angles atan2 gives zeros (0, -0, pi/2, pi):
+    sin(a) = sign(a) sin(min(|a|, pi - |a|)) and cos(a) = sin(pi/2 - |a|) on a in [-pi, pi]."""
+    theta = _reduced(angles)
+    magnitude = np.abs(theta, out=np.empty_like(theta))
+    cos = np.subtract(HALF_PI, magnitude, out=np.empty_like(theta))
+    np.sin(cos, out=cos)
+    np.minimum(magnitude, PI - magnitude, out=magnitude)
+    sin = np.sin(magnitude, out=magnitude)
+    np.copysign(sin, theta, out=sin)  # sin(|a|) >= 0 on [-pi, pi]: the sign is the angle's
+    return sin, cos
+
+
 def exact_sin(angles) -> np.ndarray:
-    """sin, exactly 0 at 0, -0 and the float pi (sin(pi - a) = sin(a); sin is odd)."""
-    a = np.abs(angles)
-    folded = np.minimum(a, PI - a)
-    out = np.sin(folded)
-    out *= np.copysign(1.0, angles)
-    return out
+    return exact_sin_cos(angles)[0]
 
 
 def exact_cos(angles) -> np.ndarray:
-    """cos, exactly 0 at the float pi/2 and -1 at the float pi (cos(a) = sin(pi/2 - |a|))."""
-    return np.sin(HALF_PI - np.abs(angles))
+    return exact_sin_cos(angles)[1]
 
 
 def from_spherical(radius, angles) -> np.ndarray:
@@ -82,13 +104,13 @@ def from_spherical(radius, angles) -> np.ndarray:
     if r.shape != theta.shape[:-1]:
         raise LDPValueError(f"radius shape {r.shape} does not match angles shape {theta.shape}")
     d = theta.shape[-1] + 1
-    sines = exact_sin(theta)
+    sines, cosines = exact_sin_cos(theta)
     prefix = np.empty(theta.shape)  # prefix[z] = r * prod_{i<z} sin theta_i
     prefix[..., 0] = r
     if d > 2:
         np.cumprod(sines[..., : d - 2], axis=-1, out=prefix[..., 1:])
         prefix[..., 1:] *= r[..., None]
     out = np.empty(theta.shape[:-1] + (d,))
-    np.multiply(prefix, exact_cos(theta), out=out[..., : d - 1])
+    np.multiply(prefix, cosines, out=out[..., : d - 1])
     np.multiply(prefix[..., d - 2], sines[..., d - 2], out=out[..., d - 1])
     return out
