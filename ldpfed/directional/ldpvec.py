@@ -169,7 +169,7 @@ class LDPVec:
             else:
                 eps_inner = eps_last = eps_dir / (dims - 1)
             inner = mechanisms.get(self.base, eps_inner, None, **self.options)
-            last = mechanisms.get(self.base, eps_last, None, **self.options)
+            last = inner if eps_last == eps_inner else mechanisms.get(self.base, eps_last, None, **self.options)
         split = BudgetSplit(
             dims=dims, epsilon=eps, delta=self.delta, magnitude=self.magnitude,
             magnitude_epsilon=eps_mag, magnitude_delta=delta_mag,
@@ -255,10 +255,13 @@ class LDPVec:
         if magnitude is not None:
             t = np.clip(2.0 * radius / self.clip - 1.0, -1.0, 1.0)
             radius = 0.5 * self.clip * (magnitude.perturb(t, rng, out_of_domain="clip") + 1.0)
-        noisy = np.empty_like(offsets)
-        noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
-        noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
-        return radius, win.from_offsets(noisy, centre, self.beta), signs
+        if inner is last:  # one budget for every angle (bounded bases): one call
+            noisy = inner.perturb(offsets, rng, out_of_domain="clip")
+        else:
+            noisy = np.empty_like(offsets)
+            noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
+            noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
+        return radius, win.from_offsets(noisy, centre, self.beta, overwrite=True), signs
 
     # --- exact statistics --------------------------------------------------------------------------
     def angle_noise_moments(self, updates, *, reference=None, rotation_seed=None) -> tuple[np.ndarray, np.ndarray]:

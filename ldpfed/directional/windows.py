@@ -84,19 +84,28 @@ def _wrap(offset: np.ndarray) -> np.ndarray:
     return offset - TWO_PI * np.round(offset / TWO_PI)
 
 
+def _scale_by_half_widths(values: np.ndarray, beta: float, power: float) -> np.ndarray:
+    """values * half_width**power, in place, angle by angle along the last axis (no (d-1) temporary)."""
+    values[..., :-1] *= (beta * PI / 2.0) ** power
+    values[..., -1] *= (beta * PI) ** power
+    return values
+
+
 def to_offsets(angles, centre, beta: float) -> np.ndarray:
     """Clip each angle into its window and return its offset t in [-1, 1] from the centre."""
-    angles = np.asarray(angles, dtype=np.float64)
-    offsets = angles - centre
+    offsets = np.subtract(angles, centre, dtype=np.float64)
     offsets[..., -1] = _wrap(offsets[..., -1])  # the last angle lives on a circle
-    offsets /= half_widths(beta, angles.shape[-1] + 1)
+    _scale_by_half_widths(offsets, beta, -1.0)
     return np.clip(offsets, -1.0, 1.0, out=offsets)
 
 
-def from_offsets(offsets, centre, beta: float) -> np.ndarray:
-    """Angles centre + half_width * t (any real t: perturbed offsets leave [-1, 1])."""
-    offsets = np.asarray(offsets, dtype=np.float64)
-    return centre + offsets * half_widths(beta, offsets.shape[-1] + 1)
+def from_offsets(offsets, centre, beta: float, *, overwrite: bool = False) -> np.ndarray:
+    """Angles centre + half_width * t (any real t: perturbed offsets leave [-1, 1]); with
+    `overwrite`, computed in the offsets' own array."""
+    angles = np.asarray(offsets, dtype=np.float64) if overwrite else np.array(offsets, dtype=np.float64)
+    _scale_by_half_widths(angles, beta, 1.0)
+    angles += centre
+    return angles
 
 
 def clip_angles(angles, centre, beta: float) -> np.ndarray:
