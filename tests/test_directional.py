@@ -303,3 +303,52 @@ def test_bad_updates_raise():
     for bad in (np.array([1.0]), np.array([1.0, np.nan]), np.ones((2, 2, 2))):
         with pytest.raises(LDPValueError):
             vec.perturb(bad, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("base", ["laplace", "piecewise", "gaussian"])
+@pytest.mark.parametrize("magnitude", ["split", "normalize"])
+def test_polar_release_density_ratio_at_the_worst_case_neighbours(base, magnitude):
+    """The whole release (magnitude and angles) at the worst-case neighbours: the log density ratio
+    stays within the budget for pure bases (Laplace reaches it), and for Gaussian exceeds eps only
+    on a set of probability at most delta."""
+    from ldpfed.directional.neighbours import polar_log_ratio, polar_release, worst_case_neighbours
+
+    d, eps = 6, 4.0
+    vec = LDPVec(base, eps, clip=1.0, delta=_delta(base), beta=0.5, magnitude=magnitude)
+    x, x_other = worst_case_neighbours(vec, d)
+    _, offsets = vec.clipped_polar(np.stack([x, x_other]))
+    releases = polar_release(vec, x, 50_000, np.random.default_rng(15))
+    log_ratio = polar_log_ratio(vec, x, x_other, releases)
+    if base == "gaussian":
+        # P[L > eps] - e^eps P'[L > eps] <= delta; with 50,000 draws: no more than a handful above eps.
+        assert np.mean(log_ratio > eps) < 1e-5 + 4 * math.sqrt(1e-5 / 50_000) + 1e-4
+    else:
+        assert np.max(log_ratio) <= eps * (1 + 1e-9)
+    if base == "laplace":
+        assert np.max(log_ratio) > 0.99 * eps
+
+
+def test_exact_unsafe_releases_have_disjoint_magnitudes():
+    """The thesis' Algorithm 6 as printed: the neighbours' releases are told apart with certainty."""
+    from ldpfed.directional.neighbours import polar_log_ratio, polar_release, worst_case_neighbours
+
+    vec = LDPVec("laplace", 4.0, clip=1.0, beta=0.5, magnitude="exact-unsafe")
+    x, x_other = worst_case_neighbours(vec, 6)
+    rng = np.random.default_rng(16)
+    first, second = polar_release(vec, x, 1000, rng), polar_release(vec, x_other, 1000, rng)
+    assert np.all(np.abs(first[:, 0] - 1.0) < 1e-12) and np.all(second[:, 0] < 1e-17)
+    np.testing.assert_allclose(np.linalg.norm(vec.perturb(np.tile(x, (5, 1)), rng), axis=1), 1.0)
+    with pytest.raises(LDPValueError):
+        polar_log_ratio(vec, x, x_other, first)
+
+
+def test_worst_case_neighbours_with_rotation():
+    from ldpfed.directional.neighbours import worst_case_neighbours
+
+    vec = LDPVec("laplace", 1.0, clip=1.0, beta=0.5, rotation="hadamard")
+    x, x_other = worst_case_neighbours(vec, 8, rotation_seed=3)
+    _, angles = vec.clipped_polar(np.stack([x, x_other]), rotation_seed=3)
+    half = win.half_widths(0.5, 8)
+    np.testing.assert_allclose(np.abs(angles[0] - angles[1]), 2 * half, atol=1e-9)
+    with pytest.raises(LDPValueError):
+        worst_case_neighbours(vec, 6, rotation_seed=3)

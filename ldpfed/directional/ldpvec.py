@@ -89,6 +89,10 @@ class _AngleGaussian:
     def variance(self, t):
         return np.full(np.shape(t), self.sd**2)
 
+    def log_density(self, y, t):
+        z = (np.asarray(y, dtype=float) - t) / self.sd
+        return -0.5 * z * z - np.log(self.sd * np.sqrt(2.0 * np.pi))
+
 
 @dataclass(frozen=True)
 class LDPVec:

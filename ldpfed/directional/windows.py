@@ -99,6 +99,12 @@ def to_offsets(angles, centre, beta: float) -> np.ndarray:
     return np.clip(offsets, -1.0, 1.0, out=offsets)
 
 
+def to_offsets_unclipped(angles, centre, beta: float) -> np.ndarray:
+    """Offsets (angle - centre) / half_width of released angles, without wrapping or clipping
+    (a perturbed angle is a real number, not a point on the circle)."""
+    return _scale_by_half_widths(np.subtract(angles, centre, dtype=np.float64), beta, -1.0)
+
+
 def from_offsets(offsets, centre, beta: float, *, overwrite: bool = False) -> np.ndarray:
     """Angles centre + half_width * t (any real t: perturbed offsets leave [-1, 1]); with
     `overwrite`, computed in the offsets' own array."""
