@@ -342,13 +342,13 @@ def test_exact_unsafe_releases_have_disjoint_magnitudes():
         polar_log_ratio(vec, x, x_other, first)
 
 
-def test_worst_case_neighbours_with_rotation():
+def test_worst_case_neighbours_reach_the_window_edges():
     from ldpfed.directional.neighbours import worst_case_neighbours
 
-    vec = LDPVec("laplace", 1.0, clip=1.0, beta=0.5, rotation="hadamard")
-    x, x_other = worst_case_neighbours(vec, 8, rotation_seed=3)
-    _, angles = vec.clipped_polar(np.stack([x, x_other]), rotation_seed=3)
-    half = win.half_widths(0.5, 8)
-    np.testing.assert_allclose(np.abs(angles[0] - angles[1]), 2 * half, atol=1e-9)
+    for window, beta in (("fixed", 0.5), ("centred", 1.0), ("fixed", 1.0)):
+        vec = LDPVec("laplace", 1.0, clip=1.0, beta=beta, window=window)
+        x, x_other = worst_case_neighbours(vec, 40)
+        _, angles = vec.clipped_polar(np.stack([x, x_other]))
+        np.testing.assert_allclose(np.abs(angles[0] - angles[1]), 2 * win.half_widths(beta, 40), atol=1e-6)
     with pytest.raises(LDPValueError):
-        worst_case_neighbours(vec, 6, rotation_seed=3)
+        worst_case_neighbours(LDPVec("laplace", 1.0, clip=1.0, rotation="hadamard"), 8)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.directional import rotation as rot
 from ldpfed.directional import windows as win
 from ldpfed.directional.ldpvec import LDPVec
 from ldpfed.directional.spherical import from_spherical
@@ -27,15 +26,14 @@ from ldpfed.validation import LDPValueError
 TINY_NORM = 2.0**-60  # 2 r / C - 1 rounds to -1 exactly: the low end of the magnitude range
 
 
-def worst_case_neighbours(vec: LDPVec, dims: int, *, rotation_seed=None) -> tuple[np.ndarray, np.ndarray]:
+def worst_case_neighbours(vec: LDPVec, dims: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, x'), each of shape (dims,), at the worst case of the sensitivity (module docstring).
-    Centred windows are taken without a reference (centred on pi/2 and 0)."""
+    Centred windows are taken without a reference (centred on pi/2 and 0). Without rotation only:
+    a public rotation is a fixed norm-preserving bijection of the inputs, so it changes no
+    guarantee, while its rounding would blur inputs built at the edges of the windows."""
+    if vec.rotation != "none":
+        raise LDPValueError("audit LDPVec with rotation='none' (the rotation does not change the guarantee)")
     size = vec.converted_dims(dims)
-    if vec.rotation == "hadamard" and (size != dims or rotation_seed is None):
-        raise LDPValueError(
-            "worst-case neighbours with a Hadamard rotation need d a power of two (the padding must "
-            "stay zero) and the rotation_seed of the audit"
-        )
     centre = win.centres(vec.window, vec.beta, size)
     low = win.from_offsets(-np.ones(size - 1), centre, vec.beta)
     high = win.from_offsets(np.ones(size - 1), centre, vec.beta)
@@ -43,21 +41,17 @@ def worst_case_neighbours(vec: LDPVec, dims: int, *, rotation_seed=None) -> tupl
         inward = max(np.arcsin(10.0 ** (-250.0 / (size - 2))), 64 * np.spacing(np.pi))  # > pi's ulp
         for angles in (low, high):
             angles[:-1] = np.clip(angles[:-1], inward, np.pi - inward)
-    pair = [from_spherical(np.asarray(vec.clip), low), from_spherical(np.asarray(vec.clip * TINY_NORM), high)]
-    if vec.rotation == "hadamard":  # built in the rotated coordinates
-        signs = rot.random_signs(dims, np.random.default_rng(rotation_seed))
-        pair = [rot.unrotate(v[None], signs, dims)[0] for v in pair]
-    return pair[0], pair[1]
+    return from_spherical(np.asarray(vec.clip), low), from_spherical(np.asarray(vec.clip * TINY_NORM), high)
 
 
-def polar_release(vec: LDPVec, x, samples: int, rng: np.random.Generator, *, rotation_seed=None) -> np.ndarray:
-    """`samples` releases (r*, theta*) of input x, shape (samples, D)."""
+def polar_release(vec: LDPVec, x, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """`samples` releases (r*, theta*) of input x, shape (samples, d)."""
     rows = np.broadcast_to(np.asarray(x, dtype=np.float64), (samples, np.size(x)))
-    radius, angles = vec.perturb_polar(rows, rng, rotation_seed=rotation_seed)
+    radius, angles = vec.perturb_polar(rows, rng)
     return np.column_stack([radius, angles])
 
 
-def polar_log_ratio(vec: LDPVec, x, x_other, releases, *, rotation_seed=None) -> np.ndarray:
+def polar_log_ratio(vec: LDPVec, x, x_other, releases) -> np.ndarray:
     """log p(release | x) - log p(release | x') for polar releases (rows of `releases`); sound
     magnitude modes only (exact-unsafe has no density ratio: it is infinite on every release)."""
     if not vec.private:
@@ -65,7 +59,7 @@ def polar_log_ratio(vec: LDPVec, x, x_other, releases, *, rotation_seed=None) ->
     releases = np.atleast_2d(releases)
     size = releases.shape[-1]
     split, magnitude, inner, last = vec._randomizers(size)
-    (r, angles), (r_other, angles_other) = (vec.clipped_polar(v, rotation_seed=rotation_seed) for v in (x, x_other))
+    (r, angles), (r_other, angles_other) = (vec.clipped_polar(v) for v in (x, x_other))
     centre = win.centres(vec.window, vec.beta, size)
     t, t_other = win.to_offsets(angles, centre, vec.beta), win.to_offsets(angles_other, centre, vec.beta)
     released = win.to_offsets_unclipped(releases[:, 1:], centre, vec.beta)
