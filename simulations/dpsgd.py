@@ -111,26 +111,33 @@ def steps_per_epoch(config: DPSGDConfig, n: int) -> int:
     return math.ceil(n / config.batch_size)
 
 
-def run(config: DPSGDConfig, progress=None) -> dict:
-    """Train with DP-SGD and return the JSON-ready summary (accuracy, epsilon, diagnostics)."""
+def load(config: DPSGDConfig):
+    """(data set, training inputs, training labels) as torch tensors."""
     import torch
 
     from ldpfed.data.federated import load_federated
+
+    data = load_federated(config.data, 1, seed=config.seed, data_dir=config.data_dir)
+    x_train, y_train = data.train_data()
+    return data, torch.as_tensor(x_train), torch.as_tensor(y_train)
+
+
+def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) -> dict:
+    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD; returns the
+    model, the per-epoch test history, the diagnostics and the step count."""
+    import torch
+
     from ldpfed.training.local import evaluate
     from ldpfed.training.models import build_model
 
-    started = time.perf_counter()
-    data = load_federated(config.data, 1, seed=config.seed, data_dir=config.data_dir)
-    x_train, y_train = data.train_data()
-    x_all, y_all = torch.as_tensor(x_train), torch.as_tensor(y_train)
     n = int(y_all.numel())
     if config.batch_size > n:
         raise LDPValueError(f"batch_size must be at most the {n} training examples, got {config.batch_size}")
-    model = build_model(config.model, data.input_shape, data.num_classes, seed=config.seed)
+    model = build_model(config.model, data.input_shape, data.num_classes, seed=seed)
     params = {name: p.detach().clone() for name, p in model.named_parameters()}
     shapes = [(name, p.shape, p.numel()) for name, p in params.items()]
     dims = sum(size for _, _, size in shapes)
-    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(2))
+    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     geodp = None
     if config.perturbation == "geodp":
         geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window)
@@ -146,9 +153,8 @@ def run(config: DPSGDConfig, progress=None) -> dict:
         if config.perturbation == "numeric":
             released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
         elif config.perturbation == "geodp":
-            released = geodp.privatize(gradients, noise_rng, reference=reference) if index.size else (
-                geodp.privatize(np.zeros((1, dims)), noise_rng, reference=reference)
-            )
+            batch = gradients if index.size else np.zeros((1, dims))  # the empty batch: zero sum
+            released = geodp.privatize(batch, noise_rng, reference=reference)
             reference = released
         else:
             released = clean
@@ -167,36 +173,63 @@ def run(config: DPSGDConfig, progress=None) -> dict:
             history.append({"epoch": step // per_epoch, "test_loss": loss, "test_accuracy": accuracy})
             if progress is not None:
                 progress(history[-1])
-
-    total_steps = config.epochs * per_epoch
-    if config.private:
-        event = training_event(
-            config.perturbation, config.noise_multiplier, sampling=config.sampling,
-            sample_rate=min(1.0 - 1e-12, config.batch_size / n), steps=total_steps, epochs=config.epochs,
-        )
-        epsilon = rdp_epsilon(event, config.target_delta)
-        privacy = {"private": True, "epsilon": epsilon, "accountant": ACCOUNTANT, "dp_event": str(event)}
-    else:
-        privacy = {"private": False, "epsilon": None, "accountant": None,
-                   "not_private_reason": "perturbation none: gradients released without noise"}
-    final = history[-1]
     return {
+        "model": model, "history": history, "steps": config.epochs * per_epoch, "train_examples": n,
+        "parameters": dims, "cosines": cosines, "shares": shares, "geodp": geodp,
+    }
+
+
+def privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
+    """The run's privacy cost from dp-accounting (or the not-private record)."""
+    if not config.private:
+        return {"private": False, "epsilon": None, "accountant": None,
+                "not_private_reason": "perturbation none: gradients released without noise"}
+    event = training_event(
+        config.perturbation, config.noise_multiplier, sampling=config.sampling,
+        sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples), steps=steps, epochs=config.epochs,
+    )
+    return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta), "accountant": ACCOUNTANT,
+            "dp_event": str(event)}
+
+
+def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int = 8) -> dict:
+    """Train with DP-SGD and return the JSON-ready summary (accuracy, epsilon, diagnostics).
+
+    With `mia`, the model trains on a random half of the training data and a membership-inference
+    report (simulations/mia.py, `shadows` reference models) is added.
+    """
+    started = time.perf_counter()
+    data, x_all, y_all = load(config)
+    members = None
+    if mia:
+        from simulations.mia import member_split
+
+        members = member_split(int(y_all.numel()), config.seed)
+        result = train(config, data, x_all[members], y_all[members], seed=config.seed, progress=progress)
+    else:
+        result = train(config, data, x_all, y_all, seed=config.seed, progress=progress)
+    final = result["history"][-1]
+    summary = {
         "command": "dpsgd",
         **asdict(config),
-        **privacy,
-        "epsilon_note": "eps = inf: not private" if not config.private else None,
-        "sample_rate": config.batch_size / n,
-        "steps": total_steps,
-        "train_examples": n,
-        "parameters": dims,
+        **privacy_record(config, result["train_examples"], result["steps"]),
+        "sample_rate": config.batch_size / result["train_examples"],
+        "steps": result["steps"],
+        "train_examples": result["train_examples"],
+        "parameters": result["parameters"],
         "accuracy": final["test_accuracy"],
         "loss": final["test_loss"],
-        "history": history,
-        "mean_cosine_to_clean": float(np.mean(cosines)),
-        "mean_leading_energy_share": float(np.mean(shares)),
-        "noise_sd": _noise_sd(config, geodp, dims),
-        "elapsed_s": time.perf_counter() - started,
+        "history": result["history"],
+        "mean_cosine_to_clean": float(np.mean(result["cosines"])),
+        "mean_leading_energy_share": float(np.mean(result["shares"])),
+        "noise_sd": _noise_sd(config, result["geodp"], result["parameters"]),
     }
+    if mia:
+        from simulations.mia import membership_inference
+
+        summary["mia"] = membership_inference(config, data, x_all, y_all, members, result["model"], shadows=shadows)
+    summary["elapsed_s"] = time.perf_counter() - started
+    return summary
 
 
 def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int) -> dict | None:

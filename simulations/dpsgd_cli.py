@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from ldpfed.cli.common import console, error_console, handle_errors, print_json
+from ldpfed.validation import LDPValueError
 
 HELP = """Central DP-SGD on one data set: per-example clipping (torch.func), Poisson or shuffled
 batches, --perturbation numeric (Gaussian noise) | geodp (magnitude and direction perturbed
@@ -37,6 +38,8 @@ def dpsgd(
     sampling: str = typer.Option("poisson", help="poisson | shuffle."),
     target_delta: float = typer.Option(1e-5, help="delta at which epsilon is reported."),
     seed: int = typer.Option(0, help="Seed of the split, the model, the batches and the noise."),
+    mia: bool = typer.Option(False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."),
+    shadows: int = typer.Option(8, help="Reference models of the LiRA attack (with --mia)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
@@ -50,7 +53,9 @@ def dpsgd(
     def show(row: dict) -> None:
         error_console.print(f"epoch {row['epoch']}: test accuracy {row['test_accuracy']:.4f}, loss {row['test_loss']:.4f}")
 
-    summary = run(config, progress=None if json_output else show)
+    if mia and shadows < 2:
+        raise LDPValueError(f"--shadows must be at least 2, got {shadows}")
+    summary = run(config, progress=None if json_output else show, mia=mia, shadows=shadows)
     if json_output:
         print_json(summary)
         return
@@ -62,3 +67,9 @@ def dpsgd(
         f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; {privacy}; "
         f"mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
     )
+    for name, attack in summary.get("mia", {}).get("attacks", {}).items():
+        console.print(
+            f"membership inference, {name}: accuracy {attack['accuracy']:.3f} "
+            f"[{attack['accuracy_low']:.3f}, {attack['accuracy_high']:.3f}], AUC {attack['auc']:.3f} "
+            f"[{attack['auc_low']:.3f}, {attack['auc_high']:.3f}] (95%)"
+        )

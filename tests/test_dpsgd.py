@@ -101,3 +101,32 @@ def test_bad_input_exits_2_with_one_line(args):
     assert result.exit_code == 2
     assert result.stdout.strip() == "" or "error" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_attack_evaluation_against_known_scores():
+    """A perfectly separating score gives accuracy 1 and AUC 1; an independent one stays near 1/2
+    within its intervals; the intervals are exact (Clopper-Pearson) and Hanley-McNeil."""
+    from simulations.mia import accuracy_with_interval, auc_with_interval, evaluate_attack
+
+    rng = np.random.default_rng(0)
+    member = np.zeros(2000, dtype=bool)
+    member[:1000] = True
+    perfect = evaluate_attack(member.astype(float) + 0.01 * rng.random(2000), member, rng)
+    assert perfect["accuracy"] == 1.0 and perfect["auc"] == 1.0
+    blind = evaluate_attack(rng.random(2000), member, rng)
+    assert blind["accuracy_low"] < 0.5 < blind["accuracy_high"] and blind["auc_low"] < 0.5 < blind["auc_high"]
+    interval = accuracy_with_interval(60, 100)
+    assert interval["accuracy_low"] == pytest.approx(0.4972, abs=1e-3) and interval["accuracy_high"] == pytest.approx(0.6967, abs=1e-3)
+    assert auc_with_interval(np.array([2.0, 3.0]), np.array([1.0, 2.5]))["auc"] == pytest.approx(0.75)
+
+
+def test_mia_report_from_the_cli():
+    result = _invoke("--perturbation", "numeric", "--epochs", "1", "--batch-size", "128", "--mia", "--shadows", "2", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    report = summary["mia"]
+    assert report["members"] == TRAIN_EXAMPLES // 2 and summary["train_examples"] == TRAIN_EXAMPLES // 2
+    for attack in report["attacks"].values():
+        assert attack["accuracy_low"] <= attack["accuracy"] <= attack["accuracy_high"]
+        assert attack["auc_low"] <= attack["auc"] <= attack["auc_high"]
+    assert _invoke("--mia", "--shadows", "1", "--json").exit_code == 2
