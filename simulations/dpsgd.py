@@ -153,8 +153,7 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
         if config.perturbation == "numeric":
             released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
         elif config.perturbation == "geodp":
-            batch = gradients if index.size else np.zeros((1, dims))  # the empty batch: zero sum
-            released = geodp.privatize(batch, noise_rng, reference=reference)
+            released = geodp.privatize(gradients, noise_rng, reference=reference)  # empty batch: noise only
             reference = released
         else:
             released = clean

@@ -113,6 +113,14 @@ def test_privatize_noise_matches_its_scale():
     np.testing.assert_allclose(numeric.std(axis=0), 0.2, rtol=0.08)
 
 
+def test_an_empty_poisson_batch_releases_noise_around_the_window_centres():
+    mechanism = GeoDP(noise_multiplier=1.0, clip=1.0, batch_size=8, beta=0.5)
+    radius, angles = mechanism._summaries(np.zeros((0, 5)), None)
+    assert radius == 0.0
+    np.testing.assert_allclose(angles, win.centres("fixed", 0.5, 5))
+    assert mechanism.privatize(np.zeros((0, 5)), np.random.default_rng(0)).shape == (5,)
+
+
 def test_bad_parameters_raise():
     for kwargs in (dict(noise_multiplier=0.0), dict(clip=-1.0), dict(batch_size=0), dict(beta=2.0), dict(window="x")):
         args = dict(noise_multiplier=1.0, clip=1.0, batch_size=4)
