@@ -129,6 +129,7 @@ def check_values(
             return np.clip(array, low, high)
         raise LDPValueError(
             f"{name} must lie in [{low}, {high}]; found range [{lowest:.6g}, {highest:.6g}]. "
-            "Rescale the data, or pass out_of_domain='clip' to clip explicitly"
+            "Declare the data's domain (--domain LOW,HIGH), rescale the data, or clip it explicitly "
+            "(--out-of-domain clip; in Python out_of_domain='clip')"
         )
     return array

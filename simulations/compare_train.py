@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from ldpfed.cli.common import parse_list, progress_bar, show_results
-from ldpfed.results import save_figure, write_json, write_table
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
+from ldpfed.cli.common import parse_list, progress_steps, show_results
+from ldpfed.outputs import OutputDir
+from ldpfed.validation import check_epsilon, check_positive_int
 from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
 
 DEFAULTS = {
@@ -236,24 +235,27 @@ def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], li
 
 def compare_train(options: dict) -> None:
     """Entry point `ldpfed.compare_tasks:train` (see the module docstring). `options` holds the
-    values of `ldpfed compare`'s flags, None where not given."""
+    values of `ldpfed compare`'s flags, None where not given; `out` is the `ldpfed.outputs.OutputDir`
+    that `ldpfed compare` prepared (checked before any federation starts), or a path / None."""
 
     out = options.pop("out", None)
+    if not isinstance(out, OutputDir):
+        out = OutputDir.prepare(out, command="compare --task train")
     as_json = options.pop("as_json", False)
     base, mechanisms, epsilons, aggregators, repeats, seed = resolve(options)
     runs = plan(base, mechanisms, epsilons, aggregators, repeats, seed)  # validates every federation
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise LDPValueError(f"--out {out} exists and is not a directory")
 
-    with progress_bar("compare --task train", transient=True) as bar:
-        task_id = bar.add_task("federations", total=len(runs))
-        frame, rounds = run_sweep(runs, lambda: bar.advance(task_id))
+    # A bar on a terminal, else one line per federation (ldpfed.cli.common.progress_steps).
+    texts = iter(" ".join([labels["mechanism"]] + ([f"eps={labels['epsilon']:g}"] if labels["epsilon"] is not None else [])
+                          + [labels["aggregator"], f"repeat {labels['repeat']} done"]) for labels, _ in runs)
+    with progress_steps("compare --task train", len(runs)) as advance:
+        frame, rounds = run_sweep(runs, lambda: advance(next(texts)))
     summary = summarize(frame)
     rows = json_rows(summary)
     title = describe(base, repeats)
-    if out is not None:
-        write_outputs(Path(out), frame, rounds, summary, rows, base, repeats, seed, title)
-    show_results(rows, lambda: results_table(summary, title), as_json=as_json, out=out,
+    if out.enabled:
+        out.write(output_files(frame, rounds, summary, rows, base, repeats, seed, title))
+    show_results(rows, lambda: results_table(summary, title), as_json=as_json, out=out.path,
                  files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"])
 
 
@@ -265,12 +267,15 @@ def describe(base: SimulationConfig, repeats: int) -> str:
     )
 
 
-def write_outputs(out: Path, frame, rounds, summary, rows, base, repeats, seed, title) -> None:
+def output_files(frame, rounds, summary, rows, base, repeats, seed, title) -> dict:
+    """The files of `--out` by name, for `OutputDir.write` (all or none)."""
     config = {**base.to_flat(), "repeats": repeats, "seed": seed, "repeat_seeds": repeat_seeds(seed, repeats)}
     for key in ("mechanism", "epsilon", "aggregator", "out"):
         config.pop(key)
-    write_table(out / "runs.csv", frame)
-    write_table(out / "rounds.csv", rounds)
-    write_table(out / "summary.csv", summary)
-    write_json(out / "summary.json", {"config": config, "rows": rows})
-    save_figure(out / "accuracy_per_round.png", accuracy_figure(rounds, title))
+    return {
+        "runs.csv": frame,
+        "rounds.csv": rounds,
+        "summary.csv": summary,
+        "summary.json": {"config": config, "rows": rows},
+        "accuracy_per_round.png": accuracy_figure(rounds, title),
+    }

@@ -143,17 +143,19 @@ class SimulationConfig:
                 raise LDPValueError(f"report-dims must be in [0, dims={self.dims}], got {self.report_dims}")
         else:
             _choice("deviation", self.deviation, TRAIN_DEVIATIONS)
-            if self.measure_noise not in (0, 1):
-                raise LDPValueError(f"measure-noise must be 0 (off) or 1 (on), got {self.measure_noise!r}")
             _choice("data", self.data, TRAIN_DATA)
             _choice("partition", self.partition, PARTITIONS)
             _choice("model", self.model, MODELS)
-            check_positive_int(self.classes_per_client, "classes-per-client")
-            _positive("dirichlet-alpha", self.dirichlet_alpha)
-            check_positive_int(self.local_steps, "local-steps")
-            _positive("lr", self.lr)
-            check_positive_int(self.batch_size, "batch-size")
-            _positive("clip", self.clip)
+        # Numbers of the train task are checked for either task: a malformed value is an error
+        # even where the task does not use it (issue 11, item 10).
+        if self.measure_noise not in (0, 1):
+            raise LDPValueError(f"measure-noise must be 0 (off) or 1 (on), got {self.measure_noise!r}")
+        check_positive_int(self.classes_per_client, "classes-per-client")
+        _positive("dirichlet-alpha", self.dirichlet_alpha)
+        check_positive_int(self.local_steps, "local-steps")
+        _positive("lr", self.lr)
+        check_positive_int(self.batch_size, "batch-size")
+        _positive("clip", self.clip)
         try:
             failing = self.failing_partitions
         except ValueError:
@@ -191,7 +193,8 @@ def _coerce(key: str, value, source: str):
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
     }[expected]
     if not ok:
-        raise LDPValueError(f"{source}: option {key!r} must be a {expected}, got {value!r}")
+        article = "an" if expected[0] in "aeiou" else "a"
+        raise LDPValueError(f"{source}: option {key!r} must be {article} {expected}, got {value!r}")
     return name, float(value) if expected == "float" else value
 
 
@@ -204,6 +207,8 @@ def from_mapping(mapping: dict, base: SimulationConfig | None = None, source: st
 def load_file(path: str | Path, base: SimulationConfig | None = None) -> SimulationConfig:
     """Read a TOML config file (a flat table of options) over `base`."""
     path = Path(path)
+    if path.is_dir():
+        raise LDPValueError(f"config file {str(path)!r} is a directory; give a .toml file")
     if not path.is_file():
         raise LDPValueError(f"config file {str(path)!r} not found")
     try:

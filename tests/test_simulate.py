@@ -52,7 +52,7 @@ def test_flags_override_the_file(tmp_path):
     "text, message",
     [
         ("clientz = 3\n", "unknown option 'clientz'"),
-        ('clients = "four"\n', "'clients' must be a int"),
+        ('clients = "four"\n', "'clients' must be an int"),
         ("epsilon = true\n", "'epsilon' must be a float"),
         ("epsilon = -1.0\n", "epsilon"),
         ('mechanism = "laplase"\n', "unknown mechanism"),

@@ -1,19 +1,25 @@
-"""Shared CLI plumbing: clean errors for bad input, JSON output, parsing of list options."""
+"""Shared CLI plumbing: clean errors for bad input and Ctrl-C, JSON output, parsing of list
+options, reading tuple data, progress."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import json
 import sys
+import time
 from typing import Callable
 
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 import ldpfed.mechanisms as mechanisms
+from ldpfed.data import Tuples, read_tuples
 from ldpfed.mechanisms.square_wave import ESTIMATORS
+from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted
+from ldpfed.results import dumps
 from ldpfed.validation import LDPValueError
 
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).
@@ -21,6 +27,10 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 error_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
+# --out-of-domain: the CLI's names of the library's policies (ldpfed.validation.check_values).
+OUT_OF_DOMAIN = {"error": "raise", "clip": "clip"}
+OUT_OF_DOMAIN_HELP = "Data outside --domain: error (default) or clip (clip to the domain, count printed)."
+HEADER_HELP = "CSV files: the first row is (not) a header. Default: a header when a first-row field is not a number."
 
 
 def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progress:
@@ -41,14 +51,16 @@ def show_results(rows: list, table: Callable, *, as_json: bool, out, files: list
         console.print(f"wrote {out}/" + ", ".join(files))
 
 
-def fail(message: str) -> None:
-    """Print `error: message` on stderr and exit with code 2 (nothing written)."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=EXIT_BAD_INPUT)
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    """Print `error: message` on stderr as one line and exit with `code` (2: bad input, nothing written)."""
+    error_console.print(f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", highlight=False,
+                        soft_wrap=True, emoji=False)
+    raise typer.Exit(code=code)
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Turn LDPValueError (bad user input) into a one-line error and exit code 2."""
+    """Bad user input (LDPValueError) -> one line, exit code 2; Ctrl-C -> one line saying what was
+    written (`ldpfed.outputs.Interrupted`), exit code 130."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -56,22 +68,12 @@ def handle_errors(command: Callable) -> Callable:
             return command(*args, **kwargs)
         except LDPValueError as error:
             fail(str(error))
+        except Interrupted as error:
+            fail(str(error), EXIT_INTERRUPTED)
+        except KeyboardInterrupt:
+            fail("interrupted; no results written", EXIT_INTERRUPTED)
 
     return wrapper
-
-
-def _to_jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def dumps(payload) -> str:
-    """JSON with numpy arrays and scalars converted; NaN/inf become null (valid JSON)."""
-    text = json.dumps(payload, default=_to_jsonable, indent=2, allow_nan=True)
-    return text.replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
 
 
 def print_json(payload) -> None:
@@ -87,6 +89,69 @@ def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
         return [convert(item) for item in items]
     except ValueError:
         raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None
+
+
+def out_of_domain_policy(value: str) -> str:
+    """The --out-of-domain option (error | clip) as the library's policy name."""
+    if value not in OUT_OF_DOMAIN:
+        raise LDPValueError(f"--out-of-domain must be one of {', '.join(OUT_OF_DOMAIN)}, got {value!r}")
+    return OUT_OF_DOMAIN[value]
+
+
+def parse_domain(text: str) -> tuple[float, float]:
+    """--domain LOW,HIGH with LOW < HIGH (finite)."""
+    bounds = parse_list(text, float, "--domain")
+    if len(bounds) != 2 or not all(np.isfinite(bounds)) or not bounds[0] < bounds[1]:
+        raise LDPValueError(f"--domain must be LOW,HIGH with finite LOW < HIGH, got {text!r}")
+    return bounds[0], bounds[1]
+
+
+def read_data(spec: str, *, users, dims, seed: int, domain: tuple[float, float], header: bool | None,
+              out_of_domain: str, rng: np.random.Generator | None = None) -> Tuples:
+    """Tuple data for a command (`ldpfed.data.read_tuples`), with "what was read" on stderr.
+
+    Synthetic sets draw from `rng` (default `default_rng(seed)`); `out_of_domain` is the CLI's
+    name (error | clip). For any command that reads tuples (predict, compare, simulate).
+    """
+    rng = np.random.default_rng(seed) if rng is None else rng
+    tuples = read_tuples(spec, users=users, dims=dims, rng=rng, domain=domain,
+                         header=header, out_of_domain=out_of_domain_policy(out_of_domain))
+    seeded = f" (seed {seed})" if tuples.source.startswith("synthetic") else ""
+    error_console.print(f"data: {tuples.description}{seeded}", highlight=False, soft_wrap=True, markup=False)
+    return tuples
+
+
+def scale_note(domain: tuple[float, float]) -> dict:
+    """What scale errors are on when a file's values were mapped from `domain` onto [-1, 1]."""
+    low, high = domain
+    factor = ((high - low) / 2.0) ** 2
+    return {
+        "scale": "normalised [-1, 1]",
+        "domain": [low, high],
+        "mse_to_data_units": factor,
+        "note": f"errors are on the normalised [-1, 1] scale; multiply an MSE by ((HIGH-LOW)/2)^2 = {factor:g} "
+                f"for the data's units (domain [{low:g}, {high:g}])",
+    }
+
+
+@contextlib.contextmanager
+def progress_steps(label: str, total: int):
+    """Progress over `total` steps: a bar on a terminal; otherwise (a log, CI) a line on stderr per
+    call `advance(text)` that carries a text. Yields `advance(text=None)`."""
+    if error_console.is_terminal:
+        with progress_bar(label, transient=True) as bar:
+            task_id = bar.add_task(label, total=total)
+            yield lambda text=None: bar.advance(task_id)
+        return
+    start, done = time.perf_counter(), [0]
+
+    def advance(text=None):
+        done[0] += 1
+        if text is not None:
+            error_console.print(f"{label}: {done[0]}/{total} {text} ({time.perf_counter() - start:.1f} s)",
+                                highlight=False, soft_wrap=True, markup=False)
+
+    yield advance
 
 
 def check_estimator(estimator: str | None) -> str | None:

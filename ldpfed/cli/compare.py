@@ -16,7 +16,6 @@ import math
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -25,18 +24,25 @@ import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
 from ldpfed.cli.common import (
+    HEADER_HELP,
+    OUT_OF_DOMAIN_HELP,
     check_estimator,
+    console,
     estimator_options,
     handle_errors,
+    out_of_domain_policy,
+    parse_domain,
     parse_list,
-    progress_bar,
+    progress_steps,
+    read_data,
+    scale_note,
     show_results,
 )
 from ldpfed.cli.main import app
-from ldpfed.data import available_synthetic, load_tuples
+from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
-from ldpfed.results import save_figure, write_json, write_table
+from ldpfed.outputs import OutputDir
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
 TASKS = ("mean", "train")
@@ -46,7 +52,8 @@ MEAN_DEFAULTS = {
     "mechanism": "laplace,piecewise", "epsilons": "0.5,1,2,4", "aggregators": ",".join(aggregation.available()),
     "data": "gaussian", "domain": "-1,1", "repeats": 5, "l2_reference": "bound", "deviation": "plug-in",
 }
-MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users")
+MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
+MEAN_FILES = ["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
 TRAIN_ONLY = ("model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
               "engine", "cpus", "data_dir")
 
@@ -84,11 +91,6 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
     return choices
 
 
-def _check_out(out: Path | None) -> None:
-    if out is not None and out.exists() and not out.is_dir():
-        raise LDPValueError(f"--out {out} exists and is not a directory")
-
-
 @app.command("compare")
 @handle_errors
 def compare(
@@ -98,7 +100,9 @@ def compare(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
     data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10."),
-    domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1)."),
+    domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale)."),
+    header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
+    out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
     users: int | None = typer.Option(None, "--users", "-n", help=f"mean: users (synthetic default {DEFAULT_USERS}; a file's rows)."),
     dims: int | None = typer.Option(None, "--dims", "-d", help=f"mean: dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."),
     report_dims: int | None = typer.Option(None, "--report-dims", "-k", help="Dimensions reported (mean default: all; train default: Wang's m)."),
@@ -124,6 +128,7 @@ def compare(
     data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
     task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation) or train (federated LDP-SGD)."),
     out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
 ) -> None:
     """Compare aggregators (mean, L1, L2, HDR4ME*, James-Stein) across mechanisms and budgets."""
@@ -136,7 +141,11 @@ def compare(
     if task == "train":
         for name in MEAN_ONLY:
             options.pop(name)
-        _task_runner("train")(options)
+        runner = _task_runner("train")
+        options.pop("overwrite")
+        # Checked before any federation starts; the runner writes through it (ldpfed.outputs).
+        with OutputDir.prepare(out, overwrite=overwrite, command="compare --task train") as output:
+            runner({**options, "out": output})
         return
     mechanism = MEAN_DEFAULTS["mechanism"] if mechanism is None else mechanism
     epsilons = MEAN_DEFAULTS["epsilons"] if epsilons is None else epsilons
@@ -164,37 +173,43 @@ def compare(
     seed = check_positive_int(seed, "--seed", minimum=0)
     if chunk_users is not None:
         chunk_users = check_positive_int(chunk_users, "--chunk-users")
-    bounds = parse_list(domain, float, "--domain")
-    if len(bounds) != 2:
-        raise LDPValueError(f"--domain must be LOW,HIGH, got {domain!r}")
-    low, high = bounds
-    _check_out(out)
-    # The data stream is the root of the seed; repetitions use its spawned children (independent).
-    table = load_tuples(data, users=users, dims=dims, rng=np.random.default_rng(seed), domain=(low, high))
-    report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
-
-    result = _run_with_progress(
-        table, choices, eps_list, aggregator_names, report_dims, delta, deviation, alpha,
-        l2_reference, repeats, seed, chunk_users,
-    )
-    config = {"task": task, "data": data, "domain": [low, high], "seed": seed, **result.config}
-    rows = json_rows(result)
-    if out is not None:
-        write_outputs(out, result, config, rows)
-    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out,
-                 files=["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"])
+    low, high = parse_domain(domain)
+    out_of_domain = "error" if out_of_domain is None else out_of_domain
+    out_of_domain_policy(out_of_domain)
+    with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
+        # The data stream is the root of the seed; repetitions use its spawned children (independent).
+        tuples = read_data(data, users=users, dims=dims, seed=seed, domain=(low, high), header=header,
+                           out_of_domain=out_of_domain)
+        table = tuples.values
+        report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
+        result = _run_with_progress(
+            table, choices, eps_list, aggregator_names, report_dims, delta, deviation, alpha,
+            l2_reference, repeats, seed, chunk_users,
+        )
+        config = {"task": task, "data": data, "domain": [low, high], "out_of_domain": out_of_domain, "seed": seed,
+                  **result.config}
+        if not synthetic and (low, high) != (-1.0, 1.0):
+            config["scale"] = scale_note((low, high))
+        rows = json_rows(result)
+        if output.enabled:
+            output.write(output_files(result, config, rows))
+    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out, files=MEAN_FILES)
+    if "scale" in config and not as_json:
+        console.print(config["scale"]["note"] + ".", highlight=False)
 
 
 def _run_with_progress(table, choices, eps_list, aggregator_names, report_dims, delta, deviation,
                        alpha, l2_reference, repeats, seed, chunk_users) -> ExperimentResult:
-    total = len(choices) * len(eps_list) * repeats
-    with progress_bar("compare", transient=True) as bar:
-        task_id = bar.add_task("repetitions", total=total)
+    """The experiment with a progress bar, or (stderr not a terminal) one line per configuration."""
+    labels = [f"{choice.label} eps={epsilon:g}" for choice in choices for epsilon in eps_list]  # the run's order
+    # One text per repetition; the last repetition of a configuration carries its line.
+    texts = iter([f"{label} done" if repeat == repeats - 1 else None for label in labels for repeat in range(repeats)])
+    with progress_steps("compare", len(labels) * repeats) as advance:
         return run_mean_experiment(
             table, choices, eps_list, aggregators=aggregator_names, report_dims=report_dims,
             delta=delta, deviation=deviation, alpha=alpha, l2_reference=l2_reference,
             repeats=repeats, seed=seed, chunk_users=chunk_users,
-            progress=lambda: bar.advance(task_id),
+            progress=lambda: advance(next(texts)),
         )
 
 
@@ -277,8 +292,11 @@ def mse_figure(result: ExperimentResult):
     return figure
 
 
-def write_outputs(out: Path, result: ExperimentResult, config: dict, rows: list[dict]) -> None:
-    write_table(out / "runs.csv", result.runs)
-    write_table(out / "summary.csv", result.summary)
-    write_json(out / "summary.json", {"config": config, "rows": rows})
-    save_figure(out / "mse_vs_epsilon.png", mse_figure(result))
+def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> dict:
+    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`."""
+    return {
+        "runs.csv": result.runs,
+        "summary.csv": result.summary,
+        "summary.json": {"config": config, "rows": rows},
+        "mse_vs_epsilon.png": mse_figure(result),
+    }

@@ -14,12 +14,29 @@ from ldpfed.analysis import predict as predictor
 from ldpfed.analysis.breakeven import break_even
 from ldpfed.analysis.confidence import check_alpha, error_supremum
 from ldpfed.analysis.predictor import load_moments
-from ldpfed.cli.common import check_estimator, console, estimator_options, handle_errors, parse_list, print_json
+from ldpfed.cli.common import (
+    HEADER_HELP,
+    OUT_OF_DOMAIN_HELP,
+    check_estimator,
+    console,
+    estimator_options,
+    handle_errors,
+    out_of_domain_policy,
+    parse_domain,
+    print_json,
+    read_data,
+    scale_note,
+)
 from ldpfed.cli.main import app
-from ldpfed.results import write_json
-from ldpfed.validation import LDPValueError
+from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
+from ldpfed.outputs import OutputFile
+from ldpfed.validation import LDPValueError, check_positive_int
 
 SHOWN_DIMENSIONS = 10
+DEFAULT_DATA_HELP = (
+    f"Default: the default data set ({DEFAULT_SET}, {DEFAULT_USERS:,} users x {DEFAULT_DIMS} dims, as `ldpfed "
+    "simulate`'s default job); with only --users and --dims, a data-free prediction (Laplace, Gaussian)."
+)
 
 
 @app.command("predict")
@@ -28,25 +45,29 @@ def predict_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="A user's total budget (eps/m per reported value)."),
     delta: float = typer.Option(None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."),
-    users: int = typer.Option(None, "--users", "-n", help="Users n (default: the data file's rows)."),
-    dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d (default: the data file's columns)."),
+    users: int = typer.Option(None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."),
+    dims: int = typer.Option(None, "--dims", "-d", help=f"Dimensions d (default: the data file's columns; synthetic {DEFAULT_DIMS})."),
     report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
     data: str = typer.Option(
-        None, "--data", help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments."
+        None, "--data",
+        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP,
     ),
-    domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
+    domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values (MSE stays on the [-1, 1] scale)."),
+    header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
+    out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
     compare: str = typer.Option(None, "--compare", help="A second mechanism: break-even population and winner at n."),
     confidence: float = typer.Option(None, "--confidence", help="ALPHA in (0,1): the error supremum xi_j(alpha)."),
     estimator: str = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
     output: Path = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Predict MSE, bias/variance, Berry–Esseen bound (and optionally confidence, break-even)."""
     # Validate everything before any work or output.
-    low_high = parse_list(domain, float, "--domain")
-    if len(low_high) != 2 or not low_high[0] < low_high[1]:
-        raise LDPValueError(f"--domain must be LOW,HIGH with LOW < HIGH, got {domain!r}")
+    low_high = parse_domain(domain)
+    out_of_domain_policy(out_of_domain)
+    seed = check_positive_int(seed, "--seed", minimum=0)
     alpha = None if confidence is None else check_alpha(confidence)
     check_estimator(estimator)
     names = [mechanism] + ([compare] if compare else [])
@@ -55,28 +76,67 @@ def predict_command(
         raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
     if output is not None and output.suffix.lower() != ".json":
         raise LDPValueError(f"--output must be a .json file, got {output}")
-    moments, source = load_moments(data, users, dims, seed, tuple(low_high))  # read once, shared by --compare
-
-    first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
-    result = first.to_dict()
-    result["data"] = source if moments is not None else first.data_source
-    second = comparison = supremum = None
-    if compare:
-        second_delta = delta if registry.get_class(compare).approximate else None
-        second = predictor(compare, epsilon, first.users, first.dims, first.report_dims, moments,
-                           delta=second_delta, **options[compare])
-        comparison = break_even(first, second)
-        result["compare"] = {**comparison.to_dict(), "prediction": second.to_dict(per_dimension=False)}
-    if alpha is not None:
-        supremum = error_supremum(first.deviation_model(), alpha)
-        result["confidence"] = supremum.to_dict()
-
-    if output is not None:
-        write_json(output, result)
+    with OutputFile.prepare(output, overwrite=overwrite) as destination:
+        moments, source, scale = _load_data(data, users, dims, seed, low_high, header, out_of_domain)
+        first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
+        result = first.to_dict()
+        result["data"] = source if moments is not None else first.data_source
+        if scale is not None:
+            result["scale"] = scale
+        second = comparison = supremum = None
+        if compare:
+            second_delta = delta if registry.get_class(compare).approximate else None
+            second = predictor(compare, epsilon, first.users, first.dims, first.report_dims, moments,
+                               delta=second_delta, **options[compare])
+            comparison = break_even(first, second)
+            result["compare"] = {**comparison.to_dict(), "prediction": second.to_dict(per_dimension=False)}
+        if alpha is not None:
+            supremum = error_supremum(first.deviation_model(), alpha)
+            result["confidence"] = supremum.to_dict()
+        destination.write(result)
     if as_json:
         print_json(result)
         return
     _print_summary(first, result["data"], second, comparison, supremum)
+    if scale is not None:
+        console.print(scale["note"] + ".", highlight=False)
+    if output is not None:
+        console.print(f"wrote {output}", highlight=False)
+
+
+def _load_data(data, users, dims, seed, domain, header, out_of_domain):
+    """(column moments or None, data label, scale note or None) for the --data option.
+
+    No --data and neither --users nor --dims: the default data set (DEFAULT_SET). No --data with
+    both: a data-free prediction (the predictor says which mechanisms allow it). Synthetic sets
+    default to DEFAULT_USERS x DEFAULT_DIMS.
+    """
+    if data is None:
+        if users is None and dims is None:
+            data = DEFAULT_SET
+        elif users is None or dims is None:
+            missing = "--users" if users is None else "--dims"
+            raise LDPValueError(f"{missing} is missing: give --users and --dims (data-free), or --data")
+        else:
+            if header is not None or domain != (-1.0, 1.0):
+                raise LDPValueError("--domain and --header/--no-header apply to a --data file")
+            return None, "", None
+    if Path(data).suffix.lower() == ".json":
+        if header is not None or domain != (-1.0, 1.0):
+            raise LDPValueError("--domain and --header/--no-header apply to a table file, not to a .json of moments")
+        moments, source = load_moments(data)
+        return moments, source, None
+    if data in available_synthetic():
+        users = DEFAULT_USERS if users is None else users
+        dims = DEFAULT_DIMS if dims is None else dims
+    tuples = read_data(data, users=users, dims=dims, seed=seed, domain=domain, header=header,
+                       out_of_domain=out_of_domain)
+    moments, _ = load_moments(tuples.values)
+    source = f"{tuples.source} (seed {seed})" if data in available_synthetic() else tuples.source
+    if data == DEFAULT_SET and users == DEFAULT_USERS and dims == DEFAULT_DIMS:
+        source += ", the default data set"
+    scale = scale_note(domain) if domain != (-1.0, 1.0) and data not in available_synthetic() else None
+    return moments, source, scale
 
 
 def _print_summary(first, source, second, comparison, supremum) -> None:

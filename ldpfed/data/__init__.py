@@ -1,10 +1,21 @@
 """Data for experiments: the thesis' synthetic tuples, user files, and federated data sets.
 
-`load_tuples(spec, ...)` is the one entry point for mean estimation: SPEC is the name of a
-synthetic set (`available_synthetic()`) or a path to a .csv/.npy/.parquet file.
+`read_tuples(spec, ...)` is the one entry point for mean estimation (`load_tuples` returns only
+its values): SPEC is the name of a synthetic set (`available_synthetic()`) or a path to a
+.csv/.npy/.parquet file; the result says in one line what was read.
 """
 
-from ldpfed.data.synthetic import SYNTHETIC_SETS, available_synthetic, generate
-from ldpfed.data.tabular import load_table, load_tuples
+from ldpfed.data.synthetic import (
+    DEFAULT_DIMS,
+    DEFAULT_SET,
+    DEFAULT_USERS,
+    SYNTHETIC_SETS,
+    available_synthetic,
+    generate,
+)
+from ldpfed.data.tabular import Tuples, has_header_row, load_table, load_tuples, read_table, read_tuples
 
-__all__ = ["SYNTHETIC_SETS", "available_synthetic", "generate", "load_table", "load_tuples"]
+__all__ = [
+    "DEFAULT_DIMS", "DEFAULT_SET", "DEFAULT_USERS", "SYNTHETIC_SETS", "Tuples", "available_synthetic", "generate",
+    "has_header_row", "load_table", "load_tuples", "read_table", "read_tuples",
+]

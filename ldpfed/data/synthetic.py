@@ -17,6 +17,10 @@ import numpy as np
 
 from ldpfed.validation import LDPValueError, check_positive_int
 
+# The default data set of ldpfed's commands (the README's default job, configs/default.toml):
+# `ldpfed predict -m laplace -e 1` with no data predicts for it.
+DEFAULT_SET, DEFAULT_USERS, DEFAULT_DIMS = "gaussian", 10_000, 10
+
 GAUSSIAN_SD = 1.0 / 16.0
 GAUSSIAN_HIGH_MEAN = 0.9
 GAUSSIAN_HIGH_FRACTION = 0.10

@@ -1,76 +1,166 @@
-"""Tuple data from a user's file (rows = users, columns = dimensions) or a synthetic spec."""
+"""Tuple data from a user's file (rows = users, columns = dimensions) or a synthetic spec.
+
+CSV files may or may not start with a header row (issue 11, item 5): by default the first row is a
+header exactly when one of its fields is not a number (`has_header_row`); `header=True/False`
+overrides that. Values outside the declared domain are an error, or clipped to it with
+`out_of_domain="clip"` (said in the description). `read_tuples` returns the values with a one-line
+description of what was read (rows, columns, header, domain, clipping), which commands print.
+"""
 
 from __future__ import annotations
 
+import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ldpfed.data.synthetic import SYNTHETIC_SETS, generate
-from ldpfed.validation import LDPValueError, check_values
+from ldpfed.validation import OUT_OF_DOMAIN_POLICIES, LDPValueError, OutOfDomain, check_values
 
 TABLE_SUFFIXES = (".csv", ".npy", ".parquet")
 
 
-def load_table(path: str | Path, domain: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:
-    """Read a 2-D numeric table and map its declared `domain` [low, high] onto [-1, 1].
+@dataclass(frozen=True)
+class Tuples:
+    """users x dims values in [-1, 1] and where they came from."""
 
-    Raises LDPValueError for a missing/unreadable file, an unknown suffix, a non-2-D or
-    non-numeric table, NaN/inf, or values outside the declared domain.
-    """
-    path = Path(path)
-    low, high = (float(v) for v in domain)
+    values: np.ndarray
+    source: str  # short label: "synthetic gaussian (seed 0)" or "file data.csv"
+    description: str  # one line: what was read, e.g. "read 20000 rows x 20 columns from data.csv (no header row)"
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def has_header_row(path: str | Path) -> bool:
+    """True when the first row of a CSV file has a field that is not a number (a header row)."""
+    with open(path, newline="") as handle:
+        first = next(csv.reader(handle), [])
+    return any(not _is_number(field.strip()) for field in first)
+
+
+def _check_domain(domain) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in domain)
+    except (TypeError, ValueError):
+        raise LDPValueError(f"domain must be (low, high), got {domain!r}") from None
     if not high > low:
         raise LDPValueError(f"domain must be (low, high) with low < high, got {domain!r}")
-    if path.suffix.lower() not in TABLE_SUFFIXES:
+    return low, high
+
+
+def read_table(
+    path: str | Path,
+    domain: tuple[float, float] = (-1.0, 1.0),
+    *,
+    header: bool | None = None,
+    out_of_domain: OutOfDomain = "raise",
+) -> Tuples:
+    """Read a 2-D numeric table and map its declared `domain` [low, high] onto [-1, 1].
+
+    header: CSV only; None detects it (`has_header_row`). Raises LDPValueError for a missing or
+    unreadable file, an unknown suffix, a non-2-D or non-numeric table, NaN/inf, or values outside
+    the declared domain (unless out_of_domain="clip").
+    """
+    path = Path(path)
+    low, high = _check_domain(domain)
+    if out_of_domain not in OUT_OF_DOMAIN_POLICIES:
+        raise LDPValueError(f"out_of_domain must be one of {OUT_OF_DOMAIN_POLICIES}, got {out_of_domain!r}")
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
         raise LDPValueError(f"data file {path} must end in one of {TABLE_SUFFIXES}")
+    if path.is_dir():
+        raise LDPValueError(f"data file {path} is a directory")
     if not path.is_file():
         raise LDPValueError(f"data file {path} does not exist")
+    if header is not None and suffix != ".csv":
+        raise LDPValueError(f"header/no-header applies to .csv files, not to {path.name}")
     try:
-        if path.suffix.lower() == ".npy":
+        if suffix == ".npy":
             table = np.load(path, allow_pickle=False)
+        elif suffix == ".csv":
+            import pandas as pd
+
+            header = has_header_row(path) if header is None else header
+            table = pd.read_csv(path, header=0 if header else None).to_numpy()
         else:
             import pandas as pd
 
-            frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
-            table = frame.to_numpy()
+            table = pd.read_parquet(path).to_numpy()
         table = np.asarray(table, dtype=float)
-    except (OSError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError, UnicodeDecodeError) as error:
         raise LDPValueError(f"cannot read {path} as a numeric table: {error}") from None
     if table.ndim == 1:
         table = table[:, None]
     if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
         raise LDPValueError(f"{path} must hold a 2-D table (rows = users, columns = dims); got shape {table.shape}")
-    table = check_values(table, low=low, high=high, name=f"values in {path.name}")
-    return 2.0 * (table - low) / (high - low) - 1.0
+    outside = 0
+    if out_of_domain == "clip":
+        outside = int(np.count_nonzero((table < low) | (table > high)))
+    table = check_values(table, low=low, high=high, out_of_domain=out_of_domain, name=f"values in {path.name}")
+    details = []
+    if suffix == ".csv":
+        details.append("header row skipped" if header else "no header row")
+    if (low, high) != (-1.0, 1.0):
+        details.append(f"values mapped from [{low:g}, {high:g}] to [-1, 1]")
+    if out_of_domain == "clip":
+        details.append(f"{outside} value(s) outside the domain clipped")
+    rows, columns = table.shape
+    description = f"read {rows} rows x {columns} columns from {path}" + (f" ({'; '.join(details)})" if details else "")
+    return Tuples(2.0 * (table - low) / (high - low) - 1.0, f"file {path}", description)
 
 
-def load_tuples(
+def load_table(path: str | Path, domain: tuple[float, float] = (-1.0, 1.0), **options) -> np.ndarray:
+    """The values of `read_table` (same options)."""
+    return read_table(path, domain, **options).values
+
+
+def read_tuples(
     spec: str | Path,
     *,
     users: int | None = None,
     dims: int | None = None,
     rng: np.random.Generator | None = None,
     domain: tuple[float, float] = (-1.0, 1.0),
-) -> np.ndarray:
-    """users x dims values in [-1, 1] from a synthetic set name or a file path.
+    header: bool | None = None,
+    out_of_domain: OutOfDomain = "raise",
+) -> Tuples:
+    """users x dims values in [-1, 1] from a synthetic set name or a file path, described.
 
-    Synthetic sets need users, dims and rng. For a file, given users/dims must match its shape.
+    Synthetic sets need users, dims and rng. For a file, given users/dims must match its shape;
+    `domain`, `header` and `out_of_domain` apply to files (see `read_table`).
     """
     if str(spec) in SYNTHETIC_SETS:
         if users is None or dims is None or rng is None:
-            raise LDPValueError(f"synthetic data {spec!r} needs users, dims and a seed")
-        return generate(str(spec), users, dims, rng)
+            missing = [name for name, value in (("users", users), ("dims", dims), ("rng", rng)) if value is None]
+            raise LDPValueError(f"synthetic data {spec!r} needs {' and '.join(missing)}")
+        if header is not None:
+            raise LDPValueError(f"header/no-header applies to .csv files, not to the synthetic set {spec!r}")
+        if tuple(float(v) for v in domain) != (-1.0, 1.0):
+            raise LDPValueError(f"a domain applies to data files; the synthetic set {spec!r} lies in [-1, 1]")
+        values = generate(str(spec), users, dims, rng)
+        return Tuples(values, f"synthetic {spec}", f"generated {users} rows x {dims} columns of synthetic {spec}")
     path = Path(spec)
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise LDPValueError(
-            f"data spec {spec!r} is neither a synthetic set ({', '.join(SYNTHETIC_SETS)}) "
+            f"data spec {str(spec)!r} is neither a synthetic set ({', '.join(SYNTHETIC_SETS)}) "
             f"nor a file ending in {TABLE_SUFFIXES}"
         )
-    table = load_table(path, domain)
-    n, d = table.shape
+    tuples = read_table(path, domain, header=header, out_of_domain=out_of_domain)
+    n, d = tuples.values.shape
     if users is not None and users != n:
         raise LDPValueError(f"{path} has {n} rows (users) but users={users} was requested")
     if dims is not None and dims != d:
         raise LDPValueError(f"{path} has {d} columns (dims) but dims={dims} was requested")
-    return table
+    return tuples
+
+
+def load_tuples(spec: str | Path, **options) -> np.ndarray:
+    """The values of `read_tuples` (same options): users x dims in [-1, 1]."""
+    return read_tuples(spec, **options).values

@@ -1,0 +1,235 @@
+"""Where a results command writes: checked before any work, written atomically, all files or none.
+
+Use it in every command that writes results (`compare`, `predict --output`, `simulate`):
+
+    with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:  # before any work
+        ...                                                     # the work (may take hours)
+        output.write({"runs.csv": frame, "summary.json": payload, "plot.png": figure})
+
+- `prepare` (issue 11) raises LDPValueError (the CLI: one line, exit code 2) when `out` is a file,
+  cannot be created or written (a read-only or missing-and-uncreatable parent), or holds results of
+  another ldpfed run and `overwrite` is False. It writes nothing: the directory (and any missing
+  parents) is created at the first `write`. `out=None` gives a destination that writes nothing, so
+  commands need no `if out` branches.
+- `write(files)` takes {file name: content}; content is a DataFrame (CSV, or Parquet by suffix), a
+  matplotlib Figure (PNG), str (text), bytes, or a JSON payload (`ldpfed.results.write_content`).
+  Every file is first written under a hidden temporary name in the directory, then all are renamed
+  into place with SIGINT held back: after Ctrl-C a write has left all of its files or none. Call it
+  as often as needed (e.g. once per finished round: the same names are replaced).
+- With `overwrite`, the first `write` first removes ldpfed's own files of the earlier run (those
+  its manifest lists, and the known result names of ldpfed's commands); other files stay. An
+  earlier run's results therefore survive a run that fails or is interrupted before it writes.
+- A manifest `.ldpfed-run.json` (command and files) marks the directory as one run's results.
+- Leaving the `with` block by Ctrl-C raises `Interrupted`, whose message says what is on disk; the
+  CLI prints it as one line and exits with code 130.
+
+`OutputFile` is the same for a command writing one file (`predict --output FILE.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+from ldpfed.results import temporary_path, write_content
+from ldpfed.validation import LDPValueError
+
+MANIFEST = ".ldpfed-run.json"
+# Files that ldpfed's commands write into an --out directory (compare, compare --task train,
+# simulate): a directory holding any of them holds results of an earlier run.
+RESULT_FILES = frozenset({
+    MANIFEST, "runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png", "rounds.csv",
+    "accuracy_per_round.png", "metrics.csv", "privacy.csv", "privacy.json", "config.toml", "plot.png",
+})
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a results command; the message says which output files are on disk."""
+
+
+@contextlib.contextmanager
+def _sigint_held_back():
+    """Run the block without being interrupted by SIGINT; a Ctrl-C during it is raised after it.
+
+    Only the main thread can install signal handlers; elsewhere the block runs unprotected.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            if callable(previous):
+                previous(signal.SIGINT, None)
+            elif previous == signal.SIG_DFL:
+                raise KeyboardInterrupt
+
+
+def _check_writable_location(path: Path, flag: str) -> None:
+    """`path` (absent or a directory) can be created and written: its nearest existing ancestor
+    is a directory in which a file can be created (tried with a temporary file, then removed)."""
+    ancestor = path
+    while not ancestor.exists():
+        if ancestor.parent == ancestor:
+            break
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        what = "exists and is not a directory" if ancestor == path else f"cannot be created: {ancestor} is a file"
+        raise LDPValueError(f"{flag} {path} {what}")
+    try:
+        temporary_path(ancestor, "ldpfed-write-check").unlink()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        where = "" if ancestor == path else f" (in {ancestor})"
+        raise LDPValueError(f"{flag} {path} cannot be written{where}: {reason}") from None
+
+
+def _missing_directories(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _commit(staged: dict[Path, Path]) -> None:
+    """Rename every staged temporary onto its final name, SIGINT held back."""
+    with _sigint_held_back():
+        for temporary, final in staged.items():
+            os.replace(temporary, final)
+
+
+def _stage(directory: Path, files: dict[str, object]) -> dict[Path, Path]:
+    """{temporary: final path} with every content written under its temporary name."""
+    staged: dict[Path, Path] = {}
+    try:
+        for name, content in files.items():
+            final = directory / name
+            if final.parent != directory:
+                raise LDPValueError(f"output file name {name!r} must be a plain file name")
+            temporary = temporary_path(directory, name)
+            staged[temporary] = final
+            write_content(temporary, content, suffix=final.suffix)
+    except BaseException:
+        for temporary in staged:
+            temporary.unlink(missing_ok=True)
+        raise
+    return staged
+
+
+class OutputDir:
+    """A results directory (see the module docstring): `prepare`, then `write` once or more."""
+
+    def __init__(self, path: Path | None, *, overwrite: bool, command: str, flag: str) -> None:
+        self.path, self.overwrite, self.command, self.flag = path, overwrite, command, flag
+        self.written: list[str] = []
+
+    @classmethod
+    def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> "OutputDir":
+        """Check `out` before any work (see the module docstring); None: write nothing."""
+        if out is None or str(out) == "":
+            return cls(None, overwrite=overwrite, command=command, flag=flag)
+        path = Path(out)
+        _check_writable_location(path, flag)
+        if path.is_dir() and not overwrite:
+            earlier = sorted(name for name in os.listdir(path) if name in RESULT_FILES)
+            if earlier:
+                raise LDPValueError(
+                    f"{flag} {path} holds results of another run ({', '.join(earlier)}); "
+                    "choose another directory or pass --overwrite to replace them"
+                )
+        return cls(path, overwrite=overwrite, command=command, flag=flag)
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def write(self, files: dict[str, object]) -> list[str]:
+        """Write {name: content} into the directory, all files or none; returns the names."""
+        if self.path is None:
+            return []
+        created = _missing_directories(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        names = list(self.written) + [name for name in files if name not in self.written]
+        manifest = {"command": self.command, "files": names}
+        try:
+            staged = _stage(self.path, {**files, MANIFEST: manifest})
+        except BaseException:
+            for directory in created:  # deepest first; only what this write created, if still empty
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
+        with _sigint_held_back():
+            if not self.written and self.overwrite:
+                self._remove_earlier_results()
+            _commit(staged)
+        self.written = names
+        return list(files)
+
+    def _remove_earlier_results(self) -> None:
+        """ldpfed's own files of the earlier run: the manifest's list and the known names."""
+        listed: set[str] = set()
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            listed = set(json.loads((self.path / MANIFEST).read_text()).get("files", []))
+        for name in sorted((listed | RESULT_FILES) & set(os.listdir(self.path))):
+            target = self.path / name
+            if target.is_file() and target.parent == self.path:
+                target.unlink()
+
+    def interrupted_message(self) -> str:
+        if self.path is None:
+            return "interrupted; no results written"
+        if not self.written:
+            return f"interrupted; nothing written to {self.path}"
+        return f"interrupted; {self.path} holds complete {', '.join(self.written)} (written before the interrupt)"
+
+    def __enter__(self) -> "OutputDir":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is not None and issubclass(kind, KeyboardInterrupt) and not issubclass(kind, Interrupted):
+            raise Interrupted(self.interrupted_message()) from None
+
+
+class OutputFile:
+    """One results file (e.g. `predict --output FILE.json`): same checks, atomic write."""
+
+    def __init__(self, path: Path | None, flag: str) -> None:
+        self.path, self.flag, self.written = path, flag, False
+
+    @classmethod
+    def prepare(cls, path, *, overwrite: bool = False, flag: str = "--output") -> "OutputFile":
+        if path is None or str(path) == "":
+            return cls(None, flag)
+        path = Path(path)
+        if path.is_dir():
+            raise LDPValueError(f"{flag} {path} is a directory; give a file name")
+        if path.exists() and not overwrite:
+            raise LDPValueError(f"{flag} {path} exists; choose another name or pass --overwrite to replace it")
+        _check_writable_location(path.parent if str(path.parent) else Path("."), flag)
+        return cls(path, flag)
+
+    def write(self, content) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _commit(_stage(self.path.parent, {self.path.name: content}))
+        self.written = True
+
+    def __enter__(self) -> "OutputFile":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is not None and issubclass(kind, KeyboardInterrupt) and not issubclass(kind, Interrupted):
+            state = f"{self.path} is complete" if self.written else "nothing written"
+            raise Interrupted(f"interrupted; {state}") from None
