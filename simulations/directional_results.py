@@ -185,7 +185,113 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         lines.append(f"| {row['run']} | {_fmt(row['noise_multiplier'], 3)} | {_fmt(row['epsilon'], 2)} | "
                      f"{row['accuracy']:.3f} | {row['cosine_to_clean']:.3f} | {lt} | {lta} | {li} | {lia} |")
     lines.append("")
+    lines += reading(diagnostics, training)
     return "\n".join(lines)
+
+
+def smallest_angle_noise(dims_list) -> dict:
+    """Per d: (smallest sd of the noise on an inner angle over part A's LDPVec configurations, label)."""
+    result = {}
+    for dims in dims_list:
+        g = np.random.default_rng(0).standard_normal(int(dims))
+        best = (math.inf, "")
+        for base in BASES:
+            for eps in EPSILONS:
+                for magnitude in ("split", "normalize"):
+                    for beta in (1.0, 0.05):
+                        vec = LDPVec(base, eps, clip=1.0, delta=DELTA if base == "gaussian" else None, beta=beta,
+                                     magnitude=magnitude)
+                        _, variance = vec.angle_noise_moments(g)
+                        sd = float(np.sqrt(np.median(variance[0, :-1])))
+                        if sd < best[0]:
+                            best = (sd, f"{base}, eps {eps:g}, beta {beta:g}, {magnitude}")
+        result[int(dims)] = best
+    return result
+
+
+def reading(diagnostics: pd.DataFrame, training: pd.DataFrame) -> list[str]:
+    """What the tables say, against the thesis' claims (numbers taken from the frames above)."""
+    out = ["## Reading, and the thesis' claims", ""]
+    for dims in sorted(diagnostics["dims"].unique()):
+        frame = diagnostics[diagnostics["dims"] == dims]
+        vec, num = frame[frame["perturbation"] == "ldpvec"], frame[frame["perturbation"] == "numeric"]
+        best_vec = vec.loc[vec["cosine_mean"].idxmax()]
+        best_num = num.loc[num["cosine_mean"].idxmax()]
+        out.append(
+            f"- d = {dims:,}: the best LDPVec configuration keeps cos(mean) = {best_vec['cosine_mean']:.3f} "
+            f"({best_vec['base']}, eps {best_vec['epsilon']:g}, {best_vec['magnitude']}/{best_vec['window']}/"
+            f"beta={best_vec['beta']:g}/{best_vec['rotation']}); LDPVec's median over all configurations is "
+            f"{vec['cosine_mean'].median():.3f}. The numeric path keeps up to {best_num['cosine_mean']:.3f} "
+            f"({best_num['base']}, eps {best_num['epsilon']:g}). Without rotation LDPVec puts a median "
+            f"{vec[vec['rotation'] == 'none']['leading_energy'].median():.2f} of the energy in the first 1% of "
+            f"coordinates; with the Hadamard rotation {vec[vec['rotation'] == 'hadamard']['leading_energy'].median():.3f}."
+        )
+    smallest = smallest_angle_noise(sorted(diagnostics["dims"].unique()))
+    out += [
+        "- Why: at eps per update, each of the d-1 angles gets about eps/d. The smallest standard deviation "
+        "of the noise on an inner angle among all configurations of part A is "
+        + ", ".join(f"{sd:.2f} rad at d = {dims:,} ({label})" for dims, (sd, label) in smallest.items())
+        + "; an angle noise of sd 0.1 already leaves a cosine near 0 at d = 21,840 (the check above), because "
+        "the product form multiplies the first angles' noise into every later coordinate. Centred windows "
+        "and a small beta shrink the sensitivity, the rotation spreads the energy; neither brings the "
+        "direction back at these budgets.",
+        "- The thesis (Table 6.4: MNIST CNN, N = 1000, beta = 0.05, eps 15.3/48.5) reports LDPVec at 72-92% "
+        "accuracy where numeric perturbation stays at 43-77%. The federated training runs of the thesis' "
+        "Figure 6.2/6.3 setting are NOT in this page (they need the Flower integration, which waits for the "
+        "federated redesign); part A measures the quantity that decides them.",
+    ]
+    vec_wins = [
+        dims for dims in sorted(diagnostics["dims"].unique())
+        if diagnostics[(diagnostics["dims"] == dims) & (diagnostics["perturbation"] == "ldpvec")]["cosine_mean"].max()
+        > diagnostics[(diagnostics["dims"] == dims) & (diagnostics["perturbation"] == "numeric")]["cosine_mean"].max()
+    ]
+    out.append(
+        "- Verdict on part A: " + (
+            "at every d measured, the best LDPVec configuration keeps LESS of the mean update's direction than "
+            "the numeric path at the same eps, so ldpfed does not reproduce the thesis' advantage of LDPVec."
+            if not vec_wins else
+            f"LDPVec keeps more of the mean update's direction than the numeric path at d = {vec_wins}, "
+            "in the direction of the thesis' claim."
+        )
+    )
+    if len(training):
+        rows = {row["run"]: row for _, row in training.iterrows()}
+        none, numeric = rows.get("none"), rows.get("numeric")
+        geo = [row for name, row in rows.items() if name.startswith("geodp")]
+        if none is not None and numeric is not None and geo:
+            out.append(
+                f"- Central DP-SGD at equal eps ({numeric['epsilon']:.2f} at delta 1e-5): numeric reaches "
+                f"{numeric['accuracy']:.3f} test accuracy (noise-free {none['accuracy']:.3f}); GeoDP reaches "
+                + ", ".join(f"{row['accuracy']:.3f} ({row['run']})" for row in geo)
+                + f", with a mean cosine to the clean gradient of "
+                + ", ".join(f"{row['cosine_to_clean']:.3f}" for row in geo)
+                + f" against {numeric['cosine_to_clean']:.3f} for numeric. "
+                + ("GeoDP is below numeric DP-SGD at the same guarantee here, so the paper's claim that it "
+                   "beats DP-SGD is not reproduced once both releases are charged additively."
+                   if all(row["accuracy"] < numeric["accuracy"] for row in geo) else
+                   "GeoDP matches or beats numeric DP-SGD in at least one configuration here.")
+            )
+
+            def at_chance(row, attack):
+                return row[f"{attack} accuracy_low"] <= 0.5 <= row[f"{attack} accuracy_high"]
+
+            def describe(row):
+                return (f"loss-threshold {row['loss-threshold accuracy']:.3f} "
+                        f"[{row['loss-threshold accuracy_low']:.3f}, {row['loss-threshold accuracy_high']:.3f}], "
+                        f"LiRA {row['lira-offline accuracy']:.3f} "
+                        f"[{row['lira-offline accuracy_low']:.3f}, {row['lira-offline accuracy_high']:.3f}]"
+                        + (" (both at chance within their intervals)"
+                           if at_chance(row, "loss-threshold") and at_chance(row, "lira-offline") else ""))
+
+            out.append(
+                "- Membership inference (Table 5.4 claims about 50% attack accuracy under DP and GeoDP, 56-68% "
+                f"without noise): noise-free {describe(none)}; numeric DP {describe(numeric)}; "
+                + "; ".join(f"{row['run']} {describe(row)}" for row in geo)
+                + f". Noise-free LiRA AUC {none['lira-offline auc']:.3f} "
+                f"[{none['lira-offline auc_low']:.3f}, {none['lira-offline auc_high']:.3f}]."
+            )
+    out.append("")
+    return out
 
 
 def main() -> None:
@@ -193,6 +299,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Small sizes (a smoke run, not the page's numbers).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--page-only", action="store_true", help="Rewrite the page from the saved CSVs.")
     args = parser.parse_args()
     dims_list = (650,) if args.quick else (650, 21_840)
     clients, epochs, shadows = (20, 2, 2) if args.quick else (100, 10, 4)
@@ -200,6 +307,11 @@ def main() -> None:
                 "shadows": shadows, "seed": args.seed}
     rng = np.random.default_rng(np.random.SeedSequence(args.seed).spawn(1)[0])
     check = spec_check(rng)
+    if args.page_only:
+        diagnostics = pd.read_csv(args.out / "directional" / "diagnostics.csv")
+        training = pd.read_csv(args.out / "directional" / "dpsgd.csv")
+        write_text(args.out / "directional.md", page(check, diagnostics, training, settings))
+        return
     diagnostics = part_a(dims_list, clients, args.seed)
     write_table(args.out / "directional" / "diagnostics.csv", diagnostics)
     training = part_b(epochs, shadows, args.seed)
