@@ -53,7 +53,7 @@ def dpsgd(
     def show(row: dict) -> None:
         error_console.print(f"epoch {row['epoch']}: test accuracy {row['test_accuracy']:.4f}, loss {row['test_loss']:.4f}")
 
-    if mia and shadows < 2:
+    if shadows < 2:
         raise LDPValueError(f"--shadows must be at least 2, got {shadows}")
     summary = run(config, progress=None if json_output else show, mia=mia, shadows=shadows)
     if json_output:

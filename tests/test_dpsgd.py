@@ -129,4 +129,4 @@ def test_mia_report_from_the_cli():
     for attack in report["attacks"].values():
         assert attack["accuracy_low"] <= attack["accuracy"] <= attack["accuracy_high"]
         assert attack["auc_low"] <= attack["auc"] <= attack["auc_high"]
-    assert _invoke("--mia", "--shadows", "1", "--json").exit_code == 2
+    assert _invoke("--shadows", "1", "--json").exit_code == 2
