@@ -3,6 +3,11 @@
     python simulations/thesis_recalibration.py [--scale 0.5] [--repeats 4] [--seed 2024]
         [--out results/recalibration] [--doc docs/results/recalibration.md]
 
+Writes every file to --out (runs.csv: every repetition), and the page --doc with its small files
+(summary.csv, verdicts.csv, config.json, the plots) beside it in <doc stem>/, linked relatively.
+Before overwriting, the page's previous <doc stem>/summary.csv is read: cells whose MSE changed by
+more than CHANGE_THRESHOLD are listed on the new page with both values.
+
 Grid (recalibration.md, "What to measure"; thesis Figure 4.6): data sets Gaussian 100000 x 100,
 Poisson 150000 x 300, Uniform 120000 x 500 (users x dims); every user reports every dimension
 (m = d); eps in {0.1, 0.2, 0.4, 0.8, 1.6, 3.2} for Laplace and Piecewise and
@@ -19,6 +24,7 @@ t-test over repetitions (the aggregators share each repetition's reports): "beat
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from pathlib import Path
 
@@ -42,6 +48,23 @@ MECHANISM_GROUPS = (
     ((MechanismChoice("square-wave", {"estimator": "raw"}), MechanismChoice("square-wave", {"estimator": "debiased"})), SQUARE_WAVE_EPS),
 )
 COMPARATORS = ("mean", "l1", "l2", "james-stein")
+CHANGE_THRESHOLD = 0.01  # relative MSE change listed against the previous page
+CELL_KEYS = ["data", "mechanism", "options", "epsilon", "aggregator"]
+CHANGE_NOTE = (
+    "Issue 11, item 1: the plug-in deviation model evaluated a biased mechanism's bias b(t) = b0 + b1"
+    " t at theta_hat itself. For Square wave's raw estimator E[theta_hat] = b0 + (1 + b1) theta_bar, "
+    "so b(theta_hat) was off by the factor (1 + b1) (0.37 of the true bias at eps = 1 per value) and "
+    "the recalibration thresholds were set for a bias the estimate does not have. The plug-in now "
+    "evaluates b at t = (theta_hat - b0) / (1 + b1) (recalibration.md, plug-in erratum). Only Square "
+    "wave (raw) cells can change: the other mechanisms are unbiased (delta = 0 before and after), and"
+    " the runs use the same seeds, so their numbers are reproduced exactly. With the true deviation "
+    "model (delta and sigma from the data) the gaussian eps = 100 cell gives L1 0.0808, L2 0.0475, "
+    "HDR4ME* 0.0323, the corrected plug-in's numbers to 3 digits (the old plug-in gave 0.0613 and "
+    "0.0392 for L1 and L2). The correct model makes L1 and L2 worse here, not better: Square wave "
+    "(raw) shrinks the estimate towards 0 by (1 + b1), so its deviation is mostly bias, and the "
+    "larger (correct) thresholds shrink an already shrunken estimate further; the old, too small bias"
+    " happened to shrink less."
+)
 
 
 def paired_verdicts(runs: pd.DataFrame) -> pd.DataFrame:
@@ -73,15 +96,51 @@ def paired_verdicts(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict, missing: list[str], seconds: float) -> str:
+def changed_cells(summary: pd.DataFrame, previous: pd.DataFrame | None) -> pd.DataFrame:
+    """Every cell (data, mechanism, options, eps, aggregator) found in `previous` (an earlier
+    summary.csv) with both mean MSEs and the relative change; the page lists those beyond
+    CHANGE_THRESHOLD."""
+    columns = CELL_KEYS + ["previous_mse", "mse", "relative_change"]
+    if previous is None:
+        return pd.DataFrame(columns=columns)
+    old = previous.assign(options=previous["options"].fillna(""))[CELL_KEYS + ["mse"]]
+    new = summary.assign(options=summary["options"].fillna(""))[CELL_KEYS + ["mse"]]
+    both = new.merge(old.rename(columns={"mse": "previous_mse"}), on=CELL_KEYS, how="inner")
+    both["relative_change"] = both["mse"] / both["previous_mse"] - 1.0
+    return both[columns]
+
+
+def change_section(changes: pd.DataFrame | None) -> list[str]:
+    """The page's "What changed" lines: CHANGE_NOTE and the cells that moved beyond CHANGE_THRESHOLD
+    (none when nothing moved or there was no previous page)."""
+    if changes is None:
+        return []
+    moved = changes[changes["relative_change"].abs() > CHANGE_THRESHOLD]
+    if not len(moved):
+        return []
+    others = changes["relative_change"].abs().drop(moved.index)
+    lines = ["## What changed since the previous version of this page", "", CHANGE_NOTE, "",
+             f"Cells whose mean MSE moved by more than {CHANGE_THRESHOLD:.0%} ({len(moved)} of "
+             f"{len(changes)} compared; the largest relative change among the others is "
+             f"{others.max() if len(others) else 0.0:.2g}):", "",
+             "| data | mechanism | eps | aggregator | previous MSE | MSE now | change |", "|---|---|---|---|---|---|---|"]
+    for row, label in zip(moved.itertuples(), _labels(moved)):
+        lines.append(f"| {row.data} | {label} | {row.epsilon:g} | {row.aggregator} | {row.previous_mse:.4g} | "
+                     f"{row.mse:.4g} | {row.relative_change:+.1%} |")
+    return lines + [""]
+
+
+def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict, missing: list[str], seconds: float,
+                    changes: pd.DataFrame | None = None, files: str = "recalibration") -> str:
     lines = [
         "# HDR4ME* against mean, L1, L2 and James–Stein (thesis Figure 4.6 grid)",
         "",
         "Generated by `python simulations/thesis_recalibration.py "
         f"--scale {config['scale']:g} --repeats {config['repeats']} --seed {config['seed']}` "
         f"in {seconds / 60:.1f} minutes on a shared 2-core machine. Raw numbers: "
-        f"`{config['out']}/summary.csv` (per cell), `runs.csv` (per repetition), `verdicts.csv`; plots "
-        f"`{config['out']}/mse_<data>.png`.",
+        f"[`summary.csv`]({files}/summary.csv) (per cell), [`verdicts.csv`]({files}/verdicts.csv), "
+        f"[`config.json`]({files}/config.json) (copied from `{config['out']}/`; the script also writes "
+        "`runs.csv`, every repetition); plots below.",
         "",
         "## Settings",
         "",
@@ -94,7 +153,8 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
         "",
         f"n is scaled by {config['scale']:g} (d kept), so each dimension's noise sd is "
         f"{1 / np.sqrt(config['scale']):.2f}x the thesis'. Every user reports every dimension with eps/d per value. "
-        "Plug-in deviation model (sample variance of the reports / r_j; bias of the mechanism at theta_hat), "
+        "Plug-in deviation model (sample variance of the reports / r_j; the mechanism's bias b(t) at the "
+        "inverted estimate t = (theta_hat - b0)/(1 + b1)), "
         f"alpha = {config['alpha']}, L2 reference = {config['l2_reference']} (domain bound), "
         f"{config['repeats']} repetitions per cell, all aggregators applied to the same reports.",
         "",
@@ -104,6 +164,7 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
     ]
     if missing:
         lines += [f"Not run (mechanism not available): {', '.join(missing)}.", ""]
+    lines += change_section(changes)
 
     lines += ["## Overall", "", "| HDR4ME* vs | beats | ties | loses | median ratio | min ratio | max ratio |", "|---|---|---|---|---|---|---|"]
     for other in COMPARATORS:
@@ -143,6 +204,7 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
             lines.append(f"| {epsilon:g} | " + " | ".join(f"{mse[a]:.4g}" for a in aggregators)
                          + f" | {predicted:.4g} | " + " | ".join(ratios) + " |")
         lines.append("")
+    lines += ["", "## Plots", ""] + [f"![{name}]({files}/mse_{name}.png)" for name, _, _ in DATA_SETS]
     return "\n".join(lines) + "\n"
 
 
@@ -197,15 +259,21 @@ def main() -> None:
         "epsilons": {"laplace/piecewise": list(SMALL_EPS), "square-wave": list(SQUARE_WAVE_EPS)},
         "missing": missing, "seconds": seconds,
     }
+    files = args.doc.parent / args.doc.stem  # the page's own copies, linked relatively
+    previous_path = files / "summary.csv"
+    previous = pd.read_csv(previous_path) if previous_path.is_file() else None
+    changes = changed_cells(summary, previous)
     write_table(args.out / "runs.csv", runs)
-    write_table(args.out / "summary.csv", summary)
-    write_table(args.out / "verdicts.csv", verdicts)
-    write_json(args.out / "config.json", config)
+    for folder in (args.out, files):
+        write_table(folder / "summary.csv", summary)
+        write_table(folder / "verdicts.csv", verdicts)
+        write_json(folder / "config.json", config)
     for name, _, _ in DATA_SETS:
         parts = [r for data_name, r in results if data_name == name]
         combined = ExperimentResult(pd.concat([r.runs for r in parts]), pd.concat([r.summary for r in parts]), {})
-        save_figure(args.out / f"mse_{name}.png", mse_figure(combined))
-    write_text(args.doc, markdown_report(summary, verdicts, config, missing, seconds))
+        figure = save_figure(args.out / f"mse_{name}.png", mse_figure(combined))
+        shutil.copyfile(figure, files / f"mse_{name}.png")
+    write_text(args.doc, markdown_report(summary, verdicts, config, missing, seconds, changes, args.doc.stem))
     print(f"wrote {args.out}/ and {args.doc} in {seconds:.0f} s")
 
 

@@ -70,7 +70,9 @@ def test_break_even_by_hand_and_sign_logic():
         return (predict(Laplace(epsilon=1.0), None, n, dims, m, moments.with_users(n)).mse,
                 predict(ShrunkLaplace(epsilon=1.0), None, n, dims, m, moments.with_users(n)).mse)
 
-    below, above = mse_at(int(np.floor(expected))), mse_at(int(np.ceil(expected)))
+    # The exact predictions average 1/r_j over r_j ~ Bin(n, m/d), which moves the crossing by a
+    # relative (1 - m/d)/r_j ~ 0.6% from the spec's line in 1/n: check 5% on either side.
+    below, above = mse_at(int(np.floor(0.95 * expected))), mse_at(int(np.ceil(1.05 * expected)))
     assert below[1] < below[0]  # fewer users: the low-variance (biased) mechanism wins
     assert above[0] < above[1]  # more users: the unbiased one wins
     assert result.total_winner == "laplace"  # at n = 1000 > n' = 177
@@ -79,7 +81,7 @@ def test_break_even_by_hand_and_sign_logic():
 def test_break_even_keeps_the_sampling_term_at_the_crossing():
     """With spread data and m < d the two error lines cross exactly at n' (S_j^2 held fixed)."""
     values = generate("uniform", 2000, 4, np.random.default_rng(5))
-    moments = ColumnMoments.from_array(values, keep_values=False)
+    moments = ColumnMoments.from_array(values).summary()
     a = predict("piecewise", 4.0, 2000, 4, 2, moments)
     b = predict("square-wave", 4.0, 2000, 4, 2, moments, estimator="raw")
     result = break_even(a, b)

@@ -16,6 +16,7 @@ from ldpfed.multidim import (
     perturb_tuples,
     summarize,
 )
+from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 DIMS = 4
@@ -78,7 +79,7 @@ def test_one_full_region_group_is_the_plain_predictor():
 def test_values_outside_their_region_are_an_error():
     values = np.random.default_rng(1).uniform(-1, 1, size=(50, DIMS))
     with pytest.raises(LDPValueError, match="region"):
-        predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values), (0.0, 1.0))])
+        predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values, ranges=True), (0.0, 1.0))])
     with pytest.raises(LDPValueError, match="region"):
         predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values), (0.5, 0.2))])
 
@@ -94,8 +95,11 @@ def test_round_prediction_matches_monte_carlo_with_biased_noise():
     models = rng.normal(size=(clients, coordinates))
     optimum = rng.normal(size=coordinates)
     mechanism = per_value_mechanism("square-wave", 1.0, 1, estimator="raw")
+    # every coordinate reported with eps 1 (m = d): the privatizer's per-value mechanism is `mechanism`
+    privatizer = UpdatePrivatizer("square-wave", coordinates * 1.0, clip, report_dims=coordinates, estimator="raw")
+    assert privatizer.per_value_mechanism(coordinates) == mechanism
 
-    moments = [clipped_coordinate_noise(mechanism, clip, coordinates, u, u**2) for u in updates]
+    moments = [clipped_coordinate_noise(privatizer, coordinates, u, u**2) for u in updates]
     means, variances = np.array([m for m, _ in moments]), np.array([v for _, v in moments])
     clean = weights @ models - eta * (weights @ updates)
     round_prediction = predict_round(weights, variances, eta, means, expected_offset=clean - optimum)
@@ -122,10 +126,11 @@ def test_unbiased_round_keeps_only_the_variance_term():
 
 
 def test_worst_case_coordinate_noise_is_the_largest_variance():
-    mechanism = per_value_mechanism("piecewise", 1.0, 1)
-    _, worst = clipped_coordinate_noise(mechanism, 2.0, 3)
+    privatizer = UpdatePrivatizer("piecewise", 1.0, 2.0, report_dims=1)
+    _, worst = clipped_coordinate_noise(privatizer, 3)
     grid = np.linspace(-1, 1, 2001)
-    assert worst[0] == pytest.approx(4.0 * mechanism.variance(grid).max())
+    variance = np.array([clipped_coordinate_noise(privatizer, 3, 2.0 * t, 4.0 * t * t)[1][0] for t in grid])
+    assert worst[0] == pytest.approx(variance.max(), rel=1e-6) and worst[0] >= variance.max() * (1 - 1e-12)
 
 
 def test_round_input_errors():
@@ -133,8 +138,12 @@ def test_round_input_errors():
         predict_round([0.5, 0.6], np.ones((2, 3)), 0.1)
     with pytest.raises(LDPValueError, match="one row per client"):
         predict_round([0.5, 0.5], np.ones((3, 3)), 0.1)
+    with pytest.raises(LDPValueError, match="UpdatePrivatizer"):
+        clipped_coordinate_noise(per_value_mechanism("laplace", 1.0, 1), 3)
     with pytest.raises(LDPValueError, match="clip"):
-        clipped_coordinate_noise(per_value_mechanism("laplace", 1.0, 1), 0.0, 3)
+        clipped_coordinate_noise(UpdatePrivatizer("laplace", 1.0, 0.5), 3, [0.6, 0, 0], [0.36, 0, 0])
+    with pytest.raises(LDPValueError, match="both"):
+        clipped_coordinate_noise(UpdatePrivatizer("laplace", 1.0, 0.5), 3, [0.1, 0, 0])
 
 
 def test_given_counts_condition_on_the_groups():

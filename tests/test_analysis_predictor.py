@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from analysis_doubles import ShrunkLaplace
+from scipy.stats import binom
 
 from ldpfed.analysis import ColumnMoments, predict
 from ldpfed.analysis.montecarlo import simulate_deviations
@@ -19,6 +20,12 @@ from ldpfed.validation import LDPValueError
 def column_data(users=500, dims=4, seed=3):
     rng = np.random.default_rng(seed)
     return np.clip(rng.normal(np.linspace(-0.6, 0.6, dims), 0.3, size=(users, dims)), -1, 1)
+
+
+def inverse_reports(users, fraction):
+    """E[1/r | r > 0] for r ~ Binomial(n, q) by the full sum over k = 1..n (reference for the predictor)."""
+    k = np.arange(1, users + 1)
+    return np.sum(binom.pmf(k, users, fraction) / k) / binom.sf(0, users, fraction)
 
 
 # --- closed forms ---------------------------------------------------------------------------------
@@ -36,9 +43,9 @@ def test_laplace_closed_form_with_sampling_term():
     values = column_data(dims=d)
     n = values.shape[0]
     prediction = predict("laplace", eps, n, d, m, values)
-    r = n * m / d
+    h = inverse_reports(n, m / d)  # E[1/r_j | r_j > 0]; P(r_j = 0) = 2^-500 here
     spread = values.var(axis=0, ddof=1)  # S_j^2 with divisor n - 1 (Cochran)
-    expected = 8 * m**2 / eps**2 / r + spread * (1 / r - 1 / n)
+    expected = 8 * m**2 / eps**2 * h + spread * (h - 1 / n)
     np.testing.assert_allclose(prediction.sigma2, expected, rtol=1e-12)
     assert prediction.mse == pytest.approx(expected.mean(), rel=1e-12)
 
@@ -50,11 +57,11 @@ def test_biased_mechanism_matches_per_user_sums():
     n, d = values.shape
     m = 2
     prediction = predict(mechanism, None, n, d, m, values)
-    r = n * m / d
+    h = inverse_reports(n, m / d)
     np.testing.assert_allclose(prediction.bias, mechanism.bias(values).mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(prediction.noise_variance, mechanism.variance(values).mean(axis=0) / r, rtol=1e-12)
+    np.testing.assert_allclose(prediction.noise_variance, mechanism.variance(values).mean(axis=0) * h, rtol=1e-12)
     # The conditional mean t + b(t) has slope (1 + b1) = shrink: the data spread shrinks with it.
-    expected_sampling = mechanism.shrink**2 * values.var(axis=0, ddof=1) * (1 / r - 1 / n)
+    expected_sampling = mechanism.shrink**2 * values.var(axis=0, ddof=1) * (h - 1 / n)
     np.testing.assert_allclose(prediction.sampling_variance, expected_sampling, rtol=1e-12)
     assert prediction.mse == pytest.approx(np.mean(prediction.sigma2 + prediction.bias**2))
 
@@ -198,3 +205,22 @@ def test_unreadable_moments_file(tmp_path):
         ColumnMoments.read(path)
     with pytest.raises(LDPValueError, match="does not exist"):
         ColumnMoments.read(tmp_path / "missing.json")
+
+
+def test_one_pass_moments_equal_numpy_and_validate_the_domain():
+    """ColumnMoments.from_array's tiled pass (issue 11 item 9) against plain numpy, on a shape that
+    leaves partial tiles in both directions; NaN and out-of-domain values are still refused."""
+    values = np.random.default_rng(4).uniform(-1, 1, size=(37, 11))
+    moments = ColumnMoments.from_array(values, ranges=True, block=24, width=4)  # tiles of 4 columns x 6 rows
+    np.testing.assert_allclose(moments.mean, values.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.mean_sq, np.mean(values**2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.mean_fourth, np.mean(values**4, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(moments.variance, values.var(axis=0, ddof=1), rtol=1e-12)
+    np.testing.assert_array_equal(moments.minimum, values.min(axis=0))
+    np.testing.assert_array_equal(moments.maximum, values.max(axis=0))
+    assert ColumnMoments.from_array(values).minimum is None  # ranges only on request
+    for bad, message in ((np.nan, "NaN"), (1.5, r"\[-1.0, 1.0\]")):
+        broken = values.copy()
+        broken[30, 9] = bad
+        with pytest.raises(LDPValueError, match=message):
+            ColumnMoments.from_array(broken, block=24, width=4)

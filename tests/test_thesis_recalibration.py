@@ -47,3 +47,17 @@ def test_tiny_grid_writes_results_and_report(tmp_path, monkeypatch):
     assert set(summary["data"]) == {"gaussian", "uniform"}
     assert len(verdicts) == len(summary) // 5 * len(script.COMPARATORS)
     assert (out / "mse_gaussian.png").exists() and "HDR4ME* vs" in doc.read_text()
+    assert (tmp_path / "doc" / "summary.csv").exists() and (tmp_path / "doc" / "mse_uniform.png").exists()
+    assert "](doc/mse_uniform.png)" in doc.read_text() and "What changed" not in doc.read_text()
+
+
+def test_changed_cells_lists_only_cells_that_moved():
+    summary = pd.DataFrame({"data": ["g", "g"], "mechanism": ["laplace", "square-wave"], "options": ["", "estimator=raw"],
+                            "epsilon": [1.0, 1.0], "aggregator": ["l1", "l1"], "mse": [0.5, 0.0808]})
+    previous = summary.assign(mse=[0.5, 0.0613], options=[np.nan, "estimator=raw"])  # as read back from CSV
+    changes = script.changed_cells(summary, previous)
+    assert list(changes["relative_change"]) == [0.0, 0.0808 / 0.0613 - 1]
+    page = "\n".join(script.change_section(changes))
+    assert "| g | square-wave[estimator=raw] | 1 | l1 | 0.0613 | 0.0808 | +31.8% |" in page
+    assert "(1 of 2 compared; the largest relative change among the others is 0)" in page
+    assert script.changed_cells(summary, None).empty

@@ -126,14 +126,29 @@ def test_plug_in_sigma_with_equal_weights_is_the_sample_variance_over_k():
     assert not model.delta.any()  # unbiased mechanism
 
 
-def test_plug_in_delta_is_the_mechanism_bias_at_the_estimate():
-    sw = privatizer("square-wave", epsilon=4.0)
-    assert not sw.per_value_mechanism(DIMS).unbiased
-    updates = sw.privatize(clean_updates(), np.random.default_rng(5))
-    result = aggregate_updates(updates, sample_counts(), privatizer=sw)
-    t = np.clip(result.plain_mean / CLIP, -1, 1)
-    np.testing.assert_allclose(result.deviation.delta, CLIP * sw.per_value_mechanism(DIMS).bias(t), rtol=1e-12)
-    assert np.any(result.deviation.delta != 0)
+def test_plug_in_delta_is_the_mechanism_bias_at_the_inverted_estimate():
+    """delta_z = C b(t_z), t_z = clip((ubar_z / C - b0) / (1 + b1)) (recalibration.md, plug-in erratum),
+    and over repetitions it is unbiased for the true noise mean sum_k p_k C b(c_kz / C) wherever t_z
+    stays inside [-1, 1]; b(ubar_z / C), the old plug-in, is off there by C b1 b(tbar_z)."""
+    sw = UpdatePrivatizer("square-wave", 2.0 * DIMS, CLIP, report_dims=DIMS)  # eps 2 per value, every coordinate
+    mechanism = sw.per_value_mechanism(DIMS)
+    b0, b1 = mechanism.bias_coefficients
+    clean = sw.clip_only(clean_updates())
+    counts = sample_counts()
+    p = counts / counts.sum()
+    true_mean = p @ sw.noise_moments(clean)[0]
+    deltas = []
+    for noisy in repeated_privatizations(sw, clean, 200, seed=5):
+        result = aggregate_updates(noisy, counts, privatizer=sw)
+        t = np.clip((result.plain_mean / CLIP - b0) / (1 + b1), -1, 1)
+        np.testing.assert_allclose(result.deviation.delta, CLIP * mechanism.bias(t), rtol=1e-12, atol=1e-15)
+        deltas.append(result.deviation.delta)
+    deltas = np.array(deltas)
+    inside = np.abs(p @ clean) < 0.5 * CLIP  # t_z rarely clipped there (sd of t_z about 0.15)
+    standard_error = deltas[:, inside].std(axis=0, ddof=1) / np.sqrt(deltas.shape[0])
+    error = deltas[:, inside].mean(axis=0) - true_mean[inside]
+    assert inside.sum() > 50
+    np.testing.assert_array_less(np.abs(error), Z * standard_error)
 
 
 def test_model_deviation_is_the_worst_case_laplace_noise_by_hand():

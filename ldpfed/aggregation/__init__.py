@@ -21,7 +21,7 @@ from ldpfed.aggregation.james_stein import JamesStein
 from ldpfed.aggregation.l1 import SoftThreshold, soft_threshold
 from ldpfed.aggregation.l2 import Shrink, l2_weight, shrink
 from ldpfed.aggregation.mean import PlainMean
-from ldpfed.aggregation.plugin import plugin_deviation, worst_case_variance
+from ldpfed.aggregation.plugin import plugin_bias, plugin_deviation, worst_case_variance
 from ldpfed.validation import LDPValueError
 
 _REGISTRY: dict[str, type[Aggregator]] = {
@@ -88,6 +88,7 @@ __all__ = [
     "get_many",
     "l2_weight",
     "mixture_weights",
+    "plugin_bias",
     "plugin_deviation",
     "shrink",
     "soft_threshold",

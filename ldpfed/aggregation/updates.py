@@ -19,8 +19,11 @@ Deviation models of the aggregate noise sum_k p_k n_k (analysis.md, Federated ro
   spread of the clean (clipped) updates, sum_k p_k (c_kz - cbar_z)^2 / (1 - sum p^2), so it
   over-estimates the noise: conservative, like the tuple plug-in (`plugin.py`), and it is not 0 for
   mechanism "none" unless the clean updates agree.
-      delta_z = C b(clip(ubar_z / C)), the mechanism's bias at the estimate (0 for unbiased ones);
-  b is affine, so at the clean mean this would be exactly sum_k p_k C b(c_kz / C).
+      delta_z = C b(t_z), t_z = clip((ubar_z / C - b0) / (1 + b1)), the mechanism's bias at the
+  inverted estimate (0 for unbiased ones; `plugin.plugin_bias`): E[ubar_z] = C (b0 + (1 + b1) tbar_z)
+  with tbar_z = sum_k p_k c_kz / C, so t_z estimates tbar_z and, b being affine, C b(tbar_z) =
+  sum_k p_k C b(c_kz / C) is the exact noise mean (recalibration.md, plug-in erratum: b at ubar / C
+  itself is off by the factor 1 + b1).
   With fewer than 2 clients of positive weight there is no spread: the model is used instead, and
   the record says so.
 - "model": the worst case over coordinate values in [-C, C] (`UpdatePrivatizer.per_coordinate_noise`):
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ldpfed.aggregation import DEFAULT_ALPHA, Aggregator, accepted_options, get
+from ldpfed.aggregation.plugin import plugin_bias
 from ldpfed.deviation import DeviationModel
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
@@ -84,7 +88,10 @@ def plugin_update_deviation(updates: np.ndarray, p: np.ndarray, privatizer: Upda
     spread = p @ (updates - mean) ** 2
     per_client = spread / (1.0 - concentration)  # unbiased s_z^2 for a common per-client variance
     sigma = np.sqrt(concentration * per_client)
-    delta = privatizer.noise_moments(mean)[0]  # C b(clip(mean / C)); 0 for unbiased mechanisms
+    if privatizer.private:
+        delta = plugin_bias(privatizer.per_value_mechanism(updates.shape[1]), mean, privatizer.clip)
+    else:
+        delta = np.zeros_like(mean)
     return DeviationModel(delta=delta, sigma=sigma, source="plug-in")
 
 

@@ -82,7 +82,7 @@ def break_even(a: Prediction, b: Prediction) -> BreakEven:
     ratio = a.dims / a.report_dims  # d/m
     scale_a = a.mean_report_variance * ratio + a.sampling_coefficient * (ratio - 1.0)
     scale_b = b.mean_report_variance * ratio + b.sampling_coefficient * (ratio - 1.0)
-    bias_sq_a, bias_sq_b = a.bias**2, b.bias**2
+    bias_sq_a, bias_sq_b = a.report_bias**2, b.report_bias**2  # delta_j: the lines in 1/n of the module docstring
     n = a.users
     mse_a = scale_a / n + bias_sq_a
     mse_b = scale_b / n + bias_sq_b

@@ -10,8 +10,14 @@ per-coordinate mean mu_k and variance v_kz, independent of everything else. Then
 (the thesis prints the cross terms without eta). By the CLT the aggregate noise sum_k p_k n_k is
 about N(sum_k p_k mu_k, diag(sum_k p_k^2 v_kz)), a DeviationModel like the tuple predictor's.
 
-Numeric per-coordinate mechanisms see each coordinate u clipped to [-C, C] and divided by C, so a
-coordinate's noise has mean C b(u/C) and variance C^2 V(u/C) (`clipped_coordinate_noise`).
+Numeric per-coordinate mechanisms see each coordinate u clipped to [-C, C] and divided by C. The
+client reports m of its d coordinates, each with eps/m, and the server rescales them by p = d/m
+and puts 0 on the others (`ldpfed.training.privatize`), so with t = clip(u)/C a coordinate's noise
+privatize(u) - clip(u) has (`clipped_coordinate_noise`)
+    mean      C b(t)
+    variance  C^2 [p V(t) + (p - 1) (t + b(t))^2]
+where b, V are the per-value mechanism's (budget eps/m). The second term is the report mask: with
+probability 1 - m/d the coordinate is sent as 0 although its conditional mean is t + b(t).
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpfed.aggregation.plugin import worst_case_variance
+from ldpfed.aggregation.updates import check_privatizer
 from ldpfed.deviation import DeviationModel
-from ldpfed.mechanisms.base import Mechanism
-from ldpfed.validation import LDPValueError, check_positive
+from ldpfed.training.privatize import UpdatePrivatizer
+from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,22 +110,41 @@ def predict_round(
 
 
 def clipped_coordinate_noise(
-    mechanism: Mechanism, clip: float, dims: int, update_mean=None, update_mean_sq=None
+    privatizer: UpdatePrivatizer, dims: int, update_mean=None, update_mean_sq=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-coordinate noise (mean, variance) of `mechanism` (per value) on updates clipped to [-C, C].
+    """Per-coordinate (mean, variance) of the noise privatize(u) - clip(u) of `privatizer` on a
+    d-coordinate update (module docstring: m-of-d reporting, d/m rescaling, eps/m per value).
 
-    With the updates' per-coordinate mean and mean square (after clipping) the noise mean is
-    C (b0 + b1 E[u]/C) and the variance C^2 (v0 + v1 E[u]/C + v2 E[u^2]/C^2); without them, the
-    worst case over u in [-C, C]: max |b| and max V (a quadratic: ends or vertex).
+    update_mean, update_mean_sq: the clipped coordinates' mean E[u] and mean square E[u^2] over the
+    updates the prediction is for (one client's exact update u: mean u, mean square u^2). Both
+    b and V are polynomials in t, so the noise mean and the average conditional variance
+    E_u[Var(noise | u)] need only these two moments:
+        mean     C (b0 + b1 E[t])
+        variance C^2 [p (v0 + v1 E[t] + v2 E[t^2]) + (p - 1) (b0^2 + 2 b0 (1+b1) E[t] + (1+b1)^2 E[t^2])].
+    Without them: the worst case over u in [-C, C] (`UpdatePrivatizer.per_coordinate_noise`).
     """
-    clip = check_positive(clip, "clip")
-    b0, b1 = mechanism.bias_coefficients
-    v0, v1, v2 = mechanism.variance_coefficients
-    if update_mean is None:
-        worst_bias = max(abs(b0 - b1), abs(b0 + b1))
-        return np.full(dims, clip * worst_bias), np.full(dims, clip**2 * worst_case_variance(mechanism))
+    privatizer = check_privatizer(privatizer)
+    dims = check_positive_int(dims, "dims")
+    if update_mean is None or update_mean_sq is None:
+        if (update_mean is None) != (update_mean_sq is None):
+            raise LDPValueError("give both update_mean and update_mean_sq, or neither (worst case)")
+        return privatizer.per_coordinate_noise(dims)
+    clip = privatizer.clip
     mean = np.broadcast_to(np.asarray(update_mean, float), (dims,)) / clip
     mean_sq = np.broadcast_to(np.asarray(update_mean_sq, float), (dims,)) / clip**2
-    if np.any(np.abs(mean) > 1 + 1e-9) or np.any(mean_sq > 1 + 1e-9):
-        raise LDPValueError("update moments must describe coordinates clipped to [-clip, clip]")
-    return clip * (b0 + b1 * mean), clip**2 * np.maximum(v0 + v1 * mean + v2 * mean_sq, 0.0)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(mean_sq))):
+        raise LDPValueError("update moments must be finite")
+    if np.any(np.abs(mean) > 1 + 1e-9) or np.any(mean_sq > 1 + 1e-9) or np.any(mean_sq < mean**2 - 1e-9):
+        raise LDPValueError(
+            "update moments must describe coordinates clipped to [-clip, clip] (|mean| <= clip, "
+            "mean^2 <= mean_sq <= clip^2)"
+        )
+    if not privatizer.private:
+        return np.zeros(dims), np.zeros(dims)
+    mechanism = privatizer.per_value_mechanism(dims)
+    p = dims / privatizer.dims_reported(dims)
+    (b0, b1), (v0, v1, v2) = mechanism.bias_coefficients, mechanism.variance_coefficients
+    report_variance = v0 + v1 * mean + v2 * mean_sq  # E[V(t)]
+    mask_variance = b0**2 + 2.0 * b0 * (1.0 + b1) * mean + (1.0 + b1) ** 2 * mean_sq  # E[(t + b(t))^2]
+    variance = clip**2 * np.maximum(p * report_variance + (p - 1.0) * mask_variance, 0.0)
+    return clip * (b0 + b1 * mean), variance

@@ -30,7 +30,7 @@ import numpy as np
 
 from ldpfed.analysis.berry_esseen import bound_from_moments, column_third_moment
 from ldpfed.analysis.moments import ColumnMoments
-from ldpfed.analysis.predictor import Prediction, _reports, _resolve_mechanism
+from ldpfed.analysis.predictor import Prediction, _reports, _resolve_mechanism, inverse_report_moment
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.validation import LDPValueError, check_positive_int, check_report_dims
 
@@ -41,7 +41,9 @@ _TOLERANCE = 1e-9
 class PersonalizedGroup:
     """One homogeneous group: its randomizer, a user's total budget, privacy region and data.
 
-    `moments` describe the group's values on the common [-1, 1] scale (they must lie in `region`).
+    `moments` describe the group's values on the common [-1, 1] scale (they must lie in `region`:
+    checked value by value for moments built with `ColumnMoments.from_array(values, ranges=True)`,
+    only through the column means otherwise).
     `mechanism` is a registry name (per-value budget epsilon/m) or a per-value Mechanism instance.
     """
 
@@ -62,8 +64,9 @@ def _check_region(group: PersonalizedGroup, index: int) -> tuple[float, float]:
     if not (-1.0 <= low < high <= 1.0):
         raise LDPValueError(f"group {index}: region must satisfy -1 <= low < high <= 1, got {group.region!r}")
     moments = group.moments
-    inside = moments.values if moments.has_values else moments.mean
-    if np.any(inside < low - _TOLERANCE) or np.any(inside > high + _TOLERANCE):
+    ranged = moments.minimum is not None  # ColumnMoments.from_array(values, ranges=True): every value is checked
+    lowest, highest = (moments.minimum, moments.maximum) if ranged else (moments.mean, moments.mean)
+    if np.any(lowest < low - _TOLERANCE) or np.any(highest > high + _TOLERANCE):
         raise LDPValueError(f"group {index}: values must lie in its region [{low:g}, {high:g}]")
     return low, high
 
@@ -107,11 +110,17 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
     r = np.sum(reports, axis=0)
     if np.any(r <= 0):
         raise LDPValueError("every dimension needs at least one report across the PLDP groups")
+    if all(given):  # fixed counts, all positive
+        no_report, inverse_r = np.zeros(dims), 1.0 / r
+    else:  # r_j ~ Binomial(n, m/d), averaged over exactly as in predictor.py
+        none, inverse = inverse_report_moment(users, m / dims)
+        no_report, inverse_r = np.full(dims, none), np.full(dims, inverse)
     truth = sum(group.moments.users * group.moments.mean for group in groups) / users
-    bias = np.sum(weighted_mean, axis=0) / r - truth
+    report_bias = np.sum(weighted_mean, axis=0) / r - truth
     mean_report_variance = np.sum(weighted_variance, axis=0) / r  # sum_z r_jz Var_jz / r_j
-    noise_variance = mean_report_variance / r  # Theorem 3: sum_z r_jz Var_jz / r_j^2
-    sampling_variance = _sampling_variance(sampling, users, r, stratified=all(given))
+    reported = 1.0 - no_report
+    noise_variance = reported * mean_report_variance * inverse_r  # Theorem 3: sum_z r_jz Var_jz / r_j^2
+    sampling_variance = reported * _sampling_variance(sampling, users, r, inverse_r, stratified=all(given))
     source = sources[0] if len(set(sources)) == 1 else next(
         (s for s in sources if s.startswith("worst case")), "data"
     )
@@ -124,18 +133,23 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
         dims=dims,
         report_dims=m,
         r=r,
-        bias=bias,
+        bias=reported * report_bias - no_report * truth,
         noise_variance=noise_variance,
         sampling_variance=sampling_variance,
         mean_report_variance=mean_report_variance,
         sampling_coefficient=np.full(dims, np.nan),  # no single line in 1/n: no break-even
         berry_esseen=berry_esseen,
         data_source="per-group moments",
+        report_bias=report_bias,
+        inverse_reports=inverse_r,
+        no_report_probability=no_report,
+        no_report_variance=no_report * reported * (report_bias + truth) ** 2,
     )
 
 
-def _sampling_variance(groups, users: int, r: np.ndarray, *, stratified: bool) -> np.ndarray:
-    """Variance of averaging r_j of the n users' conditional means u (see the module docstring).
+def _sampling_variance(groups, users: int, r: np.ndarray, inverse_r: np.ndarray, *, stratified: bool) -> np.ndarray:
+    """Variance of averaging r_j of the n users' conditional means u (see the module docstring),
+    given r_j > 0; inverse_r is E[1/r_j | r_j > 0] for random counts.
 
     groups: per group (n_z, mean of u, within-group S^2 of u, r_jz).
     """
@@ -146,4 +160,4 @@ def _sampling_variance(groups, users: int, r: np.ndarray, *, stratified: bool) -
         return np.zeros_like(r)
     pooled_mean = sum(n_z * mean_u for n_z, mean_u, _, _ in groups) / users
     pooled = sum((n_z - 1) * within + n_z * (mean_u - pooled_mean) ** 2 for n_z, mean_u, within, _ in groups)
-    return pooled / (users - 1) * np.maximum(1.0 / r - 1.0 / users, 0.0)
+    return pooled / (users - 1) * np.maximum(inverse_r - 1.0 / users, 0.0)

@@ -2,19 +2,31 @@
 (analysis.md, "Per-dimension parameters"; thesis Theorem 1).
 
 theta_hat_j - theta_bar_j ~ N(delta_j, sigma_j^2) with, for the per-value mechanism (budget eps/m)
-with b(t) = b0 + b1 t and V(t) = v0 + v1 t + v2 t^2:
+with b(t) = b0 + b1 t and V(t) = v0 + v1 t + v2 t^2, given r_j > 0 reports:
 
     delta_j   = b0 + b1 mean_j                                    (mean bias over the column)
     sigma_j^2 = (v0 + v1 mean_j + v2 mean_sq_j) / r_j             (randomizer noise)
               + (1 + b1)^2 S_j^2 (1/r_j - 1/n)                    (averaging r_j of n users)
-    MSE       = (1/d) sum_j (sigma_j^2 + delta_j^2),   r_j = n m / d unless counts are given.
+    MSE       = (1/d) sum_j (sigma_j^2 + delta_j^2)
 
 The sampling term is the exact variance of the mean of E[t*|t] = b0 + (1+b1) t over r_j users
 drawn without replacement. The spec writes S_j^2 without the factor (1+b1)^2: the same for every
 unbiased mechanism, but a biased one (square wave, raw estimator) shrinks the data spread by
 (1+b1), and leaving the factor out over-predicts the error for m < d. With S_j^2 on divisor n-1
-(moments.py) the term is exact given r_j; using E[r_j] = nm/d for the random r_j ~ Bin(n, m/d)
-under-states E[1/r_j] by a relative (1 - m/d)/r_j (0.1% at r_j = 1000).
+(moments.py) the term is exact given r_j.
+
+Random report counts (issue 11; an ldpfed decision, docs/decisions.md). Unless actual counts are
+given, r_j ~ Binomial(n, m/d): every user reports j with probability m/d, independently of the
+others, and given r_j the reporters are a uniform subset. The conditional error above is then
+averaged over r_j exactly, not evaluated at E[r_j] = nm/d (that under-states E[1/r_j]: the MSE was
+1.26x the prediction at E[r_j] = 5):
+- r_j > 0: 1/r_j becomes h = E[1/r_j | r_j > 0] (`inverse_report_moment`);
+- r_j = 0 (probability P0 = (1 - m/d)^n): the estimator returns 0 (`multidim.mean_estimate`), so
+  the deviation is exactly -theta_bar_j. This costs P0 theta_bar_j^2 in the MSE, and in the
+  normal model the deviation's mean becomes (1 - P0) delta_j - P0 theta_bar_j and its variance
+  gains P0 (1 - P0) (delta_j + theta_bar_j)^2 (`no_report_variance`).
+So MSE_j = (1 - P0) [delta_j^2 + E[V] h + (1+b1)^2 S_j^2 (h - 1/n)] + P0 theta_bar_j^2 exactly.
+With m = d (or given counts) r_j is fixed: h = 1/r_j and P0 is 0 (or 1 where r_j = 0).
 """
 
 from __future__ import annotations
@@ -24,8 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import binom
 
-from ldpfed.analysis.berry_esseen import BerryEsseenBound, berry_esseen
+from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, BerryEsseenBound, berry_esseen
 from ldpfed.analysis.moments import ColumnMoments
 from ldpfed.data import load_tuples
 from ldpfed.data.tabular import TABLE_SUFFIXES
@@ -48,18 +61,38 @@ class Prediction:
     users: int
     dims: int
     report_dims: int
-    r: np.ndarray  # reports per dimension
-    bias: np.ndarray  # delta_j
-    noise_variance: np.ndarray  # E[V]/r_j
-    sampling_variance: np.ndarray  # (1+b1)^2 S_j^2 (1/r_j - 1/n)
+    r: np.ndarray  # reports per dimension: E[r_j] = nm/d, or the given counts
+    bias: np.ndarray  # E[theta_hat_j - theta_bar_j] = (1 - P0) delta_j - P0 theta_bar_j
+    noise_variance: np.ndarray  # (1 - P0) E[V] h
+    sampling_variance: np.ndarray  # (1 - P0) (1+b1)^2 S_j^2 (h - 1/n)
     mean_report_variance: np.ndarray  # E[V] over the column (the per-report s^2)
     sampling_coefficient: np.ndarray  # (1+b1)^2 S_j^2
     berry_esseen: BerryEsseenBound
     data_source: str
+    report_bias: np.ndarray  # delta_j = b0 + b1 mean_j, the bias given r_j > 0
+    inverse_reports: np.ndarray  # h = E[1/r_j | r_j > 0] (1/r_j for given counts; 0 where none)
+    no_report_probability: np.ndarray  # P0 = P(r_j = 0)
+    no_report_variance: np.ndarray  # P0 (1 - P0) (delta_j + theta_bar_j)^2
 
     @property
     def sigma2(self) -> np.ndarray:
-        return self.noise_variance + self.sampling_variance
+        return self.noise_variance + self.sampling_variance + self.no_report_variance
+
+    @property
+    def normal_approximation_warning(self) -> str | None:
+        """One line when the normal model of a dimension's deviation is poor (None otherwise): the
+        Berry–Esseen bound above POOR_NORMAL_APPROXIMATION, or dimensions likely to get no report.
+        The MSE stays exact; confidence statements and HDR4ME*'s weights rest on the normal model."""
+        reasons = []
+        if self.berry_esseen.max > POOR_NORMAL_APPROXIMATION:
+            reasons.append(f"Berry–Esseen bound {self.berry_esseen.max:.3g} > {POOR_NORMAL_APPROXIMATION:g}")
+        no_report = float(np.max(self.no_report_probability))
+        if 0.0 < no_report and no_report > POOR_NORMAL_APPROXIMATION / 10:
+            reasons.append(f"P(r_j = 0) up to {no_report:.3g} (the estimate is then 0)")
+        if not reasons:
+            return None
+        return ("normal approximation poor (" + "; ".join(reasons) + "): the MSE is exact, but confidence "
+                "intervals and HDR4ME* weights from N(delta_j, sigma_j^2) may be off")
 
     @property
     def bias_sq(self) -> float:
@@ -93,8 +126,12 @@ class Prediction:
             "variance": self.variance,
             "noise_variance": float(np.mean(self.noise_variance)),
             "sampling_variance": float(np.mean(self.sampling_variance)),
+            "no_report_variance": float(np.mean(self.no_report_variance)),
+            "no_report_probability": float(np.max(self.no_report_probability)),
+            "inverse_reports": float(np.mean(self.inverse_reports)),
             "berry_esseen": self.berry_esseen.max,
             "berry_esseen_detail": self.berry_esseen.summary(),
+            "normal_approximation_warning": self.normal_approximation_warning,
         }
         if per_dimension:
             summary["per_dimension"] = {
@@ -103,6 +140,7 @@ class Prediction:
                 "sigma2": self.sigma2,
                 "noise_variance": self.noise_variance,
                 "sampling_variance": self.sampling_variance,
+                "no_report_variance": self.no_report_variance,
                 "berry_esseen": self.berry_esseen.bound,
                 "berry_esseen_non_identical": self.berry_esseen.non_identical,
             }
@@ -134,8 +172,9 @@ def predict(
       variance do not depend on t (Laplace, Gaussian). Without data and m < d the sampling term
       takes its worst case S_j^2 = n/(n-1), so the prediction is an upper bound (said in
       `data_source`).
-    counts: actual reports per dimension r_j (default E[r_j] = n m / d). Where r_j = 0 the
-      estimator outputs 0, so the deviation is exactly -theta_bar_j (bias -mean_j, variance 0).
+    counts: actual reports per dimension r_j. Default: r_j ~ Binomial(n, m/d), averaged over
+      exactly (module docstring). Where r_j = 0 the estimator outputs 0, so the deviation is
+      exactly -theta_bar_j (given counts: bias -mean_j, variance 0).
     """
     moments, data_source = load_moments(data, users, dims, seed, domain)
     users = check_positive_int(users if users is not None else moments.users, "users")
@@ -155,16 +194,14 @@ def predict(
             data_source = "none: sampling term at its worst case S_j^2 = n/(n-1) (an upper bound)"
     moments = _match_shape(moments, users, dims)
     r = _reports(counts, users, dims, m)
+    no_report, inverse_r = _report_count_law(counts, r, users, m / dims)
 
     b0, b1 = per_value.bias_coefficients
     v0, v1, v2 = per_value.variance_coefficients
-    bias = b0 + b1 * moments.mean  # analysis.md: delta_j = (1/n) sum_i b(t_ij)
+    report_bias = np.broadcast_to(b0 + b1 * moments.mean, (dims,)).astype(float)  # delta_j, given r_j > 0
     mean_variance = np.maximum(v0 + v1 * moments.mean + v2 * moments.mean_sq, 0.0)  # (1/n) sum_i V(t_ij)
     sampling_coefficient = (1.0 + b1) ** 2 * moments.variance
-    reported = r > 0  # given counts may hold r_j = 0: the estimate is then 0, off by -theta_bar_j
-    inverse_r = np.divide(1.0, r, out=np.zeros_like(r), where=reported)
-    sampling_variance = np.where(reported, np.maximum(sampling_coefficient * (inverse_r - 1.0 / users), 0.0), 0.0)
-    bias = np.where(reported, bias, -moments.mean)
+    reported = 1.0 - no_report  # P(r_j > 0)
     return Prediction(
         mechanism=per_value.describe(),
         epsilon=epsilon,
@@ -173,14 +210,47 @@ def predict(
         dims=dims,
         report_dims=m,
         r=r,
-        bias=np.broadcast_to(bias, (dims,)).astype(float),
-        noise_variance=np.where(reported, mean_variance * inverse_r, 0.0),
-        sampling_variance=sampling_variance,
+        bias=reported * report_bias - no_report * moments.mean,
+        noise_variance=reported * mean_variance * inverse_r,
+        sampling_variance=reported * sampling_coefficient * np.maximum(inverse_r - 1.0 / users, 0.0),
         mean_report_variance=np.broadcast_to(mean_variance, (dims,)).astype(float),
         sampling_coefficient=sampling_coefficient,
         berry_esseen=berry_esseen(per_value, moments, r),  # 0 where r_j = 0 (nothing random)
         data_source=data_source,
+        report_bias=report_bias,
+        inverse_reports=inverse_r,
+        no_report_probability=no_report,
+        no_report_variance=no_report * reported * (report_bias + moments.mean) ** 2,
     )
+
+
+def inverse_report_moment(users: int, fraction: float) -> tuple[float, float]:
+    """(P(r = 0), E[1/r | r > 0]) for r ~ Binomial(n, q), q = m/d (module docstring).
+
+    E[1/r; r > 0] = sum_k pmf(k)/k, summed as one vectorized pass over the k that carry mass:
+    within 40 (sd + 1) of the mean n q, where the binomial tail beyond is below e^-50 (Bernstein),
+    so the sum is exact to float precision; at most ~80 sqrt(nq) + 80 terms whatever n.
+    """
+    users = check_positive_int(users, "users")
+    if fraction >= 1.0:
+        return 0.0, 1.0 / users
+    log_none = users * math.log1p(-fraction)
+    reported = -math.expm1(log_none)  # P(r > 0), accurate also when it is tiny
+    mean = users * fraction
+    width = 40.0 * (math.sqrt(mean * (1.0 - fraction)) + 1.0)
+    k = np.arange(max(1, math.floor(mean - width)), min(users, math.ceil(mean + width)) + 1, dtype=float)
+    partial = float(np.sum(binom.pmf(k, users, fraction) / k))
+    return math.exp(log_none), partial / reported
+
+
+def _report_count_law(counts, r: np.ndarray, users: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per dimension (P(r_j = 0), E[1/r_j | r_j > 0]): from the binomial law, or the given counts
+    (then P0 is 1 where r_j = 0 and h = 1/r_j elsewhere, 0 where r_j = 0)."""
+    if counts is None:
+        none, inverse = inverse_report_moment(users, fraction)
+        return np.full(r.shape, none), np.full(r.shape, inverse)
+    reported = r > 0
+    return (~reported).astype(float), np.divide(1.0, r, out=np.zeros_like(r), where=reported)
 
 
 def _independent_of_t(mechanism: Mechanism) -> bool:

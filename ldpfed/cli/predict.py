@@ -155,6 +155,7 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
         ("  variance", lambda p: f"{p.variance:.6g}"),
         ("    randomizer noise", lambda p: f"{np.mean(p.noise_variance):.6g}"),
         ("    sampling m of d", lambda p: f"{np.mean(p.sampling_variance):.6g}"),
+        ("    no report (r_j = 0)", lambda p: f"{np.mean(p.no_report_variance):.6g}"),
         ("RMSE", lambda p: f"{np.sqrt(p.mse):.6g}"),
         ("Berry–Esseen bound (max over j)", lambda p: f"{p.berry_esseen.max:.4g}"),
         ("  third moment from", lambda p: p.berry_esseen.third_moment_source),
@@ -174,6 +175,9 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
             cells.append(f"{supremum.per_dimension[j]:.4g}")
         detail.add_row(*cells)
     console.print(detail)
+    for prediction in (first, second):
+        if prediction is not None and prediction.normal_approximation_warning:
+            console.print(f"Warning ({prediction.mechanism['name']}): {prediction.normal_approximation_warning}.")
     if supremum:
         console.print(
             f"With probability {supremum.alpha:g}: |error_j| <= {supremum.max:.4g} in each dimension "
