@@ -352,3 +352,14 @@ def test_worst_case_neighbours_reach_the_window_edges():
         np.testing.assert_allclose(np.abs(angles[0] - angles[1]), 2 * win.half_widths(beta, 40), atol=1e-6)
     with pytest.raises(LDPValueError):
         worst_case_neighbours(LDPVec("laplace", 1.0, clip=1.0, rotation="hadamard"), 8)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("base", BASES)
+def test_smallest_dimensions(d, base):
+    """d = 2 has only the circular angle (window 2 beta pi), d = 3 one inner angle besides it."""
+    vec = LDPVec(base, 2.0, clip=1.0, delta=_delta(base), beta=0.5, magnitude="split")
+    split = vec.budget(d)
+    assert split.magnitude_epsilon + split.angles_total() == pytest.approx(2.0)
+    out = vec.perturb(np.array([[0.3, 0.4, 0.0][:d], [0.0, 0.0, 0.0][:d]]), np.random.default_rng(17))
+    assert out.shape == (2, d) and np.all(np.isfinite(out))
