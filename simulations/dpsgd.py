@@ -34,6 +34,9 @@ from ldpfed.validation import LDPValueError, check_fraction, check_positive, che
 
 PERTURBATIONS = ("numeric", "geodp", "none")
 ACCOUNTANT = "dp_accounting RdpAccountant"
+# The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
+# safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
+NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict
         sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples), steps=steps, epochs=config.epochs,
     )
     return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta), "accountant": ACCOUNTANT,
-            "dp_event": str(event)}
+            "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
 
 
 def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int = 8) -> dict:

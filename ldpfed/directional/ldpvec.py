@@ -323,6 +323,8 @@ class LDPVec:
         }
         if not self.private:
             record["not_private_reason"] = "magnitude exact-unsafe: ||g|| is released without noise"
+        if self.base == GAUSSIAN:
+            record["angle_noise_sampler"] = "continuous (numpy standard_normal; not floating-point safe)"
         if dims is not None:
             record["budget"] = self.budget(dims).to_dict()
         return record
