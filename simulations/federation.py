@@ -20,6 +20,7 @@ Two engines run the very same loop (`run_federation`) and the very same client c
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Callable
 
@@ -192,8 +193,6 @@ def run_federation(
 def privacy_spent(ledger: PrivacyLedger) -> tuple[float, float]:
     """The largest total (eps, delta) any client has spent so far, by basic composition over the
     rounds it took part in (the ledger's headline figure; tighter figures are in privacy.csv).
-    Mechanism none records eps = inf (no privacy)."""
-    totals = ledger.totals().values()
-    if not totals:
-        return 0.0, 0.0
-    return max(t["basic_epsilon"] for t in totals), max(t["basic_delta"] for t in totals)
+    A run with a not-private release (mechanism none) spends eps = inf (JSON null)."""
+    spent = ledger.max_spent("basic")
+    return (spent.epsilon, spent.delta) if spent.private else (math.inf, math.inf)

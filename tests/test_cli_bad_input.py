@@ -22,6 +22,7 @@ runner = CliRunner()
 COMMANDS: dict[str, click.Command] = typer.main.get_command(app).commands
 
 VALID = {
+    "account": ["--mechanism", "laplace", "--epsilon", "1", "--rounds", "10"],
     "mechanisms": [],
     "predict": ["--mechanism", "laplace", "--epsilon", "1", "--users", "100", "--dims", "3"],
     "compare": ["--mechanism", "laplace", "--epsilons", "1", "--users", "200", "--dims", "3", "--repeats", "1"],
@@ -40,6 +41,11 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
     a_file = _file(tmp_path, "a_file.txt", "x")
     outside = _file(tmp_path, "outside.csv", "0.5,2.0\n0.1,0.2\n")
     return {
+        "account": [
+            ["--mechanism", "nope"], ["--epsilon", "0"], ["--epsilon", "inf"], ["--accountant", "prv"],
+            ["--accountant", "rdp"], ["--noise-multiplier", "1"], ["--sample-rate", "0.5"], ["--delta", "1e-5"],
+            ["--target-delta", "1"], ["--rounds", "0"],
+        ],
         "mechanisms": [["--epsilon", "0"], ["--epsilon", "inf"]],
         "predict": [
             ["--mechanism", "nope"], ["--epsilon", "-1"], ["--epsilon", "1e-400"], ["--data", "mystery"],

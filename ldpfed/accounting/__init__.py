@@ -1,0 +1,49 @@
+"""Privacy accounting: events as data, swappable accountants, a per-client ledger (spec:
+gradient-noise.md, Accounting across rounds; federated.md, Accounting per client).
+
+    >>> from ldpfed.accounting import PrivacyLedger, pure_round, create_accountant
+    >>> ledger = PrivacyLedger()
+    >>> for r in range(100):
+    ...     ledger.record_event("client-0", r, pure_round(0.1))
+    >>> round(ledger.spent("client-0", "pld").epsilon, 3)  # basic composition: 10.0
+    4.307
+    >>> ledger.can_afford("client-0", pure_round(0.1), budget=5.0, accountant="pld")
+    True
+"""
+
+from ldpfed.accounting.accountants import (
+    ACCOUNTANTS,
+    DEFAULT_DELTA_TARGET,
+    Accountant,
+    Spent,
+    advanced_composition,
+    create_accountant,
+    register_accountant,
+)
+from ldpfed.accounting.events import (
+    CalibratedDpEvent,
+    EpsilonDeltaDpEvent,
+    GaussianDpEvent,
+    NotPrivateDpEvent,
+    PoissonSampledDpEvent,
+    SelfComposedDpEvent,
+    describe_event,
+    event_from_dict,
+    event_to_dict,
+    gaussian_round,
+    not_private,
+    pure_round,
+    register_round_event,
+    round_epsilon,
+    round_event,
+)
+from ldpfed.accounting.budget import Budget
+from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
+
+__all__ = [
+    "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
+    "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PoissonSampledDpEvent", "PrivacyLedger",
+    "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
+    "event_from_dict", "event_to_dict", "gaussian_round", "not_private", "pure_round", "register_accountant",
+    "legacy_event", "register_round_event", "round_epsilon", "round_event",
+]

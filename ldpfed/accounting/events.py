@@ -1,0 +1,228 @@
+"""Privacy-cost events: what one round of one client costs, as data (spec: gradient-noise.md,
+Accounting across rounds; federated.md, Accounting per client and Who knows the noise).
+
+An event is an immutable dp_accounting `DpEvent`, so the library's accountants consume it as it is
+and any accountant can be chosen afterwards (ldpfed.accounting.accountants):
+
+- `dp_accounting.GaussianDpEvent(z)`, optionally inside `PoissonSampledDpEvent(q, ...)`: the
+  library's own; z = noise standard deviation / sensitivity.
+- `EpsilonDeltaDpEvent(epsilon, delta)`: a round known only by its (eps, delta) guarantee, e.g.
+  every pure eps-LDP randomizer (delta = 0). dp_accounting has no generic eps-DP event.
+- `CalibratedDpEvent(event, epsilon, delta)`: a mechanism event together with the per-round
+  (eps, delta) it was calibrated to, so that basic/advanced composition use the stated guarantee
+  and RDP/PLD the mechanism's exact law.
+- `NotPrivateDpEvent(reason)`: a value released without accounted noise. A subclass of
+  dp_accounting's `NonPrivateDpEvent`, so every accountant treats it as infinitely costly; ldpfed
+  reports `private: false` with the reason and no epsilon.
+
+A later mechanism (PLRV-O, i.n.i.d. Gaussian...) adds its own event class here, with the methods
+the accountants ask for: `guarantee()` -> (eps, delta) for basic/advanced, `rdp(orders)` for RDP,
+`pld(value_discretization_interval)` for PLD, and registers how a round of it is built with
+`register_round_event`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import attr
+import dp_accounting
+from dp_accounting import dp_event
+from dp_accounting.pld import common as pld_common
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive
+
+GaussianDpEvent = dp_accounting.GaussianDpEvent
+PoissonSampledDpEvent = dp_accounting.PoissonSampledDpEvent
+SelfComposedDpEvent = dp_accounting.SelfComposedDpEvent
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class EpsilonDeltaDpEvent(dp_event.DpEvent):
+    """A round that is (epsilon, delta)-DP with nothing more known (delta = 0: pure eps-DP).
+
+    PLD: the privacy loss distribution of the generic (eps, delta)-DP mechanism, which dominates
+    every (eps, delta)-DP mechanism (Kairouz, Oh & Viswanath 2015), from dp_accounting's
+    `from_privacy_parameters`; its composition is the optimal composition of such rounds.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+
+    def guarantee(self) -> tuple[float, float]:
+        return self.epsilon, self.delta
+
+    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+        return pld_lib.from_privacy_parameters(
+            pld_common.DifferentialPrivacyParameters(self.epsilon, self.delta),
+            value_discretization_interval=value_discretization_interval,
+        )
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class CalibratedDpEvent(dp_event.DpEvent):
+    """`event` (for RDP/PLD), calibrated to the per-round (epsilon, delta) (for basic/advanced)."""
+
+    event: dp_event.DpEvent
+    epsilon: float
+    delta: float
+
+    def guarantee(self) -> tuple[float, float]:
+        return self.epsilon, self.delta
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class NotPrivateDpEvent(dp_event.NonPrivateDpEvent):
+    """A value left the client without accounted noise; `reason` says which and why."""
+
+    reason: str
+
+
+# --- building one round's event from a mechanism's parameters --------------------------------------
+RoundEventBuilder = Callable[..., dp_event.DpEvent]
+_ROUND_EVENTS: dict[str, RoundEventBuilder] = {}
+
+
+def register_round_event(mechanism: str, builder: RoundEventBuilder) -> None:
+    """`builder(epsilon=, delta=, noise_multiplier=, sample_rate=, accountant=)` -> one round's
+    event for `mechanism` (raises LDPValueError for parameters the mechanism does not take)."""
+    _ROUND_EVENTS[mechanism] = builder
+
+
+def not_private(reason: str) -> NotPrivateDpEvent:
+    return NotPrivateDpEvent(str(reason))
+
+
+def pure_round(epsilon: float) -> EpsilonDeltaDpEvent:
+    """One round of a pure eps-LDP randomizer."""
+    return EpsilonDeltaDpEvent(check_epsilon(epsilon), 0.0)
+
+
+def gaussian_round(
+    noise_multiplier: float, *, sample_rate: float | None = None, epsilon: float | None = None,
+    delta: float | None = None,
+) -> dp_event.DpEvent:
+    """One Gaussian round with noise multiplier z (sd / sensitivity), Poisson-sampled with
+    probability `sample_rate` if given, and calibrated to (epsilon, delta) if given."""
+    event = GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
+    if sample_rate is not None:
+        try:
+            rate = float(sample_rate)
+        except (TypeError, ValueError):
+            rate = math.nan
+        if not (0.0 < rate <= 1.0):
+            raise LDPValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+        if rate < 1.0:
+            event = PoissonSampledDpEvent(rate, event)
+    if epsilon is None:
+        return event
+    return CalibratedDpEvent(event, check_epsilon(epsilon), check_fraction(delta, "delta"))
+
+
+def round_epsilon(event: dp_event.DpEvent, delta: float) -> float:
+    """The per-round eps of a Gaussian (or sampled Gaussian) event at per-round `delta`,
+    from dp_accounting's PLD accountant (for basic/advanced composition of such rounds)."""
+    from dp_accounting.pld import PLDAccountant
+
+    return float(PLDAccountant().compose(event).get_epsilon(check_fraction(delta, "delta")))
+
+
+def round_event(
+    mechanism: str, *, epsilon: float | None = None, delta: float | None = None,
+    noise_multiplier: float | None = None, sample_rate: float | None = None,
+) -> dp_event.DpEvent:
+    """One round's event for a mechanism named in `ldpfed mechanisms` (or 'none')."""
+    key = str(mechanism).strip().lower().replace("_", "-")
+    if key in _ROUND_EVENTS:
+        return _ROUND_EVENTS[key](epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier,
+                                  sample_rate=sample_rate)
+    import ldpfed.mechanisms as registry
+
+    cls = registry.get_class(key)  # unknown names fail here, listing the known ones
+    if cls.approximate:
+        raise LDPValueError(f"no round event is registered for the approximate mechanism {cls.name!r}")
+    if noise_multiplier is not None:
+        raise LDPValueError(f"{cls.name} is pure eps-LDP: give its epsilon, not a noise multiplier")
+    if sample_rate is not None:
+        raise LDPValueError(
+            f"{cls.name} is pure eps-LDP: amplification by sampling is accounted for Gaussian rounds only"
+        )
+    if epsilon is None:
+        raise LDPValueError(f"{cls.name} needs its epsilon per round")
+    cls(epsilon=epsilon, delta=delta)  # the mechanism's own checks (bad eps, a delta for a pure one)
+    return pure_round(epsilon)
+
+
+def _gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.DpEvent:
+    """ldpfed's Gaussian randomizer: sensitivity 2 on [-1, 1], so z = sigma / 2; given (eps, delta)
+    the mechanism's own calibration gives sigma (mechanisms.md, Gaussian)."""
+    if (epsilon is None) == (noise_multiplier is None):
+        raise LDPValueError("gaussian needs exactly one of epsilon (with delta) or noise_multiplier")
+    if noise_multiplier is not None:
+        return gaussian_round(noise_multiplier, sample_rate=sample_rate)
+    from ldpfed.mechanisms.gaussian import SENSITIVITY, Gaussian
+
+    mechanism = Gaussian(epsilon=epsilon, delta=delta)
+    return gaussian_round(mechanism.sigma / SENSITIVITY, sample_rate=sample_rate, epsilon=mechanism.epsilon,
+                          delta=mechanism.delta)
+
+
+def _none_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.DpEvent:
+    if any(value is not None for value in (epsilon, delta, noise_multiplier, sample_rate)):
+        raise LDPValueError("mechanism none adds no noise and takes no privacy parameters")
+    return not_private("mechanism none sends the clipped value without noise")
+
+
+register_round_event("gaussian", _gaussian_builder)
+register_round_event("none", _none_builder)
+
+
+# --- serialization -------------------------------------------------------------------------------
+_LOCAL_EVENTS = {cls.__name__: cls for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent)}
+
+
+def event_to_dict(event: dp_event.DpEvent) -> dict:
+    """JSON-ready {"type": class name, field: value...}, nested events included."""
+    record = {"type": type(event).__name__}
+    for field in attr.fields(type(event)):
+        value = getattr(event, field.name)
+        if isinstance(value, dp_event.DpEvent):
+            value = event_to_dict(value)
+        elif isinstance(value, (list, tuple)):
+            value = [event_to_dict(v) if isinstance(v, dp_event.DpEvent) else v for v in value]
+        record[field.name] = value
+    return record
+
+
+def event_from_dict(record: dict) -> dp_event.DpEvent:
+    """Inverse of `event_to_dict` (ldpfed's events and dp_accounting's)."""
+    fields = dict(record)
+    name = fields.pop("type")
+    cls = _LOCAL_EVENTS.get(name) or getattr(dp_event, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+        raise LDPValueError(f"unknown privacy event {name!r}")
+    for key, value in fields.items():
+        if isinstance(value, dict) and "type" in value:
+            fields[key] = event_from_dict(value)
+        elif isinstance(value, list):
+            fields[key] = [event_from_dict(v) if isinstance(v, dict) else v for v in value]
+    return cls(**fields)
+
+
+def describe_event(event: dp_event.DpEvent) -> str:
+    """A short human-readable name of an event (for tables and the ledger's mechanism column)."""
+    if isinstance(event, EpsilonDeltaDpEvent):
+        return f"({event.epsilon:g}, {event.delta:g})-DP" if event.delta else f"{event.epsilon:g}-DP"
+    if isinstance(event, CalibratedDpEvent):
+        return f"{describe_event(event.event)} calibrated to ({event.epsilon:g}, {event.delta:g})"
+    if isinstance(event, GaussianDpEvent):
+        return f"Gaussian z={event.noise_multiplier:.6g}"
+    if isinstance(event, PoissonSampledDpEvent):
+        return f"Poisson q={event.sampling_probability:g} of {describe_event(event.event)}"
+    if isinstance(event, SelfComposedDpEvent):
+        return f"{event.count} x {describe_event(event.event)}"
+    if isinstance(event, NotPrivateDpEvent):
+        return f"not private: {event.reason}"
+    return type(event).__name__

@@ -1,0 +1,230 @@
+"""Per-client privacy ledger across federated rounds (spec: federated.md, Accounting per client;
+gradient-noise.md, Accounting across rounds).
+
+Each round a client takes part in, the ledger records that round's privacy-cost event
+(ldpfed.accounting.events). Any accountant (ldpfed.accounting.accountants) composes a client's
+events into its total; `totals()` reports every accountant side by side, and `can_afford` answers
+whether one more round keeps a client within a budget (`simulate --max-epsilon`).
+
+A client with any not-private event reports `private: False`, the reasons, and no epsilon
+(None, JSON null) under every accountant.
+
+No amplification by the server's client sampling is claimed: LDP protects each report on its
+own, the client knows whether it was sampled (its loss counts in every round it took part in),
+and the sampling is done by the untrusted server the guarantee is meant to hold against.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+from dp_accounting import dp_event
+
+from ldpfed.accounting.accountants import (
+    ACCOUNTANTS,
+    DEFAULT_DELTA_TARGET,
+    Spent,
+    create_accountant,
+    not_private_reasons,
+)
+from ldpfed.accounting.events import (
+    CalibratedDpEvent,
+    EpsilonDeltaDpEvent,
+    GaussianDpEvent,
+    describe_event,
+    event_from_dict,
+    event_to_dict,
+    not_private,
+)
+from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    client_id: str
+    round: int
+    event: dp_event.DpEvent
+    mechanism: str
+
+    def to_dict(self) -> dict:
+        return {"client_id": self.client_id, "round": self.round, "mechanism": self.mechanism,
+                "event": event_to_dict(self.event)}
+
+
+def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_multiplier: float | None = None):
+    """The event of a round given as (eps, delta[, noise multiplier]); eps = inf: not private."""
+    try:
+        epsilon = float(epsilon)
+    except (TypeError, ValueError):
+        raise LDPValueError(f"epsilon must be a number > 0 (inf for no privacy), got {epsilon!r}") from None
+    if math.isnan(epsilon) or epsilon <= 0:
+        raise LDPValueError(f"epsilon must be > 0 (inf for no privacy), got {epsilon!r}")
+    delta = 0.0 if delta is None else float(delta)
+    if not (0.0 <= delta < 1.0):
+        raise LDPValueError(f"delta must be in [0, 1), got {delta!r}")
+    if math.isinf(epsilon):
+        return not_private(f"mechanism {mechanism} releases its value without noise")
+    if noise_multiplier is None:
+        return EpsilonDeltaDpEvent(epsilon, delta)
+    noise_multiplier = float(noise_multiplier)
+    if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+        raise LDPValueError(f"noise_multiplier must be a finite number > 0, got {noise_multiplier!r}")
+    if delta == 0.0:
+        raise LDPValueError("a Gaussian round needs its delta in (0, 1)")
+    return CalibratedDpEvent(GaussianDpEvent(noise_multiplier), epsilon, delta)
+
+
+class PrivacyLedger:
+    """Each client's privacy-cost event per round, and its totals over the rounds it took part in."""
+
+    def __init__(self) -> None:
+        self._entries: list[LedgerEntry] = []
+        self._events: dict[str, Counter] = {}
+        self._seen: set[tuple[str, int]] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # --- recording ----------------------------------------------------------------------------------
+    def record_event(self, client_id, round: int, event: dp_event.DpEvent, mechanism: str | None = None) -> None:
+        """Record one round of one client by its event."""
+        client = str(client_id)
+        round = check_positive_int(round, "round", minimum=0)
+        if not isinstance(event, dp_event.DpEvent):
+            raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
+        if (client, round) in self._seen:
+            raise LDPValueError(f"client {client!r} already has an entry for round {round}")
+        self._entries.append(LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism)))
+        self._events.setdefault(client, Counter())[event] += 1
+        self._seen.add((client, round))
+
+    def record(self, client_id, round: int, epsilon: float, delta: float | None, mechanism: str,
+               noise_multiplier: float | None = None) -> None:
+        """Record one round given as eps > 0 (inf for no privacy), delta in [0, 1) and, for a
+        Gaussian round, its noise multiplier (kept for `UpdatePrivatizer.ledger_entry`)."""
+        self.record_event(client_id, round, legacy_event(epsilon, delta, mechanism, noise_multiplier), mechanism)
+
+    # --- questions -----------------------------------------------------------------------------------
+    def clients(self) -> list[str]:
+        return list(self._events)
+
+    def accountant(self, client_id, accountant: str = "basic", extra: dp_event.DpEvent | None = None):
+        """`accountant` composed with the client's events (and `extra`, if given)."""
+        composed = create_accountant(accountant)
+        for event, count in self._events.get(str(client_id), Counter()).items():
+            composed.compose(event, count)
+        if extra is not None:
+            composed.compose(extra)
+        return composed
+
+    def spent(self, client_id, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
+        """The client's total so far under `accountant` (epsilon None when not private)."""
+        return self.accountant(client_id, accountant).spent(delta_target)
+
+    def can_afford(self, client_id, event: dp_event.DpEvent, budget: float, accountant: str = "basic",
+                   delta_target: float = DEFAULT_DELTA_TARGET) -> bool:
+        """Would the client's total, with one more round costing `event`, stay within `budget`?
+        A not-private event is never affordable; an event `accountant` cannot account raises."""
+        budget = float(budget)
+        if not budget > 0:
+            raise LDPValueError(f"the epsilon budget must be > 0, got {budget!r}")
+        spent = self.accountant(client_id, accountant, extra=event).spent(delta_target)
+        return spent.private and spent.epsilon <= budget
+
+    def split_by_budget(self, clients, event: dp_event.DpEvent, budget: float, accountant: str = "basic",
+                        delta_target: float = DEFAULT_DELTA_TARGET) -> tuple[list, list]:
+        """(clients that can afford one more round costing `event`, clients that must stop) under
+        `budget` (`simulate --max-epsilon`): a run then never spends more than the budget."""
+        taking_part, stopped = [], []
+        for client in clients:
+            (taking_part if self.can_afford(client, event, budget, accountant, delta_target) else stopped).append(client)
+        return taking_part, stopped
+
+    def max_spent(self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
+        """The largest total any client has spent (not private if any client is not)."""
+        reasons = tuple(self.reasons())
+        if reasons:
+            return Spent(accountant, None, None, False, reasons)
+        spents = [self.spent(client, accountant, delta_target) for client in self._events]
+        if not spents:
+            return Spent(accountant, 0.0, 0.0, True)
+        return Spent(accountant, max(s.epsilon for s in spents), max(s.delta for s in spents), True)
+
+    @property
+    def private(self) -> bool:
+        return not self.reasons()
+
+    def reasons(self) -> list[str]:
+        """Why the ledger is not private (empty when every recorded round is)."""
+        return list(not_private_reasons(self._events_of_all()))
+
+    def _events_of_all(self):
+        return {event for events in self._events.values() for event in events}
+
+    # --- records -----------------------------------------------------------------------------------
+    def totals(self, delta_target: float = DEFAULT_DELTA_TARGET) -> dict[str, dict]:
+        """str(client_id) -> {rounds, mechanisms, private, reasons, and for each accountant
+        <name>_epsilon, <name>_delta}; figures an accountant cannot give are None."""
+        delta_target = check_fraction(delta_target, "delta_target")
+        mechanisms: dict[str, set] = {}
+        for entry in self._entries:
+            mechanisms.setdefault(entry.client_id, set()).add(entry.mechanism)
+        result = {}
+        for client, events in self._events.items():
+            total = {"rounds": int(sum(events.values())), "mechanisms": sorted(mechanisms[client])}
+            for name in ACCOUNTANTS:
+                spent = self._spent_if_supported(client, name, delta_target)
+                total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
+                total[f"{name}_delta"] = None if spent is None else spent.delta
+            client_reasons = not_private_reasons(events)
+            total["private"] = not client_reasons
+            total["reasons"] = list(client_reasons)
+            result[client] = total
+        return result
+
+    def _spent_if_supported(self, client: str, accountant: str, delta_target: float) -> Spent | None:
+        """The client's total under `accountant`, or None if it cannot account one of the events."""
+        fresh = create_accountant(accountant)
+        if any(fresh.unsupported(event) is not None for event in self._events[client]):
+            return None
+        return self.spent(client, accountant, delta_target)
+
+    def to_frame(self, delta_target: float = DEFAULT_DELTA_TARGET) -> pd.DataFrame:
+        """One row per client with its totals (for CSV/Parquet)."""
+        columns = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
+            f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
+        ]
+        rows = [
+            {"client_id": client, **total, "mechanisms": ",".join(total["mechanisms"]),
+             "reasons": "; ".join(total["reasons"])}
+            for client, total in self.totals(delta_target).items()
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
+    def entries_frame(self) -> pd.DataFrame:
+        """Every recorded round (the accountants' inputs)."""
+        rows = [{"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism,
+                 "event": describe_event(e.event)} for e in self._entries]
+        return pd.DataFrame(rows, columns=["client_id", "round", "mechanism", "event"])
+
+    def state_dict(self, delta_target: float = DEFAULT_DELTA_TARGET) -> dict:
+        """JSON-ready record: the accountants, their inputs (entries) and outputs (totals)."""
+        return {
+            "accountants": {name: cls.description for name, cls in ACCOUNTANTS.items()},
+            "delta_target": check_fraction(delta_target, "delta_target"),
+            "amplification_by_client_sampling": False,
+            "private": self.private,
+            "reasons": self.reasons(),
+            "entries": [entry.to_dict() for entry in self._entries],
+            "totals": self.totals(delta_target),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "PrivacyLedger":
+        ledger = cls()
+        for entry in state.get("entries", []):
+            ledger.record_event(entry["client_id"], entry["round"], event_from_dict(entry["event"]), entry["mechanism"])
+        return ledger
