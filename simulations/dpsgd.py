@@ -33,7 +33,7 @@ from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise,
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 PERTURBATIONS = ("numeric", "geodp", "none")
-ACCOUNTANT = "dp_accounting RdpAccountant"
+ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
 NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"

@@ -146,10 +146,8 @@ def training_event(perturbation: str, noise_multiplier: float, *, sampling: str,
 
 
 def rdp_epsilon(event, target_delta: float) -> float:
-    """eps at `target_delta` of `event` by dp-accounting's RdpAccountant."""
-    from dp_accounting.rdp import RdpAccountant
+    """eps at `target_delta` of `event` by ldpfed's RDP accountant (dp-accounting's RdpAccountant)."""
+    from ldpfed.accounting import create_accountant
 
-    accountant = RdpAccountant()
-    accountant.compose(event)
-    epsilon = float(accountant.get_epsilon(check_fraction(target_delta, "target_delta")))
-    return epsilon if math.isfinite(epsilon) else math.inf
+    epsilon = create_accountant("rdp").compose(event).get_epsilon(check_fraction(target_delta, "target_delta"))
+    return float(epsilon) if epsilon is not None and math.isfinite(epsilon) else math.inf
