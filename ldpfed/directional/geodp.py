@@ -19,8 +19,8 @@ is (beta pi / 2) sqrt(d+2) <= sqrt(d+2) beta pi, the spec's figure (which also c
 one example). The magnitude ||sum g_i|| moves by at most C (triangle inequality).
 
 Accounting: the magnitude and the direction are two Gaussian releases of the same batch, each with
-noise multiplier sigma for its sensitivity; they compose ADDITIVELY in RDP (a ComposedDpEvent
-of two GaussianDpEvents inside the sampling event; dp-accounting's RdpAccountant). The thesis'
+noise multiplier sigma for its sensitivity; they compose ADDITIVELY in RDP (the GaussianDpEvent
+composed twice inside the sampling event; ldpfed's RDP accountant over dp-accounting's). The thesis'
 Theorem 7 averages the two costs ((eps1 + (d-1) eps2)/d), i.e. charges one Gaussian of multiplier
 sigma; that is not a composition (`thesis_averaged_event` exists only to show the difference).
 Numeric DP-SGD (Gaussian noise sigma C on the sum) is one GaussianDpEvent per step.
@@ -120,7 +120,9 @@ def step_event(perturbation: str, noise_multiplier: float):
     gaussian = dp_accounting.GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
     if perturbation == "numeric":
         return gaussian
-    return dp_accounting.ComposedDpEvent([gaussian, gaussian])
+    # Magnitude and direction: two Gaussian releases of multiplier sigma on the same batch (a
+    # SelfComposedDpEvent, hashable, unlike ComposedDpEvent's list, for ldpfed's ledger).
+    return dp_accounting.SelfComposedDpEvent(gaussian, 2)
 
 
 def thesis_averaged_event(noise_multiplier: float):
