@@ -363,3 +363,14 @@ def test_smallest_dimensions(d, base):
     assert split.magnitude_epsilon + split.angles_total() == pytest.approx(2.0)
     out = vec.perturb(np.array([[0.3, 0.4, 0.0][:d], [0.0, 0.0, 0.0][:d]]), np.random.default_rng(17))
     assert out.shape == (2, d) and np.all(np.isfinite(out))
+
+
+def test_round_events_for_the_ledger():
+    from ldpfed.accounting import create_accountant
+
+    spent = create_accountant("basic").compose(LDPVec("piecewise", 0.5, clip=1.0).round_event(), 4).spent(1e-5)
+    assert spent.private and spent.epsilon == pytest.approx(2.0)
+    gaussian = LDPVec("gaussian", 1.0, clip=1.0, delta=1e-6).round_event()
+    assert create_accountant("basic").compose(gaussian, 3).spent(1e-5).delta == pytest.approx(3e-6)
+    unsafe = create_accountant("basic").compose(LDPVec("laplace", 1.0, clip=1.0, magnitude="exact-unsafe").round_event())
+    assert not unsafe.private and unsafe.spent(1e-5).epsilon is None

@@ -314,6 +314,15 @@ class LDPVec:
         y = from_spherical(mean_radius, win.from_offsets(offsets, centre, self.beta)) * shrink
         return y if signs is None else rot.unrotate(y, signs, dims)
 
+    def round_event(self):
+        """One update's privacy event for `ldpfed.accounting` (the ledger): (eps, delta) by basic
+        composition of the magnitude and angle parts, or a not-private event for exact-unsafe."""
+        from ldpfed.accounting import EpsilonDeltaDpEvent, not_private
+
+        if not self.private:
+            return not_private("ldpvec magnitude exact-unsafe: ||g|| is released without noise")
+        return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
+
     def describe(self, dims: int | None = None) -> dict:
         record = {
             "perturbation": "ldpvec", "name": self.name, "base": self.base, "epsilon": self.epsilon,
