@@ -225,6 +225,7 @@ def _processes_with_env(key: str, value: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # a Ray federation (or flwr run) of its own: tens of seconds
 def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     """`flwr run .` with a temporary FLWR_HOME, the pyproject run config plus overrides; the
     SuperLink (and everything it started) is stopped by PID afterwards. `flwr run` exits 0 even
