@@ -42,7 +42,9 @@ def main() -> None:
     parser.add_argument("--dims", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--bases", nargs="+", default=["laplace", "piecewise", "gaussian"])
-    parser.add_argument("--epsilon", type=float, default=10.0)
+    # Per-value budgets eps/d must stay in the randomizers' ranges (safe Laplace: >= 1e-3), so the
+    # default eps per update is large; both paths use the registry's default (safe) samplers.
+    parser.add_argument("--epsilon", type=float, default=2000.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

@@ -124,7 +124,9 @@ class LDPVec:
         set_("magnitude", magnitude)
         set_("options", dict(self.options))
         set_("_cache", {})  # dims -> randomizers (derived, not a field)
-        self._randomizers(2)  # validate the options on the smallest case
+        # Validate the base mechanism's options now (the per-angle budgets depend on d: checked,
+        # against the mechanism's epsilon range, when d is known).
+        mechanisms.get(self.base, 0.5, 1e-5 if cls.approximate else None, **self.options)
 
     @property
     def private(self) -> bool:

@@ -53,7 +53,9 @@ def polar_release(vec: LDPVec, x, samples: int, rng: np.random.Generator) -> np.
 
 def polar_log_ratio(vec: LDPVec, x, x_other, releases) -> np.ndarray:
     """log p(release | x) - log p(release | x') for polar releases (rows of `releases`); sound
-    magnitude modes only (exact-unsafe has no density ratio: it is infinite on every release)."""
+    magnitude modes only (exact-unsafe has no density ratio: it is infinite on every release).
+    Uses the base mechanisms' `log_density`: the law of their continuous samplers (build the LDPVec
+    with options={"sampler": "continuous"}); the safe samplers' outputs live on grids."""
     if not vec.private:
         raise LDPValueError("exact-unsafe releases the magnitude exactly: the density ratio is infinite")
     releases = np.atleast_2d(releases)
