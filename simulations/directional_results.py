@@ -213,8 +213,11 @@ def smallest_angle_noise(dims_list) -> dict:
                 for magnitude in ("split", "normalize"):
                     for beta in (1.0, 0.05):
                         vec = LDPVec(base, eps, clip=1.0, delta=DELTA if base == "gaussian" else None, beta=beta,
-                                     magnitude=magnitude)
-                        _, variance = vec.angle_noise_moments(g)
+                                     magnitude=magnitude, options=SAMPLER)
+                        try:
+                            _, variance = vec.angle_noise_moments(g)
+                        except LDPValueError:  # per-angle budget outside the mechanism's range
+                            continue
                         sd = float(np.sqrt(np.median(variance[0, :-1])))
                         if sd < best[0]:
                             best = (sd, f"{base}, eps {eps:g}, beta {beta:g}, {magnitude}")
