@@ -95,6 +95,7 @@ class TrainingConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     out: str = ""
+    overwrite: bool = False  # replace another run's results in `out` (ldpfed.outputs.OutputDir)
     diagnostics: bool = True
 
 
@@ -321,10 +322,12 @@ def resolve(config_file: str | Path | None = None, flags: dict | None = None) ->
 
 def to_toml(config: Config) -> str:
     """The resolved config as a TOML file that `--config` reads back. Without noise there is no
-    budget, so `privacy.epsilon` and `privacy.delta` are left out (issue 11, item 16)."""
+    budget, so `privacy.epsilon` and `privacy.delta` are left out (issue 11, item 16).
+    `output.overwrite` is left out too: a recorded run, read back, never replaces results silently."""
     import tomli_w
 
     nested = config.to_nested()
+    nested["output"].pop("overwrite")
     if not config.noisy:
         for key in ("epsilon", "delta", "report-dims"):
             nested["privacy"].pop(key)

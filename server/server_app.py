@@ -9,6 +9,7 @@ its seed and the data seed from `run.seed`, while the nodes draw their own noise
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 from flwr.app import Context
@@ -17,16 +18,22 @@ from flwr.serverapp import Grid, ServerApp
 from ldpfed.config import from_flat
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, server_half
-from server.strategy import LDPStrategy, flower_fedavg
+from server.strategy import LDPStrategy, StoppableGrid, flower_fedavg
 
 
-def make_server_app(half, clients: int, rounds: int, on_round: Callable[[int, dict], None]) -> ServerApp:
-    """A ServerApp running `half` for `rounds` rounds over `clients` partitions."""
+def make_server_app(half, clients: int, rounds: int, on_round: Callable[[int, dict], None],
+                    stop: threading.Event | None = None, done: threading.Event | None = None) -> ServerApp:
+    """A ServerApp running `half` for `rounds` rounds over `clients` partitions. `stop` (set by the
+    harness on Ctrl-C) ends it between pulls (`StoppableGrid`); it sets `done` when it returns."""
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        LDPStrategy(half, clients, on_round).run(grid, rounds)
+        try:
+            LDPStrategy(half, clients, on_round).run(grid if stop is None else StoppableGrid(grid, stop), rounds)
+        finally:
+            if done is not None:
+                done.set()
 
     return server_app
 

@@ -68,7 +68,8 @@ def simulate(
     batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
     clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate)."),
     # [output]
-    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png."),
+    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
+    overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),
     diagnostics: Optional[bool] = typer.Option(None, "--diagnostics/--no-diagnostics", help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
@@ -77,14 +78,16 @@ def simulate(
     if flags["out"] is not None:
         flags["out"] = str(flags["out"])
     config = resolve(config_file, flags)
+    from ldpfed.protocols.recorder import output_dir
     from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
 
+    output = output_dir(config)  # before any work: writable, no other run's results (issue 11, item 11)
     preflight(config)
     progress = RoundProgress(config)
     try:
-        summary = run(config, progress, verbose=verbose)
+        summary = run(config, progress, output=output, verbose=verbose)
     except Interrupted as stop:
         where = f"; results of the finished rounds in {config.output.out}/" if config.output.out and stop.summary["rounds_finished"] else ""
         error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ldpfed.config import FEDAVG, Config
+from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import mean, seeds, train
 from ldpfed.protocols.privacy import privacy_status
@@ -73,10 +74,11 @@ def preflight(config: Config) -> None:
 class Session:
     """Per-round rows (server metrics + joined diagnostics + privacy spent) and the summary."""
 
-    def __init__(self, config: Config, server, data_seed: int, engine: str) -> None:
+    def __init__(self, config: Config, server, data_seed: int, engine: str, output: OutputDir | None = None) -> None:
+        """`output`: the results directory checked before any work (default: `output.out`, checked now)."""
         self.config, self.server, self.engine = config, server, engine
         self.status = privacy_status(config)
-        self.recorder = Recorder(config)
+        self.recorder = Recorder(config, output)
         self.started = time.perf_counter()
         self.round_started = self.started
         if config.run.task == "mean":
