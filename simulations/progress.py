@@ -69,5 +69,7 @@ class RoundProgress:
                 value = summary[key]
                 table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
+        if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
+            Console().print(summary["scale"]["note"] + ".", highlight=False)
         if self.config.output.out:
             Console().print(f"results written to {self.config.output.out}/", highlight=False)
