@@ -174,3 +174,42 @@ def test_a_config_file_takes_the_data_options(tmp_path, tuples_file):
     assert json.loads(result.stdout)["users"] == 500
     job.write_text('[data]\nheader = "maybe"\n')
     assert "header must be one of auto, yes, no" in one_line_error(runner.invoke(app, ["simulate", "--config", str(job)]))
+
+
+# ---- item 16 -----------------------------------------------------------------------------------
+def test_another_aggregators_mse_is_never_shown_beside_the_plain_means_prediction_alone():
+    """With --aggregator hdr4me the round line named neither: 'mse 0.376 (predicted 1)' compared
+    hdr4me's measured MSE with the plain mean's prediction."""
+    result = runner.invoke(app, [*SMALL, "--aggregator", "hdr4me"])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stderr.splitlines() if line.startswith("round 1:"))
+    assert line.startswith("round 1: mse hdr4me ") and ", plain mean " in line and "(predicted " in line
+
+
+def test_a_bad_run_config_fails_the_flwr_run_server_app_with_one_line():
+    """`flwr run` exits 0 whatever the run does (Flower 1.41); the ServerApp fails, which Flower
+    records as the run's status finished:failed with this message, after one error line in the
+    run's log."""
+    import logging
+
+    from flwr.app import Context, RecordDict
+
+    from ldpfed.config import Config
+    from server.server_app import RunFailed, run_config
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    flower_logger = logging.getLogger("flwr")
+    flower_logger.addHandler(handler)
+    flat = {**Config().to_flat(), "privacy.epsilon": -1.0}
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=flat)
+    try:
+        with pytest.raises(RunFailed, match="^invalid run config: epsilon must be"):
+            run_config(context)
+    finally:
+        flower_logger.removeHandler(handler)
+    messages = [record.getMessage() for record in records if record.levelno == logging.ERROR]
+    assert len(messages) == 1 and messages[0].startswith("ldpfed: error: invalid run config: epsilon")
+    assert run_config(Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                              run_config=Config().to_flat())) == Config()
