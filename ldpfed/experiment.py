@@ -30,7 +30,7 @@ Flower path, which collects the same `ReportSums` from clients.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -129,10 +129,14 @@ class MechanismChoice:
 
     @property
     def label(self) -> str:
-        """'square-wave[estimator=debiased]', or the bare name without options."""
-        if not self.options:
-            return self.name
-        return f"{self.name}[{options_text(self.options)}]"
+        """'square-wave[estimator=debiased]', or the bare name without options; marked
+        '(NOT floating-point safe)' when the mechanism uses a continuous sampler (mechanisms.md)."""
+        label = self.name if not self.options else f"{self.name}[{options_text(self.options)}]"
+        cls = mechanisms.get_class(self.name)
+        default = next(f.default for f in fields(cls) if f.name == "sampler")
+        if self.options.get("sampler", default) != "safe":
+            label += " (NOT floating-point safe)"
+        return label
 
 
 def options_text(options: dict) -> str:

@@ -126,6 +126,9 @@ def test_the_server_cannot_redraw_a_clients_noise(task):
         users = config.data.users // CLIENTS
         noise_sd = np.sqrt(users * 2) * 2 * config.data.dims / config.privacy.epsilon  # sum of `users` Laplace(2d/eps)
     assert residual > 0.5 * noise_sd, (residual, noise_sd)
-    # Positive control: with a client's real secret the same attack recovers the clean values.
+    # Positive control: with a client's real secret the same attack recovers the clean values, up
+    # to the safe Laplace's input rounding to its grid (K/J depends on t, so re-drawing on zeros
+    # leaves a residual of a few grid steps, ~1e-5 of the noise sd here; the continuous sampler's
+    # additive noise would cancel to float rounding).
     secrets = set(world.secrets.values())
-    assert best_residual(task, config, seen, clean, world, secrets) < 1e-9 * max(1.0, noise_sd)
+    assert best_residual(task, config, seen, clean, world, secrets) < 1e-3 * max(1.0, noise_sd)

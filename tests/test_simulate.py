@@ -301,8 +301,7 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
 
 
 # ---- `flwr run .` (Flower's own launcher; starts a background SuperLink) --------------------
-
-
+@pytest.mark.slow  # a Ray federation (or flwr run) of its own: tens of seconds
 def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     """`flwr run .` with a temporary FLWR_HOME, the pyproject run config plus overrides; the
     SuperLink (and everything it started) is stopped by PID afterwards. `flwr run` exits 0 even
