@@ -129,7 +129,9 @@ def test_a_tuple_file_gives_users_dims_and_the_scale_of_the_mse(tmp_path, tuples
     assert "read 500 rows x 3 columns" in result.stderr and "no header row" in result.stderr
     recorded = tomllib.loads((out / "config.toml").read_text())["data"]
     assert (recorded["users"], recorded["dims"], recorded["domain"]) == (500, 3, "0,10")
-    assert runner.invoke(app, [*LOCAL, "--config", str(out / "config.toml"), "--json", "--out", ""]).exit_code == 0
+    again = runner.invoke(app, ["simulate", "--config", str(out / "config.toml"), "--json", "--out", str(tmp_path / "again")])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["final_mse"] == summary["final_mse"]  # the recorded run reproduces
 
 
 def test_simulate_reads_a_file_exactly_as_compare_does(tmp_path, tuples_file):
