@@ -69,6 +69,7 @@ def _register_plugins() -> None:
 from ldpfed.cli import mechanisms  # noqa: E402,F401
 
 from ldpfed.cli import account  # noqa: E402,F401
+from ldpfed.cli import calibrate  # noqa: E402,F401
 
 from ldpfed.cli import compare  # noqa: E402,F401
 from ldpfed.cli import predict  # noqa: E402,F401
