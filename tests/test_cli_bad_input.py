@@ -45,7 +45,9 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
         "account": [
             ["--mechanism", "nope"], ["--epsilon", "0"], ["--epsilon", "inf"], ["--accountant", "prv"],
             ["--accountant", "rdp"], ["--noise-multiplier", "1"], ["--sample-rate", "0.5"], ["--delta", "1e-5"],
-            ["--target-delta", "1"], ["--rounds", "0"],
+            ["--target-delta", "1"], ["--rounds", "0"], ["--k", "2"], ["--layers", "1:5"],
+            ["--mechanism", "plrvo", "--k", "2", "--theta", "0.1", "--params", "5"],
+            ["--mechanism", "inid-gaussian"],
         ],
         "calibrate": [
             ["--mechanism", "nope"], ["--epsilon", "0"], ["--epsilon", "inf"], ["--delta", "1"], ["--dims", "0"],
