@@ -108,16 +108,15 @@ def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: f
     x = coordinate_shifts(clip, params)
     if accountant == "joint":
         # prod_i G(x_i, eta) does not depend on lam: one pass over the etas any order needs.
-        etas = np.arange(max(relevant_etas(lam, sample_rate, k, theta, clip)[-1] for lam in lams) + 1)
+        kept = [relevant_etas(lam, sample_rate, k, theta, clip) for lam in lams]
+        etas = np.unique(np.concatenate(kept))
         rows = max(1, _CHUNK // params)
         log_products = np.concatenate([
             log_g(x, etas[start:start + rows], k, theta).sum(axis=1)
             for start in range(0, etas.size, rows)
         ])
-        alphas = np.empty(lams.size)
-        for index, lam in enumerate(lams):
-            kept = relevant_etas(lam, sample_rate, k, theta, clip)
-            alphas[index] = logsumexp(log_weights(lam, sample_rate)[kept] + log_products[kept])
+        alphas = np.array([logsumexp(log_weights(lam, sample_rate)[used] + log_products[np.searchsorted(etas, used)])
+                           for lam, used in zip(lams, kept)])
         return lams, alphas
     alphas = np.empty(lams.size)
     for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
