@@ -1,9 +1,11 @@
 """Per-coordinate sensitivity profiles D_i (spec: gradient-noise.md, i.n.i.d. Gaussian and Laplace).
 
 Per-layer clipping clips layer l (d_l parameters) to L2 norm C_l, so D_i = C_l / sqrt(d_l) on its
-coordinates. Because the profile is constant within a layer, the i.n.i.d. noise is isotropic
-within it and the condition sum_i D_i^2 / s_i^2 <= eta^2 bounds the worst case of the layer-wise
-L2 ball (sum_l C_l^2 / s_l^2), not only of the box |Delta_i| <= D_i.
+coordinates. Because the profile is constant within a layer, so is the noise, and the i.n.i.d.
+conditions bound the worst case of the layer-wise L2 balls, not only of the box |Delta_i| <= D_i:
+Gaussian, sum_l ||Delta_l||^2 / s_l^2 <= sum_l C_l^2 / s_l^2 = sum_i D_i^2 / s_i^2; Laplace,
+sum_l ||Delta_l||_1 / b_l <= sum_l sqrt(d_l) C_l / b_l = sum_i D_i / b_i. An arbitrary
+per-coordinate profile (a file) is sound only as a box bound (coordinate-wise clipping to D_i).
 """
 
 from __future__ import annotations
