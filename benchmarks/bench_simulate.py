@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from simulations.config import from_mapping  # noqa: E402
+from ldpfed.config import Config  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:
-    return from_mapping({
+    return Config().with_options({
         "task": "train", "data": "digits", "model": "logreg", "clients": clients, "rounds": rounds,
         "mechanism": "none", "clip": 1e9, "local-steps": 10, "lr": 0.1, "batch-size": 32,
         "cpus": cpus, "cpus-per-client": 1.0, "seed": 0,
@@ -35,7 +35,7 @@ def options_for(clients: int, rounds: int, cpus: int) -> dict:
 
 
 def ldpfed_seconds_per_round(config) -> float:
-    from simulations.runner import run
+    from simulations.federation import run
 
     times: list[float] = []
 
@@ -60,9 +60,9 @@ def plain_seconds_per_round(config) -> float:
     os.environ.update(QUIET_ENVIRONMENT)
     logging.getLogger("flwr").setLevel(logging.CRITICAL)
     times: list[float] = []
-    server_app, client_app = make_apps(config.to_flat(), times)
+    server_app, client_app = make_apps(config, times)
     with _stderr_to(Path("/dev/null")):
-        run_simulation(server_app, client_app, config.clients, "ray", backend_config(config))
+        run_simulation(server_app, client_app, config.federation.clients, "ray", backend_config(config))
     # times[0] is the initial evaluation, times[r] the end of round r: rounds 2..R.
     return float(np.mean(np.diff(times[1:])))
 
@@ -72,17 +72,18 @@ def local_compute_seconds(config) -> float:
     import torch
 
     from ldpfed.training.local import train_local
-    from simulations.train_task import federated_data, new_model
+    from ldpfed.protocols.train import federated_data, new_model
 
     torch.set_num_threads(1)  # as in a Ray actor with 1 CPU
-    data = federated_data(config)
+    data = federated_data(config, 0)
+    training = config.training
 
     def one_round() -> float:
         started = time.perf_counter()
-        for pid in range(config.clients):
+        for pid in range(config.federation.clients):
             X, y = data.client(pid)
-            model = new_model(config)
-            train_local(model, X, y, steps=config.local_steps, lr=config.lr, batch_size=config.batch_size, seed=1)
+            model = new_model(config, 0)
+            train_local(model, X, y, steps=training.local_steps, lr=training.lr, batch_size=training.batch_size, seed=1)
         return time.perf_counter() - started
 
     one_round()  # warm-up, as Ray actors are warm after round 1
@@ -103,7 +104,7 @@ def main() -> None:
         ours = ldpfed_seconds_per_round(config)
         plain = plain_seconds_per_round(config)
         compute = local_compute_seconds(config)
-        workers = min(args.cpus / config.cpus_per_client, clients)
+        workers = min(args.cpus / config.federation.cpus_per_client, clients)
         overhead = lambda t: 1000 * (t - compute / workers) / clients  # noqa: E731
         print(f"| {clients} | {ours:.3f} | {plain:.3f} | {ours / plain:.2f} | {compute:.3f} "
               f"| {overhead(ours):.1f} | {overhead(plain):.1f} |", flush=True)

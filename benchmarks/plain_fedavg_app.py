@@ -19,20 +19,22 @@ from ldpfed.training.local import evaluate, train_local
 from ldpfed.training.models import build_model
 
 
-def _data(options: dict):
-    from simulations.config import from_mapping
-    from simulations.train_task import federated_data
+def _data(config):
+    from ldpfed.protocols.train import federated_data
 
-    return federated_data(from_mapping(options))
+    return federated_data(config, 0)
 
 
-def make_apps(options: dict, round_times: list) -> tuple[ServerApp, ClientApp]:
-    """(server, client) for the ldpfed options `options` (task train); round end times go to `round_times`."""
+def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
+    """(server, client) for the ldpfed config (task train); round end times go to `round_times`."""
+    training = config.training
+    options = {"model": training.model, "local-steps": training.local_steps, "lr": training.lr,
+               "batch-size": training.batch_size, "clients": config.federation.clients}
     client_app = ClientApp()
 
     @client_app.train()
     def train(message: Message, context: Context) -> Message:
-        data = _data(options)
+        data = _data(config)
         X, y = data.client(int(context.node_config["partition-id"]))
         model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
@@ -48,7 +50,7 @@ def make_apps(options: dict, round_times: list) -> tuple[ServerApp, ClientApp]:
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        data = _data(options)
+        data = _data(config)
         model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
         clients = options["clients"]
         strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=clients, min_available_nodes=clients)

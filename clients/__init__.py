@@ -1,1 +1,1 @@
-"""The Flower ClientApp of ldpfed simulations (thin: the logic is in simulations/ and ldpfed)."""
+"""Thin Flower ClientApp around ldpfed's client halves (the protocol logic is in ldpfed.protocols)."""

@@ -7,10 +7,13 @@ One repetition (recalibration.md, "What to measure"):
    model (plug-in from the reports, or the predictor's model) and applies every aggregator;
 3. each aggregator's squared error against theta_bar (the true column means) is recorded.
 
-Randomness: repetition r uses stream r of `SeedSequence(seed).spawn(R)`; inside it, chunk k of
-users draws from child k of that stream. A chunk is a fixed block of users, so the result depends
-on (seed, chunk_users) and not on how the chunks are scheduled: a Flower client or worker process
-can replay any chunk on its own. `chunk_users` defaults to about 2^20 values per chunk
+One path with `ldpfed simulate --task mean` (issue 10): the users are one client's cohort and
+repetition r is round r+1 of the same client and server halves (`ldpfed.protocols.mean`), under
+the same seed scheme (`ldpfed.protocols.seeds`): the data from the run seed's data seed, the
+noise of round r+1 from the client's secret, (secret, NOISE, r+1); inside it, chunk k of users
+draws from child k. So `simulate --task mean --clients 1 --engine local` gives the plain mean's
+rows of `compare` for the same seed. A chunk is a fixed block of users, so the result depends on
+(seed, chunk_users) and not on how the chunks are scheduled. `chunk_users` defaults to about 2^20 values per chunk
 (`default_chunk_users(dims)`) and is recorded in every result. Another chunk size draws other
 (equally valid) randomness: a general sampler consumes its stream in an order that depends on the
 array shape, so bitwise equality across chunk sizes would need one stream per user.
@@ -27,7 +30,7 @@ Flower path, which collects the same `ReportSums` from clients.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -126,10 +129,14 @@ class MechanismChoice:
 
     @property
     def label(self) -> str:
-        """'square-wave[estimator=debiased]', or the bare name without options."""
-        if not self.options:
-            return self.name
-        return f"{self.name}[{options_text(self.options)}]"
+        """'square-wave[estimator=debiased]', or the bare name without options; marked
+        '(NOT floating-point safe)' when the mechanism uses a continuous sampler (mechanisms.md)."""
+        label = self.name if not self.options else f"{self.name}[{options_text(self.options)}]"
+        cls = mechanisms.get_class(self.name)
+        default = next(f.default for f in fields(cls) if f.name == "sampler")
+        if self.options.get("sampler", default) != "safe":
+            label += " (NOT floating-point safe)"
+        return label
 
 
 def options_text(options: dict) -> str:
@@ -214,16 +221,24 @@ def run_mean_experiment(
             mechanism = per_value_mechanism(choice.name, epsilon, report_dims, choice_delta, **choice.options)
             configurations.append((choice, epsilon, choice_delta, mechanism))
 
-    streams = np.random.SeedSequence(seed).spawn(repeats)
+    from ldpfed.protocols import seeds
+    from ldpfed.protocols.mean import MeanClient, MeanServer
+
+    secret = seeds.client_secrets(seed, 1)[0]
     run_rows, predicted = [], {}
     for choice, epsilon, choice_delta, mechanism in configurations:
         prediction = predict(choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options)
         predicted[(choice.label, epsilon)] = prediction.mse
         model = prediction.deviation_model() if deviation == "model" else "plug-in"
-        for repeat, stream in enumerate(streams):
-            sums = collect_sums(table, mechanism, report_dims, stream, chunk_users=resolved_chunk)
-            _, _, results = estimate_once(sums, mechanism, aggregator_objects, deviation=model)
-            for name, result in results.items():
+        client = MeanClient(table, mechanism, report_dims, secret, chunk_users=resolved_chunk)
+        server = MeanServer(mechanism, dims, 1, [a.name for a in aggregator_objects], alpha=alpha,
+                            l2_reference=l2_reference, deviation=model)
+        for repeat in range(repeats):
+            server_round = repeat + 1
+            server.configure_round(server_round)
+            reply, _ = client.reply(server_round, {})
+            server.aggregate(server_round, {0: reply}, {})
+            for name, result in server.outcome.results.items():
                 run_rows.append(
                     {
                         "mechanism": choice.name,

@@ -12,6 +12,14 @@ frequency), `log_probability(reports, category)` (to check the guarantee), `epsi
 `guarantee`. `epsilon` is the budget of one categorical report; a user who reports m categorical
 attributes gives each one eps/m, as in `ldpfed.multidim`.
 
+Floating-point safety (mechanisms.md): every Bernoulli is decided by comparing a 53-bit uniform
+(k / 2^53) with a probability that does not depend on the input, rounded to a multiple of 2^-53
+in the direction that keeps the ratio <= e^eps: GRR's "report another category" probability and
+OUE's q are rounded UP (`dyadic_up`), so the realized p/q ratio is exactly <= e^eps (at eps above
+~36 it stops growing: the report keeps 2^-53 of noise rather than none, which the float formula
+1/(e^eps + k - 1) = 0 would give, an infinite ratio). p and q are these realized values, so the
+estimators and variances are exact for what is sampled.
+
 Variances are conditional on the data, like the scalar mechanisms' V(t): the n users' categories
 are fixed and only the randomization is random, so for a population with frequencies f the
 estimate of f_c has exactly the variance returned (no multinomial sampling term).
@@ -59,6 +67,15 @@ def _check_frequencies(frequencies, k: int) -> np.ndarray:
     if f.shape != (k,) or not np.all(np.isfinite(f)) or f.min() < 0 or f.max() > 1:
         raise LDPValueError(f"frequencies must be {k} numbers in [0, 1], got {frequencies!r}")
     return f
+
+
+_RESOLUTION = 2**53  # rng.random() returns k / 2^53
+
+
+def dyadic_up(probability: float) -> float:
+    """The smallest multiple of 2^-53 >= probability (with a 2^-50 relative margin for the
+    rounding of the float that computed it), at least 2^-53: P(rng.random() < result) = result."""
+    return max(1, math.ceil(probability * (1.0 + 2.0**-50) * _RESOLUTION)) / _RESOLUTION
 
 
 def _check_generator(rng) -> None:
@@ -141,26 +158,30 @@ class _CountingOracle(FrequencyOracle):
 
 @dataclass(frozen=True)
 class GeneralizedRR(_CountingOracle):
-    """k-ary randomized response: keep the value w.p. p = e^eps/(e^eps + k - 1), else a uniform other."""
+    """k-ary randomized response: keep the value w.p. p = e^eps/(e^eps + k - 1), else a uniform other.
+
+    The probability of moving, (k - 1)/(e^eps + k - 1), is rounded up to a multiple of 2^-53
+    (module docstring); p = 1 - that, q = that / (k - 1).
+    """
 
     name = "grr"
 
-    # Written with e^-eps (numerator and denominator divided by e^eps), so that eps > 709 does not
-    # overflow: the mechanisms accept any finite eps, and so do the oracles.
     @property
-    def _log_normalizer(self) -> float:
-        return math.log1p((self.k - 1) * math.exp(-self.epsilon))  # log(1 + (k-1) e^-eps)
+    def _move(self) -> float:
+        # (k-1)/(e^eps + k - 1), written with e^-eps so that eps > 709 does not overflow
+        small = (self.k - 1) * math.exp(-self.epsilon)
+        return dyadic_up(small / (1.0 + small))
 
     @property
     def p(self) -> float:
-        return math.exp(-self._log_normalizer)  # e^eps / (e^eps + k - 1)
+        return 1.0 - self._move  # exact: 1 minus a multiple of 2^-53
 
     @property
     def q(self) -> float:
-        return math.exp(-self.epsilon - self._log_normalizer)  # 1 / (e^eps + k - 1)
+        return self._move / (self.k - 1)
 
     def _sample(self, categories, rng):
-        keep = rng.random(categories.shape) < self.p
+        keep = rng.random(categories.shape) >= self._move  # P = 1 - move exactly
         other = (categories + rng.integers(1, self.k, size=categories.shape)) % self.k  # uniform != c
         return np.where(keep, categories, other)
 
@@ -170,8 +191,7 @@ class GeneralizedRR(_CountingOracle):
 
     def log_probability(self, reports, category):
         reports = np.asarray(reports)
-        log_p = -self._log_normalizer
-        return np.where(reports == category, log_p, log_p - self.epsilon)  # log q = log p - eps
+        return np.where(reports == category, math.log(self.p), math.log(self.q))
 
 
 @dataclass(frozen=True)
@@ -183,7 +203,8 @@ class OptimizedUnaryEncoding(_CountingOracle):
 
     @property
     def q(self) -> float:
-        return math.exp(-self.epsilon) / (1.0 + math.exp(-self.epsilon))  # 1/(e^eps + 1), overflow-free
+        # 1/(e^eps + 1), overflow-free, rounded up to what a 53-bit uniform resolves
+        return dyadic_up(math.exp(-self.epsilon) / (1.0 + math.exp(-self.epsilon)))
 
     def _sample(self, categories, rng):
         n = categories.size

@@ -45,6 +45,18 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     return check_positive(epsilon, name)
 
 
+def check_budget_range(epsilon: float, allowed: tuple[float, float], *, mechanism: str) -> float:
+    """A per-value budget inside the range where `mechanism`'s formulas and sampler stay exact and
+    finite (e.g. 1e-300 underflows e^eps - 1, 1e300 overflows the scales)."""
+    low, high = allowed
+    if not (low <= epsilon <= high):
+        raise LDPValueError(
+            f"{mechanism} needs a per-value epsilon in [{low:g}, {high:g}] (where its formulas and "
+            f"sampler stay exact and finite), got {epsilon:g}"
+        )
+    return epsilon
+
+
 def check_delta(delta: float | None, *, approximate: bool, mechanism: str) -> float | None:
     """delta in (0, 1) for approximate mechanisms; absent (None or 0) for pure ones."""
     if not approximate:

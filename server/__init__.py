@@ -1,1 +1,1 @@
-"""The Flower ServerApp of ldpfed simulations (thin: the logic is in simulations/ and ldpfed)."""
+"""Thin Flower ServerApp and Strategy around ldpfed's server halves (the protocol logic is in ldpfed.protocols)."""

@@ -1,6 +1,7 @@
-"""Flower simulations of LDP federations (spec: federated.md).
+"""Runners and experiments of LDP federations (spec: federated.md).
 
-The Flower apps in `clients/` and `server/` are thin: they call the task logic here
-(`mean_task`, `train_task`), which in turn calls the ldpfed library. `ldpfed` itself never imports
-Flower; `simulations.cli` adds the `simulate` command to ldpfed's CLI through an entry point.
+The protocols live in `ldpfed.protocols` (Flower-free); `clients/` and `server/` are thin Flower
+adapters around them; this package is the harness that plays the world (`federation`: seeds,
+engines, diagnostics) and the experiments built on it. Nothing imports it but the CLI, through
+entry points (`simulate`, `compare --task train`).
 """

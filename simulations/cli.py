@@ -1,5 +1,9 @@
 """`ldpfed simulate`: an LDP federation under Flower (Ray backend), registered on ldpfed's CLI
-through the `ldpfed.commands` entry point (so ldpfed itself never imports Flower)."""
+through the `ldpfed.commands` entry point (so ldpfed itself never imports Flower).
+
+Every option flag is one field of `ldpfed.config.Config` (tests/test_config.py checks that the
+flags and the fields agree); `--config FILE` reads a TOML file of the same options, flags win.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ from typing import Optional
 
 import typer
 
-from ldpfed.cli.common import handle_errors, print_json
-from simulations import config as simulation_config
+from ldpfed.cli.common import error_console, handle_errors, print_json
+from ldpfed.config import resolve
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
 MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-calibrated by
---aggregator, with the aggregate noise measured against its CLT prediction). With no options: the default job
-(configs/default.toml: mean of 10,000 users in 10 dimensions held by 10 clients, Laplace at eps 2,
-measured vs predicted MSE over 5 rounds)."""
+--aggregator, with the aggregate noise measured against its CLT prediction). With no options: the
+default job (configs/default.toml: mean of 10,000 users in 10 dimensions held by 10 clients,
+Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
+
+CLI_ONLY = ("config_file", "json_output", "verbose")
+EXIT_INTERRUPTED = 130
 
 
 def register(app: typer.Typer) -> None:
@@ -24,79 +31,69 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def simulate(
-    config_file: Optional[Path] = typer.Option(None, "--config", help="TOML file of options (flags override it)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="TOML file of options, one table per section (flags override it)."),
+    # [run]
     task: Optional[str] = typer.Option(None, help="mean | train"),
-    clients: Optional[int] = typer.Option(None, help="Number of Flower clients (supernodes)."),
     rounds: Optional[int] = typer.Option(None, help="Federated rounds."),
-    seed: Optional[int] = typer.Option(None, help="Seed of data, partition, sampling and noise."),
-    cpus_per_client: Optional[float] = typer.Option(None, help="CPUs Ray reserves per client."),
-    cpus: Optional[int] = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
-    fraction: Optional[float] = typer.Option(None, help="Fraction of clients sampled per round (train)."),
-    mechanism: Optional[str] = typer.Option(None, help="LDP mechanism (train also: none)."),
-    epsilon: Optional[float] = typer.Option(None, help="Budget per user (mean) or per client and round (train)."),
-    delta: Optional[float] = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
-    report_dims: Optional[int] = typer.Option(None, help="Dimensions each user reports, m (0 = all)."),
-    aggregator: Optional[str] = typer.Option(
-        None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg aggregation)."
-    ),
-    alpha: Optional[float] = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: Optional[str] = typer.Option(
-        None, help="train: deviation model of the re-calibration, plug-in (spread of the updates) | model."
-    ),
-    engine: Optional[str] = typer.Option(
-        None, help="flower (Ray) | local (same client/server code in this process, no Flower; for sweeps)."
-    ),
-    measure_noise: Optional[int] = typer.Option(
-        None, help="train, SIMULATION ONLY: 1 = clients also send their clean clipped update so the server "
-        "can measure the aggregate noise (never aggregated); 0 = off.",
-    ),
-    users: Optional[int] = typer.Option(None, help="Users in total, split over the clients (mean)."),
-    dims: Optional[int] = typer.Option(None, help="Dimensions of a tuple (mean)."),
-    tuples: Optional[str] = typer.Option(None, help="Synthetic set or file of tuples (mean)."),
-    data: Optional[str] = typer.Option(None, help="synthetic-fedprox | digits | mnist | cifar10 (train)."),
+    seed: Optional[int] = typer.Option(None, help="Run seed: the data, the server's seed and every client's secret derive from it."),
+    engine: Optional[str] = typer.Option(None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."),
+    fresh_noise: Optional[bool] = typer.Option(None, "--fresh-noise/--no-fresh-noise", help="Clients draw their noise from OS entropy instead of secrets spawned from --seed."),
+    # [data]
+    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | synthetic-fedprox | mnist | cifar10 (default digits)."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
-    partition: Optional[str] = typer.Option(None, help="iid | k-classes | dirichlet (train)."),
+    users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients."),
+    dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple."),
+    partition: Optional[str] = typer.Option(None, help="train: iid | k-classes | dirichlet."),
     classes_per_client: Optional[int] = typer.Option(None, help="k for --partition k-classes."),
     dirichlet_alpha: Optional[float] = typer.Option(None, help="alpha for --partition dirichlet."),
-    model: Optional[str] = typer.Option(None, help="logreg | mlp | cnn (train)."),
-    local_steps: Optional[int] = typer.Option(None, help="Local SGD steps per round, E."),
-    lr: Optional[float] = typer.Option(None, help="Client learning rate."),
-    batch_size: Optional[int] = typer.Option(None, help="Client minibatch size."),
-    clip: Optional[float] = typer.Option(None, help="Clipping bound C of a client update."),
-    fail_clients: Optional[str] = typer.Option(
-        None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."
-    ),
-    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, summary.json, config.toml, plot.png."),
+    # [federation]
+    clients: Optional[int] = typer.Option(None, help="Number of Flower clients (supernodes)."),
+    fraction: Optional[float] = typer.Option(None, help="train: fraction of clients sampled per round."),
+    cpus: Optional[int] = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
+    cpus_per_client: Optional[float] = typer.Option(None, help="CPUs Ray reserves per client."),
+    fail_clients: Optional[str] = typer.Option(None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."),
+    # [privacy]
+    mechanism: Optional[str] = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
+    epsilon: Optional[float] = typer.Option(None, help="Budget per user and round (mean) or per client and round (train)."),
+    delta: Optional[float] = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
+    report_dims: Optional[int] = typer.Option(None, help="Dimensions each user/client reports, m (0 = all for mean, Wang's m for train)."),
+    # [aggregation]
+    aggregator: Optional[str] = typer.Option(None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."),
+    alpha: Optional[float] = typer.Option(None, help="Confidence level of the aggregator."),
+    deviation: Optional[str] = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
+    # [training]
+    model: Optional[str] = typer.Option(None, help="train: logreg | mlp | cnn."),
+    local_steps: Optional[int] = typer.Option(None, help="train: local SGD steps per round, E."),
+    lr: Optional[float] = typer.Option(None, help="train: client learning rate."),
+    batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
+    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate)."),
+    # [output]
+    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png."),
+    diagnostics: Optional[bool] = typer.Option(None, "--diagnostics/--no-diagnostics", help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
 ) -> None:
-    flags = dict(locals())
-    for key in ("config_file", "json_output", "verbose"):
-        flags.pop(key)
+    flags = {key: value for key, value in locals().items() if key not in CLI_ONLY}
     if flags["out"] is not None:
         flags["out"] = str(flags["out"])
-    config = simulation_config.resolve(config_file, flags)
-    preflight(config)
-
+    config = resolve(config_file, flags)
+    from ldpfed.protocols.session import preflight
+    from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
-    from simulations.runner import run
 
+    preflight(config)
     progress = RoundProgress(config)
-    summary = run(config, progress, verbose=verbose)
+    try:
+        summary = run(config, progress, verbose=verbose)
+    except Interrupted as stop:
+        where = f"; results of the finished rounds in {config.output.out}/" if config.output.out and stop.summary["rounds_finished"] else ""
+        error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
     if json_output:
         print_json(summary)
     else:
         progress.print_summary(summary)
-
-
-def preflight(config) -> None:
-    """Fail before Flower starts on what can be checked in this process (data present, names)."""
-    if config.task == "mean":
-        from simulations.mean_task import dataset, mechanism
-
-        mechanism(config)
-        dataset(config)
-    else:
-        from simulations.train_task import check_setup
-
-        check_setup(config)
+    if summary["clients_replied_total"] == 0:
+        error_console.print(f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",
+                            highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1)

@@ -8,9 +8,10 @@ the group `ldpfed.compare_tasks` (pyproject.toml), i.e. `compare_train` below, a
 raw option values; everything else (validation, federations, tables, files) happens here.
 
 Design decisions:
-- Every federation of a sweep is one `SimulationConfig`; aggregators are compared on the SAME
-  seed within a repetition (same partition, initial model, minibatches and, in round 1, the same
-  noise), so differences between aggregators are paired. Repetition r uses the seed
+- Every federation of a sweep is one `ldpfed.config.Config` run by the simulate harness
+  (simulations.federation, the same seed scheme); aggregators are compared on the SAME run seed
+  within a repetition (same partition, initial model, minibatches and, in round 1, the same
+  noise), so differences between aggregators are paired. Repetition r uses the run seed
   `SeedSequence(seed).spawn(R)[r]` (as a 32-bit integer): another partition, initial model and
   noise.
 - Mechanism `none` (no privacy) is run once, not per epsilon; its rows have epsilon None.
@@ -21,16 +22,15 @@ Design decisions:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ldpfed.cli.common import parse_list, progress_steps, show_results
+from ldpfed.config import NO_MECHANISM, Config
 from ldpfed.outputs import OutputDir
 from ldpfed.validation import check_epsilon, check_positive_int
-from simulations.config import NO_MECHANISM, SimulationConfig, from_mapping
 
 DEFAULTS = {
     "mechanism": "laplace",
@@ -40,10 +40,11 @@ DEFAULTS = {
     "repeats": 2,
     "seed": 0,
 }
-# compare's options that go straight through to the SimulationConfig field of the same name.
+# compare's options that are simulate options of the same name (ldpfed.config.OPTIONS; checked
+# by tests/test_config.py).
 PASS_THROUGH = (
     "model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
-    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir",
+    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir", "data",
 )
 RUN_COLUMNS = [
     "mechanism", "epsilon", "aggregator", "repeat", "seed", "final_accuracy", "best_accuracy", "final_loss",
@@ -58,8 +59,8 @@ def repeat_seeds(seed: int, repeats: int) -> list[int]:
     return [int(child.generate_state(1)[0]) for child in np.random.SeedSequence(seed).spawn(repeats)]
 
 
-def plan(base: SimulationConfig, mechanisms: list[str], epsilons: list[float], aggregators: list[str],
-         repeats: int, seed: int) -> list[tuple[dict, SimulationConfig]]:
+def plan(base: Config, mechanisms: list[str], epsilons: list[float], aggregators: list[str],
+         repeats: int, seed: int) -> list[tuple[dict, Config]]:
     """[(labels, config)] for every federation of the sweep, each config validated."""
     runs = []
     for repeat, run_seed in enumerate(repeat_seeds(seed, repeats)):
@@ -67,10 +68,10 @@ def plan(base: SimulationConfig, mechanisms: list[str], epsilons: list[float], a
             budgets = [None] if mechanism == NO_MECHANISM else epsilons
             for epsilon in budgets:
                 for aggregator in aggregators:
-                    config = replace(
-                        base, task="train", mechanism=mechanism, aggregator=aggregator, seed=run_seed,
-                        epsilon=base.epsilon if epsilon is None else epsilon,
-                    ).validated()
+                    config = base.with_options({
+                        "task": "train", "mechanism": mechanism, "aggregator": aggregator, "seed": run_seed,
+                        "epsilon": epsilon,
+                    }).validated()
                     labels = {"mechanism": mechanism, "epsilon": epsilon, "aggregator": aggregator,
                               "repeat": repeat, "seed": run_seed}
                     runs.append((labels, config))
@@ -79,7 +80,7 @@ def plan(base: SimulationConfig, mechanisms: list[str], epsilons: list[float], a
 
 # ---- running -----------------------------------------------------------------------------------
 class _RoundCollector:
-    """A `progress` object for `simulations.runner.run` that keeps the per-round rows."""
+    """A `progress` object for `simulations.federation.run` that keeps the per-round rows."""
 
     def __init__(self) -> None:
         self.rows: list[dict] = []
@@ -94,9 +95,9 @@ class _RoundCollector:
         pass
 
 
-def run_one(labels: dict, config: SimulationConfig) -> tuple[dict, list[dict]]:
+def run_one(labels: dict, config: Config) -> tuple[dict, list[dict]]:
     """One federation: (its runs.csv row, its per-round rows labelled)."""
-    from simulations.runner import run
+    from simulations.federation import run
 
     collector = _RoundCollector()
     summary = run(config, collector)
@@ -105,7 +106,7 @@ def run_one(labels: dict, config: SimulationConfig) -> tuple[dict, list[dict]]:
     return row, rounds
 
 
-def run_sweep(runs: list[tuple[dict, SimulationConfig]], on_done: Callable[[], None] | None = None):
+def run_sweep(runs: list[tuple[dict, Config]], on_done: Callable[[], None] | None = None):
     """Run every federation in order; (runs frame, per-round frame)."""
     rows, rounds = [], []
     for labels, config in runs:
@@ -218,7 +219,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
 
 
 # ---- the CLI branch ----------------------------------------------------------------------------
-def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], list[str], int, int]:
+def resolve(options: dict) -> tuple[Config, list[str], list[float], list[str], int, int]:
     """Validate every option (LDPValueError, nothing written) and return the sweep's parts."""
     given = {key: value for key, value in options.items() if value is not None}
     merged = {**DEFAULTS, **given}
@@ -228,7 +229,7 @@ def resolve(options: dict) -> tuple[SimulationConfig, list[str], list[float], li
     repeats = check_positive_int(merged["repeats"], "--repeats")
     seed = check_positive_int(merged["seed"], "--seed", minimum=0)
     overrides = {name: given[name] for name in PASS_THROUGH if name in given}
-    base = from_mapping({"task": "train", "data": merged["data"], **overrides}, source="option")
+    base = Config().with_options({"task": "train", "data": merged["data"], **overrides})
     base.validated()
     return base, mechanisms, epsilons, aggregators, repeats, seed
 
@@ -259,18 +260,20 @@ def compare_train(options: dict) -> None:
                  files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"])
 
 
-def describe(base: SimulationConfig, repeats: int) -> str:
+def describe(base: Config, repeats: int) -> str:
+    training = base.training
     return (
-        f"{base.data} {base.model}: {base.clients} clients, {base.rounds} rounds, E={base.local_steps}, "
-        f"lr={base.lr:g}, C={base.clip:g}, {base.partition}, fraction={base.fraction:g}, "
-        f"deviation={base.deviation}, {repeats} repetition(s), engine {base.engine}"
+        f"{base.data_name} {training.model}: {base.federation.clients} clients, {base.run.rounds} rounds, "
+        f"E={training.local_steps}, lr={training.lr:g}, C={training.clip:g}, {base.data.partition}, "
+        f"fraction={base.federation.fraction:g}, deviation={base.aggregation.deviation}, {repeats} repetition(s), "
+        f"engine {base.run.engine}"
     )
 
 
 def output_files(frame, rounds, summary, rows, base, repeats, seed, title) -> dict:
     """The files of `--out` by name, for `OutputDir.write` (all or none)."""
     config = {**base.to_flat(), "repeats": repeats, "seed": seed, "repeat_seeds": repeat_seeds(seed, repeats)}
-    for key in ("mechanism", "epsilon", "aggregator", "out"):
+    for key in ("privacy.mechanism", "privacy.epsilon", "aggregation.aggregator", "output.out", "run.seed"):
         config.pop(key)
     return {
         "runs.csv": frame,

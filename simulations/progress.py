@@ -8,11 +8,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulations.config import SimulationConfig
+from ldpfed.config import Config
 
 
 class RoundProgress:
-    def __init__(self, config: SimulationConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         self.progress: Progress | None = None
         self.console: Console | None = None
@@ -28,21 +28,22 @@ class RoundProgress:
             console=self.console,
         )
         self.progress.start()
-        description = f"{self.config.engine} {self.config.task}: {self.config.clients} clients"
-        self.task_id = self.progress.add_task(description, total=self.config.rounds, last="starting Ray..." if self.config.engine == "flower" else "")
+        description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
+        self.task_id = self.progress.add_task(description, total=self.config.run.rounds, last="starting Ray..." if self.config.run.engine == "flower" else "")
 
     def update(self, row: dict) -> None:
         if self.progress is None:
             return
-        if self.config.task == "train":
+        if self.config.run.task == "train":
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
                 result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
         else:
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
-        failed = f", {row['clients_failed']} failed" if row["clients_failed"] else ""
-        line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; eps spent {row['epsilon_spent']:.3g}"
+        failed = f", {row['clients_failed']} failed ({row['failure_reasons']})" if row["clients_failed"] else ""
+        spent = "not private" if row["epsilon_spent"] is None else f"eps spent {row['epsilon_spent']:.3g}"
+        line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; {spent}"
         self.progress.console.print(line, highlight=False)
         self.progress.update(self.task_id, advance=1, last="")
 
@@ -55,16 +56,18 @@ class RoundProgress:
         engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
-            "task", "clients", "rounds", "mechanism", "epsilon", "aggregator", "deviation",
-            "final_accuracy", "best_accuracy", "final_loss", "final_mse", "predicted_mse", "mean_mse_over_rounds",
-            "noise_measured_over_predicted", "measurement_channel",
+            "task", "clients", "rounds", "mechanism", "private", "privacy_reasons", "epsilon", "aggregator", "deviation",
+            "final_accuracy", "best_accuracy", "final_loss", "final_mse", "predicted_mse_plain_mean", "mean_mse_over_rounds",
+            "noise_measured_over_predicted", "diagnostics",
             "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
             "seconds", "seconds_per_round",
         ]
+        if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
+            table.add_row("epsilon", "none (not private)")
         for key in keys:
             if key in summary and summary[key] is not None:
                 value = summary[key]
                 table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
-        if self.config.out:
-            Console().print(f"results written to {self.config.out}/", highlight=False)
+        if self.config.output.out:
+            Console().print(f"results written to {self.config.output.out}/", highlight=False)

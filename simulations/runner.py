@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from simulations.config import SimulationConfig
+from ldpfed.config import Config
 
 QUIET_ENVIRONMENT = {
     "RAY_DEDUP_LOGS": "1",
@@ -35,17 +35,17 @@ QUIET_ENVIRONMENT = {
 }
 
 
-def backend_config(config: SimulationConfig, verbose: bool = False) -> dict:
+def backend_config(config: Config, verbose: bool = False) -> dict:
     """Ray backend options: resources per client and the CPUs Ray may use."""
     init_args = {
-        "num_cpus": config.cpus or os.cpu_count() or 1,
+        "num_cpus": config.federation.cpus or os.cpu_count() or 1,
         "num_gpus": 0,
         "include_dashboard": False,
         "logging_level": "INFO" if verbose else "ERROR",
         "log_to_driver": verbose,
     }
     return {
-        "client_resources": {"num_cpus": config.cpus_per_client, "num_gpus": 0.0},
+        "client_resources": {"num_cpus": config.federation.cpus_per_client, "num_gpus": 0.0},
         "init_args": init_args,
     }
 
@@ -67,68 +67,49 @@ def _stderr_to(log_path: Path):
             terminal.close()
 
 
-def run(config: SimulationConfig, progress=None, *, verbose: bool = False) -> dict:
-    """Run the federation described by (validated) `config`; return its summary.
+def run_simulation(config: Config, server_app, client_app, progress=None, verbose: bool = False) -> None:
+    """Run `server_app` and `client_app` under Flower's simulation runtime (Ray), quietly unless
+    `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` with
+    the terminal's stderr before the simulation starts, `stop()` at the end."""
+    from flwr.simulation import run_simulation as flower_run_simulation
 
-    `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` is called
-    with the stream to write to (the terminal's stderr) before the simulation starts,
-    `update(row)` after every round, `stop()` at the end. With `engine = "local"` the same rounds
-    run in this process without Flower (`simulations.federation.run_local`).
-    """
-    if config.engine == "local":
-        return _run_local(config, progress)
-    from flwr.simulation import run_simulation
-
-    from clients.client_app import app as client_app
-    from server.server_app import make_server_app
-
-    result: dict = {}
-    server_app = make_server_app(config, progress.update if progress else None, result)
+    clients = config.federation.clients
     if verbose:
-        with _showing(progress, sys.stderr):
-            run_simulation(server_app, client_app, config.clients, "ray", backend_config(config, True))
+        with showing(progress, sys.stderr):
+            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, True))
+        return
+    os.environ.update(QUIET_ENVIRONMENT)
+    flower_logger = logging.getLogger("flwr")
+    previous_level = flower_logger.level
+    flower_logger.setLevel(logging.CRITICAL)
+    out = config.output.out
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        log_path = Path(out) / "flower.log"
     else:
-        os.environ.update(QUIET_ENVIRONMENT)
-        flower_logger = logging.getLogger("flwr")
-        previous_level = flower_logger.level
-        flower_logger.setLevel(logging.CRITICAL)
-        if config.out:
-            Path(config.out).mkdir(parents=True, exist_ok=True)
-            log_path = Path(config.out) / "flower.log"
-        else:
-            handle, name = tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")
-            os.close(handle)  # reopened by name in _stderr_to
-            log_path = Path(name)
-        try:
-            with _stderr_to(log_path) as terminal, _showing(progress, terminal):
-                run_simulation(server_app, client_app, config.clients, "ray", backend_config(config))
-        except BaseException:
-            tail = log_path.read_text(errors="replace").splitlines()[-30:]
-            sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
-            raise
-        finally:
-            flower_logger.setLevel(previous_level)
-            if not config.out:
-                log_path.unlink(missing_ok=True)
-    if "summary" not in result:
-        raise RuntimeError("the Flower simulation ended without a result (see the log; rerun with --verbose)")
-    return result["summary"]
-
-
-def _run_local(config: SimulationConfig, progress=None) -> dict:
-    from simulations.federation import run_local
-
-    with _showing(progress, sys.stderr):
-        return run_local(config, progress.update if progress else None)
+        handle, name = tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")
+        os.close(handle)  # reopened by name in _stderr_to
+        log_path = Path(name)
+    try:
+        with _stderr_to(log_path) as terminal, showing(progress, terminal):
+            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config))
+    except BaseException:
+        tail = log_path.read_text(errors="replace").splitlines()[-30:]
+        sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
+        raise
+    finally:
+        flower_logger.setLevel(previous_level)
+        if not out:
+            log_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
-def _showing(progress, stream):
+def showing(progress, stream):
     """`progress.start(stream)` ... `progress.stop()` around a run (nothing without a progress)."""
     if progress is None:
         yield
         return
-    progress.start(stream)
+    progress.start(stream or sys.stderr)
     try:
         yield
     finally:

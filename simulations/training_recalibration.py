@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from ldpfed.results import save_figure, write_table, write_text  # noqa: E402
 from simulations.compare_train import accuracy_figure, plan, run_one, summarize  # noqa: E402
-from simulations.config import from_mapping  # noqa: E402
+from ldpfed.config import Config  # noqa: E402
 
 SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregator and mechanism
     "digits-logreg": ("digits", "logreg", {}),
@@ -42,7 +42,7 @@ SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregato
 COMMON = {  # the project's defaults for clip, lr, batch; sizes chosen for ~20 min on 2 cores
     "task": "train", "clients": 20, "rounds": 15, "local-steps": 5, "lr": 0.1, "batch-size": 32,
     "clip": 0.05, "partition": "iid", "fraction": 1.0, "deviation": "plug-in", "alpha": 0.95,
-    "engine": "local", "measure-noise": 1,
+    "engine": "local", "diagnostics": True,
 }
 MECHANISMS = ["none", "laplace", "piecewise"]
 EPSILONS = [1.5, 4.9, 15.3]
@@ -55,49 +55,49 @@ KEY = ["setting", "mechanism", "epsilon", "aggregator", "repeat"]
 FINDINGS = """
 ## Findings
 
-**No re-calibrating aggregator helps test accuracy in federated LDP-SGD at these budgets; the
-plain weighted mean (FedAvg) is best or tied in every cell where anything is learned.**
+**No re-calibrating aggregator reliably helps test accuracy in federated LDP-SGD at these budgets;
+the plain weighted mean (FedAvg) is best, or within the spread of the best, in every cell where
+anything is learned.** (Two repetitions per cell, so only differences well beyond their sd count.)
 
-- digits + logreg: the mean reaches 0.26 (Laplace) / 0.44 (Piecewise) at eps 4.9 per round and
-  0.34 / 0.57 at eps 15.3 (noise-free: 0.86). Paired against the mean, every re-calibrator loses
-  accuracy: HDR4ME* loses least (-0.14 +- 0.01 and -0.12 +- 0.02 with Laplace at 4.9 / 15.3;
-  -0.26 +- 0.02 and -0.11 +- 0.03 with Piecewise), L1 most (it returns the initial model: 0.096,
-  the share of the most frequent class). At eps 1.5 everything is at or near chance (best: the
-  mean with Piecewise, 0.155).
-- FedProx synthetic + logreg: the same order (mean 0.25 +- 0.28 / 0.33 +- 0.16 with Laplace at
-  4.9 / 15.3; James-Stein is closest, -0.00 +- 0.04 and -0.04 +- 0.02; HDR4ME* -0.16 +- 0.28 and
-  -0.16 +- 0.04; L1 and L2 worst). James-Stein's two small gains (+0.05 +- 0.14 Piecewise 4.9,
-  +0.005 Laplace 1.5) are within the spread. The repetitions disagree a lot (sd up to 0.3): with 20 clients
-  of very unequal size a few rounds of noise decide where the model ends.
-- digits + CNN (9,840 parameters, lr 0.3): noise-free FedAvg reaches 0.675 +- 0.006 (HDR4ME*
-  equal; L1 0.52, James-Stein 0.63). With LDP every aggregator is at or near chance (0.08-0.13):
-  the predicted aggregate noise is 365-7,080 times the squared size of the clean update, and the
-  paired differences against the mean (all between -0.05 and 0) are within the spread. (A first
-  run at lr 0.1 did not learn even without noise, 0.25 +- 0.10; lr was then raised on noise-free
-  runs only.)
+- digits + logreg: the mean reaches 0.30 (Laplace) / 0.48 (Piecewise) at eps 4.9 per round and
+  0.40 / 0.61 at eps 15.3 (noise-free: 0.90). Paired against the mean, the re-calibrators lose
+  accuracy at eps 4.9 (-0.11 to -0.15 with Laplace, -0.25 to -0.34 with Piecewise); at eps 15.3
+  HDR4ME* is the only one that keeps up (-0.035 +- 0.045 Laplace, +0.017 +- 0.047 Piecewise: ties)
+  while L1 loses most (it returns the initial model, 0.152 +- 0.006). At eps 1.5 everything is near
+  chance (0.14-0.18).
+- FedProx synthetic + logreg: mean 0.29 +- 0.15 / 0.33 +- 0.05 with Laplace at 4.9 / 15.3.
+  James-Stein is the closest and the only one not behind: +0.044 +- 0.010 and -0.006 +- 0.108
+  (Laplace), -0.041 +- 0.158 and -0.017 +- 0.061 (Piecewise); HDR4ME* -0.19 +- 0.11 and
+  -0.14 +- 0.09 (Laplace); L1 and L2 worst. The repetitions disagree a lot (sd up to 0.3): with
+  20 clients of very unequal size a few rounds of noise decide where the model ends.
+- digits + CNN (9,840 parameters, lr 0.3): noise-free FedAvg reaches 0.69 +- 0.08 (HDR4ME* and
+  L2 equal; L1 0.49, James-Stein 0.66). With LDP every aggregator is near chance (0.07-0.12): the
+  predicted aggregate noise is 351-5,950 times the squared size of the clean update. The
+  re-calibrators end 0.01-0.05 above the mean there only because the noisy mean drifts below the
+  initial model (0.11) while they shrink towards it. (A first run at lr 0.1 did not learn even
+  without noise, 0.25 +- 0.10; lr was then raised on noise-free runs only.)
 - What re-calibration does do: it keeps the test LOSS near log(10) = 2.30 (the initial model),
-  whereas the plain mean's loss grows with the noise (digits logreg, Laplace eps 1.5: 9.6; CNN:
-  up to 1.7e6). Shrinking a noise-dominated aggregate towards 0 mostly freezes the model, which is
-  safe for the loss and useless for accuracy. Only where the signal survives (Piecewise eps 15.3
-  on digits) does HDR4ME* keep part of it (0.46 vs the mean's 0.57).
-- Noise-free reference (`none`, plug-in deviation): HDR4ME* equals the mean exactly in all three
-  settings (its p2 + p3 <= 2 Phi(-sqrt(K_eff - 1)) is negligible with 20 clients); L2 and
-  James-Stein shrink a little (-0.004 to -0.19); L1 costs most (-0.035 digits logreg, -0.15 CNN, -0.55 FedProx),
-  because the plug-in sigma is the clients' disagreement, not noise.
+  whereas the plain mean's loss grows with the noise (digits logreg, Laplace eps 1.5: 6.6; CNN:
+  up to 2.8e6). Shrinking a noise-dominated aggregate towards 0 mostly freezes the model, which is
+  safe for the loss and useless for accuracy.
+- Noise-free reference (`none`, plug-in deviation): HDR4ME* equals the mean (to 0.001) in all three
+  settings (its p2 + p3 <= 2 Phi(-sqrt(K_eff - 1)) is negligible with 20 clients); L2 moves it by
+  at most 0.010 and James-Stein by -0.004 to -0.18; L1 costs most (-0.021 digits logreg, -0.20 CNN,
+  -0.58 FedProx), because the plug-in sigma is the clients' disagreement, not noise.
 
 **Why: the aggregate noise dwarfs the signal, as predicted.** With the sound per-round budget
 split each client reports m = max(1, floor(eps / 2.5)) of d = 610-9,840 coordinates at eps/m,
 scaled by d/m. The predicted extra squared distance of the aggregate from the noise-free
-aggregate is 75-780x the squared norm of the clean mean update for digits logreg, 350-8,700x for
-FedProx logreg and 365-7,080x for the CNN (table above), so each round adds far more noise than progress. The prediction is accurate:
-measured/predicted = 0.94-1.00 on digits logreg and 0.91-0.99 on the CNN, within 1-2 standard
-errors; on FedProx 0.80-1.02 with heavy-tailed rounds (K_eff ~ 8 clients, one reported coordinate
-each, so a round's distance has median ~0.65-0.9 of its mean; a Monte Carlo of 4,000
-privatizations of one FedProx round's clipped updates gives 1.001 +- 0.017 at eps 1.5 and 1.008
-+- 0.007 at eps 15.3, i.e. the prediction is exact and the shortfall is sampling). The per-
-coordinate CLT does not hold here: only 0.2-5% of coordinates lie beyond 1.96 predicted sd
-(5% under a normal law), because with m << d a coordinate is reported by ~K m / d << 1 clients,
-so its noise is mostly the small "not reported" error with rare huge values.
+aggregate is 71-819x the squared norm of the clean mean update for digits logreg, 386-7,880x for
+FedProx logreg and 351-5,950x for the CNN (table above), so each round adds far more noise than
+progress. The prediction is accurate: measured/predicted = 0.83-1.02 on digits logreg, 0.98-1.06
+on the CNN and 0.92-1.02 on FedProx, within 1-2.5 standard errors; at eps 1.5 and 4.9 the rounds
+are heavy-tailed (one reported coordinate per client, so a round's distance has median below its
+mean; a Monte Carlo of 4,000 privatizations of one FedProx round's clipped updates gives 1.001 +-
+0.017 at eps 1.5 and 1.008 +- 0.007 at eps 15.3, i.e. the prediction is exact and a shortfall is
+sampling). The per-coordinate CLT does not hold here: only 0.2-5.4% of coordinates lie beyond 1.96
+predicted sd (5% under a normal law), because with m << d a coordinate is reported by
+~K m / d << 1 clients, so its noise is mostly the small "not reported" error with rare huge values.
 
 Scope: 20 clients, 15 rounds, C = 0.05, lr 0.1 (CNN 0.3), E = 5 and 2 seeds were fixed before
 the LDP runs and not tuned on them; more clients (the noise variance falls as 1/K_eff) or larger eps are what LDP training
@@ -109,7 +109,7 @@ def all_runs():
     """[(labels, config)] ordered by repetition first, so an interrupted run has whole repetitions."""
     runs = []
     for name, (data, model, overrides) in SETTINGS.items():
-        base = from_mapping({**COMMON, "data": data, "model": model, **overrides})
+        base = Config().with_options({**COMMON, "data": data, "model": model, **overrides})
         for labels, config in plan(base, MECHANISMS, EPSILONS, AGGREGATORS, REPEATS, SEED):
             runs.append(({"setting": name, **labels}, config))
     return sorted(runs, key=lambda item: item[0]["repeat"])
@@ -228,9 +228,9 @@ def page_text(runs, summary, differences, noise) -> str:
         "`ldpfed compare --task train` with 2 federations of 10 clients x 5 rounds took 26 s with "
         "`--engine flower`, 4 s with `--engine local`), so this sweep would need about 40 minutes there.",
         "",
-        "SIMULATION-ONLY measurement: clients also returned their clipped noise-free update on a "
-        "separate field (`measurement.clipped_update`) used only for the noise columns below, never for "
-        "aggregation. A deployment must not have this channel.",
+        "Noise columns: each client's clipped noise-free update is a diagnostic that the simulation "
+        "harness joins with the server's aggregate outside the protocol (docs/decisions.md, Flower "
+        "simulations); the server never receives it, so every run with noise is private.",
         "",
     ]
     for setting in SETTINGS:

@@ -222,7 +222,7 @@ def test_plugin_recalibration_of_a_biased_mechanism_matches_the_true_deviation_m
 def test_plugin_falls_back_to_the_worst_case_variance_without_two_reports():
     from ldpfed.multidim import ReportSums
 
-    mechanism = mechanisms.get("laplace", 1.0)
+    mechanism = mechanisms.get("laplace", 1.0, sampler="continuous")  # the real-number V = 8
     sums = ReportSums(np.array([0.0, 1.0, 3.0]), np.array([0.0, 0.5, 0.3]), np.array([0.0, 0.25, 1.0]), 3)
     model = agg.plugin_deviation(sums, mechanism)
     assert model.sigma[0] == pytest.approx(np.sqrt(8.0)) and model.sigma[1] == pytest.approx(np.sqrt(8.0))

@@ -32,7 +32,7 @@ def inverse_reports(users, fraction):
 def test_laplace_closed_form_without_data():
     # Per value eps/m: V = 8 m^2 / eps^2; r = n m / d; MSE = V / r = 8 m d / (eps^2 n).
     eps, n, d = 2.0, 10_000, 20
-    prediction = predict("laplace", eps, n, d, d)
+    prediction = predict("laplace", eps, n, d, d, sampler="continuous")  # the real-number 8/eps^2
     assert prediction.mse == pytest.approx(8 * d * d / (eps**2 * n), rel=1e-12)
     assert prediction.bias_sq == 0.0
     assert prediction.sigma2.shape == (d,)
@@ -42,7 +42,7 @@ def test_laplace_closed_form_with_sampling_term():
     eps, d, m = 2.0, 4, 2
     values = column_data(dims=d)
     n = values.shape[0]
-    prediction = predict("laplace", eps, n, d, m, values)
+    prediction = predict("laplace", eps, n, d, m, values, sampler="continuous")
     h = inverse_reports(n, m / d)  # E[1/r_j | r_j > 0]; P(r_j = 0) = 2^-500 here
     spread = values.var(axis=0, ddof=1)  # S_j^2 with divisor n - 1 (Cochran)
     expected = 8 * m**2 / eps**2 * h + spread * (h - 1 / n)
@@ -83,14 +83,14 @@ def test_sampling_term_needs_the_slope_factor_monte_carlo():
 def test_counts_override_expected_reports():
     values = column_data(dims=3)
     counts = np.array([100.0, 200.0, 400.0])
-    prediction = predict("laplace", 1.0, 500, 3, 1, values, counts=counts)
+    prediction = predict("laplace", 1.0, 500, 3, 1, values, counts=counts, sampler="continuous")
     np.testing.assert_array_equal(prediction.r, counts)
     np.testing.assert_allclose(prediction.noise_variance, 8 / counts)
 
 
 def test_a_dimension_nobody_reported_is_off_by_its_mean():
     values = column_data(dims=3)
-    prediction = predict("laplace", 1.0, 500, 3, 1, values, counts=[0.0, 250.0, 250.0])
+    prediction = predict("laplace", 1.0, 500, 3, 1, values, counts=[0.0, 250.0, 250.0], sampler="continuous")
     assert prediction.bias[0] == pytest.approx(-values[:, 0].mean())
     assert prediction.sigma2[0] == 0.0 and prediction.berry_esseen.bound[0] == 0.0
     assert prediction.sigma2[1] > 0

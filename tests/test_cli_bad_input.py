@@ -70,8 +70,8 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
         ],
         "simulate": [
             ["--config", str(tmp_path)], ["--config", str(tmp_path / "none.toml")],
-            ["--config", _file(tmp_path, "bad.toml", "clients = [")], ["--config", _file(tmp_path, "typo.toml", "clients = 'x'")],
-            ["--mechanism", "nope"], ["--epsilon", "-1"], ["--tuples", "mystery"], ["--aggregator", "median"],
+            ["--config", _file(tmp_path, "bad.toml", "clients = [")], ["--config", _file(tmp_path, "typo.toml", "[federation]\nclients = 'x'")],
+            ["--mechanism", "nope"], ["--epsilon", "-1"], ["--data", "mystery"], ["--aggregator", "median"],
         ],
     }
 

@@ -135,6 +135,6 @@ def test_simulate_config_messages(tmp_path):
     directory = runner.invoke(app, ["simulate", "--config", str(tmp_path)])
     assert directory.exit_code == 2 and "is a directory" in directory.stderr  # was "not found"
     typo = tmp_path / "typo.toml"
-    typo.write_text("clients = 'ten'\n")
+    typo.write_text("[federation]\nclients = 'ten'\n")
     wrong_type = runner.invoke(app, ["simulate", "--config", str(typo)])
     assert wrong_type.exit_code == 2 and "must be an int" in wrong_type.stderr  # was "must be a int"

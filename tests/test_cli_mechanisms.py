@@ -69,14 +69,15 @@ def test_table_has_one_row_per_variant(monkeypatch):
     rows = {}
     for line in result.stdout.splitlines():
         cells = [cell.strip() for cell in line.split("│")[1:-1]]
-        if len(cells) == 7 and cells[0] in registry.available():
-            options = dict(item.split("=") for item in cells[6].split(", ")) if cells[6] != "-" else {}
+        if len(cells) == 8 and cells[0] in registry.available():
+            options = dict(item.split("=") for item in cells[7].split(", ")) if cells[7] != "-" else {}
             rows[(cells[0], tuple(options.items()))] = cells
     expected = [(name, options) for name, options in registry.variants() if options.get("calibration") != "classic"]
     assert sorted(rows) == sorted((name, tuple(options.items())) for name, options in expected)
-    for (name, options), (_, guarantee, output, bias, v0, v1, _) in rows.items():
+    for (name, options), (_, guarantee, sampler, output, bias, v0, v1, _) in rows.items():
         mechanism = _mechanism(name, 2.0, dict(options))
         assert guarantee == mechanism.guarantee
+        assert sampler.startswith("safe") if mechanism.floating_point_safe else "NOT floating-point safe" in sampler
         assert output.startswith("bounded") if mechanism.bounded else output == "unbounded"
         assert bias == ("unbiased" if mechanism.unbiased else "biased")
         assert v0 == f"{float(mechanism.variance(0.0)):.4f}"
@@ -104,3 +105,19 @@ def test_non_numeric_epsilon_is_a_usage_error():
 def test_classic_gaussian_is_listed_below_eps_one():
     rows = _json("--epsilon", "0.5")
     assert ("gaussian", {"calibration": "classic"}) in [(row["name"], row["options"]) for row in rows]
+
+
+def test_continuous_samplers_are_listed_as_not_floating_point_safe():
+    rows = _json("--sampler", "continuous")
+    assert rows and all(not row["floating_point_safe"] and "NOT floating-point safe" in row["guarantee"] for row in rows)
+    safe = _json("--sampler", "safe")  # every mechanism that has a safe sampler (not Gaussian yet)
+    assert {row["name"] for row in safe} == set(registry.available()) - {"gaussian"}
+    assert all(row["floating_point_safe"] for row in safe)
+
+
+@pytest.mark.parametrize("epsilon", ["1e-300", "1e300"])
+def test_budget_outside_every_range_exits_2_with_the_range(epsilon):
+    result = runner.invoke(app, ["mechanisms", "--epsilon", epsilon])
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "epsilon in [" in lines[0]

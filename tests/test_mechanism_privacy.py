@@ -1,8 +1,9 @@
 """Privacy guarantees of the scalar randomizers (mechanisms.md).
 
-Pure mechanisms: the worst log density ratio over outputs y and inputs t, t' is at most eps, and
-the bound is attained. That alone would only check a formula, so the samplers are also tested
-against `log_density` (KS for the continuous part, chi-square for atoms). Gaussian: the analytic
+Pure mechanisms: the worst log density (safe samplers: probability) ratio over outputs y and inputs
+t, t' is at most eps, and the bound is attained. That alone would only check a formula, so the
+samplers are also tested against `log_density`: KS for the continuous samplers' continuous part,
+chi-square for atoms and for the safe samplers' exact masses on their fixed output grid. Gaussian: the analytic
 (eps, delta) condition holds at the calibrated sigma and is tight, against dp-accounting too.
 """
 
@@ -21,6 +22,7 @@ import ldpfed.mechanisms as mech
 from ldpfed.mechanisms.gaussian import analytic_delta, analytic_sigma, classic_sigma
 
 PURE = [(name, options) for name, options in mech.variants() if not mech.get_class(name).approximate]
+CONTINUOUS = [(name, {**options, "sampler": "continuous"}) for name, options in PURE]
 P_THRESHOLD = 1e-4  # fixed significance level of the goodness-of-fit tests (seeded)
 
 
@@ -58,7 +60,7 @@ def worst_log_ratio(mechanism, t, t_other, rng) -> float:
 
 
 # --- density ratio -------------------------------------------------------------------------------
-@pytest.mark.parametrize("config", PURE, ids=config_id)
+@pytest.mark.parametrize("config", PURE + CONTINUOUS, ids=config_id)
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     log_epsilon=st.floats(min_value=-3.0, max_value=math.log10(5000.0)),
@@ -70,10 +72,11 @@ def test_worst_density_ratio_is_at_most_e_to_the_eps(config, log_epsilon, t, t_o
     epsilon = 10.0**log_epsilon
     mechanism = mech.get(name, epsilon, **options)
     ratio = worst_log_ratio(mechanism, t, t_other, np.random.default_rng(0))
-    assert ratio <= epsilon + 1e-9 * max(1.0, epsilon)
+    assert mechanism.exact_epsilon <= epsilon
+    assert ratio <= mechanism.exact_epsilon + 1e-9 * max(1.0, epsilon)
 
 
-@pytest.mark.parametrize("config", PURE, ids=config_id)
+@pytest.mark.parametrize("config", CONTINUOUS, ids=config_id)
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 6.0, 40.0])
 def test_density_ratio_bound_is_attained_at_the_extreme_inputs(config, epsilon):
     """A test that could not fail would be worthless: the bound is tight at t = -1, t' = 1."""
@@ -81,6 +84,20 @@ def test_density_ratio_bound_is_attained_at_the_extreme_inputs(config, epsilon):
     mechanism = mech.get(name, epsilon, **options)
     ratio = worst_log_ratio(mechanism, 1.0, -1.0, np.random.default_rng(1))
     assert ratio == pytest.approx(epsilon, rel=1e-9)
+
+
+@pytest.mark.parametrize("config", PURE, ids=config_id)
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 6.0, 40.0])
+def test_safe_probability_ratio_is_nearly_attained(config, epsilon):
+    """Safe samplers: eps' = exact_epsilon <= eps is the worst ratio between GRID inputs; between
+    t = 1 and -1 the rounding mixes up to 3 grid inputs (weights 1/8, 3/4, 1/8), which can hide at
+    most ln(4/3) of it (and 1/(J + 1) of it for the unbounded Laplace)."""
+    name, options = config
+    mechanism = mech.get(name, epsilon, **options)
+    ratio = worst_log_ratio(mechanism, 1.0, -1.0, np.random.default_rng(1))
+    exact = mechanism.exact_epsilon
+    assert exact <= epsilon and exact >= min(epsilon * (1 - 1e-3), 36.0)
+    assert exact - math.log(4 / 3) - 0.01 * exact <= ratio <= exact + 1e-9 * exact
 
 
 # --- samplers follow log_density -----------------------------------------------------------------
@@ -98,7 +115,46 @@ def continuous_cdf(mechanism, t, points=400_001):
     return edges, cumulative
 
 
-@pytest.mark.parametrize("config", [*PURE, ("gaussian", {})], ids=config_id)
+def safe_support(mechanism, t) -> np.ndarray:
+    """Every output value of a safe sampler with non-negligible mass given t, in increasing order."""
+    safe = mechanism.safe_sampler
+    if hasattr(safe, "law"):  # window samplers: codes -I..I times step, plus Hybrid's atoms
+        values = np.arange(-safe.law.half_range, safe.law.half_range + 1) * safe.step
+        if safe.law.atom_total:
+            values = np.concatenate([values, [-safe.atom_value, safe.atom_value]])
+        return np.unique(values)
+    if hasattr(safe, "grid_steps"):  # discrete Laplace: t +- 30 standard deviations
+        spread = 30.0 * math.sqrt(float(mechanism.variance(t)))
+        return np.arange(math.floor((t - spread) * safe.grid_steps), math.ceil((t + spread) * safe.grid_steps) + 1) / safe.grid_steps
+    return np.array([-safe.output_bound, safe.output_bound])  # Duchi
+
+
+@pytest.mark.parametrize("config", PURE, ids=config_id)
+@pytest.mark.parametrize("epsilon", [0.4, 1.5, 6.0])
+@pytest.mark.parametrize("t", [-1.0, -0.3, 0.6])
+def test_safe_sampler_matches_its_exact_mass(config, epsilon, t):
+    """The safe samplers emit only values of their output set, with the masses of log_density:
+    the masses sum to 1 and a chi-square over ~40 bins of equal mass accepts the samples."""
+    name, options = config
+    mechanism = mech.get(name, epsilon, **options)
+    n = 20_000
+    rng = np.random.default_rng([int(epsilon * 10), int((t + 1) * 10), len(config_id(config)), 7])
+    reports = mechanism.perturb(np.full(n, t), rng)
+    support = safe_support(mechanism, t)
+    mass = np.exp(mechanism.log_density(support, t))
+    assert mass.sum() == pytest.approx(1.0, abs=1e-9)
+    position = np.searchsorted(support, reports)
+    assert np.all(support[np.minimum(position, support.size - 1)] == reports), "a report off the output set"
+    edges = np.searchsorted(np.cumsum(mass), np.linspace(0, 1, 41)[1:-1])  # ~equal-mass bins
+    bins = np.unique(np.concatenate([[0], np.minimum(edges + 1, support.size - 1)]))
+    expected = np.add.reduceat(mass, bins) * n
+    observed = np.add.reduceat(np.bincount(position, minlength=support.size), bins)
+    keep = expected > 0
+    assert np.all(observed[~keep] == 0)
+    assert stats.chisquare(observed[keep], expected[keep] * observed.sum() / expected[keep].sum()).pvalue > P_THRESHOLD
+
+
+@pytest.mark.parametrize("config", [*CONTINUOUS, ("gaussian", {})], ids=config_id)
 @pytest.mark.parametrize("epsilon", [0.4, 1.5, 6.0])
 @pytest.mark.parametrize("t", [-1.0, -0.3, 0.6])
 def test_sampler_matches_log_density(config, epsilon, t):
@@ -134,7 +190,7 @@ def test_sampler_matches_log_density(config, epsilon, t):
 
 def test_goodness_of_fit_detects_a_wrong_sampler():
     """The KS check has power: PM samples at t = 0.6 are rejected against the density at t = 0.2."""
-    pm = mech.get("piecewise", 1.5)
+    pm = mech.get("piecewise", 1.5, sampler="continuous")
     reports = pm.perturb(np.full(20_000, 0.6), np.random.default_rng(4))
     edges, cumulative = continuous_cdf(pm, 0.2)
     assert stats.kstest(reports, lambda x: np.interp(x, edges, cumulative)).pvalue < P_THRESHOLD
@@ -187,11 +243,11 @@ def test_gaussian_guarantee_text_names_eps_and_delta():
 @pytest.mark.parametrize(
     ("name", "options", "epsilon"),
     [("piecewise", {}, 40.0), ("square-wave", {"estimator": "debiased"}, 25.0), ("square-wave", {}, 25.0)],
-)
+)  # the continuous inverse CDF (the safe samplers have no plateau of floats to place)
 def test_plateau_is_sampled_exactly_at_large_eps(name, options, epsilon):
     """At large eps the plateau is ~1e-9 wide; the plateau-anchored inverse CDF must still place
     reports uniformly on it (a form anchored at -C loses all digits here) with the right mass."""
-    mechanism = mech.get(name, epsilon, **options)
+    mechanism = mech.get(name, epsilon, sampler="continuous", **options)
     t, n = 0.6, 20_000
     reports = mechanism.perturb(np.full(n, t), np.random.default_rng(8))
     if name == "piecewise":

@@ -41,6 +41,13 @@ def mc_cases():
     # where the samplers switch to the plateau-anchored inverse CDF (base.plateau_quantile).
     for config in CONFIGS[2:4]:
         yield pytest.param(config, 16.0, id=f"{config_id(config)}-eps16")
+    # The continuous samplers (sampler="continuous", NOT floating-point safe) keep their formulas.
+    for name, options in CONFIGS:
+        if options.get("calibration") == "classic":
+            continue
+        for epsilon in (1.0, 4.0):
+            config = (name, {**options, "sampler": "continuous"})
+            yield pytest.param(config, epsilon, id=f"{config_id(config)}-eps{epsilon:g}")
 
 
 # --- Monte Carlo against the exact statistics ---------------------------------------------------
@@ -100,10 +107,16 @@ def test_monte_carlo_test_can_fail_the_thesis_printed_pm_variance():
     ],
 )
 def test_public_check_values(name, options, at_zero, at_one):
-    mechanism = make(name, 1.0, **options)
+    """The spec's values are for the real-number mechanisms (sampler="continuous"); the safe
+    samplers' exact variances differ by their grid terms: < 0.15% at eps = 1 (Laplace's noise is
+    calibrated for 2J + 2 grid steps, J = 2048: (1 + 1/J)^2)."""
+    mechanism = make(name, 1.0, sampler="continuous", **options)
     assert round(float(mechanism.variance(0.0)), 4) == at_zero
     assert round(float(mechanism.variance(1.0)), 4) == at_one
     assert round(float(mechanism.variance(-1.0)), 4) == at_one
+    safe = make(name, 1.0, **options)
+    for t, value in ((0.0, at_zero), (1.0, at_one), (-1.0, at_one)):
+        assert float(safe.variance(t)) == pytest.approx(value, rel=1.5e-3)
 
 
 def test_square_wave_half_width_check_value():
@@ -116,12 +129,12 @@ def test_stable_forms_match_the_spec_formulas(epsilon):
     e, big = epsilon, math.exp(epsilon)
     # Piecewise: V(t) = t^2/(z-1) + (z+3)/(3(z-1)^2), output bound C = (z+1)/(z-1)
     z = math.exp(e / 2)
-    pm = mech.get("piecewise", e)
+    pm = mech.get("piecewise", e, sampler="continuous")
     assert pm.variance_coefficients[2] == pytest.approx(1 / (z - 1), rel=1e-9)
     assert pm.variance_coefficients[0] == pytest.approx((z + 3) / (3 * (z - 1) ** 2), rel=1e-9)
     assert pm.output_bound == pytest.approx((z + 1) / (z - 1), rel=1e-12)
     # Square wave: b_w, and the debiased variance from the spec's moments at v = 0.3
-    sw = mech.get("square-wave", e, estimator="debiased")
+    sw = mech.get("square-wave", e, estimator="debiased", sampler="continuous")
     b = (e * big - big + 1) / (2 * big * (big - 1 - e))
     assert sw.half_width == pytest.approx(b, rel=1e-6 if e < 0.1 else 1e-12)
     p, q, v = big / (2 * b * big + 1), 1 / (2 * b * big + 1), 0.3
@@ -129,10 +142,10 @@ def test_stable_forms_match_the_spec_formulas(epsilon):
     second_y = q * ((1 + b) ** 3 + b**3) / 3 + (p - q) * (6 * b * v * v + 2 * b**3) / 3
     direct = 4 * (second_y - mean_y**2) / (2 * b * (p - q)) ** 2
     assert float(sw.variance(2 * v - 1)) == pytest.approx(direct, rel=1e-6 if e < 0.1 else 1e-9)
-    raw = mech.get("square-wave", e, estimator="raw")
+    raw = mech.get("square-wave", e, estimator="raw", sampler="continuous")
     assert float(raw.bias(2 * v - 1)) == pytest.approx(2 * (mean_y - v), rel=1e-9, abs=1e-12)
     # Duchi: B = (e^e+1)/(e^e-1)
-    assert mech.get("duchi", e).output_bound == pytest.approx((big + 1) / (big - 1), rel=1e-12)
+    assert mech.get("duchi", e, sampler="continuous").output_bound == pytest.approx((big + 1) / (big - 1), rel=1e-12)
 
 
 def test_symmetries_of_the_exact_statistics():
@@ -147,9 +160,11 @@ def test_symmetries_of_the_exact_statistics():
 
 @pytest.mark.parametrize("epsilon", [EPSILON_STAR + 1e-6, 0.7, 1.0, 3.0, 50.0])
 def test_hybrid_variance_does_not_depend_on_t_above_e_star(epsilon):
-    hybrid = mech.get("hybrid", epsilon)
-    variance = hybrid.variance(np.linspace(-1, 1, 11))
-    assert np.ptp(variance) <= 1e-12 * variance.max()
+    for sampler in ("safe", "continuous"):
+        hybrid = mech.get("hybrid", epsilon, sampler=sampler)
+        variance = hybrid.variance(np.linspace(-1, 1, 11))
+        # (safe: alpha is a ratio of integers below 2^53, so the t^2 term cancels to 2^-53)
+        assert np.ptp(variance) <= 1e-12 * variance.max() + 2.0**-53
 
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.3, EPSILON_STAR])
@@ -194,16 +209,22 @@ def test_large_budget_limits():
     t = np.linspace(-1, 1, 101)
     rng = np.random.default_rng(5)
     # PM and Hybrid concentrate on t; SW keeps ~1/eps of its mass on the uniform background.
-    assert np.allclose(mech.get("piecewise", 5000).perturb(t, rng), t, atol=1e-12)
-    assert np.allclose(mech.get("hybrid", 5000).perturb(t, rng), t, atol=1e-12)
+    assert np.allclose(mech.get("piecewise", 5000, sampler="continuous").perturb(t, rng), t, atol=1e-12)
+    assert np.allclose(mech.get("hybrid", 5000, sampler="continuous").perturb(t, rng), t, atol=1e-12)
+    # The safe samplers: the input rounded to the grid (within 2 steps of 2^-16), eps' capped at
+    # ln(2^53 - 1) for the integer weights (Duchi: b' = 2^-53).
+    for name in ("piecewise", "hybrid", "square-wave"):
+        safe = mech.get(name, 5000)
+        assert np.all(np.abs(safe.perturb(t, rng) - t) <= 2.0**-15)
+        assert 36.0 < safe.exact_epsilon <= math.log(2.0**53)
     # SW: b_w underflows to 0 and q = 1/(1 + rho) with rho = eps - 1 + e^-eps -> 4999, so y is v
     # with probability 1 - q and U[0, 1] otherwise; kappa = 1 - q. Independently derived:
     # Var(y) = q [(1 - q)(v^2 - v) + 1/3 - q/4], debiased V = 4 Var(y) / kappa^2.
-    sw = mech.get("square-wave", 5000, estimator="debiased")
+    sw = mech.get("square-wave", 5000, estimator="debiased", sampler="continuous")
     q, v = 1 / 5000, (t + 1) / 2
     var_y = q * ((1 - q) * (v * v - v) + 1 / 3 - q / 4)
     assert np.allclose(sw.variance(t), 4 * var_y / (1 - q) ** 2, rtol=1e-9)
-    assert np.allclose(mech.get("square-wave", 5000).variance(t), 4 * var_y, rtol=1e-9)
+    assert np.allclose(mech.get("square-wave", 5000, sampler="continuous").variance(t), 4 * var_y, rtol=1e-9)
 
 
 # --- registry and bad input ----------------------------------------------------------------------
@@ -211,8 +232,10 @@ def test_registry_order_and_lookup():
     assert mech.available() == ["laplace", "piecewise", "square-wave", "duchi", "hybrid", "gaussian"]
     assert isinstance(mech.get("Square_Wave", 1.0), mech.get_class("square-wave"))
     assert mech.get("square-wave", 1.0).describe()["options"] == {"estimator": "raw"}
+    assert mech.get("square-wave", 1.0, sampler="continuous").describe()["options"] == {"sampler": "continuous", "estimator": "raw"}
     gaussian = mech.get("gaussian", 1.0, delta=1e-5)
     assert gaussian.describe()["options"] == {"calibration": "analytic"}
+    assert not gaussian.describe()["floating_point_safe"] and "NOT floating-point safe" in gaussian.guarantee
     assert "(1, 1e-05)" in gaussian.guarantee and gaussian.approximate
     for name in ("piecewise", "square-wave", "duchi", "hybrid"):
         described = mech.get(name, 1.0).describe()

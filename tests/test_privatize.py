@@ -79,7 +79,7 @@ def test_unbiased_mechanisms_give_an_unbiased_update(name):
 def test_variance_formula_on_a_hand_computed_case():
     """Laplace, eps = 2 per round, d = 8, m = 2: per value eps = 1, V = 8; p = 4.
     At t = 0: C^2 * 4 * 8 = 8. At t = 1 (u = C): C^2 * (4 * 8 + 3 * 1) = 8.75."""
-    privatizer = UpdatePrivatizer("laplace", 2.0, CLIP, report_dims=2)
+    privatizer = UpdatePrivatizer("laplace", 2.0, CLIP, report_dims=2, sampler="continuous")  # real-number V = 8
     _, variance = privatizer.noise_moments(np.array([0.0, CLIP, 0, 0, 0, 0, 0, 0]))
     assert variance[0] == pytest.approx(8.0) and variance[1] == pytest.approx(8.75)
 

@@ -1,16 +1,13 @@
-"""`ldpfed simulate` under Flower (issue 5; spec: federated.md, analysis.md).
+"""`ldpfed simulate` (issues 5 and 10; spec: federated.md, analysis.md).
 
-Fast tests of the option resolution and of the task logic without Flower, and four small Ray
-federations (4-5 clients, 1 CPU each, at most 2 CPUs): the mean task against the CLT prediction
-with a failing client and the output files (through the CLI), noise-free FedAvg reaching a stated
-accuracy, and an LDP training run twice from the same seed (identical results).
+The protocol logic is tested on the local engine (the same client and server halves, no Flower);
+two small Ray federations check the Flower adapters (the mean task through the CLI with a failing
+client and the output files; the train task equal to the local engine), and one `flwr run .`.
 """
 
 from __future__ import annotations
 
 import json
-import tomllib
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,88 +16,160 @@ import pytest
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
-from ldpfed.validation import LDPValueError
-from simulations import config as simulation_config
-from simulations.config import SimulationConfig
+from ldpfed.config import Config, load_file
+from ldpfed.protocols import seeds
+from ldpfed.protocols.session import World, client_half, server_half
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
-# ---- options -----------------------------------------------------------------------------------
-def test_default_config_file_and_flower_run_config_equal_the_builtin_defaults():
-    defaults = SimulationConfig().to_flat()
-    assert simulation_config.load_file(ROOT / "configs" / "default.toml").to_flat() == defaults
-    flower = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
-    assert simulation_config.from_mapping(flower).to_flat() == defaults
+def config_of(**options) -> Config:
+    return Config().with_options({"engine": "local", **options}).validated()
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
-def test_shipped_configs_are_valid(name):
-    simulation_config.resolve(ROOT / "configs" / name)
+def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
+    from simulations.federation import run
+
+    rows = []
+
+    class Collect:
+        def start(self, stream): pass
+        def update(self, row): rows.append(row)
+        def stop(self): pass
+
+    summary = run(config, Collect())
+    return summary, pd.DataFrame(rows)
 
 
-def test_flags_override_the_file(tmp_path):
-    path = tmp_path / "job.toml"
-    path.write_text('task = "train"\nclients = 7\nlocal-steps = 3\nlr = 1\n')
-    config = simulation_config.resolve(path, {"clients": 5, "rounds": None})
-    assert (config.task, config.clients, config.local_steps, config.lr) == ("train", 5, 3, 1.0)
-    assert config.rounds == SimulationConfig().rounds
+# ---- seeds: who knows what ---------------------------------------------------------------------
+def test_the_harness_spawns_distinct_seeds_and_fresh_noise_uses_os_entropy():
+    world = World.from_config(config_of(clients=4))
+    values = [world.data, world.server, *world.secrets.values()]
+    assert len(set(values)) == len(values) and 0 not in values
+    assert World.from_config(config_of(clients=4)) == world  # the same seed reproduces the world
+    fresh = World.from_config(config_of(clients=4, **{"fresh-noise": True}))
+    assert fresh.secrets is None and (fresh.data, fresh.server) == (world.data, world.server)
+    assert fresh.secret(0) != fresh.secret(0)
 
 
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("clientz = 3\n", "unknown option 'clientz'"),
-        ('clients = "four"\n', "'clients' must be an int"),
-        ("epsilon = true\n", "'epsilon' must be a float"),
-        ("epsilon = -1.0\n", "epsilon"),
-        ('mechanism = "laplase"\n', "unknown mechanism"),
-        ("[section]\nx = 1\n", "flat table"),
-        ("clients = \n", "not valid TOML"),
-    ],
-)
-def test_bad_config_file_is_a_clear_error(tmp_path, text, message):
-    path = tmp_path / "bad.toml"
-    path.write_text(text)
-    with pytest.raises(LDPValueError, match=message):
-        simulation_config.resolve(path)
+def test_cohorts_partition_the_users_and_client_noise_follows_the_secret():
+    from ldpfed.protocols.mean import cohort
 
-
-def test_cli_bad_config_exits_2_and_writes_nothing(tmp_path):
-    path = tmp_path / "bad.toml"
-    path.write_text("clients = 4\nnot_an_option = 1\n")
-    out = tmp_path / "out"
-    result = runner.invoke(app, ["simulate", "--config", str(path), "--out", str(out)])
-    assert result.exit_code == 2
-    assert "unknown option 'not_an_option'" in " ".join(result.output.split())
-    assert not out.exists()
-    result = runner.invoke(app, ["simulate", "--fail-clients", "9", "--clients", "4", "--out", str(out)])
-    assert result.exit_code == 2 and not out.exists()
-
-
-# ---- task logic without Flower ---------------------------------------------------------------
-def test_cohorts_partition_the_users_and_client_noise_is_reproducible():
-    from simulations.mean_task import client_reply, cohort, sums_from_reply
-
-    config = replace(SimulationConfig(), users=103, clients=4)
-    rows = np.concatenate([cohort(config, pid) for pid in range(4)])
+    config = config_of(users=103, clients=4)
+    rows = np.concatenate([cohort(103, 4, pid) for pid in range(4)])
     np.testing.assert_array_equal(rows, np.arange(103))
-    first = sums_from_reply(client_reply(config, 2, 1))
-    again = sums_from_reply(client_reply(config, 2, 1))
-    other_round = sums_from_reply(client_reply(config, 2, 2))
-    np.testing.assert_array_equal(first.total, again.total)
-    assert not np.array_equal(first.total, other_round.total)
+    world = World.from_config(config)
+    client = client_half(config, 2, world.data, world.secret(2))
+    first, again = client.reply(1, {})[0], client.reply(1, {})[0]
+    other_round = client.reply(2, {})[0]
+    other_secret = client_half(config, 2, world.data, world.secret(3)).reply(1, {})[0]
+    np.testing.assert_array_equal(first.arrays["total"], again.arrays["total"])
+    assert not np.array_equal(first.arrays["total"], other_round.arrays["total"])
+    assert not np.array_equal(first.arrays["total"], other_secret.arrays["total"])
 
 
-def test_client_sampling_is_reproducible_and_of_the_right_size():
-    from simulations.train_task import TrainServer
-
-    config = replace(SimulationConfig(), task="train", data="synthetic-fedprox", clients=10, fraction=0.3)
-    server, twin = TrainServer(config), TrainServer(config)
+def test_client_sampling_follows_the_servers_seed_only():
+    config = config_of(task="train", data="synthetic-fedprox", clients=10, fraction=0.3)
+    world = World.from_config(config)
+    server, twin = server_half(config, world.data, world.server), server_half(config, world.data, world.server)
     assert server.sample(3) == twin.sample(3)
     assert len(server.sample(3)) == 3 and len(set(server.sample(3))) == 3
     assert {tuple(server.sample(r)) for r in range(1, 6)} != {tuple(server.sample(1))}
+
+
+# ---- what the server receives and what the outputs say -----------------------------------------
+def test_a_train_reply_holds_only_the_privatized_update_and_the_sample_count():
+    config = config_of(task="train", clients=3, **{"local-steps": 2})
+    world = World.from_config(config)
+    server = server_half(config, world.data, world.server)
+    plan = server.configure_round(1)
+    assert set(plan.broadcast) == {"global"}
+    reply, diagnostics = client_half(config, 0, world.data, world.secret(0)).reply(1, plan.broadcast)
+    assert set(reply.arrays) == {"update"} and set(reply.metrics) == {"num-examples"}
+    assert not np.allclose(reply.arrays["update"], diagnostics["clean"])  # the clean update stays home
+
+
+def test_a_diverging_client_sends_an_ordinary_privatized_update():
+    """lr = 1e38 makes the local model non-finite (NaN loss); the client still replies (no
+    data-dependent failure; the old code raised "update contains NaN") with a finite privatized
+    update; the round counts it as replied."""
+    summary, rows = run_rows(config_of(task="train", clients=3, rounds=1, lr=1e38, **{"local-steps": 5}))
+    assert rows["clients_failed"].tolist() == [0] and rows["clients_replied"].tolist() == [3]
+    config = config_of(task="train", clients=3, lr=1e38, **{"local-steps": 5})
+    world = World.from_config(config)
+    plan = server_half(config, world.data, world.server).configure_round(1)
+    reply, diagnostics = client_half(config, 0, world.data, world.secret(0)).reply(1, plan.broadcast)
+    assert not np.isfinite(diagnostics["loss"])
+    assert np.all(np.isfinite(reply.arrays["update"]))
+
+
+def test_private_run_reports_finite_epsilon_and_mechanism_none_reports_not_private(tmp_path):
+    base = {"task": "train", "clients": 3, "rounds": 2, "local-steps": 2}
+    summary, _ = run_rows(config_of(**base, out=str(tmp_path / "private")))
+    assert summary["private"] is True and summary["privacy_reasons"] == []
+    assert summary["epsilon"] == 2.0 and summary["epsilon_spent_max_per_client"] == 4.0
+    assert summary["noise_measured_over_predicted"] > 0
+    summary, rows = run_rows(config_of(**base, mechanism="none", out=str(tmp_path / "none")))
+    assert summary["private"] is False and "mechanism none" in summary["privacy_reasons"][0]
+    assert summary["epsilon"] is None and summary["epsilon_spent_max_per_client"] is None
+    assert rows["epsilon_spent"].isna().all()
+    privacy = json.loads((tmp_path / "none" / "privacy.json").read_text())
+    assert privacy["private"] is False
+    assert all(total["basic_epsilon"] is None for total in privacy["totals"].values())
+    frame = pd.read_csv(tmp_path / "none" / "privacy.csv")
+    assert (~frame["private"]).all() and frame["basic_epsilon"].isna().all()
+    assert json.loads((tmp_path / "none" / "summary.json").read_text())["private"] is False
+    text = (tmp_path / "none" / "config.toml").read_text()
+    assert "epsilon" not in text
+
+
+def test_mean_task_agrees_with_the_prediction_locally():
+    """4 clients x 1,000 users, d = 40, Laplace eps = 4, 20 rounds: the mean of the measured MSE
+    is within 5 standard errors (from the rounds) of the CLT prediction."""
+    _, rows = run_rows(config_of(clients=4, users=4000, dims=40, epsilon=4.0, rounds=20, seed=3))
+    measured, predicted = rows["mse"].to_numpy(), rows["predicted_mse"].to_numpy()
+    assert np.allclose(predicted, predicted[0])
+    assert abs(measured.mean() - predicted[0]) <= 5 * measured.std(ddof=1) / np.sqrt(measured.size)
+
+
+def test_simulate_mean_with_one_client_is_compare():
+    """One mean-estimation path (issue 10, item 3): `compare`'s plain-mean MSE per repetition is
+    `simulate --task mean --clients 1`'s plain-mean MSE per round for the same seed."""
+    from ldpfed.data import load_tuples
+    from ldpfed.experiment import run_mean_experiment
+
+    config = config_of(clients=1, users=500, dims=6, rounds=3, seed=9, epsilon=1.5, mechanism="piecewise")
+    _, rows = run_rows(config)
+    table = load_tuples("gaussian", users=500, dims=6, rng=np.random.default_rng(seeds.data_seed(9)))
+    result = run_mean_experiment(table, "piecewise", 1.5, aggregators=["mean"], repeats=3, seed=9)
+    np.testing.assert_allclose(result.runs["mse"].to_numpy(), rows["mse_plain_mean"].to_numpy(), rtol=1e-12)
+
+
+def test_noise_free_fedavg_reaches_the_stated_accuracy():
+    """Logistic regression on FedProx Synthetic(1,1), 5 clients, 10 rounds of 10 local steps:
+    stated target 85% test accuracy (and 20 points above always guessing the majority class)."""
+    from ldpfed.protocols.train import federated_data
+
+    config = config_of(task="train", data="synthetic-fedprox", clients=5, rounds=10, clip=1.0, mechanism="none")
+    summary, rows = run_rows(config)
+    test_labels = federated_data(config, World.from_config(config).data).test[1]
+    majority = np.bincount(test_labels).max() / test_labels.size
+    assert summary["final_accuracy"] >= max(0.85, majority + 0.20)
+    assert rows["accuracy"].iloc[-1] > rows["accuracy"].iloc[0]
+    assert (rows["predicted_noise"] == 0).all()
+
+
+def test_ldp_training_is_reproducible_from_the_seed_and_fresh_noise_is_not():
+    options = dict(task="train", data="synthetic-fedprox", clients=5, rounds=3, mechanism="laplace", epsilon=8.0,
+                   fraction=0.6)
+    runs = [run_rows(config_of(**options))[1].drop(columns=["seconds"]) for _ in range(2)]
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    assert (runs[0]["clients_sampled"] == 3).all() and (runs[0]["predicted_noise"] > 0).all()
+    assert runs[0]["epsilon_spent"].iloc[-1] <= 8.0 * 3 and runs[0]["epsilon_spent"].iloc[0] == 8.0
+    fresh = run_rows(config_of(**options, **{"fresh-noise": True}))[1]
+    assert fresh["clients_sampled"].tolist() == runs[0]["clients_sampled"].tolist()  # the server's seed
+    assert not np.allclose(fresh["measured_squared_distance"], runs[0]["measured_squared_distance"])
 
 
 # ---- Flower federations (Ray) ----------------------------------------------------------------
@@ -110,91 +179,35 @@ def _assert_ray_stopped():
     assert not ray.is_initialized()
 
 
-def test_mean_task_under_flower_agrees_with_prediction_and_survives_a_failing_client(tmp_path):
-    """4 clients x 1,000 users, d = 40, Laplace eps = 4 (m = d), 20 rounds; client 1 always fails.
-
-    Each round's MSE is an independent draw (fresh local randomness); the prediction is for the
-    3,000 users whose clients replied. Tolerance: 5 standard errors of the mean over the rounds,
-    computed from the measured rounds.
-    """
+def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(tmp_path):
     out = tmp_path / "run"
     args = [
         "simulate", "--task", "mean", "--clients", "4", "--users", "4000", "--dims", "40",
-        "--epsilon", "4", "--rounds", "20", "--cpus", "2", "--cpus-per-client", "1",
+        "--epsilon", "4", "--rounds", "3", "--cpus", "2", "--cpus-per-client", "1",
         "--fail-clients", "1", "--seed", "3", "--out", str(out), "--json",
     ]
     result = runner.invoke(app, args)
     _assert_ray_stopped()
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["engine"] == "flower" and summary["task"] == "mean"
-    assert (summary["clients"], summary["rounds"]) == (4, 20)
+    assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 4, 3)
+    assert summary["private"] is True and summary["epsilon"] == 4.0
     metrics = pd.read_csv(out / "metrics.csv")
-    assert len(metrics) == 20
     assert (metrics["clients_replied"] == 3).all() and (metrics["clients_failed"] == 1).all()
     assert (metrics["failed_partitions"].astype(str) == "1").all()
     assert metrics["failure_reasons"].str.contains("injected failure").all()
     assert (metrics["users_reported"] == 3000).all()
-    measured = metrics["mse"].to_numpy()
-    predicted = metrics["predicted_mse"].to_numpy()
-    assert np.allclose(predicted, predicted[0])
-    standard_error = measured.std(ddof=1) / np.sqrt(measured.size)
-    assert abs(measured.mean() - predicted[0]) <= 5 * standard_error
-    assert summary["final_mse"] == pytest.approx(measured[-1])
-    assert summary["predicted_mse"] == pytest.approx(predicted[-1])
-    # Per-client privacy: the three replying clients spent 20 x eps; the failing one nothing.
     privacy = pd.read_csv(out / "privacy.csv")
-    assert sorted(privacy["client_id"]) == [0, 2, 3]
-    assert np.allclose(privacy["basic_epsilon"], 80.0)
-    assert metrics["epsilon_spent"].tolist() == [4.0 * r for r in range(1, 21)]
-    # The other files exist and parse.
+    assert sorted(privacy["client_id"]) == [0, 2, 3] and np.allclose(privacy["basic_epsilon"], 12.0)
+    assert metrics["epsilon_spent"].tolist() == [4.0, 8.0, 12.0]
+    local = config_of(task="mean", clients=4, users=4000, dims=40, epsilon=4.0, rounds=3, seed=3,
+                      **{"fail-clients": "1"})
+    _, local_rows = run_rows(local)
+    np.testing.assert_allclose(metrics["mse"], local_rows["mse"], rtol=1e-12)
     assert json.loads((out / "summary.json").read_text())["final_mse"] == pytest.approx(summary["final_mse"])
-    assert simulation_config.load_file(out / "config.toml").fail_clients == "1"
+    assert load_file(out / "config.toml").federation.fail_clients == "1"
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def _train_config(tmp_path, **options) -> SimulationConfig:
-    base = dict(
-        task="train", data="synthetic-fedprox", model="logreg", clients=5, rounds=10, local_steps=10,
-        lr=0.1, batch_size=32, clip=1.0, cpus=2, cpus_per_client=1.0, seed=0, out=str(tmp_path),
-    )
-    return simulation_config.from_mapping({**base, **options}).validated()
-
-
-def test_noise_free_fedavg_reaches_the_stated_accuracy(tmp_path):
-    """Logistic regression on FedProx Synthetic(1,1), 5 clients, 10 rounds of 10 local steps:
-    stated target 85% test accuracy (and 20 points above always guessing the majority class)."""
-    from simulations.runner import run
-    from simulations.train_task import federated_data
-
-    config = _train_config(tmp_path, mechanism="none")
-    summary = run(config)
-    _assert_ray_stopped()
-    test_labels = federated_data(config).test[1]
-    majority = np.bincount(test_labels).max() / test_labels.size
-    assert summary["final_accuracy"] >= max(0.85, majority + 0.20)
-    metrics = pd.read_csv(tmp_path / "metrics.csv")
-    assert metrics["accuracy"].iloc[-1] > metrics["accuracy"].iloc[0]
-    assert (metrics["predicted_noise"] == 0).all()
-
-
-def test_ldp_training_is_reproducible_from_the_seed(tmp_path):
-    """Piecewise per coordinate, 3 of 5 clients sampled per round: the same seed twice gives the
-    same sampling, noise and hence identical metrics; the noise prediction is recorded."""
-    from simulations.runner import run
-
-    runs = []
-    for name in ("a", "b"):
-        config = _train_config(tmp_path / name, mechanism="laplace", epsilon=8.0, fraction=0.6, rounds=3, clip=0.05)
-        run(config)
-        _assert_ray_stopped()
-        runs.append(pd.read_csv(tmp_path / name / "metrics.csv").drop(columns=["seconds"]))
-    pd.testing.assert_frame_equal(runs[0], runs[1])
-    metrics = runs[0]
-    assert (metrics["clients_sampled"] == 3).all() and (metrics["clients_replied"] == 3).all()
-    assert (metrics["predicted_noise"] > 0).all()
-    # Each client spent eps = 8 per round it took part in; the maximum is at most 8 * rounds.
-    assert metrics["epsilon_spent"].iloc[-1] <= 8.0 * 3 and metrics["epsilon_spent"].iloc[0] == 8.0
+    assert not (out / "diagnostics").exists()  # joined after each round and removed
 
 
 # ---- `flwr run .` (Flower's own launcher; starts a background SuperLink) --------------------
@@ -212,6 +225,7 @@ def _processes_with_env(key: str, value: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # a Ray federation (or flwr run) of its own: tens of seconds
 def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     """`flwr run .` with a temporary FLWR_HOME, the pyproject run config plus overrides; the
     SuperLink (and everything it started) is stopped by PID afterwards. `flwr run` exits 0 even
@@ -233,7 +247,7 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
         completed = subprocess.run(
             [
                 "flwr", "run", ".", "--stream", "--federation-config", "num-supernodes=4",
-                "--run-config", f'clients=4 rounds=2 users=2000 out="{out}"',
+                "--run-config", f'federation.clients=4 run.rounds=2 data.users=2000 output.out="{out}"',
             ],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
         )
@@ -246,4 +260,37 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 4, 2)
+    assert summary["private"] is True
     assert len(pd.read_csv(out / "metrics.csv")) == 2
+
+
+def test_every_client_failing_is_an_error_exit(tmp_path):
+    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "1",
+                                 "--fail-clients", "0,1", "--json"])
+    assert result.exit_code == 1
+    assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
+
+
+def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_path, monkeypatch):
+    """A KeyboardInterrupt during round 3 (local engine): rounds 1-2 are on disk, the summary says
+    interrupted, one line on stderr, exit code 130."""
+    from ldpfed.protocols import base
+
+    original = base.local_round
+
+    def interrupting(server, client, server_round, on_diagnostics=None):
+        if server_round == 3:
+            raise KeyboardInterrupt
+        return original(server, client, server_round, on_diagnostics)
+
+    import simulations.federation as federation
+
+    monkeypatch.setattr(federation, "local_round", interrupting)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "5",
+                                 "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 2 of 5 rounds" in " ".join(result.output.split())
+    assert len(pd.read_csv(out / "metrics.csv")) == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["rounds_finished"] == 2

@@ -154,7 +154,7 @@ def test_plug_in_delta_is_the_mechanism_bias_at_the_inverted_estimate():
 def test_model_deviation_is_the_worst_case_laplace_noise_by_hand():
     """Laplace, eps = 2 per round, d = 200 -> m = 1, per value eps = 2, V = 8 / 4 = 2, p = d/m = 200.
     Worst case at |t| = 1: v = C^2 [p V + (p - 1) * 1^2]; sigma^2 = sum p_k^2 v."""
-    lap = privatizer("laplace", epsilon=2.0)
+    lap = UpdatePrivatizer("laplace", 2.0, CLIP, sampler="continuous")  # the real-number V = 8 / eps^2
     counts = sample_counts()
     weights = counts / counts.sum()
     v = CLIP**2 * (200 * 2.0 + 199 * 1.0)

@@ -16,6 +16,8 @@ import math
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import numpy as np
+
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -43,6 +45,7 @@ from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
 from ldpfed.outputs import OutputDir
+from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
 TASKS = ("mean", "train")
@@ -177,9 +180,9 @@ def compare(
     out_of_domain = "error" if out_of_domain is None else out_of_domain
     out_of_domain_policy(out_of_domain)
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
-        # The data stream is the root of the seed; repetitions use its spawned children (independent).
+        # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
         tuples = read_data(data, users=users, dims=dims, seed=seed, domain=(low, high), header=header,
-                           out_of_domain=out_of_domain)
+                           out_of_domain=out_of_domain, rng=np.random.default_rng(data_seed(seed)))
         table = tuples.values
         report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
         result = _run_with_progress(

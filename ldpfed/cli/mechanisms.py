@@ -8,6 +8,7 @@ from rich.table import Table
 import ldpfed.mechanisms as registry
 from ldpfed.cli.common import console, handle_errors, print_json
 from ldpfed.cli.main import app
+from ldpfed.mechanisms.base import SAMPLERS
 from ldpfed.validation import LDPValueError, check_epsilon
 
 EXAMPLE_DELTA = 1e-5
@@ -17,32 +18,43 @@ EXAMPLE_DELTA = 1e-5
 @handle_errors
 def list_mechanisms(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget per value used for the variance columns."),
+    sampler: str = typer.Option(
+        None, "--sampler", help="safe | continuous (default: each mechanism's default; continuous is NOT floating-point safe)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
-    """List the scalar randomizers: guarantee, bounded/unbounded, biased/unbiased, variance."""
+    """List the scalar randomizers: guarantee, sampler, bounded/unbounded, biased/unbiased, variance."""
     epsilon = check_epsilon(epsilon)
-    rows, skipped = [], []
+    if sampler is not None and sampler not in SAMPLERS:
+        raise LDPValueError(f"--sampler must be one of {SAMPLERS}, got {sampler!r}")
+    rows, skipped, errors = [], [], []
     for name, options in registry.variants():
         delta = EXAMPLE_DELTA if registry.get_class(name).approximate else None
+        if sampler is not None:
+            options = {**options, "sampler": sampler}
         try:
             mechanism = registry.get(name, epsilon, delta, **options)
         except LDPValueError as error:  # e.g. classic Gaussian calibration needs eps < 1
             skipped.append(f"{name} {options}: {error}")
+            errors.append(error)
             continue
         row = mechanism.describe()
         row["variance_at_0"] = float(mechanism.variance(0.0))
         row["variance_at_1"] = float(mechanism.variance(1.0))
         rows.append(row)
+    if not rows:  # e.g. an epsilon outside every mechanism's range: one line, exit 2
+        raise errors[0]
     if as_json:
         print_json(rows)
         return
     table = Table(title=f"ldpfed randomizers (per-value budget eps = {epsilon:g}; Gaussian at delta = {EXAMPLE_DELTA:g})")
-    for column in ("name", "guarantee", "output", "bias", "V(0)", "V(1)", "options"):
+    for column in ("name", "guarantee", "sampler", "output", "bias", "V(0)", "V(1)", "options"):
         table.add_column(column)
     for row in rows:
         table.add_row(
             row["name"],
             row["guarantee"],
+            "safe (fixed output grid)" if row["floating_point_safe"] else "continuous: NOT floating-point safe",
             f"bounded, |t*| <= {row['output_bound']:.4g}" if row["bounded"] else "unbounded",
             "unbiased" if row["unbiased"] else "biased",
             f"{row['variance_at_0']:.4f}",

@@ -5,18 +5,26 @@ its own exact statistics. Its conditional bias b(t) = E[t*|t] - t is a polynomia
 and its conditional variance V(t) = Var(t*|t) one of degree <= 2 in t (on the [-1, 1] scale of
 the estimate), so they are exposed as coefficients: the predictor then needs only each column's
 first two moments (analysis.md).
+
+Samplers (option `sampler`, mechanisms.md Floating-point safety): "safe" (the default) releases
+only values of a fixed set, with an exact guarantee (`ldpfed.mechanisms.grid` and each module's
+docstring); "continuous" is the textbook float formula, NOT floating-point safe (its output floats
+reveal the input; Mironov 2012), kept for speed comparisons and labelled as such everywhere. The
+statistics (bias, variance, third moment, log density or mass) are those of the chosen sampler.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import numpy as np
 
-from ldpfed.validation import OutOfDomain, check_delta, check_epsilon, check_values
+from ldpfed.validation import LDPValueError, OutOfDomain, check_budget_range, check_delta, check_epsilon, check_values
+
+SAMPLERS = ("safe", "continuous")
 
 
 _BLOCK = 8192  # values per sampling block (64 KiB of float64)
@@ -28,16 +36,40 @@ class Mechanism(ABC):
 
     epsilon: float
     delta: float | None = None
+    sampler: str = "safe"
 
     name: ClassVar[str]
     approximate: ClassVar[bool] = False  # (eps, delta)-LDP rather than pure eps-LDP
     option_choices: ClassVar[dict[str, tuple]] = {}  # each option's allowed values (see `variants`)
+    # Budgets per value where the formulas and samplers are exact and finite (issue 11, item 14).
+    epsilon_range: ClassVar[tuple[float, float]] = (1e-4, 1e4)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        check_budget_range(self.epsilon, self.epsilon_range, mechanism=self.name)
         object.__setattr__(
             self, "delta", check_delta(self.delta, approximate=self.approximate, mechanism=self.name)
         )
+        if self.sampler not in SAMPLERS:
+            raise LDPValueError(f"{self.name} sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+
+    @property
+    def floating_point_safe(self) -> bool:
+        """True when the safe sampler is chosen and exists (a mechanism without one is not)."""
+        return self.sampler == "safe" and self.safe_sampler is not None
+
+    @property
+    def safe_sampler(self):
+        """The grid sampler with its exact statistics (ldpfed.mechanisms.grid), or None when the
+        continuous sampler is chosen; mechanisms without a separate safe form return None too."""
+        return None
+
+    @property
+    def exact_epsilon(self) -> float:
+        """The worst log probability ratio of what is actually sampled (<= epsilon; for the
+        continuous samplers, the real-number value, which their floats do not honour)."""
+        safe = self.safe_sampler
+        return self.epsilon if safe is None else min(self.epsilon, safe.epsilon)
 
     # --- sampling -------------------------------------------------------------------------------
     def perturb(
@@ -59,20 +91,27 @@ class Mechanism(ABC):
             out[start : start + _BLOCK] = self._sample(flat[start : start + _BLOCK], rng)
         return out.reshape(t.shape)
 
-    @abstractmethod
     def _sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Vectorized sampler on validated inputs in [-1, 1]."""
+        safe = self.safe_sampler
+        return self._sample_continuous(t, rng) if safe is None else safe.sample(t, rng)
 
-    # --- exact statistics -----------------------------------------------------------------------
+    def _sample_continuous(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The real-number formula of the mechanism, evaluated in floating point."""
+        raise NotImplementedError
+
+    # --- exact statistics (of the chosen sampler) -------------------------------------------------
     @property
-    @abstractmethod
     def bias_coefficients(self) -> tuple[float, float]:
         """(b0, b1) with b(t) = E[t*|t] - t = b0 + b1 t."""
+        safe = self.safe_sampler
+        return self._continuous_bias_coefficients if safe is None else safe.bias_coefficients
 
     @property
-    @abstractmethod
     def variance_coefficients(self) -> tuple[float, float, float]:
         """(v0, v1, v2) with V(t) = Var(t*|t) = v0 + v1 t + v2 t^2."""
+        safe = self.safe_sampler
+        return self._continuous_variance_coefficients if safe is None else safe.variance_coefficients
 
     def bias(self, t) -> np.ndarray:
         """Conditional bias b(t) = E[t*|t] - t, vectorized over t."""
@@ -85,14 +124,33 @@ class Mechanism(ABC):
         t = np.asarray(t, dtype=float)
         return v0 + t * (v1 + v2 * t)
 
-    @abstractmethod
     def third_abs_central_moment(self, t) -> np.ndarray:
         """E|t* - E[t*|t]|^3 given t, vectorized (the Berry–Esseen rho; analysis.md)."""
+        safe = self.safe_sampler
+        return self._continuous_third_abs_central_moment(t) if safe is None else safe.third_abs_central_moment(t)
+
+    # The real-number formulas. Not abstract, so that a subclass may instead override the public
+    # methods above directly (a mechanism without a separate safe sampler, e.g. a test double).
+    @property
+    def _continuous_bias_coefficients(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    @property
+    def _continuous_variance_coefficients(self) -> tuple[float, float, float]:
+        raise NotImplementedError
+
+    def _continuous_third_abs_central_moment(self, t) -> np.ndarray:
+        raise NotImplementedError
 
     # --- privacy --------------------------------------------------------------------------------
     @property
     def output_bound(self) -> float:
         """Largest |t*| the mechanism can output (inf for unbounded noise)."""
+        safe = self.safe_sampler
+        return self._continuous_output_bound if safe is None else safe.output_bound
+
+    @property
+    def _continuous_output_bound(self) -> float:
         return math.inf
 
     @property
@@ -106,20 +164,34 @@ class Mechanism(ABC):
     @property
     def guarantee(self) -> str:
         if self.approximate:
-            return f"({self.epsilon:g}, {self.delta:g})-LDP per value"
-        return f"{self.epsilon:g}-LDP per value (density ratio <= e^eps)"
+            text = f"({self.epsilon:g}, {self.delta:g})-LDP per value"
+        elif self.floating_point_safe and self.exact_epsilon < self.epsilon * (1 - 1e-9):
+            text = f"{self.epsilon:g}-LDP per value (exactly {self.exact_epsilon:.6g}: probability ratio <= e^eps')"
+        else:
+            text = f"{self.epsilon:g}-LDP per value ({'probability' if self.floating_point_safe else 'density'} ratio <= e^eps)"
+        if not self.floating_point_safe:
+            text += "; NOT floating-point safe (continuous sampler)"
+        return text
 
-    @abstractmethod
     def log_density(self, y, t) -> np.ndarray:
-        """log of the output density (or mass, for discrete outputs) at y given input t.
-
-        Used to check the guarantee: max over y, t, t' of log p(y|t) - log p(y|t') <= epsilon.
-        Returns -inf outside the support.
+        """log of the output density (continuous sampler) or mass (safe samplers: a fixed grid)
+        at y given input t. Used to check the guarantee: max over y, t, t' of
+        log p(y|t) - log p(y|t') <= epsilon. Returns -inf outside the support.
         """
+        safe = self.safe_sampler
+        return self._continuous_log_density(y, t) if safe is None else safe.log_mass(y, t)
+
+    def _continuous_log_density(self, y, t) -> np.ndarray:
+        raise NotImplementedError
 
     def options(self) -> dict:
-        """Constructor options beyond epsilon/delta (for records and `get`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("epsilon", "delta")}
+        """Constructor options beyond epsilon/delta (for records and `get`); the sampler only when
+        it is not the class default (describe() always reports it)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("epsilon", "delta") and not (f.name == "sampler" and self.sampler == f.default)
+        }
 
     def describe(self) -> dict:
         """A JSON-ready summary: name, parameters, guarantee and properties."""
@@ -133,6 +205,9 @@ class Mechanism(ABC):
             "bounded": self.bounded,
             "output_bound": self.output_bound if self.bounded else None,
             "unbiased": self.unbiased,
+            "sampler": self.sampler,
+            "floating_point_safe": self.floating_point_safe,
+            "exact_epsilon": self.exact_epsilon,
         }
 
 

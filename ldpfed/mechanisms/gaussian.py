@@ -5,6 +5,11 @@ mechanism (Balle & Wang 2018; option calibration="analytic", the default): the s
     Phi(D/(2s) - e s/D) - e^e Phi(-D/(2s) - e s/D) <= delta,
 valid for every eps > 0, or by the classic sigma = D sqrt(2 ln(1.25/delta))/eps (calibration=
 "classic"), valid only for eps < 1 and kept for comparison.
+
+Floating-point safety: NOT done yet. ldpfed has no safe Gaussian sampler (a discrete Gaussian on
+the grid with its exact (eps, delta), mechanisms.md); the only sampler is t + sigma *
+standard_normal, NOT floating-point safe, so sampler="continuous" is the default here and says so
+in describe(), in the guarantee and in every label; sampler="safe" is refused.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float = SENSITIVITY
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
+    sampler: str = "continuous"  # no safe sampler yet (module docstring)
     calibration: str = "analytic"
 
     name = "gaussian"
@@ -69,6 +75,11 @@ class Gaussian(Mechanism):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.sampler == "safe":
+            raise LDPValueError(
+                "gaussian has no floating-point-safe sampler yet; use sampler='continuous' "
+                "(NOT floating-point safe) or a pure mechanism such as 'laplace'"
+            )
         if self.calibration not in CALIBRATIONS:
             raise LDPValueError(
                 f"gaussian calibration must be one of {CALIBRATIONS}, got {self.calibration!r}"
@@ -93,27 +104,27 @@ class Gaussian(Mechanism):
     def guarantee(self) -> str:
         return (
             f"({self.epsilon:g}, {self.delta:g})-LDP per value "
-            f"({self.calibration} calibration, sigma={self.sigma:.4g})"
+            f"({self.calibration} calibration, sigma={self.sigma:.4g}); NOT floating-point safe (continuous sampler)"
         )
 
-    def _sample(self, t, rng):
+    def _sample_continuous(self, t, rng):
         noise = rng.standard_normal(t.shape)
         noise *= self.sigma
         noise += t
         return noise
 
     @property
-    def bias_coefficients(self):
+    def _continuous_bias_coefficients(self):
         return (0.0, 0.0)
 
     @property
-    def variance_coefficients(self):
+    def _continuous_variance_coefficients(self):
         return (self.sigma**2, 0.0, 0.0)
 
-    def third_abs_central_moment(self, t):
+    def _continuous_third_abs_central_moment(self, t):
         return np.full(np.shape(t), 2.0 * math.sqrt(2.0 / math.pi) * self.sigma**3)  # E|N(0,s^2)|^3
 
-    def log_density(self, y, t):
+    def _continuous_log_density(self, y, t):
         y, t = np.broadcast_arrays(np.asarray(y, float), np.asarray(t, float))
         z = (y - t) / self.sigma
         return -0.5 * z * z - math.log(self.sigma * math.sqrt(2.0 * math.pi))

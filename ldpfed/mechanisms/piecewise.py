@@ -2,6 +2,18 @@
 
 Every quantity is written with w = e^(-eps/2) = 1/z, which lies in [0, 1): nothing overflows, and
 eps = 5000 (w = 0) degenerates cleanly to t* = t.
+
+Safe sampler (the default; mechanisms.md, Floating-point safety): the discrete PM of
+`ldpfed.mechanisms.grid`. The input is rounded to the grid t = K / J (J = 2^16, unbiased, constant
+variance J^-2/4), and the report index is drawn from integer weights: A on the 2 w J + 1 indices of
+the plateau centred on K, B on the other indices of [-I, I], with A/B <= e^eps in exact integer
+arithmetic; the report is index * step, step chosen so that E[t*|t] = t. Guarantee: exactly
+eps'-LDP with eps' = ln(A/B) <= eps (eps' = eps to 1e-9 up to eps ~ 20; for eps beyond ~30 the
+62-bit weights cap eps' near 30: more private than asked, with the variance of what is sampled).
+Why this design: the reports form a fixed set by construction and the guarantee is an integer
+inequality, so no float argument is needed; the moments stay affine/quadratic in t (closed forms
+in the integers), which keeps the predictor exact. The continuous inverse CDF stays available as
+sampler="continuous" (NOT floating-point safe).
 """
 
 from __future__ import annotations
@@ -14,11 +26,19 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism, plateau_quantile, uniform_abs_cube_mean
+from ldpfed.mechanisms.grid import window_sampler
 
 
 @dataclass(frozen=True)
 class Piecewise(Mechanism):
     name = "piecewise"
+
+    @cached_property
+    def safe_sampler(self):
+        """Discrete PM on the grid (module docstring); None for sampler="continuous"."""
+        if self.sampler != "safe":
+            return None
+        return window_sampler(self.epsilon, 2.0 * self._w, rescale=True)  # plateau width / span: 2w
 
     @cached_property
     def _w(self) -> float:
@@ -29,7 +49,7 @@ class Piecewise(Mechanism):
         return -math.expm1(-self.epsilon / 2.0)  # exact for small eps
 
     @property
-    def output_bound(self) -> float:
+    def _continuous_output_bound(self) -> float:
         return 1.0 / math.tanh(self.epsilon / 4.0)  # C = (z+1)/(z-1)
 
     # --- geometry: plateau [l(t), r(t)] of width C - 1 -------------------------------------------
@@ -81,24 +101,24 @@ class Piecewise(Mechanism):
             inv_high=inv_high / weight,
         )
 
-    def _sample(self, t, rng):
+    def _sample_continuous(self, t, rng):
         return self._quantile(rng.random(t.shape), t)
 
     # --- exact statistics --------------------------------------------------------------------------
     @property
-    def bias_coefficients(self):
+    def _continuous_bias_coefficients(self):
         return (0.0, 0.0)
 
     @property
-    def variance_coefficients(self):
+    def _continuous_variance_coefficients(self):
         # V(t) = t^2/(z-1) + (z+3)/(3(z-1)^2), with 1/(z-1) = w/(1-w) (corrected form; the thesis'
         # printed t/(z-1) + e^(e/2+3)/(3(z-1)^2) is wrong: mechanisms.md erratum).
         k = self._w / self._one_minus_w
         return ((1.0 + 3.0 * self._w) * self._w / (3.0 * self._one_minus_w**2), 0.0, k)
 
-    def third_abs_central_moment(self, t):
+    def _continuous_third_abs_central_moment(self, t):
         t = np.asarray(t, dtype=float)
-        bound = self.output_bound
+        bound = self._continuous_output_bound
         left, right = self.plateau(t)
         tail_density = math.exp(self._log_tail_density)
         return (
@@ -107,10 +127,10 @@ class Piecewise(Mechanism):
             + tail_density * (bound - right) * uniform_abs_cube_mean(right, bound, t)
         )
 
-    def log_density(self, y, t):
+    def _continuous_log_density(self, y, t):
         y, t = np.broadcast_arrays(np.asarray(y, float), np.asarray(t, float))
         left, right = self.plateau(t)
-        bound = self.output_bound
+        bound = self._continuous_output_bound
         on_plateau = (y >= left) & (y <= right)
         inside = np.abs(y) <= bound
         return np.where(

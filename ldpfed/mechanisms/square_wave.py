@@ -8,6 +8,16 @@ rest of [-b_w, 1 + b_w]. ldpfed reports on the t scale, with one of two estimato
 
 Every constant is written with e^(-eps) so that nothing overflows: at eps = 5000, b_w underflows
 to 0 and the report is v with probability ~1 - 1/eps, uniform on [0, 1] otherwise.
+
+Safe sampler (the default; mechanisms.md, Floating-point safety): the discrete SW of
+`ldpfed.mechanisms.grid`, the same construction as Piecewise's: input rounded to K / J (J = 2^16),
+report index drawn with integer weight A on the 4 b_w J + 1 indices of the wave centred on K and B
+elsewhere on [-I, I] (I = J + 1 + 2 b_w J), A/B <= e^eps exactly. "raw" reports index / J (biased:
+E[t*|t] = kappa t with kappa = (A - B) W / T), "debiased" reports index / (kappa J). Guarantee:
+exactly eps'-LDP, eps' = ln(A/B) <= eps. Same reasons as Piecewise; at large eps the discrete wave
+is one index wide and the background mass is (M - 1) B / T, far below SW's ~1/eps: the discrete
+form is then more accurate than SW, with exact moments. sampler="continuous": the inverse CDF, NOT
+floating-point safe.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism, plateau_quantile, uniform_abs_cube_mean
+from ldpfed.mechanisms.grid import window_sampler
 from ldpfed.validation import LDPValueError
 
 ESTIMATORS = ("raw", "debiased")
@@ -48,6 +59,14 @@ class SquareWave(Mechanism):
             raise LDPValueError(
                 f"square-wave estimator must be one of {ESTIMATORS}, got {self.estimator!r}"
             )
+
+    @cached_property
+    def safe_sampler(self):
+        """Discrete SW on the grid (module docstring); None for sampler="continuous"."""
+        if self.sampler != "safe":
+            return None
+        # the wave is 4 b_w wide on the t scale, whose input span is 2 (J steps per unit)
+        return window_sampler(self.epsilon, 4.0 * self.half_width, rescale=self.estimator == "debiased")
 
     # --- the constants of the spec, overflow-free -------------------------------------------------
     @cached_property
@@ -85,7 +104,7 @@ class SquareWave(Mechanism):
         return 2.0 / kappa, -2.0 * self._raw_mean_offset / kappa - 1.0
 
     @property
-    def output_bound(self) -> float:
+    def _continuous_output_bound(self) -> float:
         scale, shift = self._report_affine
         b = self.half_width
         return max(abs(scale * -b + shift), abs(scale * (1.0 + b) + shift))
@@ -106,7 +125,7 @@ class SquareWave(Mechanism):
             inv_high=scale * math.exp(-self.epsilon) * (1.0 + rho),  # scale / p
         )
 
-    def _sample(self, t, rng):
+    def _sample_continuous(self, t, rng):
         return plateau_quantile(rng.random(t.shape), t, **self._sampler_constants)
 
     # --- exact statistics (spec moments of y, mapped to the t scale) -------------------------------
@@ -120,7 +139,7 @@ class SquareWave(Mechanism):
         return w0, -2.0 * m0 * kappa, kappa * (1.0 - kappa)
 
     @property
-    def bias_coefficients(self):
+    def _continuous_bias_coefficients(self):
         if self.estimator == "debiased":
             return (0.0, 0.0)
         kappa = self._constants[2]
@@ -128,7 +147,7 @@ class SquareWave(Mechanism):
         return (2.0 * self._raw_mean_offset + kappa - 1.0, kappa - 1.0)
 
     @property
-    def variance_coefficients(self):
+    def _continuous_variance_coefficients(self):
         w0, w1, w2 = self._raw_variance_in_v
         # 4 Var(y) with v = (t+1)/2, times (1/kappa)^2 for the debiased estimator.
         coefficients = (4.0 * w0 + 2.0 * w1 + w2, 2.0 * w1 + 2.0 * w2, w2)
@@ -137,7 +156,7 @@ class SquareWave(Mechanism):
             return tuple(c / kappa**2 for c in coefficients)
         return coefficients
 
-    def third_abs_central_moment(self, t):
+    def _continuous_third_abs_central_moment(self, t):
         t = np.asarray(t, dtype=float)
         b, rho, kappa = self._constants
         q = self._q
@@ -150,7 +169,7 @@ class SquareWave(Mechanism):
         )
         return abs(self._report_affine[0]) ** 3 * moment_y
 
-    def log_density(self, y, t):
+    def _continuous_log_density(self, y, t):
         """log density of the report (t scale), including the Jacobian of y -> report."""
         report, t = np.broadcast_arrays(np.asarray(y, float), np.asarray(t, float))
         scale, shift = self._report_affine

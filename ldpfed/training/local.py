@@ -3,11 +3,12 @@
 
 Minibatches are drawn without replacement within an epoch from a permutation made by a
 `torch.Generator` seeded with `seed` (reshuffled when exhausted), so the same seed gives the
-same steps. Plain SGD, cross-entropy loss. `torch.set_num_threads` is the caller's choice.
+same steps. Plain SGD, cross-entropy loss. Clients train inside `single_thread()` (below).
 """
 
 from __future__ import annotations
 
+import contextlib
 
 import numpy as np
 import torch
@@ -68,3 +69,19 @@ def evaluate(model: nn.Module, X, y, batch_size: int = 1024) -> tuple[float, flo
         loss_sum += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
         correct += int((logits.argmax(dim=1) == target).sum())
     return loss_sum / labels.numel(), correct / labels.numel()
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run torch on one intra-op thread and restore the previous setting afterwards.
+
+    Client training uses it in every engine: a matmul's reduction order depends on the thread
+    count, and Ray actors and the local process have different defaults, so without it the same
+    seed gave slightly different models under `--engine local` and Flower (issue 11, item 7).
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -1,11 +1,13 @@
-"""The files a simulation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
+"""The files a federation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
 
 - config.toml: the resolved options (written first; `--config` reads it back);
 - metrics.csv: one row per finished round, rewritten atomically after every round so the rounds
   finished before an interrupt are on disk;
-- privacy.csv: each client's privacy totals so far (ldpfed.accounting: basic, advanced, RDP);
-- summary.json, privacy.json (the ledger's entries and totals) and plot.png at the end.
-Without `--out` nothing is written.
+- privacy.csv: each client's privacy totals so far (ldpfed.accounting: `private`, reasons, every
+  accountant's epsilon, null when not private);
+- summary.json, privacy.json (the ledger's events and totals, `private` and its reasons) and
+  plot.png at the end.
+Without `--out` nothing is written. A non-private run has no finite epsilon in any of them.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from ldpfed.config import Config, to_toml
 from ldpfed.results import save_figure, write_json, write_table, write_text
-from simulations.config import SimulationConfig, to_toml
-
 
 class Recorder:
-    def __init__(self, config: SimulationConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         self.rows: list[dict] = []
-        self.out = Path(config.out) if config.out else None
+        self.out = Path(config.output.out) if config.output.out else None
         if self.out is not None:
             write_text(self.out / "config.toml", to_toml(config))
 
@@ -40,7 +41,7 @@ class Recorder:
         save_figure(self.out / "plot.png", plot_rounds(pd.DataFrame(self.rows), self.config))
 
 
-def plot_rounds(frame: pd.DataFrame, config: SimulationConfig):
+def plot_rounds(frame: pd.DataFrame, config: Config):
     """Accuracy and loss per round (train), or measured vs predicted MSE per round (mean)."""
     import matplotlib
 
@@ -48,16 +49,18 @@ def plot_rounds(frame: pd.DataFrame, config: SimulationConfig):
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    title = f"{config.task}: {config.clients} clients, {config.mechanism}"
-    if config.private:
-        title += f" eps={config.epsilon:g}"
-    if config.task == "train":
+    title = f"{config.run.task}: {config.federation.clients} clients, {config.privacy.mechanism}"
+    if config.noisy:
+        title += f" eps={config.privacy.epsilon:g}"
+    if config.run.task == "train":
         axes[0].plot(frame["round"], frame["accuracy"], marker="o")
         axes[0].set_ylabel("test accuracy")
-        axes[1].plot(frame["round"], frame["loss"], marker="o")
-        axes[1].set_ylabel("test loss")
+        axes[1].plot(frame["round"], frame["measured_squared_distance"], marker="o", label="measured")
+        axes[1].plot(frame["round"], frame["predicted_squared_distance"], linestyle="--", label="predicted (CLT)")
+        axes[1].set_ylabel("||noisy mean - clean mean||^2")
+        axes[1].legend()
     else:
-        axes[0].plot(frame["round"], frame["mse"], marker="o", label=f"measured ({config.aggregator})")
+        axes[0].plot(frame["round"], frame["mse"], marker="o", label=f"measured ({config.aggregation.aggregator})")
         axes[0].plot(frame["round"], frame["mse_plain_mean"], marker="x", label="measured (plain mean)")
         axes[0].plot(frame["round"], frame["predicted_mse"], linestyle="--", label="predicted (CLT)")
         axes[0].set_ylabel("MSE")

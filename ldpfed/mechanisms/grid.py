@@ -1,0 +1,381 @@
+"""Floating-point-safe sampling on a fixed grid (mechanisms.md, Floating-point safety; Mironov 2012).
+
+A sampler written as a float formula of t (t + noise, an inverse CDF) emits floats whose set
+depends on t, so the real-number guarantee says nothing about what is released. The safe samplers
+of ldpfed release only values of a FIXED set (integer multiples of a constant), chosen by two
+steps whose exact law is known:
+
+1. Input rounding. x = t J (J = 2^k grid steps per unit; exact in floats) is rounded with a
+   triangular dither, K = floor(x + 1/2 + U1 - U2) (non-subtractive TPDF dither; Wannamaker,
+   Lipshitz and Vanderkooy 2000): E[K] = x and Var(K) = 1/4 for EVERY t (plain randomized
+   rounding has the t-periodic variance f(1 - f), which would break the quadratic form of V(t)
+   that the predictor relies on). K stays in [-J - 1, J + 1]. The law of the output given t is a
+   mixture over grid inputs K, so a ratio bound that holds between any two K holds between any
+   two t. Floats only enter the dither sum, whose rounding moves probability between grid inputs
+   by at most 2^-37 of a step (|x| <= 2^16): a bias below 2^-53 on the t scale, the resolution of
+   t itself; the guarantee is unaffected.
+2. An exact discrete law given K. `WindowLaw` draws ONE uniform integer r in [0, T), T <= 2^53
+   (from a 53-bit uniform, rejection for the rare r >= T) and maps it to an output index by exact
+   integer arithmetic in floats with integer weights: every point of a window of W indices around
+   K weighs A, every other index of [-I, I] weighs B (a discrete Piecewise / Square wave), plus
+   optional Duchi atoms +-B_D with weights E0 + E1 (J + 1 +- K) (Hybrid). The normalizer T does
+   not depend on K and A/B <= e^eps (and the atoms' ratio too) holds in exact integer arithmetic,
+   so the mechanism is eps'-LDP with eps' = ln(A/B) <= eps EXACTLY, whatever the floats do
+   (floor(r / A) of integers below 2^53 is exact in floats: the quotient is correctly rounded).
+   With 53 bits, eps' is within 1e-6 of eps up to eps ~ 20 and capped near ln(2^53) ~ 36.7.
+
+Moments are exact for what is sampled (closed forms in the integers A, B, W, I, E0, E1); they
+converge to the continuous mechanism's as J -> infinity. Reports are index * step: a fixed set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+
+GRID_BITS = 16  # J = 2^16 input steps per unit: rounding variance J^-2/4 ~ 6e-11
+_TOTAL_BITS = 53  # integer weights sum to at most 2^53 (one 53-bit uniform per value)
+_MARGIN = 1.0 - 4.0 * 2.0**-52  # covers the rounding of math.exp when checking A/B <= e^eps
+
+
+# --- step 1: input rounding with constant variance ------------------------------------------------
+def rounding_weights(x) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(floor(x), [w_-1, w_0, w_1, w_2]): P(K = floor(x) + d) for d = -1..2 under the TPDF dither.
+
+    With f = x - floor(x) and D = U1 - U2 triangular on (-1, 1) (CDF F), K = floor(x) + d where
+    d = round(f + D): w_-1 = (1/2 - f)^2/2 [f < 1/2], w_2 = (f - 1/2)^2/2 [f > 1/2],
+    w_0 = F(1/2 - f) - w_-1, w_1 = 1 - w_-1 - w_0 - w_2. E[K] = x and Var(K) = 1/4.
+    """
+    x = np.asarray(x, dtype=float)
+    low = np.floor(x)
+    f = x - low  # exact
+    below = np.where(f < 0.5, 0.5 * (0.5 - f) ** 2, 0.0)
+    above = np.where(f > 0.5, 0.5 * (f - 0.5) ** 2, 0.0)
+    z = 0.5 - f  # in (-1/2, 1/2]: F(z) = (1 + z)^2/2 below 0, 1 - (1 - z)^2/2 above
+    cdf = np.where(z <= 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2)
+    return low, [below, cdf - below, 1.0 - cdf - above, above]
+
+
+def round_to_grid(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Integers K (as floats) with the law of `rounding_weights`: floor(x + 1/2 + U1 - U2)."""
+    dither = rng.random(x.shape)
+    dither += 0.5
+    dither -= rng.random(x.shape)
+    dither += x
+    return np.floor(dither, out=dither)
+
+
+def uniform_below(total: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Exactly uniform integers (as floats) in [0, total), total <= 2^53: rng.random() is k / 2^53
+    with k uniform, so k = u 2^53 exactly; the rare k >= total are drawn again."""
+    draws = rng.random(size)
+    draws *= 2.0**53
+    if total < 2**53:
+        bad = np.flatnonzero(draws >= total)
+        while bad.size:  # probability (2^53 - total)/2^53, ~1e-6 per value
+            draws[bad] = rng.random(bad.size) * 2.0**53
+            bad = bad[draws[bad] >= total]
+    return draws
+
+
+def abs_cube_sum(low, high, x) -> np.ndarray:
+    """sum_{i=low}^{high} |i - x|^3 for integers low <= high and real x, in closed form.
+
+    Split at x; each side is sum_{k=0}^{n-1} (d + k)^3 = n d^3 + 3 d^2 S1 + 3 d S2 + S3 with d >= 0
+    the distance of its nearest term, S1 = n(n-1)/2, S2 = (n-1)n(2n-1)/6, S3 = S1^2: only positive
+    terms, so no cancellation.
+    """
+    low, high, x = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (low, high, x)))
+    split = np.floor(x)
+
+    def side(n, d):
+        n = np.maximum(n, 0.0)
+        s1 = n * (n - 1) / 2
+        s2 = (n - 1) * n * (2 * n - 1) / 6
+        return n * d**3 + 3 * d * d * s1 + 3 * d * s2 + s1 * s1
+
+    below_top = np.minimum(high, split)  # terms i <= floor(x): distances x - i
+    above_bottom = np.maximum(low, split + 1)  # terms i > floor(x): distances i - x
+    return side(below_top - low + 1, x - below_top) + side(high - above_bottom + 1, above_bottom - x)
+
+
+def integer_ratio_weights(epsilon: float, count_high: int, count_low: int, extra: int = 0) -> tuple[int, int]:
+    """(A, B): integer weights with A/B <= e^eps, as close to it as count_high A + count_low B +
+    extra <= 2^53 allows (B >= 1; for e^eps beyond ~2^53 / count_high, A/B is capped there)."""
+    limit = 2**_TOTAL_BITS - extra
+    ratio = math.exp(min(epsilon, 700.0)) * _MARGIN
+    low = max(1, int(limit / (count_high * ratio + count_low)))
+    while low > 1 and count_high * math.floor(low * ratio) + count_low * low > limit:
+        low -= 1  # float rounding of the guess
+    high = min(math.floor(low * ratio), (limit - count_low * low) // count_high)
+    return max(high, low), low
+
+
+# --- step 2: an exact discrete law given the grid input -------------------------------------------
+@dataclass(frozen=True)
+class WindowLaw:
+    """Output index i in [-I, I] (+ optional atoms) given grid input K in [-J-1, J+1]:
+    weight A on the window |i - K| <= P, B elsewhere; atoms +-1 (as codes) with E0 + E1 (J+1 +- K).
+
+    `window_half` P, `half_range` I = J + 1 + P, integer weights; see the module docstring.
+    """
+
+    grid_steps: int  # J
+    window_half: int  # P (window width W = 2P + 1)
+    high: int  # A
+    low: int  # B
+    atom_base: int = 0  # E0
+    atom_slope: int = 0  # E1
+
+    @property
+    def width(self) -> int:
+        return 2 * self.window_half + 1
+
+    @property
+    def half_range(self) -> int:
+        return self.grid_steps + 1 + self.window_half
+
+    @property
+    def points(self) -> int:
+        return 2 * self.half_range + 1
+
+    @property
+    def window_total(self) -> int:
+        return self.width * self.high + (self.points - self.width) * self.low
+
+    @property
+    def atom_total(self) -> int:
+        return 2 * self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope
+
+    @property
+    def total(self) -> int:
+        return self.window_total + self.atom_total
+
+    @cached_property
+    def window_share(self) -> float:
+        """P(the report comes from the window law), alpha for Hybrid, 1 without atoms."""
+        return self.window_total / self.total
+
+    @property
+    def log_ratio(self) -> float:
+        """eps' = the exact worst log probability ratio between any two grid inputs."""
+        ratios = [math.log(self.high) - math.log(self.low)]
+        if self.atom_slope:
+            ratios.append(math.log(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope) - math.log(self.atom_base))
+        return max(ratios)
+
+    # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
+    def sample(self, grid_input: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Output codes (floats) for integer grid inputs K (floats): window/background index in
+        [-I, I], or the atom codes -(I+1) / I+1.
+
+        r < W A: the window slot floor(r / A) from K - P on; else the background slot
+        floor((r - W A) / B) counted cyclically over [-I, I] from K + P + 1 on (skipping the window).
+        Both are (K + offset + slot + I) mod M - I, one expression for the two cases.
+        """
+        r = uniform_below(self.total, grid_input.size, rng)
+        window_end = float(self.width * self.high)
+        in_window = r < window_end
+        slot = np.where(in_window, r / float(self.high), (r - window_end) / float(self.low))
+        np.floor(slot, out=slot)
+        # offset I - P in the window, I + P + 1 = (I - P) + W outside (arithmetic: no np.where)
+        slot += float(self.half_range + self.window_half + 1)
+        slot -= in_window * float(self.width)
+        slot += grid_input  # in [0, 2M): one conditional subtraction is the mod M (np.fmod is slow)
+        slot -= (slot >= self.points) * float(self.points)
+        slot -= float(self.half_range)
+        if self.atom_total:
+            atom = r >= float(self.window_total)
+            plus = (r - float(self.window_total)) < self.atom_base + self.atom_slope * (self.grid_steps + 1 + grid_input)
+            code = float(self.half_range + 1)
+            slot = np.where(atom, plus * (2.0 * code) - code, slot)
+        return slot
+
+    def probability(self, index, grid_input) -> np.ndarray:
+        """P(code | K), vectorized."""
+        index, k = np.broadcast_arrays(np.asarray(index, dtype=float), np.asarray(grid_input, dtype=float))
+        code = self.half_range + 1
+        in_window = np.abs(index - k) <= self.window_half
+        weight = np.where(in_window, float(self.high), float(self.low))
+        weight = np.where(np.abs(index) <= self.half_range, weight, 0.0)
+        if self.atom_total:
+            atom = self.atom_base + self.atom_slope * (self.grid_steps + 1 + np.sign(index) * k)
+            weight = np.where(np.abs(index) == code, atom, weight)
+        return weight / self.total
+
+    # --- exact moments of the window part, per grid input K (index units) -----------------------
+    @cached_property
+    def window_mean_slope(self) -> float:
+        """kappa with E[i | K, window part] = kappa K: (A - B) W / T_window."""
+        return (self.high - self.low) * self.width / self.window_total
+
+    @cached_property
+    def window_one_minus_slope(self) -> float:
+        """1 - kappa = M B / T_window, without cancellation."""
+        return self.points * self.low / self.window_total
+
+    @cached_property
+    def window_variance_constant(self) -> float:
+        """V0 with Var(i | K, window part) = V0 + kappa (1 - kappa) K^2."""
+        w, i_max = self.width, self.half_range
+        return (
+            (self.high - self.low) * w * (w * w - 1) / 12.0 + self.low * i_max * (i_max + 1) * (2 * i_max + 1) / 3.0
+        ) / self.window_total
+
+    def window_abs_cube(self, grid_input, centre) -> np.ndarray:
+        """E|i - centre|^3 given K under the window part."""
+        k = np.asarray(grid_input, dtype=float)
+        half, i_max = self.window_half, self.half_range
+        return (
+            self.low * abs_cube_sum(-i_max, i_max, centre)
+            + (self.high - self.low) * abs_cube_sum(k - half, k + half, centre)
+        ) / self.window_total
+
+
+# --- a whole safe mechanism: rounding + window law + report values ------------------------------
+@dataclass(frozen=True)
+class GridSampler:
+    """The safe sampler of PM, SW and Hybrid with its exact statistics on the report scale.
+
+    Report = code * step for window codes, +-atom_value for the atom codes. `law.window_share` is
+    Hybrid's alpha; the atom part (if any) is an unbiased Duchi on the grid input (E[atom|K] =
+    K / J), the window part has E[report | K] = step kappa K.
+    """
+
+    law: WindowLaw
+    step: float
+    atom_value: float = 0.0
+    rescaled: bool = True  # step = 1/(kappa J): unbiased by construction
+
+    @property
+    def grid_steps(self) -> int:
+        return self.law.grid_steps
+
+    @property
+    def output_bound(self) -> float:
+        return max(self.law.half_range * self.step, self.atom_value)
+
+    @property
+    def epsilon(self) -> float:
+        return self.law.log_ratio
+
+    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = round_to_grid(t * float(self.grid_steps), rng)
+        codes = self.law.sample(k, rng)
+        if self.law.atom_total:  # atom codes +-(I + 1) become +-atom_value
+            atom = np.abs(codes) > self.law.half_range
+            return np.where(atom, np.copysign(self.atom_value, codes), codes * self.step)
+        codes *= self.step
+        return codes
+
+    @cached_property
+    def _shares(self) -> tuple[float, float]:
+        law = self.law
+        return law.window_total / law.total, law.atom_total / law.total
+
+    @property
+    def mean_slope(self) -> float:
+        """c with E[report | t] = c t."""
+        window, atoms = self._shares
+        law = self.law
+        slope = window * self.step * law.window_mean_slope * law.grid_steps
+        if law.atom_total:
+            slope += atoms * self.atom_value * 2.0 * law.atom_slope * law.grid_steps / law.atom_total
+        return slope
+
+    @property
+    def bias_coefficients(self) -> tuple[float, float]:
+        if self.rescaled:  # PM, SW debiased, Hybrid: unbiased by construction of step (and atoms)
+            return (0.0, 0.0)
+        return (0.0, -self.law.window_one_minus_slope)  # SW raw: E[t*|t] = kappa t
+
+    @property
+    def variance_coefficients(self) -> tuple[float, float, float]:
+        """Var = E[Var(report | K)] + Var(E[report | K]) with E[K] = x = J t, Var(K) = 1/4."""
+        law = self.law
+        window, atoms = self._shares
+        kappa, one_minus = law.window_mean_slope, law.window_one_minus_slope
+        j2 = float(law.grid_steps) ** 2
+        v0 = window * self.step**2 * (law.window_variance_constant + kappa / 4.0) + atoms * self.atom_value**2
+        if law.atom_total:  # unbiased mixture: alpha (1 - kappa)/kappa - (1 - alpha), in exact rationals
+            exact = Fraction(law.window_total * law.points * law.low, (law.high - law.low) * law.width)
+            v2 = float((exact - law.atom_total) / law.total)
+        else:
+            v2 = self.step**2 * j2 * kappa * one_minus
+        return (v0, 0.0, v2)
+
+    def third_abs_central_moment(self, t) -> np.ndarray:
+        t = np.asarray(t, dtype=float)
+        law = self.law
+        window, atoms = self._shares
+        x = t * law.grid_steps
+        centre = self.mean_slope * t
+        low, weights = rounding_weights(x)
+        moment = np.zeros(np.shape(t))
+        for offset, weight in zip((-1, 0, 1, 2), weights):
+            moment = moment + weight * law.window_abs_cube(low + offset, centre / self.step)
+        moment = window * self.step**3 * moment
+        if law.atom_total:  # P(+atom | K) is linear in K, so its mean over K is its value at x
+            plus = (law.atom_base + law.atom_slope * (law.grid_steps + 1 + x)) / law.atom_total
+            moment = moment + atoms * (
+                plus * np.abs(self.atom_value - centre) ** 3 + (1 - plus) * np.abs(self.atom_value + centre) ** 3
+            )
+        return moment
+
+    def log_mass(self, y, t) -> np.ndarray:
+        """log P(report = y | t); -inf off the output set."""
+        y, t = np.broadcast_arrays(np.asarray(y, dtype=float), np.asarray(t, dtype=float))
+        law = self.law
+        code = np.rint(y / self.step)
+        valid = (code * self.step == y) & (np.abs(code) <= law.half_range)
+        if law.atom_total:
+            atom = np.abs(y) == self.atom_value
+            code = np.where(atom, np.sign(y) * (law.half_range + 1), code)
+            valid |= atom
+        low, weights = rounding_weights(t * law.grid_steps)
+        mass = sum(weight * law.probability(code, low + offset) for offset, weight in zip((-1, 0, 1, 2), weights))
+        with np.errstate(divide="ignore"):
+            return np.where(valid & (mass > 0), np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
+
+
+def window_sampler(epsilon: float, window_fraction: float, *, rescale: bool, atom_share: float = 0.0,
+                   grid_bits: int = GRID_BITS) -> GridSampler:
+    """The safe sampler of a sliding-window mechanism: window width ~ window_fraction * J indices,
+    density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw).
+
+    atom_share > 0 (Hybrid): the window part's share is chosen so that the mixture's variance does
+    not depend on t (alpha = 1 / (1 + v2_window), the exact analogue of alpha = 1 - e^(-eps/2)).
+    """
+    j = 2**grid_bits
+    half = max(0, int(round((window_fraction * j - 1.0) / 2.0)))
+    width, points = 2 * half + 1, 2 * (j + 1 + half) + 1
+    if not atom_share:
+        high, low = integer_ratio_weights(epsilon, width, points - width)
+        law = WindowLaw(j, half, high, low)
+        step = 1.0 / (law.window_mean_slope * j) if rescale else 1.0 / j
+        return GridSampler(law, step, rescaled=rescale)
+    # Hybrid: the window part gets alpha of the 2^62 total, the Duchi atoms the rest, with
+    # alpha = 1/(1 + v2_window) and v2_window = (1 - kappa)/kappa = M B / ((A - B) W).
+    ratio = math.exp(min(epsilon, 700.0)) * _MARGIN
+    v2_guess = points / (max(ratio - 1.0, 1e-300) * width)
+    extra = int(2**_TOTAL_BITS * v2_guess / (1.0 + v2_guess) * (1.0 + 1e-6)) + 4 * (j + 1)
+    high, low = integer_ratio_weights(epsilon, width, points - width, extra=extra)
+    window = WindowLaw(j, half, high, low)
+    # Duchi atoms: 2 E0 + span E1 = atom_total with (E0 + span E1)/E0 = e^eps (Duchi's ratio)
+    span = 2 * (j + 1)
+    # atom total = window total * v2_window = T_w M B / ((A - B) W), rounded in integers
+    target = round(Fraction(window.window_total * points * low, (high - low) * width))
+    first = max(1, math.ceil(target / (1.0 + ratio)))
+    slope = max(1, (target - 2 * first) // span)
+    base = max(first, (target - span * slope) // 2)  # absorbs the remainder: total = target (+-1)
+    while base + span * slope > ratio * base:  # float rounding of the guesses
+        slope -= 1
+    law = WindowLaw(j, half, high, low, atom_base=base, atom_slope=slope)
+    assert law.total <= 2**_TOTAL_BITS and slope >= 1
+    step = 1.0 / (law.window_mean_slope * j)
+    atom_value = law.atom_total / (2.0 * law.atom_slope * j)
+    return GridSampler(law, step, atom_value)

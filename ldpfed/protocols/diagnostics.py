@@ -1,0 +1,68 @@
+"""Simulation diagnostics, joined by the harness outside the protocol (spec: federated.md, "Who
+knows the noise").
+
+The server never receives a clean value. In a simulation, each client half also returns a
+diagnostics dict (its clean clipped update, its training loss); the engine hands it to the
+harness (in memory, or through a file the node writes to the run's local output), and the harness
+joins it with what the server holds after the round (`outcome`). The mean task's truth and CLT
+prediction come from the data, which the harness (the world) knows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpfed.analysis import predict
+from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_report
+
+TRAIN_COLUMNS = (
+    "train_loss", "predicted_noise_trace", "predicted_squared_distance", "measured_squared_distance",
+    "noise_ratio", "noise_z_beyond_1_96", "applied_squared_distance", "clean_update_squared_norm",
+)
+
+
+def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
+    """Measured ||noisy mean - clean mean||^2 beside its exact prediction (analysis.md, federated
+    rounds), the distance of the applied step from the clean mean, and the weighted training loss.
+    NaN where a replying client's diagnostics are missing (e.g. under `flwr run`)."""
+    metrics = dict.fromkeys(TRAIN_COLUMNS, float("nan"))
+    if outcome is None or not all(pid in diagnostics for pid in outcome.partitions):
+        return metrics
+    p = outcome.sizes / outcome.sizes.sum()
+    clean = np.stack([diagnostics[pid]["clean"] for pid in outcome.partitions])
+    losses = np.array([diagnostics[pid]["loss"] for pid in outcome.partitions])
+    noisy_mean, clean_mean = p @ outcome.updates, p @ clean
+    noise_mean, noise_variance = predicted_aggregate_noise(clean, outcome.sizes, privatizer)
+    report = round_noise_report(noisy_mean, clean_mean, noise_variance, noise_mean)
+    metrics.update(
+        train_loss=float(p @ losses) if np.all(np.isfinite(losses)) else float("nan"),
+        predicted_noise_trace=report["predicted_variance_trace"],
+        predicted_squared_distance=report["predicted_squared_distance"],
+        measured_squared_distance=report["measured_squared_distance"],
+        noise_ratio=float("nan") if report["ratio"] is None else report["ratio"],
+        noise_z_beyond_1_96=(float("nan") if report["fraction_abs_z_above_1_96"] is None
+                             else report["fraction_abs_z_above_1_96"]),
+        applied_squared_distance=float(np.sum((outcome.step - clean_mean) ** 2)),
+        clean_update_squared_norm=float(np.sum(clean_mean**2)),
+    )
+    return metrics
+
+
+def mean_round(outcome, data: np.ndarray, cohorts: list[np.ndarray], config) -> dict:
+    """MSE of the chosen aggregator and of the plain mean against the truth of the users whose
+    clients replied, beside the CLT prediction for those users (analysis.md)."""
+    nan = float("nan")
+    if outcome is None or not outcome.partitions:
+        return {"mse": nan, "mse_plain_mean": nan, "predicted_mse": nan, "predicted_noise": nan}
+    rows = np.concatenate([cohorts[pid] for pid in outcome.partitions])
+    values = data[rows]
+    truth = values.mean(axis=0)
+    m = config.privacy.report_dims or config.data.dims
+    prediction = predict(config.privacy.mechanism, config.privacy.epsilon, len(rows), config.data.dims, m, values,
+                         delta=config.delta_or_none, counts=outcome.sums.count)
+    return {
+        "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
+        "mse_plain_mean": float(np.mean((outcome.theta_hat - truth) ** 2)),
+        "predicted_mse": float(prediction.mse),
+        "predicted_noise": float(np.mean(prediction.deviation_model().sigma ** 2)),
+    }

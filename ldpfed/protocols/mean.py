@@ -1,0 +1,154 @@
+"""Tuple collection (mean estimation), client half and server half (spec: federated.md, Tuple
+collection; recalibration.md). `ldpfed simulate --task mean` and `ldpfed compare` both run these.
+
+A client holds a cohort of users (the rows of the data set cut into `clients` contiguous,
+near-equal blocks by partition id). In round r every user of the cohort randomizes her own tuple
+(m of d dimensions, eps/m each) with the client's secret stream (secret, NOISE, r), chunk by chunk
+(`ldpfed.experiment.collect_sums`), and the client sends only the per-dimension `ReportSums`
+(post-processing of the reports). The server adds the sums of the clients that replied, forms
+theta_hat and re-calibrates it with each aggregator. The truth and the CLT prediction are the
+harness's business (ldpfed.protocols.diagnostics), not the server's.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+from ldpfed.accounting import PrivacyLedger
+from ldpfed.aggregation.base import Recalibrated
+from ldpfed.config import Config
+from ldpfed.data import load_tuples
+from ldpfed.deviation import DeviationModel
+from ldpfed.experiment import collect_sums, estimate_once
+from ldpfed.mechanisms.base import Mechanism
+from ldpfed.multidim import ReportSums, per_value_mechanism
+from ldpfed.protocols import seeds
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.privacy import round_event
+
+SUMS = ("count", "total", "total_sq")
+
+
+# ---- world: the data and who holds it --------------------------------------------------------
+def report_dims(config: Config) -> int:
+    """m: `report-dims`, or all d dimensions when 0."""
+    return config.privacy.report_dims or config.data.dims
+
+
+@functools.lru_cache(maxsize=4)
+def _tuples(name: str, users: int, dims: int, data_seed: int) -> np.ndarray:
+    return load_tuples(name, users=users, dims=dims, rng=np.random.default_rng(data_seed))
+
+
+def tuples(config: Config, data_seed: int) -> np.ndarray:
+    """All users' tuples (users, dims) in [-1, 1], from the data seed."""
+    return _tuples(config.data_name, config.data.users, config.data.dims, data_seed)
+
+
+def cohort(users: int, clients: int, partition_id: int) -> np.ndarray:
+    """Row indices of the users held by client `partition_id`."""
+    return np.array_split(np.arange(users), clients)[partition_id]
+
+
+@functools.lru_cache(maxsize=4)
+def _mechanism(name: str, epsilon: float, m: int, delta: float | None) -> Mechanism:
+    return per_value_mechanism(name, epsilon, m, delta)
+
+
+def mechanism(config: Config) -> Mechanism:
+    """The per-value mechanism every user applies (eps/m, delta/m); built once per config."""
+    return _mechanism(config.privacy.mechanism, config.privacy.epsilon, report_dims(config), config.delta_or_none)
+
+
+# ---- client half -----------------------------------------------------------------------------
+class MeanClient:
+    """A cohort's users randomize locally; the reply is their report sums."""
+
+    def __init__(self, values: np.ndarray, mechanism: Mechanism, report_dims: int, secret: int,
+                 chunk_users: int | None = None, fail: bool = False) -> None:
+        self.values, self.mechanism, self.report_dims = values, mechanism, report_dims
+        self.secret, self.chunk_users, self.fail = secret, chunk_users, fail
+
+    def sums(self, server_round: int) -> ReportSums:
+        noise = seeds.stream(self.secret, seeds.NOISE, server_round)
+        return collect_sums(self.values, self.mechanism, self.report_dims, noise, chunk_users=self.chunk_users)
+
+    def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
+        if self.fail:
+            raise InjectedFailure(f"injected failure in round {server_round}")
+        sums = self.sums(server_round)
+        arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
+        return ClientReply(arrays, {"users": int(sums.users)}), {}
+
+
+def sums_of(reply: ClientReply) -> ReportSums:
+    return ReportSums(*(reply.arrays[name] for name in SUMS), int(reply.metrics["users"]))
+
+
+def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> MeanClient:
+    rows = cohort(config.data.users, config.federation.clients, partition_id)
+    return MeanClient(tuples(config, data_seed)[rows], mechanism(config), report_dims(config), secret,
+                      fail=partition_id in config.failing_partitions)
+
+
+# ---- server half -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MeanOutcome:
+    """What the server holds after a round: who replied, the summed reports, the estimates."""
+
+    partitions: list[int]
+    sums: ReportSums
+    theta_hat: np.ndarray
+    results: dict[str, Recalibrated]  # per aggregator: the estimate and its record
+
+    @property
+    def estimates(self) -> dict[str, np.ndarray]:
+        return {name: result.estimate for name, result in self.results.items()}
+
+
+class MeanServer:
+    """Strategy-shaped server half: every client reports in every round (each round is one
+    independent collection); aggregate = sum of ReportSums, theta_hat, re-calibration."""
+
+    def __init__(self, mechanism: Mechanism, dims: int, clients: int, aggregators: list[str], *,
+                 alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
+                 deviation: str | DeviationModel = "plug-in", round_event=None, mechanism_name: str | None = None) -> None:
+        self.mechanism, self.dims, self.clients = mechanism, dims, clients
+        self.aggregators = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
+        self.deviation = deviation
+        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
+        self.mechanism_name = mechanism_name
+        self.ledger = PrivacyLedger()
+        self.outcome: MeanOutcome | None = None
+        self._planned: list[int] = []
+
+    def configure_round(self, server_round: int) -> RoundPlan:
+        self._planned = list(range(self.clients))
+        return RoundPlan(self._planned, {})
+
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
+        pids = sorted(replies)
+        sums = sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(self.dims))
+        if pids:
+            theta_hat, _, results = estimate_once(sums, self.mechanism, self.aggregators, deviation=self.deviation)
+        else:
+            theta_hat, results = np.full(self.dims, np.nan), {}
+        self.outcome = MeanOutcome(pids, sums, theta_hat, results)
+        if self.round_event is not None:
+            for pid in pids:
+                self.ledger.record_event(pid, server_round, self.round_event, self.mechanism_name)
+        return {**participation(self._planned, replies, failures), "users_reported": int(sums.users)}
+
+    def evaluate(self, server_round: int) -> dict:
+        return {}
+
+
+def server_from_config(config: Config) -> MeanServer:
+    aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
+    event = round_event(config, config.privacy.epsilon, config.delta_or_none)
+    return MeanServer(mechanism(config), config.data.dims, config.federation.clients, aggregators,
+                      alpha=config.aggregation.alpha, round_event=event, mechanism_name=config.privacy.mechanism)

@@ -1,0 +1,46 @@
+"""Whether a run is private, as a function of its config (spec: federated.md, "Who knows the noise").
+
+A run is private when everything a client sends carries accounted noise: its privatized report
+and, by design, public values (its sample count, the FedAvg weight; whether it replied). Anything
+else that leaves a client in the clear makes the run non-private, and every privacy output says
+`private: false` with the reasons and no finite epsilon. Clean values for the simulation's
+diagnostics never reach the server (ldpfed.protocols.diagnostics), so they do not count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ldpfed.accounting import legacy_event, not_private
+from ldpfed.config import Config
+
+
+@dataclass(frozen=True)
+class PrivacyStatus:
+    private: bool
+    reasons: tuple[str, ...]
+
+    def epsilon(self, value: float) -> float | None:
+        """`value` if the run is private (and finite), else None (JSON null)."""
+        return float(value) if self.private and math.isfinite(value) else None
+
+    def record(self) -> dict:
+        return {"private": self.private, "privacy_reasons": list(self.reasons)}
+
+
+def privacy_status(config: Config) -> PrivacyStatus:
+    reasons = []
+    if not config.noisy:
+        sent = "clipped model updates" if config.run.task == "train" else "tuples"
+        reasons.append(f"mechanism none: clients send their {sent} without noise")
+    return PrivacyStatus(not reasons, tuple(reasons))
+
+
+def round_event(config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None):
+    """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost,
+    or a not-private event with the reasons (ldpfed.accounting), decided by `privacy_status`."""
+    status = privacy_status(config)
+    if not status.private:
+        return not_private("; ".join(status.reasons))
+    return legacy_event(epsilon, delta, config.privacy.mechanism, noise_multiplier)

@@ -1,0 +1,172 @@
+"""One federation run seen from outside the protocol: the world's seeds, the halves, the per-round
+record with the diagnostics joined in, and the summary (spec: federated.md).
+
+`World` is what the harness knows: the run seed's children (data seed, server seed, one secret per
+client, or OS entropy with `fresh-noise`). `Session` turns each round's server metrics and the
+clients' diagnostics into a metrics row, writes the files (`Recorder`) and builds the summary. It
+is used by `ldpfed simulate` (both engines) and by the ServerApp under `flwr run`, where no
+diagnostics reach it (the noise figures are then NaN).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from ldpfed.config import FEDAVG, Config
+from ldpfed.protocols import diagnostics as joins
+from ldpfed.protocols import mean, seeds, train
+from ldpfed.protocols.privacy import privacy_status
+from ldpfed.protocols.recorder import Recorder
+
+
+@dataclass(frozen=True)
+class World:
+    """The harness's seeds: the server gets `server` and `data` only; clients `data` and their secret."""
+
+    data: int
+    server: int
+    secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
+
+    @classmethod
+    def from_config(cls, config: Config) -> "World":
+        run = config.run
+        secrets = None if run.fresh_noise else seeds.client_secrets(run.seed, config.federation.clients)
+        return cls(seeds.data_seed(run.seed), seeds.server_seed(run.seed), secrets)
+
+    def secret(self, partition_id: int) -> int:
+        return seeds.fresh_secret() if self.secrets is None else self.secrets[partition_id]
+
+
+def without_seed(config: Config) -> Config:
+    """The config a server or client half is given: the run seed removed (it never needs it)."""
+    return replace(config, run=replace(config.run, seed=None))
+
+
+def server_half(config: Config, data_seed: int, server_seed: int, fedavg: Callable | None = None):
+    public = without_seed(config)
+    if config.run.task == "mean":
+        return mean.server_from_config(public)
+    return train.TrainServer(public, data_seed, server_seed, fedavg)
+
+
+def client_half(config: Config, partition_id: int, data_seed: int, secret: int):
+    public = without_seed(config)
+    if config.run.task == "mean":
+        return mean.client_from_config(public, partition_id, data_seed, secret)
+    return train.TrainClient(public, partition_id, data_seed, secret)
+
+
+def preflight(config: Config) -> None:
+    """Fail before any federation starts on what can be checked here (data present, names)."""
+    data_seed = seeds.data_seed(config.run.seed)
+    if config.run.task == "mean":
+        mean.mechanism(config)
+        mean.tuples(config, data_seed)
+    else:
+        train.check_setup(config, data_seed)
+
+
+class Session:
+    """Per-round rows (server metrics + joined diagnostics + privacy spent) and the summary."""
+
+    def __init__(self, config: Config, server, data_seed: int, engine: str) -> None:
+        self.config, self.server, self.engine = config, server, engine
+        self.status = privacy_status(config)
+        self.recorder = Recorder(config)
+        self.started = time.perf_counter()
+        self.round_started = self.started
+        if config.run.task == "mean":
+            self.data = mean.tuples(config, data_seed)
+            self.cohorts = np.array_split(np.arange(config.data.users), config.federation.clients)
+
+    def after_round(self, server_round: int, metrics: dict, diagnostics: dict[int, dict]) -> dict:
+        if self.config.run.task == "mean":
+            joined = joins.mean_round(self.server.outcome, self.data, self.cohorts, self.config)
+        else:
+            joined = joins.train_round(self.server.outcome, diagnostics, self.server.privatizer)
+        spent = self.server.ledger.max_spent("basic")  # None when not private (ldpfed.accounting)
+        now = time.perf_counter()
+        row = {"round": server_round, **metrics, **joined,
+               "epsilon_spent": spent.epsilon, "delta_spent": spent.delta, "seconds": now - self.round_started}
+        self.round_started = now
+        self.recorder.add_round(row, self.server.ledger)
+        return row
+
+    def finish(self, interrupted: bool = False) -> dict:
+        """The summary (written with the other files); `interrupted`: the run stopped early and the
+        summary covers the rounds that finished."""
+        config, rows = self.config, self.recorder.rows
+        if not rows:
+            task_summary = {}
+        elif config.run.task == "mean":
+            task_summary = mean_summary(rows)
+        else:
+            task_summary = train_summary(rows, config, self.server)
+        summary = {
+            "engine": self.engine,
+            "task": config.run.task,
+            "clients": config.federation.clients,
+            "rounds": config.run.rounds,
+            "rounds_finished": len(rows),
+            "interrupted": interrupted,
+            "mechanism": config.privacy.mechanism,
+            **self.status.record(),
+            "epsilon": self.status.epsilon(config.privacy.epsilon),
+            "aggregator": config.aggregation.aggregator,
+            "seed": config.run.seed,
+            "fresh_noise": config.run.fresh_noise,
+            **task_summary,
+            "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
+            "clients_replied_total": int(sum(row["clients_replied"] for row in rows)),
+            "failure_reasons": " | ".join(sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})),
+            "epsilon_spent_max_per_client": rows[-1]["epsilon_spent"] if rows else None,
+            "delta_spent_max_per_client": rows[-1]["delta_spent"] if rows else None,
+            "seconds": time.perf_counter() - self.started,
+            "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
+        }
+        if rows:
+            self.recorder.finish(summary, self.server.ledger)
+        return summary
+
+
+def _nanmean(values) -> float | None:
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def mean_summary(rows: list[dict]) -> dict:
+    last = rows[-1]
+    return {
+        "final_mse": last["mse"],
+        "predicted_mse_plain_mean": last["predicted_mse"],
+        "mean_mse_over_rounds": _nanmean([row["mse"] for row in rows]),
+        "final_mse_plain_mean": last["mse_plain_mean"],
+    }
+
+
+def train_summary(rows: list[dict], config: Config, server) -> dict:
+    measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
+    predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
+    known = np.isfinite(measured) & np.isfinite(predicted)
+    ratio = float(measured[known].sum() / predicted[known].sum()) if known.any() and predicted[known].sum() > 0 else None
+    return {
+        "final_accuracy": rows[-1]["accuracy"],
+        "final_loss": rows[-1]["loss"],
+        "best_accuracy": float(max(row["accuracy"] for row in rows)),
+        "data": config.data_name,
+        "model": config.training.model,
+        "parameters": int(server.weights.size),
+        "deviation": config.aggregation.deviation if config.aggregation.aggregator != FEDAVG else None,
+        "noise_measured_over_predicted": ratio,
+        "mean_measured_squared_distance": _nanmean(measured),
+        "mean_predicted_squared_distance": _nanmean(predicted),
+        "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
+        "diagnostics": ("clients wrote their clean clipped updates to the run's local output; the harness "
+                        "joined them with the server's aggregate (never sent to the server)"
+                        if known.any() else None),
+    }

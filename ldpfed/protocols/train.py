@@ -1,0 +1,193 @@
+"""Federated LDP-SGD, client half and server half (spec: federated.md, Federated LDP-SGD;
+analysis.md, federated rounds; issue 6 for the aggregators).
+
+Client (round r, from the broadcast global weights w): E local SGD steps on its partition with
+minibatches from its secret stream (secret, MINIBATCHES, r), on one torch thread (reproducible
+across engines); update u = w_k - w; a non-finite coordinate (diverged training) becomes 0 (NaN)
+or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
+cannot show up as a failure; u is clipped per coordinate to [-C, C] and perturbed
+(`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). The reply is the privatized update
+and the sample count n_k (public by design: the FedAvg weight, docs/decisions.md). The clean
+clipped update and the training loss are diagnostics: never sent (ldpfed.protocols.diagnostics).
+
+Server: samples round(fraction * clients) partitions (>= 1) with its own seed, broadcasts w,
+applies w <- w + aggregate of the replies (re-calibrated by `aggregator`, or Flower's FedAvg
+through an injected `fedavg` function: ldpfed does not import Flower), evaluates on the test
+split, and records each replying client's round cost in its ledger.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+from ldpfed.accounting import PrivacyLedger
+from ldpfed.aggregation.updates import aggregate_updates
+from ldpfed.config import FEDAVG, Config
+from ldpfed.data.federated import load_federated
+from ldpfed.protocols import seeds
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.privacy import round_event
+from ldpfed.training.privatize import UpdatePrivatizer
+
+UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
+
+
+# ---- world: data, model, privatizer ---------------------------------------------------------
+@functools.lru_cache(maxsize=2)
+def _federated(name: str, clients: int, partition: str, data_seed: int, data_dir: str, classes: int, alpha: float):
+    return load_federated(name, clients, partition=partition, seed=data_seed, data_dir=data_dir or None,
+                          classes_per_client=classes, alpha=alpha)
+
+
+def federated_data(config: Config, data_seed: int):
+    """The partitioned data set, from the data seed (the same on the server and every client)."""
+    data = config.data
+    return _federated(config.data_name, config.federation.clients, data.partition, data_seed, data.data_dir,
+                      data.classes_per_client, data.dirichlet_alpha)
+
+
+def new_model(config: Config, data_seed: int, init_seed: int = 0):
+    from ldpfed.training.models import build_model
+
+    data = federated_data(config, data_seed)
+    return build_model(config.training.model, data.input_shape, data.num_classes, seed=init_seed)
+
+
+@functools.lru_cache(maxsize=4)
+def _privatizer(mechanism: str, epsilon: float, clip: float, delta: float | None, report_dims: int | None):
+    return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
+
+
+def privatizer(config: Config) -> UpdatePrivatizer:
+    """Clip (and, unless mechanism is none, perturb) the update; built once per config."""
+    return _privatizer(config.privacy.mechanism, config.privacy.epsilon, config.training.clip,
+                       config.delta_or_none, config.report_dims_or_none)
+
+
+def check_setup(config: Config, data_seed: int) -> None:
+    """Load the data, build the model and the privatizer once, so bad options fail early."""
+    new_model(config, data_seed)
+    privatizer(config)
+
+
+# ---- client half -----------------------------------------------------------------------------
+class TrainClient:
+    def __init__(self, config: Config, partition_id: int, data_seed: int, secret: int) -> None:
+        self.config, self.partition_id, self.secret = config, partition_id, secret
+        self.X, self.y = federated_data(config, data_seed).client(partition_id)
+        self.model = new_model(config, data_seed)
+        self.privatizer = privatizer(config)
+        self.fail = partition_id in config.failing_partitions
+
+    def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
+        from ldpfed.training.local import single_thread, train_local
+        from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
+
+        if self.fail:
+            raise InjectedFailure(f"injected failure of client {self.partition_id} in round {server_round}")
+        training = self.config.training
+        start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
+        set_weights(self.model, unflatten(start, get_weights(self.model)))
+        with single_thread():
+            stats = train_local(
+                self.model, self.X, self.y, steps=training.local_steps, lr=training.lr, batch_size=training.batch_size,
+                seed=seeds.torch_seed(self.secret, seeds.MINIBATCHES, server_round),
+            )
+        update = np.nan_to_num(flatten(get_weights(self.model)) - start, nan=0.0, posinf=training.clip, neginf=-training.clip)
+        noisy = self.privatizer.privatize(update, seeds.rng(self.secret, seeds.NOISE, server_round))
+        reply = ClientReply({UPDATE: np.asarray(noisy, dtype=np.float64)}, {NUM_EXAMPLES: int(self.y.size)})
+        diagnostics = {"clean": self.privatizer.clip_only(update), "loss": float(stats["loss"]), NUM_EXAMPLES: int(self.y.size)}
+        return reply, diagnostics
+
+
+# ---- server half -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What the server holds after a round: who replied, weights p_k, the noisy mean, the step."""
+
+    partitions: list[int]
+    sizes: np.ndarray
+    updates: np.ndarray
+    step: np.ndarray
+
+
+class TrainServer:
+    """Strategy-shaped server half of federated LDP-SGD."""
+
+    def __init__(self, config: Config, data_seed: int, server_seed: int,
+                 fedavg: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
+        from ldpfed.training.parameters import flatten, get_weights
+
+        self.config, self.server_seed, self.fedavg = config, server_seed, fedavg
+        self.data = federated_data(config, data_seed)
+        self.model = new_model(config, data_seed, seeds.torch_seed(server_seed, seeds.MODEL_INIT))
+        self.like = get_weights(self.model)
+        self.weights = flatten(self.like).astype(np.float64)
+        self.privatizer = privatizer(config)
+        # Worst case over coordinate values in [-C, C] of the per-coordinate noise variance v.
+        self.noise_per_coordinate = float(np.mean(self.privatizer.per_coordinate_noise(self.weights.size)[1]))
+        entry = self.privatizer.ledger_entry(self.weights.size)
+        self.round_event = round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
+        self.ledger = PrivacyLedger()
+        self.outcome: TrainOutcome | None = None
+        self._planned: list[int] = []
+
+    def sample(self, server_round: int) -> list[int]:
+        """round(fraction * clients) partitions (>= 1), without replacement, from the server's seed."""
+        clients = self.config.federation.clients
+        k = max(1, round(self.config.federation.fraction * clients))
+        if k == clients:
+            return list(range(clients))
+        chosen = seeds.rng(self.server_seed, seeds.SAMPLING, server_round).choice(clients, size=k, replace=False)
+        return sorted(int(pid) for pid in chosen)
+
+    def configure_round(self, server_round: int) -> RoundPlan:
+        self._planned = self.sample(server_round)
+        return RoundPlan(self._planned, {GLOBAL: self.weights})
+
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
+        """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md)."""
+        metrics = {**participation(self._planned, replies, failures), "predicted_noise": 0.0,
+                   "predicted_noise_trace_worst_case": 0.0, "deviation_variance_trace": np.nan,
+                   "recalibration_shift_squared": np.nan}
+        self.outcome = None
+        if not replies:
+            return metrics
+        pids = sorted(replies)
+        sizes = np.array([replies[pid].metrics[NUM_EXAMPLES] for pid in pids], dtype=float)
+        updates = np.stack([replies[pid].arrays[UPDATE] for pid in pids])
+        step, recalibration = self._step(updates, sizes)
+        self.weights = self.weights + step
+        p = sizes / sizes.sum()
+        # analysis.md, federated rounds: Var of sum_k p_k n_k per coordinate = sum_k p_k^2 v_k.
+        metrics["predicted_noise"] = float(np.sum(p**2) * self.noise_per_coordinate)
+        metrics["predicted_noise_trace_worst_case"] = metrics["predicted_noise"] * self.weights.size
+        metrics.update(recalibration)
+        for pid in pids:
+            self.ledger.record_event(pid, server_round, self.round_event, self.privatizer.mechanism)
+        self.outcome = TrainOutcome(pids, sizes, updates, step)
+        return metrics
+
+    def _step(self, updates: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, dict]:
+        config = self.config.aggregation
+        if config.aggregator == FEDAVG:
+            average = self.fedavg or (lambda u, n: (n / n.sum()) @ u)
+            return average(updates, sizes), {}
+        alpha = config.alpha if "alpha" in aggregation.accepted_options(config.aggregator) else None
+        result = aggregate_updates(updates, sizes, config.aggregator, privatizer=self.privatizer,
+                                   deviation=config.deviation, alpha=alpha)
+        summary = result.summary()
+        return result.estimate, {key: summary[key] for key in ("deviation_variance_trace", "recalibration_shift_squared")}
+
+    def evaluate(self, server_round: int) -> dict:
+        from ldpfed.training.local import evaluate
+        from ldpfed.training.parameters import set_weights, unflatten
+
+        set_weights(self.model, unflatten(self.weights, self.like))
+        loss, accuracy = evaluate(self.model, *self.data.test)
+        return {"loss": float(loss), "accuracy": float(accuracy)}

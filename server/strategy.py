@@ -1,0 +1,110 @@
+"""`LDPStrategy`: a Flower Strategy around one of ldpfed's server halves (ldpfed.protocols).
+
+The half does the work (configure a round, aggregate, evaluate); this adapter addresses clients
+by Flower *partition id* (asked once with a `query` message, never Flower's random node ids, so
+sampling follows the server's seed), converts records, and treats an error reply or a missing
+reply as that client's failure (the round aggregates what arrived). `Strategy.start` runs the
+rounds; its `evaluate_fn` is where the half evaluates and the run's record is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Iterable
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from clients.records import read_reply, round_record
+from ldpfed.protocols.base import short_reason
+
+QUERY = "query"
+NODE_WAIT_SECONDS = 120.0
+logger = logging.getLogger("ldpfed.strategy")
+
+
+def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SECONDS) -> dict[int, int]:
+    """{partition id: node id} for all `expected` nodes (asks each node its partition id)."""
+    deadline = time.monotonic() + timeout
+    node_ids = list(grid.get_node_ids())
+    while len(node_ids) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(node_ids)} of {expected} Flower nodes connected within {timeout:.0f}s")
+        time.sleep(0.05)
+        node_ids = list(grid.get_node_ids())
+    queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in node_ids]
+    mapping = {}
+    for reply in grid.send_and_receive(queries):
+        if reply.has_error():
+            raise RuntimeError(f"node {reply.metadata.src_node_id} did not report its partition id: {reply.error.reason}")
+        mapping[int(reply.content["partition"]["partition-id"])] = reply.metadata.src_node_id
+    if sorted(mapping) != list(range(expected)):
+        raise RuntimeError(f"expected partition ids 0..{expected - 1}, got {sorted(mapping)}")
+    return mapping
+
+
+def numeric(metrics: dict) -> MetricRecord:
+    return MetricRecord({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and np.isfinite(v)})
+
+
+class LDPStrategy(Strategy):
+    """Flower Strategy whose logic is an ldpfed server half; `on_round(round, metrics)` after each
+    round's evaluation (the run's record)."""
+
+    def __init__(self, half, clients: int, on_round: Callable[[int, dict], None] | None = None) -> None:
+        self.half, self.clients, self.on_round = half, clients, on_round
+        self.nodes: dict[int, int] | None = None
+        self.metrics: dict = {}
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+        if self.nodes is None:
+            self.nodes = discover_partitions(grid, self.clients)
+        plan = self.half.configure_round(server_round)
+        self._planned = {self.nodes[pid]: pid for pid in plan.partitions}
+        return [Message(round_record(server_round, plan.broadcast), dst_node_id=self.nodes[pid],
+                        message_type="train", group_id=str(server_round)) for pid in plan.partitions]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        received, failures = {}, {}
+        for reply in replies:
+            pid = self._planned[reply.metadata.src_node_id]
+            if reply.has_error():
+                failures[pid] = short_reason(reply.error.reason)
+            else:
+                received[pid] = read_reply(reply.content)
+        self.metrics = self.half.aggregate(server_round, received, failures)
+        return None, numeric(self.metrics)
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+        return []  # the server evaluates (evaluate_fn); clients evaluate nothing
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return None
+
+    def evaluate(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        """`evaluate_fn` of `Strategy.start`: the half's evaluation, then the round's record."""
+        if server_round == 0:
+            return None
+        metrics = {**self.metrics, **self.half.evaluate(server_round)}
+        if self.on_round is not None:
+            self.on_round(server_round, metrics)
+        return numeric(metrics)
+
+    def summary(self) -> None:
+        logger.info("LDPStrategy around %s", type(self.half).__name__)
+
+    def run(self, grid: Grid, rounds: int) -> None:
+        self.start(grid, ArrayRecord(), num_rounds=rounds, evaluate_fn=self.evaluate)
+
+
+def flower_fedavg(updates: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Flower's own FedAvg (`aggregate_arrayrecords`) of the privatized updates, weighted by the
+    sample counts: the `fedavg` aggregator's baseline."""
+    from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
+
+    records = [RecordDict({"update": ArrayRecord([row]), "metrics": MetricRecord({"num-examples": float(n)})})
+               for row, n in zip(updates, sizes)]
+    return aggregate_arrayrecords(records, "num-examples").to_numpy_ndarrays()[0]

@@ -1,0 +1,13 @@
+"""Suite-wide pytest settings: the fast tests run first, the `slow` ones last.
+
+`python -m pytest` (the README's and CI's command) runs everything, fast set first, so a broken
+capability shows up within the first minutes; `python -m pytest -m "not slow"` is the quick loop
+(every capability keeps a fast test there), `-m slow` the long federations alone.
+"""
+
+from __future__ import annotations
+
+
+def pytest_collection_modifyitems(config, items):
+    """Stable reorder: every test without the `slow` marker before every test with it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
