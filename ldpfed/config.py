@@ -74,6 +74,8 @@ class PrivacyConfig:
     epsilon: float = 2.0
     delta: float = 0.0
     report_dims: int = 0
+    max_epsilon: float = 0.0  # per-client budget over the run (0 = none): a client stops before exceeding it
+    accountant: str = "basic"  # the run's accountant (epsilon spent, max-epsilon): basic | advanced | rdp | pld
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,15 @@ class Config:
         return frozenset(int(item) for item in self.federation.fail_clients.split(",") if item.strip())
 
     @property
+    def budget(self):
+        """The per-client privacy budget (ldpfed.accounting.Budget), or None without max-epsilon."""
+        from ldpfed.accounting import Budget
+
+        if self.privacy.max_epsilon == 0.0:
+            return None
+        return Budget(self.privacy.max_epsilon, self.privacy.accountant)
+
+    @property
     def noisy(self) -> bool:
         return self.privacy.mechanism != NO_MECHANISM
 
@@ -160,6 +171,7 @@ class Config:
         """Check every value's range and every name; returns self (raises LDPValueError)."""
         import ldpfed.aggregation as aggregation
         import ldpfed.mechanisms as mechanisms
+        from ldpfed.accounting import create_accountant
         from ldpfed.data import available_synthetic
         from ldpfed.data.federated import FEDERATED_DATASETS
         from ldpfed.data.partition import PARTITION_SCHEMES
@@ -180,6 +192,11 @@ class Config:
         if not 0.0 <= privacy.delta < 1.0:
             raise LDPValueError(f"delta must be in [0, 1) (0 = pure), got {privacy.delta!r}")
         check_positive_int(privacy.report_dims, "report-dims", minimum=0)
+        create_accountant(privacy.accountant)
+        if privacy.max_epsilon != 0.0:
+            if not self.noisy:
+                raise LDPValueError("max-epsilon needs a private mechanism, not none")
+            self.budget  # noqa: B018 (checks the number; the round's cost is checked in preflight)
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
@@ -321,11 +338,11 @@ def resolve(config_file: str | Path | None = None, flags: dict | None = None) ->
 
 def to_toml(config: Config) -> str:
     """The resolved config as a TOML file that `--config` reads back. Without noise there is no
-    budget, so `privacy.epsilon` and `privacy.delta` are left out (issue 11, item 16)."""
+    budget, so `privacy.epsilon`, `privacy.delta` and the budget's options are left out (issue 11, item 16)."""
     import tomli_w
 
     nested = config.to_nested()
     if not config.noisy:
-        for key in ("epsilon", "delta", "report-dims"):
+        for key in ("epsilon", "delta", "report-dims", "max-epsilon", "accountant"):
             nested["privacy"].pop(key)
     return tomli_w.dumps(nested)

@@ -57,6 +57,8 @@ def simulate(
     epsilon: Optional[float] = typer.Option(None, help="Budget per user and round (mean) or per client and round (train)."),
     delta: Optional[float] = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
     report_dims: Optional[int] = typer.Option(None, help="Dimensions each user/client reports, m (0 = all for mean, Wang's m for train)."),
+    max_epsilon: Optional[float] = typer.Option(None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."),
+    accountant: Optional[str] = typer.Option(None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."),
     # [aggregation]
     aggregator: Optional[str] = typer.Option(None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."),
     alpha: Optional[float] = typer.Option(None, help="Confidence level of the aggregator."),

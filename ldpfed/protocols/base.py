@@ -84,3 +84,18 @@ def participation(planned: list[int], replies: dict, failures: dict[int, str]) -
         "failed_partitions": ",".join(str(pid) for pid in sorted(failures)),
         "failure_reasons": " | ".join(sorted(set(failures.values()))),
     }
+
+
+def admit(budget, ledger, partitions: list[int], event) -> tuple[list[int], list[int]]:
+    """(partitions that take part, partitions stopped by the run's privacy budget): a client whose
+    total would exceed max-epsilon with this round's `event` stops (ldpfed.accounting.Budget)."""
+    if budget is None:
+        return list(partitions), []
+    return budget.admit(ledger, list(partitions), event)
+
+
+def budget_record(budget, stopped: list[int]) -> dict:
+    """The round's record of the clients the budget stopped (nothing without a budget)."""
+    if budget is None:
+        return {}
+    return {"clients_stopped_by_budget": len(stopped), "stopped_partitions": ",".join(str(pid) for pid in sorted(stopped))}

@@ -27,7 +27,7 @@ from ldpfed.experiment import collect_sums, estimate_once
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.multidim import ReportSums, per_value_mechanism
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
 from ldpfed.protocols.privacy import round_event
 
 SUMS = ("count", "total", "total_sq")
@@ -116,18 +116,23 @@ class MeanServer:
 
     def __init__(self, mechanism: Mechanism, dims: int, clients: int, aggregators: list[str], *,
                  alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
-                 deviation: str | DeviationModel = "plug-in", round_event=None, mechanism_name: str | None = None) -> None:
+                 deviation: str | DeviationModel = "plug-in", round_event=None, mechanism_name: str | None = None,
+                 budget=None) -> None:
         self.mechanism, self.dims, self.clients = mechanism, dims, clients
         self.aggregators = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
         self.deviation = deviation
         self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
         self.mechanism_name = mechanism_name
+        self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None
+        if budget is not None:
+            budget.check(round_event)
+        self._stopped: list[int] = []
         self.ledger = PrivacyLedger()
         self.outcome: MeanOutcome | None = None
         self._planned: list[int] = []
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned = list(range(self.clients))
+        self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
     def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
@@ -141,7 +146,8 @@ class MeanServer:
         if self.round_event is not None:
             for pid in pids:
                 self.ledger.record_event(pid, server_round, self.round_event, self.mechanism_name)
-        return {**participation(self._planned, replies, failures), "users_reported": int(sums.users)}
+        return {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
+                "users_reported": int(sums.users)}
 
     def evaluate(self, server_round: int) -> dict:
         return {}
@@ -151,4 +157,5 @@ def server_from_config(config: Config) -> MeanServer:
     aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
     event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     return MeanServer(mechanism(config), config.data.dims, config.federation.clients, aggregators,
-                      alpha=config.aggregation.alpha, round_event=event, mechanism_name=config.privacy.mechanism)
+                      alpha=config.aggregation.alpha, round_event=event, mechanism_name=config.privacy.mechanism,
+                      budget=config.budget)

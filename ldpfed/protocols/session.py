@@ -16,11 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from ldpfed.accounting import create_accountant
 from ldpfed.config import FEDAVG, Config
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import mean, seeds, train
-from ldpfed.protocols.privacy import privacy_status
+from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.protocols.recorder import Recorder
+from ldpfed.validation import LDPValueError
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,20 @@ def preflight(config: Config) -> None:
     if config.run.task == "mean":
         mean.mechanism(config)
         mean.tuples(config, data_seed)
+        event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     else:
-        train.check_setup(config, data_seed)
+        event = train.check_setup(config, data_seed)
+    check_accounting(config, event)
+
+
+def check_accounting(config: Config, event) -> None:
+    """The run's accountant can account a client's round, and a budget holds at least one."""
+    if config.budget is not None:
+        config.budget.check(event)
+        return
+    reason = create_accountant(config.privacy.accountant).unsupported(event)
+    if reason is not None:
+        raise LDPValueError(reason)
 
 
 class Session:
@@ -88,7 +102,8 @@ class Session:
             joined = joins.mean_round(self.server.outcome, self.data, self.cohorts, self.config)
         else:
             joined = joins.train_round(self.server.outcome, diagnostics, self.server.privatizer)
-        spent = self.server.ledger.max_spent("basic")  # None when not private (ldpfed.accounting)
+        # by the run's accountant (that of max-epsilon); None when not private (ldpfed.accounting)
+        spent = self.server.ledger.max_spent(self.config.privacy.accountant)
         now = time.perf_counter()
         row = {"round": server_round, **metrics, **joined,
                "epsilon_spent": spent.epsilon, "delta_spent": spent.delta, "seconds": now - self.round_started}

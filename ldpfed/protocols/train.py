@@ -30,7 +30,7 @@ from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
 from ldpfed.protocols.privacy import round_event
 from ldpfed.training.privatize import UpdatePrivatizer
 
@@ -69,10 +69,19 @@ def privatizer(config: Config) -> UpdatePrivatizer:
                        config.delta_or_none, config.report_dims_or_none)
 
 
-def check_setup(config: Config, data_seed: int) -> None:
-    """Load the data, build the model and the privatizer once, so bad options fail early."""
-    new_model(config, data_seed)
-    privatizer(config)
+def check_setup(config: Config, data_seed: int):
+    """Load the data, build the model and the privatizer once, so bad options fail early; returns
+    one client's round event (for the accounting checks of the preflight)."""
+    from ldpfed.training.parameters import flatten, get_weights
+
+    model = new_model(config, data_seed)
+    return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
+
+
+def client_round_event(config: Config, update_privatizer: UpdatePrivatizer, dims: int):
+    """The ledger event of one client's round (ldpfed.accounting)."""
+    entry = update_privatizer.ledger_entry(dims)
+    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
 
 
 # ---- client half -----------------------------------------------------------------------------
@@ -131,8 +140,11 @@ class TrainServer:
         self.privatizer = privatizer(config)
         # Worst case over coordinate values in [-C, C] of the per-coordinate noise variance v.
         self.noise_per_coordinate = float(np.mean(self.privatizer.per_coordinate_noise(self.weights.size)[1]))
-        entry = self.privatizer.ledger_entry(self.weights.size)
-        self.round_event = round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
+        self.round_event = client_round_event(config, self.privatizer, self.weights.size)
+        self.budget = config.budget  # ldpfed.accounting.Budget (max-epsilon), or None
+        if self.budget is not None:
+            self.budget.check(self.round_event)
+        self._stopped: list[int] = []
         self.ledger = PrivacyLedger()
         self.outcome: TrainOutcome | None = None
         self._planned: list[int] = []
@@ -147,12 +159,13 @@ class TrainServer:
         return sorted(int(pid) for pid in chosen)
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned = self.sample(server_round)
+        self._planned, self._stopped = admit(self.budget, self.ledger, self.sample(server_round), self.round_event)
         return RoundPlan(self._planned, {GLOBAL: self.weights})
 
     def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
         """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md)."""
-        metrics = {**participation(self._planned, replies, failures), "predicted_noise": 0.0,
+        metrics = {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
+                   "predicted_noise": 0.0,
                    "predicted_noise_trace_worst_case": 0.0, "deviation_variance_trace": np.nan,
                    "recalibration_shift_squared": np.nan}
         self.outcome = None

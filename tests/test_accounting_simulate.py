@@ -1,0 +1,116 @@
+"""`ldpfed simulate --max-epsilon B` (issue 12, Accounting): a client whose total would exceed B
+stops taking part, the round records it, and no client ends above B; a budget that cannot be held
+is one clear error before any federation starts."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ldpfed.cli.main import app
+from ldpfed.config import Config
+from ldpfed.protocols.session import preflight
+from ldpfed.validation import LDPValueError
+
+runner = CliRunner()
+
+
+def config_of(**options) -> Config:
+    return Config().with_options({"engine": "local", **options}).validated()
+
+
+def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
+    from simulations.federation import run
+
+    rows = []
+
+    class Collect:
+        def start(self, stream): pass
+        def update(self, row): rows.append(row)
+        def stop(self): pass
+
+    preflight(config)
+    summary = run(config, Collect())
+    return summary, pd.DataFrame(rows)
+
+
+def test_train_clients_stop_before_exceeding_the_budget(tmp_path):
+    """eps = 2 per round, budget 5: every client takes part in 2 rounds (4 <= 5), then stops."""
+    config = config_of(task="train", clients=4, rounds=4, **{"local-steps": 1, "max-epsilon": 5.0},
+                       epsilon=2.0, out=str(tmp_path))
+    summary, rows = run_rows(config)
+    assert rows["clients_sampled"].tolist() == [4, 4, 0, 0]
+    assert rows["clients_stopped_by_budget"].tolist() == [0, 0, 4, 4]
+    assert rows["stopped_partitions"].iloc[-1] == "0,1,2,3"
+    assert summary["epsilon_spent_max_per_client"] == 4.0
+    privacy = pd.read_csv(tmp_path / "privacy.csv")
+    assert (privacy["basic_epsilon"] <= 5.0).all() and (privacy["rounds"] == 2).all()
+
+
+def test_a_tighter_accountant_admits_more_rounds_under_the_same_budget():
+    """Mean task, eps = 0.1 per round, budget 2: basic admits 20 rounds; pld 28 (eps 1.99 at 1e-5)."""
+    options = {"task": "mean", "clients": 2, "users": 200, "dims": 2, "rounds": 30, "epsilon": 0.1, "max-epsilon": 2.0}
+    _, basic = run_rows(config_of(**options))
+    _, pld = run_rows(config_of(**options, accountant="pld"))
+    assert (basic["clients_sampled"] == 2).sum() == 20 and (basic["clients_sampled"] == 0).sum() == 10
+    assert (pld["clients_sampled"] == 2).sum() == 28
+    assert pld["clients_stopped_by_budget"].iloc[-1] == 2
+
+
+def test_without_a_budget_nothing_changes():
+    _, rows = run_rows(config_of(task="mean", clients=2, users=200, dims=2, rounds=2))
+    assert "clients_stopped_by_budget" not in rows and (rows["clients_sampled"] == 2).all()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mechanism": "none", "max-epsilon": 5.0}, "needs a private mechanism"),
+        ({"max-epsilon": -1.0}, "max-epsilon"),
+        ({"accountant": "prv"}, "unknown accountant"),
+    ],
+)
+def test_bad_budget_options(options, message):
+    with pytest.raises(LDPValueError, match=message):
+        config_of(task="train", **options)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"task": "mean", "max-epsilon": 1.0, "epsilon": 2.0}, "below one round's cost"),
+        ({"task": "mean", "max-epsilon": 5.0, "accountant": "rdp"}, "rdp accountant cannot"),
+        ({"task": "train", "max-epsilon": 1.0, "epsilon": 2.0}, "below one round's cost"),
+    ],
+)
+def test_a_budget_that_cannot_hold_one_round_fails_in_preflight(options, message):
+    with pytest.raises(LDPValueError, match=message):
+        preflight(config_of(**options))
+
+
+def test_cli_budget_error_is_one_line_and_exit_2(tmp_path):
+    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2",
+                                 "--rounds", "2", "--epsilon", "2", "--max-epsilon", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "below one round's cost" in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()
+    ok = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2",
+                             "--rounds", "3", "--epsilon", "2", "--max-epsilon", "4", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["epsilon_spent_max_per_client"] == 4.0
+
+
+def test_epsilon_spent_is_reported_by_the_runs_accountant():
+    """Under pld the headline stays within the budget (basic composition of the same rounds would
+    read 2.8 > 2), and privacy.csv keeps every accountant's figure."""
+    options = {"task": "mean", "clients": 2, "users": 200, "dims": 2, "rounds": 30, "epsilon": 0.1, "max-epsilon": 2.0}
+    summary, rows = run_rows(config_of(**options, accountant="pld"))
+    assert rows["epsilon_spent"].is_monotonic_increasing
+    assert 1.9 < summary["epsilon_spent_max_per_client"] <= 2.0
+
+
+def test_an_accountant_that_cannot_account_the_mechanism_fails_in_preflight_without_a_budget_too():
+    with pytest.raises(LDPValueError, match="rdp accountant cannot"):
+        preflight(config_of(task="mean", accountant="rdp"))
