@@ -269,3 +269,27 @@ def test_perturb_shapes_and_bad_input():
         calibrate("nope", epsilon=1.0)
     with pytest.raises(LDPValueError):
         calibrate("r1smg", epsilon=1.0, delta=1e-5, dims=2)
+
+
+# --- a client's privatizer ------------------------------------------------------------------------
+def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitivity():
+    from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+
+    privatizer = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, layer_sizes=[4, 6],
+                                 layer_clips=[1.0, 0.5])
+    rng = np.random.default_rng(8)
+    updates = rng.standard_normal((5, 10)) * 3
+    clipped = privatizer.clip_only(updates)
+    assert np.allclose(np.linalg.norm(clipped[:, :4], axis=1), 1.0)
+    assert np.allclose(np.linalg.norm(clipped[:, 4:], axis=1), 0.5)
+    small = updates * 1e-3  # inside both balls: unchanged
+    assert np.array_equal(privatizer.clip_only(small), small)
+    # Any two clipped updates are neighbours: Mahalanobis diameter eta* (sensitivity 2 C_l).
+    scales = np.sqrt(privatizer.noise.coordinate_variance())
+    diameter = np.concatenate([np.full(4, 2.0 / 2.0), np.full(6, 1.0 / 6**0.5)])
+    assert np.sum((diameter / scales) ** 2) == pytest.approx(optimal_eta(1.0, 1e-5) ** 2)
+    single = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, clip=0.5)
+    assert np.allclose(np.sqrt(single.noise.coordinate_variance()), analytic_sigma(1.0, 1e-5, sensitivity=1.0))
+    assert privatizer.privatize(updates, rng).shape == (5, 10)
+    failing = NoisePrivatizer("r1smg", epsilon=1.0, delta=1e-5, dims=10)
+    assert not failing.private and failing.event().reason.startswith("r1smg")
