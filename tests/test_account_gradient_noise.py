@@ -65,3 +65,19 @@ def test_plrvo_bad_input_is_one_line(fault):
             arguments += [flag, value]
     result = runner.invoke(app, ["account", *arguments])
     assert result.exit_code == 2 and result.stderr.strip().startswith("error:"), result.output
+
+
+def test_inid_gaussian_profile_file_and_ledger_totals_of_plrvo(tmp_path):
+    from ldpfed.accounting import PlrvoDpEvent, PrivacyLedger
+
+    path = tmp_path / "profile.txt"
+    path.write_text("\n".join(["0.5"] * 4 + ["0.25"] * 16))
+    record = account("--mechanism", "inid-gaussian", "--noise-multiplier", "2", "--rounds", "3", "--profile", str(path))
+    assert record["profile"]["dims"] == 20
+    assert record["profile"]["mse_per_round"] == pytest.approx(4 * (4 * 0.5 + 16 * 0.25) ** 2)
+    ledger = PrivacyLedger()
+    for step in range(3):
+        ledger.record_event("c", step, PlrvoDpEvent(20.0, 0.05, 1.0, 200, 0.05))
+    totals = ledger.totals()["c"]
+    assert totals["private"] and totals["rdp_epsilon"] > 0
+    assert totals["pld_epsilon"] is None and totals["basic_epsilon"] is None
