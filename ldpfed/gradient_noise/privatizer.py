@@ -14,7 +14,7 @@ import numpy as np
 
 from ldpfed.gradient_noise.base import GradientNoise, check_rng, check_updates
 from ldpfed.gradient_noise.calibrate import NAMES, calibrate
-from ldpfed.gradient_noise.profile import layer_profile
+from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
 
@@ -38,7 +38,6 @@ class NoisePrivatizer:
         if len(sizes) > 1 and key not in ("inid-gaussian", "inid-laplace"):
             raise LDPValueError(f"per-layer clipping is for the i.n.i.d. noises; {key} clips the whole update")
         self.sizes, self.clips, self.dims = sizes, np.asarray(clips), dims
-        self._bounds = np.cumsum([0] + sizes)
         if key in ("inid-gaussian", "inid-laplace"):
             self.noise: GradientNoise = calibrate(key, epsilon=epsilon, delta=delta,
                                                   profile=layer_profile(2.0 * self.clips, sizes))
@@ -52,10 +51,7 @@ class NoisePrivatizer:
     def clip_only(self, update) -> np.ndarray:
         """Each layer's block scaled down to L2 norm <= C_l (a vector (d,) or a batch (clients, d))."""
         array = check_updates(update, self.dims)
-        rows = np.atleast_2d(array)
-        norms = np.sqrt(np.add.reduceat(rows**2, self._bounds[:-1], axis=1))  # (clients, layers)
-        factors = np.minimum(1.0, self.clips / np.maximum(norms, np.finfo(float).tiny))
-        return (rows * np.repeat(factors, self.sizes, axis=1)).reshape(array.shape)
+        return clip_layers(array, self.sizes, self.clips).reshape(array.shape)
 
     def privatize(self, update, rng: np.random.Generator) -> np.ndarray:
         return self.noise.perturb(self.clip_only(update), check_rng(rng))

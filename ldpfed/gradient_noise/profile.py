@@ -58,3 +58,14 @@ def read_profile(path) -> np.ndarray:
     except ValueError as error:
         raise LDPValueError(f"cannot read profile {str(path)!r}: {error}") from None
     return check_profile(values)
+
+
+def clip_layers(rows, sizes, clips) -> np.ndarray:
+    """Each row's layer blocks (consecutive `sizes` coordinates) scaled to L2 norm <= their clip."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    starts = np.cumsum([0] + list(sizes))[:-1]
+    if rows.shape[0] == 0:
+        return rows.copy()
+    norms = np.sqrt(np.add.reduceat(rows**2, starts, axis=1))
+    factors = np.minimum(1.0, np.asarray(clips, dtype=float) / np.maximum(norms, np.finfo(float).tiny))
+    return rows * np.repeat(factors, sizes, axis=1)
