@@ -285,11 +285,11 @@ def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitiv
     small = updates * 1e-3  # inside both balls: unchanged
     assert np.array_equal(privatizer.clip_only(small), small)
     # Any two clipped updates are neighbours: Mahalanobis diameter eta* (sensitivity 2 C_l).
-    scales = np.sqrt(privatizer.noise.coordinate_variance())
+    scales = np.sqrt(privatizer.noise(10).coordinate_variance())
     diameter = np.concatenate([np.full(4, 2.0 / 2.0), np.full(6, 1.0 / 6**0.5)])
     assert np.sum((diameter / scales) ** 2) == pytest.approx(optimal_eta(1.0, 1e-5) ** 2)
     single = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, clip=0.5)
-    assert np.allclose(np.sqrt(single.noise.coordinate_variance()), analytic_sigma(1.0, 1e-5, sensitivity=1.0))
+    assert np.allclose(np.sqrt(single.noise(10).coordinate_variance()), analytic_sigma(1.0, 1e-5, sensitivity=1.0))
     assert privatizer.privatize(updates, rng).shape == (5, 10)
     failing = NoisePrivatizer("r1smg", epsilon=1.0, delta=1e-5, dims=10)
-    assert not failing.private and failing.event().reason.startswith("r1smg")
+    assert not failing.private and failing.event(10).reason.startswith("r1smg")
