@@ -1,15 +1,13 @@
 """LDPVec under the empirical privacy auditor (spec: audit.md: "LDPVec with the magnitude released
-unperturbed: fail"). Runs once `ldpfed.audit` (the audit issue) is installed; skipped before."""
+unperturbed: fail")."""
 
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ldpfed.audit")
-
-from ldpfed.audit import run_audit  # noqa: E402
-from ldpfed.directional.audit_subject import ldpvec_subject  # noqa: E402
-from ldpfed.validation import LDPValueError  # noqa: E402
+from ldpfed.audit import run_audit
+from ldpfed.directional.audit_subject import ldpvec_subject
+from ldpfed.validation import LDPValueError
 
 SAMPLES = 200_000
 
