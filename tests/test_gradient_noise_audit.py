@@ -38,3 +38,19 @@ def test_sound_noises_pass_the_audit(noise):
     result = run_audit(noise_subject(noise), samples=200_000, seed=1)
     assert result.verdict == "pass", verdict_message(result)
     assert result.claimed_epsilon > 0 and np.isfinite(result.claimed_epsilon)
+
+
+def test_audit_by_name_and_cli_fail_r1smg_at_its_published_setting():
+    from typer.testing import CliRunner
+
+    from ldpfed.audit import audit, available
+    from ldpfed.cli.main import app
+
+    assert {"r1smg", "product-noise", "plrvo", "inid-gaussian", "inid-laplace"} <= set(available())
+    result = audit("r1smg", 0.005, 1e-5, dims=100, samples=20_000, seed=2)
+    assert result.verdict == "fail", verdict_message(result)
+    cli = CliRunner().invoke(app, ["audit", "--mechanism", "r1smg", "--epsilon", "0.005", "--delta", "1e-5",
+                                   "--dims", "100", "--samples", "20000", "--json"])
+    assert cli.exit_code == 1, cli.output  # the claim is refuted
+    bad = CliRunner().invoke(app, ["audit", "--mechanism", "laplace", "--epsilon", "1", "--dims", "3"])
+    assert bad.exit_code == 2
