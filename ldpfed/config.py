@@ -156,6 +156,13 @@ class Config:
         return Budget(self.privacy.max_epsilon, self.privacy.accountant)
 
     @property
+    def gradient_noise(self) -> bool:
+        """The mechanism is one of ldpfed.gradient_noise's (train only, L2 clipping)."""
+        from ldpfed.gradient_noise.calibrate import NAMES
+
+        return self.privacy.mechanism in NAMES
+
+    @property
     def noisy(self) -> bool:
         return self.privacy.mechanism != NO_MECHANISM
 
@@ -197,7 +204,17 @@ class Config:
         _positive("cpus-per-client", fed.cpus_per_client)
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
-        if self.noisy or run.task == "mean":
+        if self.gradient_noise:
+            # ldpfed.gradient_noise: L2-clipped updates plus a vector noise (gradient-noise.md).
+            if run.task != "train":
+                raise LDPValueError(f"{privacy.mechanism} is a gradient noise: --task train only")
+            if agg.aggregator != FEDAVG:
+                raise LDPValueError(f"{privacy.mechanism} needs --aggregator fedavg (the re-calibrating aggregators "
+                                    "assume per-coordinate clipping to [-C, C])")
+            if privacy.report_dims:
+                raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
+            check_epsilon(privacy.epsilon)
+        elif self.noisy or run.task == "mean":
             mechanisms.get_class(privacy.mechanism)
             check_epsilon(privacy.epsilon)
         if not 0.0 <= privacy.delta < 1.0:

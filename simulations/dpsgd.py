@@ -8,7 +8,13 @@ releases the batch gradient:
 - numeric: (sum of clipped + N(0, (sigma C)^2 I)) / B;
 - geodp: `ldpfed.directional.geodp.GeoDP` (magnitude and per-example-averaged angles, each with
   its Gaussian noise); centred windows use the previous released gradient (public) as reference;
-- none: the mean of the clipped gradients, no noise (NOT private; the noise-free baseline).
+- none: the mean of the clipped gradients, no noise (NOT private; the noise-free baseline);
+- the gradient noises of gradient-noise.md (ldpfed.gradient_noise), on the sum of clipped
+  gradients, divided by B: inid-gaussian (per-layer clipping, C_l = C / sqrt(L) for L layers,
+  s_i^2 = z^2 D_i ||D||_1: accounted as the Gaussian of noise multiplier z), plrvo (--k, --theta;
+  accounted by the joint accountant through `PlrvoDpEvent`, Poisson sampling only), r1smg and
+  product-noise (calibrated per step to --noise-epsilon/--noise-delta with D = C, as published;
+  their guarantee does not hold, so the run is NOT private).
 then takes an SGD step. The privacy cost of the whole run comes from dp-accounting's RDP
 accountant (`geodp.training_event`); `epsilon` is reported at `target_delta`.
 
@@ -30,9 +36,12 @@ import numpy as np
 from ldpfed.directional import cosine, leading_energy_share
 from ldpfed.directional import windows as win
 from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise, rdp_epsilon, training_event
+from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
-PERTURBATIONS = ("numeric", "geodp", "none")
+GRADIENT_NOISES = ("inid-gaussian", "plrvo", "r1smg", "product-noise")
+PERTURBATIONS = ("numeric", "geodp", "none") + GRADIENT_NOISES
+NOT_PRIVATE = ("none", "r1smg", "product-noise")
 ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
@@ -55,6 +64,10 @@ class DPSGDConfig:
     model: str = "logreg"
     target_delta: float = 1e-5
     seed: int = 0
+    k: float | None = None  # plrvo: Gamma shape; product-noise: k (searched from noise_delta if None)
+    theta: float | None = None  # plrvo: Gamma scale
+    noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim
+    noise_delta: float | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -75,10 +88,39 @@ class DPSGDConfig:
         set_("window", win.check_window(self.window))
         set_("target_delta", check_fraction(self.target_delta, "target_delta"))
         set_("seed", check_positive_int(self.seed, "seed", minimum=0))
+        for name in ("k", "theta", "noise_epsilon"):
+            if getattr(self, name) is not None:
+                set_(name, check_positive(getattr(self, name), name))
+        if self.noise_delta is not None:
+            set_("noise_delta", check_fraction(self.noise_delta, "noise_delta"))
+        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",)}
+        missing = [name for name in needs.get(perturbation, ()) if getattr(self, name) is None]
+        if missing:
+            raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
+        if perturbation == "product-noise" and self.k is None and self.noise_delta is None:
+            raise LDPValueError("product-noise needs k or noise_delta (to search k)")
+        if perturbation == "plrvo" and sampling != "poisson":
+            raise LDPValueError("plrvo is accounted for Poisson sampling only (sampling='poisson')")
 
     @property
     def private(self) -> bool:
-        return self.perturbation != "none"
+        return self.perturbation not in NOT_PRIVATE
+
+
+def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: float, steps: int):
+    """(noise on the sum of clipped gradients, per-layer clips) for the gradient-noise perturbations."""
+    from ldpfed.gradient_noise import PLRVO, InidGaussian, ProductNoise, R1SMG, layer_profile
+
+    dims, clip = sum(layer_sizes), config.clip
+    if config.perturbation == "inid-gaussian":
+        clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
+        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier), clips
+    if config.perturbation == "plrvo":
+        return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
+                     delta=config.target_delta), [clip]
+    if config.perturbation == "r1smg":
+        return R1SMG(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, sensitivity=clip), [clip]
+    return ProductNoise(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, k=config.k, sensitivity=clip), [clip]
 
 
 def per_example_gradients(model, params: dict, x, y):
@@ -146,14 +188,21 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
         geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window)
 
     per_epoch = steps_per_epoch(config, n)
+    noise, layer_sizes, layer_clips = None, [size for _, _, size in shapes], [config.clip]
+    if config.perturbation in GRADIENT_NOISES:
+        noise, layer_clips = gradient_noise(config, layer_sizes, config.batch_size / n, config.epochs * per_epoch)
+    if len(layer_clips) == 1:
+        layer_sizes = [dims]
     history, cosines, shares, reference = [], [], [], None
     for step, index in enumerate(_batches(config, n, batch_rng), start=1):
         if index.size:
             gradients = per_example_gradients(model, params, x_all[index], y_all[index]).double().numpy()
         else:  # an empty Poisson batch still releases noise
             gradients = np.zeros((0, dims))
-        clean = clip_rows(gradients, config.clip).sum(axis=0) / config.batch_size
-        if config.perturbation == "numeric":
+        clean = clip_layers(gradients, layer_sizes, layer_clips).sum(axis=0) / config.batch_size
+        if noise is not None:
+            released = clean + noise.sample(1, noise_rng)[0] / config.batch_size
+        elif config.perturbation == "numeric":
             released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
         elif config.perturbation == "geodp":
             released = geodp.privatize(gradients, noise_rng, reference=reference)  # empty batch: noise only
@@ -177,17 +226,33 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
                 progress(history[-1])
     return {
         "model": model, "history": history, "steps": config.epochs * per_epoch, "train_examples": n,
-        "parameters": dims, "cosines": cosines, "shares": shares, "geodp": geodp,
+        "parameters": dims, "cosines": cosines, "shares": shares, "geodp": geodp, "noise": noise,
     }
 
 
-def privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
+def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
     """The run's privacy cost from dp-accounting (or the not-private record)."""
+    if config.perturbation in ("r1smg", "product-noise"):
+        from ldpfed.gradient_noise import GUARANTEE_FAILS
+
+        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": NOISE_SAMPLER,
+                "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"}
     if not config.private:
         return {"private": False, "epsilon": None, "accountant": None,
                 "not_private_reason": "perturbation none: gradients released without noise"}
+    if config.perturbation == "plrvo":
+        from dp_accounting import SelfComposedDpEvent
+
+        from ldpfed.accounting import PlrvoDpEvent
+
+        rate = min(1.0, config.batch_size / train_examples)
+        event = SelfComposedDpEvent(PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate), steps)
+        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
+                "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
+                "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
     event = training_event(
-        config.perturbation, config.noise_multiplier, sampling=config.sampling,
+        "numeric" if config.perturbation == "inid-gaussian" else config.perturbation, config.noise_multiplier,
+        sampling=config.sampling,
         sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples), steps=steps, epochs=config.epochs,
     )
     return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta), "accountant": ACCOUNTANT,
@@ -214,7 +279,7 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
     summary = {
         "command": "dpsgd",
         **asdict(config),
-        **privacy_record(config, result["train_examples"], result["steps"]),
+        **privacy_record(config, result["train_examples"], result["steps"], result["parameters"]),
         "sample_rate": config.batch_size / result["train_examples"],
         "steps": result["steps"],
         "train_examples": result["train_examples"],
@@ -224,7 +289,7 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
         "history": result["history"],
         "mean_cosine_to_clean": float(np.mean(result["cosines"])),
         "mean_leading_energy_share": float(np.mean(result["shares"])),
-        "noise_sd": _noise_sd(config, result["geodp"], result["parameters"]),
+        "noise_sd": _noise_sd(config, result["geodp"], result["parameters"], result["noise"]),
     }
     if mia:
         from simulations.mia import membership_inference
@@ -234,7 +299,11 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
     return summary
 
 
-def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int) -> dict | None:
+def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int, noise=None) -> dict | None:
+    if noise is not None:
+        sd = np.sqrt(noise.coordinate_variance()) / config.batch_size
+        return {"per_coordinate": float(np.sqrt(np.mean(sd**2))), "min": float(sd.min()), "max": float(sd.max()),
+                "noise": noise.describe()}
     if config.perturbation == "numeric":
         return {"per_coordinate": config.noise_multiplier * config.clip / config.batch_size}
     if geodp is not None:

@@ -24,7 +24,9 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def dpsgd(
-    perturbation: str = typer.Option("numeric", help="numeric | geodp | none."),
+    perturbation: str = typer.Option(
+        "numeric", help="numeric | geodp | none | inid-gaussian | plrvo | r1smg | product-noise (the last two: "
+                        "published guarantee does not hold, run NOT private)."),
     noise_multiplier: float = typer.Option(1.0, help="sigma: noise sd / sensitivity."),
     batch_size: int = typer.Option(64, help="(Expected) batch size B."),
     epochs: int = typer.Option(5, help="Passes over the data."),
@@ -40,6 +42,10 @@ def dpsgd(
     seed: int = typer.Option(0, help="Seed of the split, the model, the batches and the noise."),
     mia: bool = typer.Option(False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."),
     shadows: int = typer.Option(8, help="Reference models of the LiRA attack (with --mia)."),
+    k: Optional[float] = typer.Option(None, "--k", help="plrvo: Gamma shape k; product-noise: k (else searched)."),
+    theta: Optional[float] = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
+    noise_epsilon: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed epsilon."),
+    noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
@@ -47,7 +53,8 @@ def dpsgd(
     config = DPSGDConfig(
         perturbation=perturbation, noise_multiplier=noise_multiplier, batch_size=batch_size, epochs=epochs,
         lr=lr, clip=clip, beta=beta, window=window, sampling=sampling, data=data, data_dir=data_dir,
-        model=model, target_delta=target_delta, seed=seed,
+        model=model, target_delta=target_delta, seed=seed, k=k, theta=theta, noise_epsilon=noise_epsilon,
+        noise_delta=noise_delta,
     )
 
     def show(row: dict) -> None:
@@ -61,7 +68,7 @@ def dpsgd(
         return
     privacy = (
         f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} ({summary['accountant']})"
-        if summary["private"] else "NOT PRIVATE (no noise)"
+        if summary["private"] else f"NOT PRIVATE ({summary['not_private_reason']})"
     )
     console.print(
         f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; {privacy}; "

@@ -23,6 +23,7 @@ COMMANDS: dict[str, click.Command] = typer.main.get_command(app).commands
 
 VALID = {
     "account": ["--mechanism", "laplace", "--epsilon", "1", "--rounds", "10"],
+    "calibrate": ["--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--dims", "10"],
     "mechanisms": [],
     "predict": ["--mechanism", "laplace", "--epsilon", "1", "--users", "100", "--dims", "3"],
     "compare": ["--mechanism", "laplace", "--epsilons", "1", "--users", "200", "--dims", "3", "--repeats", "1"],
@@ -44,7 +45,15 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
         "account": [
             ["--mechanism", "nope"], ["--epsilon", "0"], ["--epsilon", "inf"], ["--accountant", "prv"],
             ["--accountant", "rdp"], ["--noise-multiplier", "1"], ["--sample-rate", "0.5"], ["--delta", "1e-5"],
-            ["--target-delta", "1"], ["--rounds", "0"],
+            ["--target-delta", "1"], ["--rounds", "0"], ["--k", "2"], ["--layers", "1:5"],
+            ["--mechanism", "plrvo", "--k", "2", "--theta", "0.1", "--params", "5"],
+            ["--mechanism", "inid-gaussian"],
+        ],
+        "calibrate": [
+            ["--mechanism", "nope"], ["--epsilon", "0"], ["--epsilon", "inf"], ["--delta", "1"], ["--dims", "0"],
+            ["--clip", "0"], ["--k", "2"], ["--sample-rate", "0.5"], ["--steps", "3"], ["--layers", "1:0"],
+            ["--layers", "x"], ["--layers", "1:5", "--profile", a_file], ["--profile", str(tmp_path / "nowhere.txt")],
+            ["--profile", a_file], ["--mechanism", "r1smg", "--dims", "2"], ["--mechanism", "product-noise", "--k", "1"],
         ],
         "mechanisms": [["--epsilon", "0"], ["--epsilon", "inf"]],
         "predict": [

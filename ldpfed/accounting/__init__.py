@@ -26,6 +26,7 @@ from ldpfed.accounting.events import (
     EpsilonDeltaDpEvent,
     GaussianDpEvent,
     NotPrivateDpEvent,
+    PlrvoDpEvent,
     PoissonSampledDpEvent,
     SelfComposedDpEvent,
     describe_event,
@@ -44,7 +45,8 @@ from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
 
 __all__ = [
     "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
-    "DiscreteGaussianDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PoissonSampledDpEvent", "PrivacyLedger",
+    "DiscreteGaussianDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent",
+    "PoissonSampledDpEvent", "PrivacyLedger",
     "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
     "event_from_dict", "event_to_dict", "gaussian_mechanism_event", "gaussian_round", "not_private", "pure_round", "register_accountant",
     "legacy_event", "register_round_event", "round_epsilon", "round_event",

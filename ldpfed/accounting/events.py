@@ -19,7 +19,11 @@ and any accountant can be chosen afterwards (ldpfed.accounting.accountants):
   dp_accounting's `NonPrivateDpEvent`, so every accountant treats it as infinitely costly; ldpfed
   reports `private: false` with the reason and no epsilon.
 
-A later mechanism (PLRV-O, i.n.i.d. Gaussian...) adds its own event class here, with the methods
+- `PlrvoDpEvent(k, theta, clip, params, sample_rate)`: one PLRV-O step, RDP by the joint
+  accountant (gradient-noise.md, PLRV-O). An i.n.i.d. Gaussian round is `GaussianDpEvent(z)`
+  (round event "inid-gaussian").
+
+A later mechanism adds its own event class here, with the methods
 the accountants ask for: `guarantee()` -> (eps, delta) for basic/advanced, `rdp(orders)` for RDP,
 `pld(value_discretization_interval)` for PLD, and registers how a round of it is built with
 `register_round_event`.
@@ -121,6 +125,32 @@ class NotPrivateDpEvent(dp_event.NonPrivateDpEvent):
     """A value left the client without accounted noise; `reason` says which and why."""
 
     reason: str
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class PlrvoDpEvent(dp_event.DpEvent):
+    """One DP-SGD step with PLRV-O noise (ldpfed.gradient_noise.plrvo): Gamma(k, theta) inverse
+    scale, clip C per example, `params` coordinates, Poisson sampling rate `sample_rate`.
+
+    RDP: the joint accountant (sound) at the integer orders alpha = lam + 1 with lam C theta < 1,
+    alpha_step(lam) / lam; +inf at every other order (none is accounted there).
+    """
+
+    k: float
+    theta: float
+    clip: float
+    params: int
+    sample_rate: float = 1.0
+
+    def rdp(self, orders) -> list[float]:
+        from ldpfed.gradient_noise.plrvo import step_alphas
+
+        orders = [float(order) for order in orders]
+        wanted = sorted({int(round(a - 1)) for a in orders if a > 1 and float(a - 1).is_integer()})
+        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted)
+        by_lam = dict(zip(lams.tolist(), alphas.tolist()))
+        return [by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam)
+                else math.inf for a in orders]
 
 
 # --- building one round's event from a mechanism's parameters --------------------------------------
@@ -234,13 +264,24 @@ def _none_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.
     return not_private("mechanism none sends the clipped value without noise")
 
 
+def _inid_gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.DpEvent:
+    """i.n.i.d. Gaussian (ldpfed.gradient_noise.inid_gaussian): s_i^2 = z^2 D_i ||D||_1 has
+    Mahalanobis sensitivity 1/z whatever the profile D, so a round is the Gaussian event of z."""
+    if noise_multiplier is None or epsilon is not None or delta is not None:
+        raise LDPValueError("inid-gaussian is accounted by its noise multiplier (and sample rate); "
+                            "calibrate (eps, delta) with `ldpfed calibrate`")
+    return gaussian_round(noise_multiplier, sample_rate=sample_rate)
+
+
 register_round_event("gaussian", _gaussian_builder)
+register_round_event("inid-gaussian", _inid_gaussian_builder)
 register_round_event("none", _none_builder)
 
 
 # --- serialization -------------------------------------------------------------------------------
 _LOCAL_EVENTS = {
-    cls.__name__: cls for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, DiscreteGaussianDpEvent)
+    cls.__name__: cls
+    for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent, DiscreteGaussianDpEvent)
 }
 
 
@@ -290,4 +331,7 @@ def describe_event(event: dp_event.DpEvent) -> str:
         return f"{event.count} x {describe_event(event.event)}"
     if isinstance(event, NotPrivateDpEvent):
         return f"not private: {event.reason}"
+    if isinstance(event, PlrvoDpEvent):
+        return (f"PLRV-O k={event.k:g} theta={event.theta:g} C={event.clip:g} n={event.params} "
+                f"q={event.sample_rate:g}")
     return type(event).__name__

@@ -43,7 +43,11 @@ def predicted_aggregate_noise(clipped_updates, weights, privatizer: UpdatePrivat
     """
     clipped = check_updates(clipped_updates, "clipped_updates")
     p = normalized_weights(weights, clipped.shape[0])
-    means, variances = check_privatizer(privatizer).noise_moments(clipped)
+    from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+
+    if not isinstance(privatizer, NoisePrivatizer):  # a gradient noise's moments need no C or mechanism
+        privatizer = check_privatizer(privatizer)
+    means, variances = privatizer.noise_moments(clipped)
     prediction = predict_round(p, variances, learning_rate=1.0, noise_means=means)
     return prediction.noise_mean, prediction.noise_variance
 

@@ -54,6 +54,7 @@ LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion i
 TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
 DEFAULT_CATEGORIES = 4
 VECTOR_SUBJECTS = ("gaussian-vector",)
+DEFAULT_VECTOR_DIMS = 10  # coordinates of a gradient noise audited by name (option dims)
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,9 @@ def gaussian_vector_subject(epsilon: float, delta: float, dims: int = 10, sensit
 # --- by name -------------------------------------------------------------------------------------
 def available() -> list[str]:
     """Names `build_subject` accepts: every scalar randomizer, frequency oracle and vector noise."""
-    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS]
+    from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
+
+    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS, *GRADIENT_NOISES]
 
 
 def has_sampler_option(name: str) -> bool:
@@ -322,4 +325,17 @@ def build_subject(name, epsilon: float | None = None, delta: float | None = None
         if unknown:
             raise LDPValueError(f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity")
         return gaussian_vector_subject(epsilon, delta, **options)
+    from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
+
+    if key in GRADIENT_NOISES:  # ldpfed.gradient_noise: calibrated as published, audited on D e_1 (or D)
+        from ldpfed.gradient_noise import calibrate
+        from ldpfed.gradient_noise.audit_subject import noise_subject
+
+        if sampler not in (None, "continuous"):
+            raise LDPValueError(f"{key} has only the continuous sampler")
+        unknown = set(options) - {"dims", "clip", "k"}
+        if unknown:
+            raise LDPValueError(f"{key} does not take option(s) {sorted(unknown)}; allowed: dims, clip, k")
+        options.setdefault("dims", DEFAULT_VECTOR_DIMS)
+        return noise_subject(calibrate(key, epsilon=epsilon, delta=delta, **options))
     raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")

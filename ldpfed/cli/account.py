@@ -22,9 +22,58 @@ from ldpfed.accounting import (
 )
 from ldpfed.cli.common import console, handle_errors, print_json
 from ldpfed.cli.main import app
-from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
+from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 GUARANTEE_ACCOUNTANTS = ("basic", "advanced")  # compose each round's stated (eps, delta)
+PLRVO_OPTIONS = ("--k", "--theta", "--clip", "--params")
+PROFILE_OPTIONS = ("--layers", "--profile")
+PLRVO_ACCOUNTANTS = {
+    "joint": "PLRV-O joint moments accountant (one sampling decision covers all coordinates; sound)",
+    "paper": "PLRV-O paper-faithful moments accountant (per-coordinate sampling; understates eps, not a guarantee)",
+    "rdp": "dp_accounting-style RDP composition of the joint accountant's per-step RDP (coarser order grid)",
+}
+
+
+def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant) -> dict:
+    """T steps of PLRV-O (gradient-noise.md, PLRV-O) by the joint, paper or rdp accountant."""
+    from ldpfed.accounting import PlrvoDpEvent
+    from ldpfed.gradient_noise import PLRVO
+
+    if None in (k, theta, params):
+        raise LDPValueError("plrvo needs --k, --theta and --params (and --clip, --sample-rate)")
+    accountant = "joint" if accountant is None else str(accountant).strip().lower()
+    if accountant not in PLRVO_ACCOUNTANTS:
+        raise LDPValueError(f"plrvo's --accountant must be one of {', '.join(PLRVO_ACCOUNTANTS)}, got {accountant!r}")
+    noise = PLRVO(check_positive_int(params, "--params"), k=k, theta=theta, clip=clip,
+                  sample_rate=1.0 if sample_rate is None else sample_rate, steps=rounds, delta=target_delta)
+    event = PlrvoDpEvent(noise.k, noise.theta, noise.clip, noise.dims, noise.sample_rate)
+    if accountant == "rdp":
+        spent = create_accountant("rdp").compose(SelfComposedDpEvent(event, rounds)).spent(target_delta)
+        epsilon, order = spent.epsilon, None
+    else:
+        epsilon, order = noise.epsilon(accountant)
+    return {
+        "mechanism": "plrvo", "accountant": accountant, "accountant_description": PLRVO_ACCOUNTANTS[accountant],
+        "rounds": rounds, "k": noise.k, "theta": noise.theta, "clip": noise.clip, "params": noise.dims,
+        "sample_rate": noise.sample_rate, "mean_abs_noise": noise.mean_abs(), "target_delta": target_delta,
+        "event": event_to_dict(event), "epsilon": epsilon, "delta": target_delta, "order": order,
+        "private": True, "sound": accountant != "paper", "reasons": [],
+    }
+
+
+def inid_profile_record(layers, profile, noise_multiplier) -> dict | None:
+    """i.n.i.d. Gaussian: the per-coordinate scales the profile gets at noise multiplier z."""
+    from ldpfed.gradient_noise import InidGaussian, parse_layers, read_profile
+
+    if layers is not None and profile is not None:
+        raise LDPValueError("give --layers or --profile, not both")
+    if layers is None and profile is None:
+        return None
+    sensitivities = parse_layers(layers) if layers is not None else read_profile(profile)
+    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier)
+    return {"dims": noise.dims, "l1_profile": float(sensitivities.sum()), "scale_min": float(noise.scales.min()),
+            "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(),
+            "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile"}
 
 
 def round_cost(mechanism: str, epsilon, delta, noise_multiplier, sample_rate, accountant: str):
@@ -66,16 +115,42 @@ def account_command(
     delta: float = typer.Option(None, "--delta", help="Per-round delta (Gaussian calibration, or basic/advanced composition)."),
     rounds: int = typer.Option(..., "--rounds", "-T", help="Rounds the client takes part in."),
     sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="Gaussian: Poisson sampling probability per round."),
-    accountant: str = typer.Option("pld", "--accountant", "-a", help=f"One of {', '.join(ACCOUNTANTS)}."),
+    accountant: str = typer.Option(
+        None, "--accountant", "-a", help=f"One of {', '.join(ACCOUNTANTS)} (default pld); plrvo: joint (default), paper, rdp."
+    ),
     target_delta: float = typer.Option(
         DEFAULT_DELTA_TARGET, "--target-delta", help="delta of the reported eps (rdp, pld; advanced's slack)."
     ),
+    k: float = typer.Option(None, "--k", help="plrvo: Gamma shape k of the inverse scale."),
+    theta: float = typer.Option(None, "--theta", help="plrvo: Gamma scale theta of the inverse scale."),
+    clip: float = typer.Option(None, "--clip", help="plrvo: per-example L2 clip C (default 1)."),
+    params: int = typer.Option(None, "--params", help="plrvo: number of model parameters n."),
+    layers: str = typer.Option(None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."),
+    profile: str = typer.Option(None, "--profile", help="inid-gaussian: file of per-coordinate sensitivities D_i."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
-    chosen = create_accountant(accountant)  # unknown names fail here
+    key = str(mechanism).strip().lower().replace("_", "-")
     rounds = check_positive_int(rounds, "--rounds")
     target_delta = check_fraction(target_delta, "--target-delta")
+    given = dict(zip(PLRVO_OPTIONS, (k, theta, clip, params)))
+    if key != "plrvo" and any(value is not None for value in given.values()):
+        raise LDPValueError(f"{', '.join(PLRVO_OPTIONS)} apply to plrvo only")
+    if key != "inid-gaussian" and (layers is not None or profile is not None):
+        raise LDPValueError(f"{' and '.join(PROFILE_OPTIONS)} apply to inid-gaussian only")
+    if key == "plrvo":
+        if epsilon is not None or noise_multiplier is not None or delta is not None:
+            raise LDPValueError("plrvo is accounted from --k, --theta, --clip, --params (no --epsilon, --noise-multiplier, --delta)")
+        clip = 1.0 if clip is None else check_positive(clip, "--clip")
+        result = plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant)
+        if as_json:
+            print_json(result)
+            return
+        console.print(f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
+                      f"n={result['params']}, q={result['sample_rate']:g}), {result['accountant_description']}: "
+                      f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}")
+        return
+    chosen = create_accountant("pld" if accountant is None else accountant)  # unknown names fail here
     event = round_cost(mechanism, epsilon, delta, noise_multiplier, sample_rate, chosen.name)
     reason = chosen.unsupported(event)
     if reason is not None:
@@ -92,8 +167,10 @@ def account_command(
         "sample_rate": sample_rate,
         "target_delta": target_delta,
         "event": event_to_dict(event),
-        **{key: value for key, value in spent.to_dict().items() if key != "accountant"},
+        **{name: value for name, value in spent.to_dict().items() if name != "accountant"},
     }
+    if key == "inid-gaussian":
+        result["profile"] = inid_profile_record(layers, profile, noise_multiplier_of(event))
     if as_json:
         print_json(result)
         return

@@ -11,11 +11,13 @@ from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
 from ldpfed.audit.subjects import DEFAULT_CATEGORIES, available
 from ldpfed.cli.common import console, handle_errors, print_json
 from ldpfed.cli.main import app
+from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
+from ldpfed.validation import LDPValueError, check_positive_int
 
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
 
 
-def _options(mechanism: str, estimator, calibration, categories: int) -> dict:
+def _options(mechanism: str, estimator, calibration, categories: int, dims: int | None = None) -> dict:
     """The variant options that apply to `mechanism` (unused ones are ignored, as in `compare`)."""
     key = mechanism.strip().lower().replace("_", "-")
     options = {}
@@ -25,6 +27,10 @@ def _options(mechanism: str, estimator, calibration, categories: int) -> dict:
         options["calibration"] = calibration
     if key in ("grr", "oue", "histogram"):
         options["k"] = categories
+    if dims is not None:
+        if key not in ("gaussian-vector", *GRADIENT_NOISES):
+            raise LDPValueError(f"--dims applies to the vector noises ({', '.join(('gaussian-vector', *GRADIENT_NOISES))})")
+        options["dims"] = check_positive_int(dims, "--dims")
     return options
 
 
@@ -41,12 +47,13 @@ def audit_command(
     estimator: str = typer.Option(None, "--estimator", help="square-wave: raw | debiased."),
     calibration: str = typer.Option(None, "--calibration", help="gaussian: analytic | classic."),
     categories: int = typer.Option(DEFAULT_CATEGORIES, "--categories", "-k", help="Categories k of a frequency oracle."),
+    dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""
     result = audit(mechanism, epsilon, delta, sampler=sampler, samples=samples, seed=seed, confidence=confidence,
-                   **_options(mechanism, estimator, calibration, categories))
+                   **_options(mechanism, estimator, calibration, categories, dims))
     if as_json:
         print_json(result.to_dict())
     else:

@@ -70,6 +70,7 @@ from ldpfed.cli import mechanisms  # noqa: E402,F401
 from ldpfed.cli import audit  # noqa: E402,F401
 
 from ldpfed.cli import account  # noqa: E402,F401
+from ldpfed.cli import calibrate  # noqa: E402,F401
 
 from ldpfed.cli import compare  # noqa: E402,F401
 from ldpfed.cli import predict  # noqa: E402,F401

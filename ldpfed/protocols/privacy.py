@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from ldpfed.accounting import CalibratedDpEvent, legacy_event, not_private
 from ldpfed.config import Config
 
+FAILING_CLAIMS = ("r1smg", "product-noise")  # gradient noises whose published guarantee fails
+
 
 @dataclass(frozen=True)
 class PrivacyStatus:
@@ -34,6 +36,10 @@ def privacy_status(config: Config) -> PrivacyStatus:
     if not config.noisy:
         sent = "clipped model updates" if config.run.task == "train" else "tuples"
         reasons.append(f"mechanism none: clients send their {sent} without noise")
+    if config.privacy.mechanism in FAILING_CLAIMS:
+        from ldpfed.gradient_noise import GUARANTEE_FAILS
+
+        reasons.append(f"mechanism {config.privacy.mechanism}: {GUARANTEE_FAILS} (gradient-noise.md)")
     return PrivacyStatus(not reasons, tuple(reasons))
 
 

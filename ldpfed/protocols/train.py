@@ -31,7 +31,9 @@ from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
-from ldpfed.protocols.privacy import round_event
+from ldpfed.accounting import not_private
+from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.training.privatize import UpdatePrivatizer
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
@@ -60,10 +62,14 @@ def new_model(config: Config, data_seed: int, init_seed: int = 0):
 
 @functools.lru_cache(maxsize=4)
 def _privatizer(mechanism: str, epsilon: float, clip: float, delta: float | None, report_dims: int | None):
+    from ldpfed.gradient_noise.calibrate import NAMES
+
+    if mechanism in NAMES:  # L2 clipping to C and a vector noise (ldpfed.gradient_noise)
+        return NoisePrivatizer(mechanism, epsilon=epsilon, delta=delta, clip=clip)
     return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
 
 
-def privatizer(config: Config) -> UpdatePrivatizer:
+def privatizer(config: Config) -> UpdatePrivatizer | NoisePrivatizer:
     """Clip (and, unless mechanism is none, perturb) the update; built once per config."""
     return _privatizer(config.privacy.mechanism, config.privacy.epsilon, config.training.clip,
                        config.delta_or_none, config.report_dims_or_none)
@@ -78,8 +84,11 @@ def check_setup(config: Config, data_seed: int):
     return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
 
 
-def client_round_event(config: Config, update_privatizer: UpdatePrivatizer, dims: int):
+def client_round_event(config: Config, update_privatizer: UpdatePrivatizer | NoisePrivatizer, dims: int):
     """The ledger event of one client's round (ldpfed.accounting)."""
+    if isinstance(update_privatizer, NoisePrivatizer):
+        status = privacy_status(config)
+        return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
     entry = update_privatizer.ledger_entry(dims)
     return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"],
                        mechanism_event=update_privatizer.mechanism_event(dims))

@@ -1,0 +1,65 @@
+"""`ldpfed calibrate`: a gradient noise's calibrated parameters under its paper's names (spec:
+gradient-noise.md), so that they can be checked against the papers without running anything."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.main import app
+from ldpfed.gradient_noise import GUARANTEE_FAILS, calibrate, parse_layers, read_profile
+from ldpfed.gradient_noise.calibrate import NAMES
+from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive, check_positive_int
+
+PLRVO_ONLY = ("--sample-rate", "--steps")
+
+
+@app.command("calibrate")
+@handle_errors
+def calibrate_command(
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of {', '.join(NAMES)}."),
+    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Target epsilon (PLRV-O: after --steps steps)."),
+    delta: float = typer.Option(None, "--delta", help="Target delta (product noise: searches k; PLRV-O default 1e-5)."),
+    dims: int = typer.Option(None, "--dims", "-d", help="Coordinates M (parameters n for PLRV-O)."),
+    clip: float = typer.Option(1.0, "--clip", help="Sensitivity: L2 clip C (one layer for the i.n.i.d. noises)."),
+    k: float = typer.Option(None, "--k", help="Product noise: k > 1 (searched from --delta when not given)."),
+    layers: str = typer.Option(None, "--layers", help="i.n.i.d.: per-layer clipping C1:d1,C2:d2,... (D_i = C_l/sqrt(d_l))."),
+    profile: str = typer.Option(None, "--profile", help="i.n.i.d.: file of per-coordinate sensitivities D_i."),
+    sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."),
+    steps: int = typer.Option(None, "--steps", "-T", help="PLRV-O: DP-SGD steps (default 1)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Calibrate a gradient noise from the literature to a privacy target."""
+    key = str(mechanism).strip().lower().replace("_", "-")
+    if key not in NAMES:
+        raise LDPValueError(f"unknown gradient noise {mechanism!r}; available: {', '.join(NAMES)}")
+    epsilon = check_epsilon(epsilon, "--epsilon")
+    delta = None if delta is None else check_fraction(delta, "--delta")
+    clip = check_positive(clip, "--clip")
+    dims = None if dims is None else check_positive_int(dims, "--dims")
+    if sample_rate is not None and not (0.0 < sample_rate <= 1.0):
+        raise LDPValueError(f"--sample-rate must be in (0, 1], got {sample_rate!r}")
+    steps = None if steps is None else check_positive_int(steps, "--steps")
+    if key != "plrvo" and (sample_rate is not None or steps is not None):
+        raise LDPValueError(f"{' and '.join(PLRVO_ONLY)} apply to plrvo only")
+    if layers is not None and profile is not None:
+        raise LDPValueError("give --layers or --profile, not both")
+    sensitivities = parse_layers(layers) if layers is not None else read_profile(profile) if profile is not None else None
+    if sensitivities is not None and key not in ("inid-gaussian", "inid-laplace"):
+        raise LDPValueError("--layers/--profile apply to the i.n.i.d. noises only")
+    noise = calibrate(key, epsilon=epsilon, delta=delta, dims=dims, clip=clip, k=k, profile=sensitivities,
+                      sample_rate=1.0 if sample_rate is None else sample_rate, steps=1 if steps is None else steps)
+    record = {"mechanism": noise.name, **noise.describe()}
+    record.pop("name")
+    if as_json:
+        print_json(record)
+        return
+    table = Table(title=f"{noise.name}: {noise.claim}")
+    table.add_column("parameter")
+    table.add_column("value")
+    for name, value in noise.parameters().items():
+        table.add_row(name, f"{value:.6g}" if isinstance(value, float) else str(value))
+    console.print(table)
+    status = "sound" if noise.guarantee_holds else f"{GUARANTEE_FAILS}: never counted as private"
+    console.print(f"guarantee: {status}; sampler: {noise.sampler}")

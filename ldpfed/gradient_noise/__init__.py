@@ -1,0 +1,33 @@
+"""Gradient noises from the literature, with their calibration and their claims (spec:
+gradient-noise.md): i.n.i.d. Gaussian and Laplace (sound), R1SMG and product noise (published
+guarantee does not hold: charged as not private), PLRV-O (sound with the joint accountant).
+
+    >>> import numpy as np
+    >>> from ldpfed.gradient_noise import calibrate
+    >>> noise = calibrate("inid-gaussian", epsilon=1.0, delta=1e-5, profile=np.full(10, 0.1))
+    >>> noisy = noise.perturb(np.zeros((4, 10)), np.random.default_rng(0))
+"""
+
+from __future__ import annotations
+
+from ldpfed.gradient_noise.base import GUARANTEE_FAILS, GradientNoise
+from ldpfed.gradient_noise.calibrate import calibrate
+from ldpfed.gradient_noise.inid_gaussian import InidGaussian, optimal_eta
+from ldpfed.gradient_noise.inid_laplace import InidLaplace
+from ldpfed.gradient_noise.plrvo import PLRVO, plrvo_epsilon, search_parameters
+from ldpfed.gradient_noise.product_noise import ProductNoise
+from ldpfed.gradient_noise.profile import layer_profile, parse_layers, read_profile
+from ldpfed.gradient_noise.r1smg import R1SMG
+
+NOISES: dict[str, type[GradientNoise]] = {cls.name: cls for cls in (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)}
+
+
+def available() -> list[str]:
+    return list(NOISES)
+
+
+def listing() -> list[dict]:
+    """One row per noise: name, whether its published guarantee holds, the sampler."""
+    return [{"name": name, "guarantee_holds": cls.guarantee_holds,
+             "status": "sound" if cls.guarantee_holds else GUARANTEE_FAILS, "sampler": cls.sampler}
+            for name, cls in NOISES.items()]

@@ -1,0 +1,64 @@
+"""Gradient noises as subjects of ldpfed's privacy auditor (`ldpfed.audit`, spec: audit.md).
+
+Neighbours: f(x) = 0 and f(x') = Delta at the worst case of the sensitivity: the profile vector
+D for the i.n.i.d. noises (the corner of the box |Delta_i| <= D_i, Mahalanobis norm eta for the
+Gaussian), D e_1 for R1SMG and product noise (norm D), C e_1 for one PLRV-O release (one
+example of norm C, no subsampling: the claim audited is the joint accountant's eps for q = 1,
+one step). Where the density is known the exact log-likelihood ratio is supplied. The claim
+audited is the published one, also for R1SMG and product noise, which fail it (gradient-noise.md).
+
+`ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpfed.gradient_noise.base import GradientNoise
+from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+from ldpfed.gradient_noise.inid_laplace import InidLaplace
+from ldpfed.gradient_noise.plrvo import PLRVO, plrvo_epsilon
+from ldpfed.gradient_noise.product_noise import ProductNoise
+from ldpfed.gradient_noise.r1smg import R1SMG
+
+
+def _claim_and_shift(noise: GradientNoise):
+    """((eps, delta) claimed for one release, Delta, log ratio log p(y|x)/p(y|x') or None)."""
+    first = np.eye(1, noise.dims).ravel()
+    if isinstance(noise, InidGaussian):
+        shift, variance = noise.profile, noise.scales**2
+        return (noise.epsilon, noise.delta), shift, lambda y: np.sum(((y - shift) ** 2 - y**2) / (2 * variance), axis=-1)
+    if isinstance(noise, InidLaplace):
+        shift, scales = noise.profile, noise.scales
+        return (noise.pure_epsilon, 0.0), shift, lambda y: np.sum((np.abs(y - shift) - np.abs(y)) / scales, axis=-1)
+    if isinstance(noise, (R1SMG, ProductNoise)):
+        return (noise.epsilon, noise.delta), noise.sensitivity * first, None
+    if isinstance(noise, PLRVO):
+        shift = noise.clip * first
+        epsilon, _ = plrvo_epsilon(noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint")
+
+        def log_ratio(y):
+            return (noise.k + 1.0) * np.sum(np.log1p(noise.theta * np.abs(y - shift)) - np.log1p(noise.theta * np.abs(y)),
+                                            axis=-1)
+
+        return (epsilon, noise.delta), shift, log_ratio
+    raise TypeError(f"no audit subject for {type(noise).__name__}")
+
+
+def noise_subject(noise: GradientNoise):
+    """The AuditSubject of one release of `noise` (see the module docstring)."""
+    from ldpfed.audit.subjects import AuditSubject
+
+    (epsilon, delta), shift, log_ratio = _claim_and_shift(noise)
+    centres = (np.zeros(noise.dims), np.asarray(shift, dtype=float))
+
+    def draw(which, n, rng):
+        return noise.sample(n, rng) + centres[which]
+
+    return AuditSubject(
+        name=noise.name, epsilon=float(epsilon), delta=float(delta or 0.0), sampler="continuous",
+        inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"), draw=draw, output="vector",
+        log_ratio=log_ratio, centres=centres,
+        options={"dims": noise.dims, "guarantee_holds": noise.guarantee_holds, **{
+            key: value for key, value in noise.parameters().items() if isinstance(value, (int, float, bool))}},
+    )

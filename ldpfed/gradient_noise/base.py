@@ -1,0 +1,102 @@
+"""The interface every gradient noise implements (spec: gradient-noise.md).
+
+A gradient noise perturbs a clipped update (a client's) or a summed batch gradient (a central
+trainer's): `perturb(updates, rng)` adds noise to a flat vector (d,) or to every row of a batch
+(clients, d) at once. It is immutable, constructed with its calibrated parameters, and carries
+its exact noise moments, its published claim, whether that claim holds, and the privacy event an
+accountant charges for one release (ldpfed.accounting). A noise whose published guarantee does
+not hold charges a not-private event: no ledger ever counts it as private.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+from dp_accounting import dp_event
+
+from ldpfed.accounting import not_private
+from ldpfed.validation import LDPValueError
+
+GUARANTEE_FAILS = "published guarantee does not hold"
+# Samplers: "continuous" = textbook float sampler, not floating-point safe (Mironov 2012; audit.md,
+# Floating-point events): ldpfed's safe primitives are not available for these laws yet.
+CONTINUOUS = "continuous (not floating-point safe)"
+
+
+def check_updates(updates, dims: int | None = None) -> np.ndarray:
+    """A finite float array (d,) or (clients, d), with d = `dims` when the noise is calibrated to it."""
+    array = np.asarray(updates, dtype=np.float64)
+    if array.ndim not in (1, 2) or array.shape[-1] == 0:
+        raise LDPValueError(f"updates must be a vector (d,) or a batch (clients, d), got shape {array.shape}")
+    if dims is not None and array.shape[-1] != dims:
+        raise LDPValueError(f"the noise is calibrated to d = {dims} coordinates, got updates with {array.shape[-1]}")
+    if not np.all(np.isfinite(array)):
+        raise LDPValueError("updates contain NaN or inf")
+    return array
+
+
+def check_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+    return rng
+
+
+class GradientNoise(ABC):
+    """Additive noise for a d-dimensional update, with its calibration and its claim."""
+
+    name: ClassVar[str]
+    guarantee_holds: ClassVar[bool] = True
+    sampler: ClassVar[str] = CONTINUOUS
+
+    dims: int
+
+    def perturb(self, updates, rng: np.random.Generator) -> np.ndarray:
+        """updates + noise, one independent draw per row; same shape as `updates`."""
+        array = check_updates(updates, self.dims)
+        rows = np.atleast_2d(array)
+        return (rows + self.sample(rows.shape[0], check_rng(rng))).reshape(array.shape)
+
+    @abstractmethod
+    def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """`count` independent noise vectors, shape (count, d)."""
+
+    @abstractmethod
+    def parameters(self) -> dict:
+        """The calibrated parameters under the paper's names."""
+
+    @abstractmethod
+    def coordinate_variance(self) -> np.ndarray:
+        """Exact Var(noise_i) per coordinate, shape (d,) (inf where it does not exist)."""
+
+    @property
+    @abstractmethod
+    def claim(self) -> str:
+        """The guarantee as the paper states it."""
+
+    def event(self) -> dp_event.DpEvent:
+        """One release's privacy cost; a noise whose claim fails is not private."""
+        if not self.guarantee_holds:
+            return not_private(f"{self.name}: {GUARANTEE_FAILS} (gradient-noise.md)")
+        return self._private_event()
+
+    def _private_event(self) -> dp_event.DpEvent:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """A JSON-ready summary: parameters, claim, verdict, sampler, moments."""
+        variance = self.coordinate_variance()
+        record = {
+            "name": self.name,
+            "dims": self.dims,
+            "parameters": self.parameters(),
+            "published_claim": self.claim,
+            "guarantee_holds": self.guarantee_holds,
+            "private": self.guarantee_holds,
+            "sampler": self.sampler,
+            "expected_squared_norm": float(np.sum(variance)),
+        }
+        if not self.guarantee_holds:
+            record["warning"] = f"{GUARANTEE_FAILS}: never counted as private (ledger: eps = inf)"
+        return record

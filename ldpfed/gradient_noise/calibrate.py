@@ -1,0 +1,55 @@
+"""Build a gradient noise by name from a privacy target (what `ldpfed calibrate` prints).
+
+The sensitivity comes from a profile (i.n.i.d. noises: D_i per coordinate; default: one layer of
+`dims` coordinates clipped to `clip`, D_i = clip / sqrt(dims)) or from `clip` (R1SMG, product
+noise: D = clip; PLRV-O: clip C per example).
+"""
+
+from __future__ import annotations
+
+from ldpfed.gradient_noise.base import GradientNoise
+from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+from ldpfed.gradient_noise.inid_laplace import InidLaplace
+from ldpfed.gradient_noise.plrvo import PLRVO, search_parameters
+from ldpfed.gradient_noise.product_noise import ProductNoise
+from ldpfed.gradient_noise.profile import check_profile, layer_profile
+from ldpfed.gradient_noise.r1smg import R1SMG
+from ldpfed.validation import LDPValueError, check_positive_int
+
+NAMES = ("inid-gaussian", "inid-laplace", "r1smg", "product-noise", "plrvo")
+
+
+def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: int | None = None,
+              clip: float = 1.0, k: float | None = None, profile=None, sample_rate: float = 1.0,
+              steps: int = 1) -> GradientNoise:
+    """The noise `name` calibrated to (epsilon, delta); PLRV-O searched for (k, theta) at epsilon
+    after `steps` steps at `sample_rate` (joint accountant)."""
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in NAMES:
+        raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
+    if k is not None and key != "product-noise":
+        raise LDPValueError(f"--k is a parameter of product-noise, not of {key}")
+    if key in ("inid-gaussian", "inid-laplace"):
+        if profile is None:
+            if dims is None:
+                raise LDPValueError(f"{key} needs a sensitivity profile or --dims")
+            profile = layer_profile([clip], [check_positive_int(dims, "dims")])
+        profile = check_profile(profile)
+        if dims is not None and int(dims) != profile.size:
+            raise LDPValueError(f"--dims {dims} differs from the profile's {profile.size} coordinates")
+        if key == "inid-gaussian":
+            if delta is None:
+                raise LDPValueError("inid-gaussian needs delta in (0, 1)")
+            return InidGaussian(profile, epsilon=epsilon, delta=delta)
+        return InidLaplace(profile, epsilon=epsilon, delta=delta)
+    if dims is None:
+        raise LDPValueError(f"{key} needs --dims (the number of coordinates M)")
+    if key == "r1smg":
+        if delta is None:
+            raise LDPValueError("r1smg needs delta in (0, 1)")
+        return R1SMG(dims, epsilon=epsilon, delta=delta, sensitivity=clip)
+    if key == "product-noise":
+        return ProductNoise(dims, epsilon=epsilon, delta=delta, k=k, sensitivity=clip)
+    delta = 1e-5 if delta is None else delta
+    found = search_parameters(epsilon, clip, check_positive_int(dims, "dims"), sample_rate, steps, delta)
+    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta)

@@ -1,0 +1,260 @@
+"""PLRV-O: Laplace noise with a Gamma-distributed inverse scale (spec: gradient-noise.md, PLRV-O).
+
+Per coordinate u ~ Gamma(shape k, scale theta) and z ~ Laplace(0, 1/u); marginally |z| is Lomax,
+P(|z| > s) = E[e^(-u s)] = (1 + theta s)^(-k), so the one-step sampler is
+    |z| = expm1(-log1p(-U) / k) / theta   with a random sign   (U uniform on [0, 1)).
+E|z| = 1/((k-1) theta) (k > 1), Var z = E z^2 = 2/((k-1)(k-2) theta^2) (k > 2). The noise is added
+to the SUM of clipped per-example gradients, in absolute units (clip C per example).
+
+Accountant per DP-SGD step, at integer moment order lam (RDP order alpha = lam + 1), sampling
+rate q, w_eta = binom(lam+1, eta) (1-q)^(lam+1-eta) q^eta, eta = 0..lam+1, and
+    G(x, eta) = eta/(2eta-1) (1 - theta(eta-1)x)^(-k) + (eta-1)/(2eta-1) (1 + theta eta x)^(-k)
+(needs lam C theta < 1), x_i = C (sqrt(i) - sqrt(i-1)), i = 1..n (n = parameters):
+- "paper" (as published): alpha_step = sum_i log sum_eta w_eta G(x_i, eta). It treats each
+  coordinate as if sampled on its own and UNDERSTATES eps: not a guarantee.
+- "joint" (sound: one sampling decision covers all coordinates):
+  alpha_step = log sum_eta w_eta prod_i G(x_i, eta).
+alpha_total = T alpha_step; eps(delta) = min_lam [alpha_total/lam + log(lam/(lam+1))
+- (log delta + log(lam+1))/lam]. Both are vectorized over coordinates and eta, in log space with
+log1p/expm1 (G - 1 is tiny for most coordinates). The guarantee ldpfed reports is the joint one.
+Orders: lam in ORDERS (every integer to 64, then a sparser grid); a subset of orders can only
+raise eps, so the figure stays an upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammainc, gammaincinv, gammaln, logsumexp
+
+from ldpfed.accounting import PlrvoDpEvent
+from ldpfed.gradient_noise.base import GradientNoise
+from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+
+ACCOUNTANTS = ("joint", "paper")
+ORDERS = tuple(range(1, 65)) + (80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 1024)
+# Parameter-search constraints (gradient-noise.md, PLRV-O): P(1/u > 10) <= 1e-3 and (k-1) theta >= 0.1.
+MAX_INVERSE_SCALE = 10.0
+MIN_INVERSE_SCALE_FACTOR = (1.0 + 1e-9) / MAX_INVERSE_SCALE  # u >= 0.1, with a hair of slack
+MAX_TAIL_PROBABILITY = 1e-3
+MIN_MEAN_INVERSE = 0.1
+TRUNCATION = 40.0  # terms below e^-40 of the sum are dropped (relevant_etas)
+_CHUNK = 1 << 20  # coordinates x orders per block in the paper accountant
+
+
+def coordinate_shifts(clip: float, params: int) -> np.ndarray:
+    """x_i = C (sqrt(i) - sqrt(i-1)), i = 1..n, written C / (sqrt(i) + sqrt(i-1)) (no cancellation)."""
+    i = np.arange(1, params + 1, dtype=float)
+    return clip / (np.sqrt(i) + np.sqrt(i - 1.0))
+
+
+def _log_terms(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(eta column, log (1 - theta(eta-1)x)^(-k), log (1 + theta eta x)^(-k))."""
+    eta = np.asarray(eta, dtype=float)[:, None]
+    return eta, -k * np.log1p(-theta * (eta - 1.0) * x), -k * np.log1p(theta * eta * x)
+
+
+def g_minus_one(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> np.ndarray:
+    """G(x, eta) - 1 for eta (column) x x (row), accurate where G is close to 1 (inf on overflow)."""
+    eta, log_up, log_down = _log_terms(x, eta, k, theta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (eta * np.expm1(log_up) + (eta - 1.0) * np.expm1(log_down)) / (2.0 * eta - 1.0)
+
+
+def log_g(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> np.ndarray:
+    """log G(x, eta): log1p(G - 1) where G < 2, a log-sum-exp of the two terms where G is large."""
+    minus_one = g_minus_one(x, eta, k, theta)
+    eta, log_up, log_down = _log_terms(x, eta, k, theta)
+    with np.errstate(divide="ignore"):
+        large = np.logaddexp(np.log(eta / (2.0 * eta - 1.0)) + log_up, np.log((eta - 1.0) / (2.0 * eta - 1.0)) + log_down)
+    return np.where(minus_one < 1.0, np.log1p(np.minimum(minus_one, 1.0)), large)
+
+
+def log_weights(lam: int, q: float) -> np.ndarray:
+    """log w_eta, eta = 0..lam+1 (binomial(lam+1, q) log-probabilities)."""
+    eta = np.arange(lam + 2, dtype=float)
+    log_binom = gammaln(lam + 2.0) - gammaln(eta + 1.0) - gammaln(lam + 2.0 - eta)
+    with np.errstate(divide="ignore"):
+        return log_binom + (lam + 1.0 - eta) * math.log1p(-q) + eta * math.log(q) if q < 1 else np.where(
+            eta == lam + 1, 0.0, -np.inf)
+
+
+def relevant_etas(lam: int, q: float, k: float, theta: float, clip: float) -> np.ndarray:
+    """The etas whose terms can matter: w_eta G(x, eta) <= w_eta (1 - theta(eta-1)C)^(-k) (x <= C),
+    and the sum is at least max_eta w_eta (G >= 1), so terms bounded by e^-40 of it are dropped
+    (relative error < (lam+2) e^-40)."""
+    eta = np.arange(lam + 2, dtype=float)
+    log_w = log_weights(lam, q)
+    bound = log_w - k * np.log1p(-theta * np.maximum(eta - 1.0, 0.0) * clip)
+    return np.nonzero(bound >= log_w.max() - TRUNCATION)[0]
+
+
+def usable_orders(clip: float, theta: float, orders=ORDERS) -> np.ndarray:
+    """The orders with lam C theta < 1 (the moment-domain condition)."""
+    lams = np.asarray(orders, dtype=int)
+    return lams[lams * clip * theta < 1.0]
+
+
+def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: float, accountant: str = "joint",
+                orders=ORDERS) -> tuple[np.ndarray, np.ndarray]:
+    """(lam, alpha_step(lam)) of one sampled step for the usable orders."""
+    if accountant not in ACCOUNTANTS:
+        raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    lams = usable_orders(clip, theta, orders)
+    if lams.size == 0:
+        raise LDPValueError(f"plrvo: no moment order satisfies lam C theta < 1 (C theta = {clip * theta:g})")
+    x = coordinate_shifts(clip, params)
+    if accountant == "joint":
+        # prod_i G(x_i, eta) does not depend on lam: one pass over the etas any order needs.
+        kept = [relevant_etas(lam, sample_rate, k, theta, clip) for lam in lams]
+        etas = np.unique(np.concatenate(kept))
+        rows = max(1, _CHUNK // params)
+        log_products = np.concatenate([
+            log_g(x, etas[start:start + rows], k, theta).sum(axis=1)
+            for start in range(0, etas.size, rows)
+        ])
+        alphas = np.array([logsumexp(log_weights(lam, sample_rate)[used] + log_products[np.searchsorted(etas, used)])
+                           for lam, used in zip(lams, kept)])
+        return lams, alphas
+    alphas = np.empty(lams.size)
+    for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
+        kept = relevant_etas(lam, sample_rate, k, theta, clip)
+        weights = np.exp(log_weights(lam, sample_rate)[kept])[:, None]
+        rows = max(1, _CHUNK // kept.size)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow gives inf: that order is not used
+            alphas[index] = sum(
+                np.log1p(np.sum(weights * g_minus_one(x[start:start + rows], kept, k, theta), axis=0)).sum()
+                for start in range(0, params, rows)
+            )
+    return lams, alphas
+
+
+def epsilon_from_alphas(lams: np.ndarray, alphas_total: np.ndarray, delta: float) -> tuple[float, int]:
+    """(eps, best lam): min over lam of alpha/lam + log(lam/(lam+1)) - (log delta + log(lam+1))/lam."""
+    lams = np.asarray(lams, dtype=float)
+    eps = alphas_total / lams + np.log(lams / (lams + 1.0)) - (math.log(delta) + np.log(lams + 1.0)) / lams
+    best = int(np.nanargmin(eps))
+    return float(max(eps[best], 0.0)), int(lams[best])
+
+
+def plrvo_epsilon(k: float, theta: float, clip: float, params: int, sample_rate: float, steps: int, delta: float,
+                  accountant: str = "joint", orders=ORDERS) -> tuple[float, int]:
+    """(eps, lam) after `steps` sampled steps, by the joint (sound) or paper accountant."""
+    lams, alphas = step_alphas(k, theta, clip, params, sample_rate, accountant, orders)
+    return epsilon_from_alphas(lams, steps * alphas, delta)
+
+
+def inverse_scale_tail(k: float, theta: float) -> float:
+    """P(1/u > 10) = P(u < 0.1) for u ~ Gamma(k, theta)."""
+    return float(gammainc(k, 1.0 / (MAX_INVERSE_SCALE * theta)))
+
+
+def smallest_theta(k: float) -> float:
+    """The smallest theta meeting (k-1) theta >= 0.1 and P(u < 0.1) <= 1e-3 (both grow with theta)."""
+    tail = MIN_INVERSE_SCALE_FACTOR / gammaincinv(k, MAX_TAIL_PROBABILITY)
+    return max(MIN_MEAN_INVERSE / (k - 1.0), tail)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    k: float
+    theta: float
+    epsilon: float
+    order: int
+
+
+def search_parameters(target_epsilon: float, clip: float, params: int, sample_rate: float, steps: int,
+                      delta: float, ks=None, accountant: str = "joint", orders=ORDERS) -> SearchResult:
+    """(k, theta) maximising C (k-1) theta subject to eps <= target (by `accountant`), P(1/u > 10)
+    <= 1e-3, k > 1, (k-1) theta >= 0.1 and the moment-domain condition (gradient-noise.md).
+
+    For each k of a log grid, eps grows with theta (less noise), so the largest admissible theta
+    is found by bisection on log theta; the best k of the grid wins.
+    """
+    ks = np.geomspace(2.0, 1e5, 18) if ks is None else np.asarray(ks, dtype=float)
+    best = None
+    for k in ks:  # a loop over a handful of candidate shapes
+        def feasible(log_theta: float) -> tuple[bool, float, int]:
+            theta = math.exp(log_theta)
+            if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:
+                return False, math.inf, 0
+            eps, lam = plrvo_epsilon(k, theta, clip, params, sample_rate, steps, delta, accountant, orders)
+            return eps <= target_epsilon, eps, lam
+
+        low = math.log(smallest_theta(k))
+        ok, eps, lam = feasible(low)
+        if not ok:
+            continue
+        high = low + 1.0
+        while feasible(high)[0]:
+            low, high = high, high + 2.0
+        for _ in range(40):
+            if high - low < 1e-6:
+                break
+            middle = 0.5 * (low + high)
+            if feasible(middle)[0]:
+                low = middle
+            else:
+                high = middle
+        ok, eps, lam = feasible(low)
+        candidate = SearchResult(float(k), math.exp(low), eps, lam)
+        if best is None or (candidate.k - 1) * candidate.theta > (best.k - 1) * best.theta:
+            best = candidate
+    if best is None:
+        raise LDPValueError(
+            f"plrvo: no (k, theta) reaches eps <= {target_epsilon:g} under the constraints (P(1/u > 10) <= 1e-3, "
+            "(k-1) theta >= 0.1)")
+    return best
+
+
+class PLRVO(GradientNoise):
+    """Per-coordinate z = sign * expm1(-log1p(-U)/k)/theta (Laplace with a Gamma inverse scale)."""
+
+    name = "plrvo"
+
+    def __init__(self, dims: int, *, k: float, theta: float, clip: float = 1.0, sample_rate: float = 1.0,
+                 steps: int = 1, delta: float = 1e-5) -> None:
+        self.dims = check_positive_int(dims, "dims")
+        self.k, self.theta = check_positive(k, "k"), check_positive(theta, "theta")
+        if self.k <= 1:
+            raise LDPValueError(f"plrvo needs k > 1 (finite E|z|), got {k!r}")
+        self.clip = check_positive(clip, "clip")
+        rate = float(sample_rate)
+        if not (0.0 < rate <= 1.0):
+            raise LDPValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+        self.sample_rate, self.steps = rate, check_positive_int(steps, "steps")
+        self.delta = check_fraction(delta, "delta")
+
+    def sample(self, count, rng):
+        u = rng.random((count, self.dims))
+        magnitude = np.expm1(-np.log1p(-u) / self.k) / self.theta
+        return np.where(rng.random((count, self.dims)) < 0.5, -magnitude, magnitude)
+
+    def mean_abs(self) -> float:
+        """E|z| = 1/((k-1) theta)."""
+        return 1.0 / ((self.k - 1.0) * self.theta)
+
+    def coordinate_variance(self):
+        variance = 2.0 / ((self.k - 1.0) * (self.k - 2.0) * self.theta**2) if self.k > 2 else math.inf
+        return np.full(self.dims, variance)
+
+    def epsilon(self, accountant: str = "joint") -> tuple[float, int]:
+        """(eps, lam) of `steps` steps at rate q and delta (joint: the guarantee)."""
+        return plrvo_epsilon(self.k, self.theta, self.clip, self.dims, self.sample_rate, self.steps, self.delta,
+                             accountant)
+
+    def parameters(self):
+        joint, _ = self.epsilon("joint")
+        paper, _ = self.epsilon("paper")
+        return {"k": self.k, "theta": self.theta, "clip": self.clip, "mean_abs": self.mean_abs(),
+                "sample_rate": self.sample_rate, "steps": self.steps, "delta": self.delta,
+                "epsilon_joint": joint, "epsilon_paper": paper}
+
+    @property
+    def claim(self):
+        return "(eps, delta)-DP by the moments accountant; ldpfed reports the joint accountant's eps"
+
+    def _private_event(self):
+        return PlrvoDpEvent(self.k, self.theta, self.clip, self.dims, self.sample_rate)

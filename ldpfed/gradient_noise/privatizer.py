@@ -1,0 +1,103 @@
+"""A client's update privatized by a gradient noise (spec: gradient-noise.md; federated.md,
+Federated LDP-SGD): L2 clipping (each layer to its C_l, or the whole update to C), then the noise.
+
+Local DP: any two clipped updates are neighbours, so the sensitivity is the diameter 2 C_l of each
+layer's ball (2 C for one block): the i.n.i.d. profile is D_i = 2 C_l / sqrt(d_l), R1SMG and
+product noise use D = 2C, PLRV-O is searched for one release (q = 1) with the shift 2C. (A
+central trainer adding noise to a sum of per-example gradients uses the noises directly, with the
+add/remove sensitivity C.) The noise is calibrated once per update size d (`noise(d)`), so the
+privatizer can be built before the model (as `ldpfed.training.UpdatePrivatizer` is).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpfed.gradient_noise.base import GradientNoise, check_rng, check_updates
+from ldpfed.gradient_noise.calibrate import NAMES, calibrate
+from ldpfed.gradient_noise.profile import clip_layers, layer_profile
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
+
+INID = ("inid-gaussian", "inid-laplace")
+
+
+class NoisePrivatizer:
+    """Clip in L2 (per layer with `layer_sizes`) and add `name` calibrated to (epsilon, delta) at
+    the local sensitivity; unbiased (the noise has mean 0)."""
+
+    def __init__(self, name: str, *, epsilon: float, delta: float | None = None, clip: float = 1.0,
+                 layer_sizes=None, layer_clips=None, k: float | None = None, dims: int | None = None) -> None:
+        key = str(name).strip().lower().replace("_", "-")
+        if key not in NAMES:
+            raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
+        self.mechanism, self.epsilon, self.delta, self.k = key, check_epsilon(epsilon), delta, k
+        self.clip = check_positive(clip, "clip")
+        self.sizes = None if layer_sizes is None else [check_positive_int(s, "layer size") for s in layer_sizes]
+        if layer_clips is not None and self.sizes is None:
+            raise LDPValueError("layer clips need layer sizes")
+        self.clips = None if layer_clips is None else [check_positive(c, "layer clip") for c in layer_clips]
+        if self.clips is not None and len(self.clips) != len(self.sizes):
+            raise LDPValueError("give one clip per layer")
+        if self.sizes is not None and len(self.sizes) > 1 and key not in INID:
+            raise LDPValueError(f"per-layer clipping is for the i.n.i.d. noises; {key} clips the whole update")
+        self._noises: dict[int, GradientNoise] = {}
+        if dims is not None:
+            self.noise(dims)  # calibrate (and validate) now
+
+    def layers(self, dims: int) -> tuple[list[int], np.ndarray]:
+        """(layer sizes, layer clips) for an update of `dims` coordinates."""
+        sizes = [int(dims)] if self.sizes is None else self.sizes
+        if sum(sizes) != dims:
+            raise LDPValueError(f"layer sizes {sizes} do not add up to the update's {dims} coordinates")
+        clips = [self.clip] * len(sizes) if self.clips is None else self.clips
+        return sizes, np.asarray(clips, dtype=float)
+
+    def noise(self, dims: int) -> GradientNoise:
+        """The noise calibrated for updates of `dims` coordinates (cached)."""
+        dims = check_positive_int(dims, "dims")
+        if dims not in self._noises:
+            sizes, clips = self.layers(dims)
+            if self.mechanism in INID:
+                noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta,
+                                  profile=layer_profile(2.0 * clips, sizes))
+            else:
+                noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta, dims=dims,
+                                  clip=2.0 * clips[0], k=self.k)
+            self._noises[dims] = noise
+        return self._noises[dims]
+
+    @property
+    def private(self) -> bool:
+        return self.mechanism not in ("r1smg", "product-noise")
+
+    def clip_only(self, update) -> np.ndarray:
+        """Each layer's block scaled down to L2 norm <= C_l (a vector (d,) or a batch (clients, d))."""
+        array = check_updates(update)
+        sizes, clips = self.layers(array.shape[-1])
+        return clip_layers(array, sizes, clips).reshape(array.shape)
+
+    def privatize(self, update, rng: np.random.Generator) -> np.ndarray:
+        clipped = self.clip_only(update)
+        return self.noise(clipped.shape[-1]).perturb(clipped, check_rng(rng))
+
+    def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, variance) of the added noise per coordinate (unbiased: mean 0)."""
+        return np.zeros(int(dims)), self.noise(dims).coordinate_variance()
+
+    def noise_moments(self, clipped_update) -> tuple[np.ndarray, np.ndarray]:
+        """Exact per-coordinate (mean, variance) of privatize(u) - clip(u), shaped like u."""
+        clipped = check_updates(clipped_update)
+        _, variance = self.per_coordinate_noise(clipped.shape[-1])
+        return np.zeros_like(clipped), np.broadcast_to(variance, clipped.shape).copy()
+
+    def event(self, dims: int):
+        """One round's privacy event (not private for R1SMG and product noise)."""
+        return self.noise(dims).event()
+
+    def describe(self, dims: int | None = None) -> dict:
+        record = {"mechanism": self.mechanism, "epsilon_per_round": self.epsilon, "delta_per_round": self.delta,
+                  "clip": self.clip, "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
+                  "sensitivity": "2 C_l (local DP: any two clipped updates)"}
+        if dims is not None:
+            record["noise"] = self.noise(dims).describe()
+        return record

@@ -1,0 +1,53 @@
+"""`ldpfed dpsgd` with the gradient noises of gradient-noise.md (issue 14, step 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from dp_accounting import SelfComposedDpEvent
+
+from ldpfed.accounting import PlrvoDpEvent, create_accountant
+from ldpfed.gradient_noise import GUARANTEE_FAILS
+from ldpfed.validation import LDPValueError
+from simulations.dpsgd import DPSGDConfig, gradient_noise, privacy_record, run
+
+
+def test_inid_gaussian_costs_the_gaussian_of_its_noise_multiplier():
+    inid = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3), 1000, 200, 50)
+    numeric = privacy_record(DPSGDConfig(perturbation="numeric", noise_multiplier=1.3), 1000, 200, 50)
+    assert inid["private"] and inid["epsilon"] == pytest.approx(numeric["epsilon"], rel=1e-12)
+
+
+def test_inid_gaussian_noise_is_calibrated_to_per_layer_clipping():
+    config = DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=2.0, clip=1.0)
+    noise, clips = gradient_noise(config, [30, 10], 0.1, 10)
+    assert clips == pytest.approx([1 / np.sqrt(2)] * 2)
+    assert noise.condition() == pytest.approx(1 / 2.0**2)  # Mahalanobis sensitivity 1/z
+
+
+def test_plrvo_run_is_accounted_by_the_joint_accountant():
+    config = DPSGDConfig(perturbation="plrvo", k=200.0, theta=0.05, epochs=1)
+    summary = run(config)
+    rate = config.batch_size / summary["train_examples"]
+    event = SelfComposedDpEvent(PlrvoDpEvent(200.0, 0.05, 1.0, summary["parameters"], rate), summary["steps"])
+    expected = create_accountant("rdp").compose(event).get_epsilon(1e-5)
+    assert summary["private"] and summary["epsilon"] == pytest.approx(expected, rel=1e-12)
+    assert summary["noise_sd"]["per_coordinate"] == pytest.approx(
+        np.sqrt(2 / (199 * 198 * 0.05**2)) / config.batch_size, rel=1e-12)
+
+
+@pytest.mark.parametrize("perturbation", ["r1smg", "product-noise"])
+def test_failing_published_noises_make_the_run_not_private(perturbation):
+    record = privacy_record(DPSGDConfig(perturbation=perturbation, noise_epsilon=1.0, noise_delta=1e-5), 1000, 10, 50)
+    assert record["private"] is False and record["epsilon"] is None
+    assert GUARANTEE_FAILS in record["not_private_reason"]
+
+
+@pytest.mark.parametrize("options", [
+    {"perturbation": "plrvo", "k": 2.0}, {"perturbation": "r1smg", "noise_epsilon": 1.0},
+    {"perturbation": "product-noise", "noise_epsilon": 1.0},
+    {"perturbation": "plrvo", "k": 2.0, "theta": 1.0, "sampling": "shuffle"}, {"k": float("nan")},
+])
+def test_missing_or_bad_noise_parameters_fail_early(options):
+    with pytest.raises(LDPValueError):
+        DPSGDConfig(**options)
