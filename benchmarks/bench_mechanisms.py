@@ -49,7 +49,7 @@ def main() -> None:
         for sampler in ("safe", "continuous"):
             try:
                 mechanism = mech.get(name, args.epsilon, delta=delta, sampler=sampler, **options)
-            except LDPValueError:  # no safe Gaussian sampler yet
+            except LDPValueError:  # a sampler a mechanism refuses (none since issue 12)
                 continue
             label = name + "".join(f" ({v})" for v in options.values())
             label += " [safe]" if sampler == "safe" else " [continuous, NOT fp-safe]"

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ldpfed.accounting import (
     CalibratedDpEvent,
+    DiscreteGaussianDpEvent,
     EpsilonDeltaDpEvent,
     GaussianDpEvent,
     NotPrivateDpEvent,
@@ -30,6 +31,7 @@ from ldpfed.accounting import (
     create_accountant,
     event_from_dict,
     event_to_dict,
+    gaussian_mechanism_event,
     gaussian_round,
     not_private,
     pure_round,
@@ -157,11 +159,48 @@ def test_one_gaussian_round_against_dp_accounting(noise_multiplier):
 
 
 def test_calibrated_gaussian_round_uses_the_mechanisms_sigma():
+    """The default (safe) Gaussian's round is its discrete Gaussian (s and 2J + 2 in grid steps),
+    accounted by dp_accounting's discrete Gaussian PLD; the continuous sampler's a GaussianDpEvent."""
     event = round_event("gaussian", epsilon=1.0, delta=1e-6)
     assert isinstance(event, CalibratedDpEvent) and (event.epsilon, event.delta) == (1.0, 1e-6)
-    assert event.event.noise_multiplier == Gaussian(epsilon=1.0, delta=1e-6).sigma / SENSITIVITY
+    safe = Gaussian(epsilon=1.0, delta=1e-6).safe_sampler
+    assert event.event == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, 1, 1.0)
+    continuous = Gaussian(epsilon=1.0, delta=1e-6, sampler="continuous")
+    assert gaussian_mechanism_event(continuous) == GaussianDpEvent(continuous.sigma / SENSITIVITY)
     # the analytic calibration is exact: one round's PLD eps at 1e-6 is 1.0 (up to discretization)
     assert round_epsilon(event.event, 1e-6) == pytest.approx(1.0, abs=2 * PLD_DISCRETIZATION)
+
+
+def test_discrete_gaussian_event_pld_and_rdp():
+    """The safe Gaussian's event: PLD from dp_accounting's discrete Gaussian (m values composed), RDP
+    the continuous curve with z / sqrt(m); the sampled one has PLD but no RDP. The continuous PLD
+    does not bound the discrete one in general (eps = 10^4 below), which is why it has its own event."""
+    from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss, GaussianPrivacyLoss
+
+    event = DiscreteGaussianDpEvent(3000.0, 2050, 3)
+    one = DiscreteGaussianDpEvent(3000.0, 2050).pld(1e-4)
+    assert event.pld(1e-4).get_epsilon_for_delta(1e-6) == pytest.approx(one.self_compose(3).get_epsilon_for_delta(1e-6))
+    orders = [2.0, 8.0, 32.0]
+    library = dp_accounting.rdp.RdpAccountant(orders).compose(GaussianDpEvent(3000.0 / 2050 / math.sqrt(3)))
+    assert np.allclose(event.rdp(np.array(orders)), library.rdp, rtol=1e-12)
+    sampled = CalibratedDpEvent(DiscreteGaussianDpEvent(3000.0, 2050, 1, 0.1), 1.0, 1e-6)
+    unsampled = CalibratedDpEvent(DiscreteGaussianDpEvent(3000.0, 2050), 1.0, 1e-6)
+    amplified = create_accountant("pld").compose(sampled, 10).get_epsilon(1e-5)
+    assert 0 < amplified < 0.5 * create_accountant("pld").compose(unsampled, 10).get_epsilon(1e-5)
+    with pytest.raises(LDPValueError, match="Poisson-sampled discrete Gaussian"):
+        create_accountant("rdp").compose(sampled, 10).get_epsilon(1e-5)
+    sigma = 955.1568759658245  # the continuous calibration of eps = 10^4, delta = 1e-5, sensitivity 131074
+    discrete = DiscreteGaussianPrivacyLoss(sigma, sensitivity=131074, truncation_bound=200_000).get_delta_for_epsilon(1e4)
+    assert discrete > GaussianPrivacyLoss(sigma, sensitivity=131074).get_delta_for_epsilon(1e4)
+
+
+def test_privatizer_round_event_is_the_discrete_gaussian_of_its_m_values():
+    privatizer = UpdatePrivatizer("gaussian", 5.0, 0.1, delta=1e-6)
+    mechanism = privatizer.per_value_mechanism(100)
+    m = privatizer.dims_reported(100)
+    safe = mechanism.safe_sampler
+    assert privatizer.mechanism_event(100) == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, m, 1.0)
+    assert privatizer.noise_multiplier(100) == pytest.approx(safe.sigma / safe.sensitivity / math.sqrt(m))
 
 
 def test_update_privatizer_rounds_over_the_ledger_match_dp_accounting():
@@ -359,6 +398,10 @@ CALIBRATED_GAUSSIAN = st.builds(
     lambda eps, delta, q: round_event("gaussian", epsilon=eps, delta=delta, sample_rate=q),
     st.floats(0.2, 4.0), st.sampled_from([1e-7, 1e-6, 1e-5]), st.sampled_from([None, 0.05, 0.5]),
 )
+UNSAMPLED_CALIBRATED_GAUSSIAN = st.builds(  # rdp: the sampled discrete Gaussian has no RDP bound here
+    lambda eps, delta: round_event("gaussian", epsilon=eps, delta=delta),
+    st.floats(0.2, 4.0), st.sampled_from([1e-7, 1e-6, 1e-5]),
+)
 SAMPLED_GAUSSIAN = st.builds(gaussian_round, st.floats(0.6, 5.0), sample_rate=st.sampled_from([None, 0.01, 0.2]))
 
 
@@ -366,7 +409,7 @@ SAMPLED_GAUSSIAN = st.builds(gaussian_round, st.floats(0.6, 5.0), sample_rate=st
 @given(
     accountant_and_events=st.one_of(
         st.tuples(st.sampled_from(["basic", "advanced", "pld"]), st.lists(st.one_of(PURE, CALIBRATED_GAUSSIAN), min_size=1, max_size=6)),
-        st.tuples(st.just("rdp"), st.lists(st.one_of(CALIBRATED_GAUSSIAN, SAMPLED_GAUSSIAN), min_size=1, max_size=6)),
+        st.tuples(st.just("rdp"), st.lists(st.one_of(UNSAMPLED_CALIBRATED_GAUSSIAN, SAMPLED_GAUSSIAN), min_size=1, max_size=6)),
         st.tuples(st.just("pld"), st.lists(SAMPLED_GAUSSIAN, min_size=1, max_size=6)),
     ),
     skips=st.lists(st.booleans(), min_size=6, max_size=6),

@@ -333,3 +333,140 @@ def test_both_ends_of_the_range_work(config):
         assert np.all(np.isfinite(mechanism.variance(t))) and np.all(mechanism.variance(t) >= 0)
         assert np.all(np.isfinite(mechanism.third_abs_central_moment(t)))
         assert np.all(np.isfinite(mechanism.perturb(t, np.random.default_rng(0))))
+
+
+# --- the safe Gaussian: a discrete Gaussian on the grid (issue 12 part 1) -------------------------
+from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from ldpfed.mechanisms.discrete_gaussian import DiscreteGaussianSampler  # noqa: E402
+from ldpfed.mechanisms.grid import rounding_weights  # noqa: E402
+
+GAUSSIAN_CASES = [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-8)]
+
+
+def hockey_stick(log_p: np.ndarray, log_q: np.ndarray, epsilon: float) -> float:
+    """sum_y max(0, P(y) - e^eps Q(y)) from log masses on a common support."""
+    return float(np.sum(np.maximum(0.0, np.exp(log_p) - np.exp(epsilon + log_q))))
+
+
+@pytest.mark.parametrize("epsilon,delta", GAUSSIAN_CASES)
+def test_safe_gaussian_reports_lie_on_the_grid_with_mass_from_every_input(epsilon, delta):
+    """Fails on the old code (sampler="safe" was refused): every report is a multiple of 1/J and
+    has positive mass from every input, so the output set does not depend on t."""
+    gaussian = mech.get("gaussian", epsilon, delta)
+    assert gaussian.describe()["floating_point_safe"] and gaussian.sampler == "safe"
+    safe = gaussian.safe_sampler
+    reports = gaussian.perturb(np.repeat([-1.0, -0.37, 0.0, 0.81, 1.0], 4000), np.random.default_rng(10))
+    codes = reports * safe.grid_steps
+    assert np.array_equal(codes, np.rint(codes))
+    for t in (-1.0, 0.0, 1.0):
+        assert np.isfinite(gaussian.log_density(reports, t)).all()
+
+
+@pytest.mark.parametrize("epsilon,delta", GAUSSIAN_CASES)
+def test_safe_gaussian_meets_eps_delta_on_its_exact_law(epsilon, delta):
+    """The (eps, delta) condition three ways: the calibrated s is tight for dp-accounting's bound,
+    the library's delta of the discrete Gaussian is monotone in the shift (the argument that covers
+    every pair of grid inputs), and the hockey-stick divergence between the exact output laws of
+    t = -1 and t = 1 (the rounding mixture included), summed over the grid, is <= delta."""
+    gaussian = mech.get("gaussian", epsilon, delta)
+    safe = gaussian.safe_sampler
+    assert gaussian.exact_delta == safe.delta_bound <= delta
+    assert safe.delta_bound_for(safe.sigma * (1 - 1e-6)) > delta  # the smallest s, not a loose one
+    shifts = [1, safe.sensitivity // 2, safe.sensitivity - 1, safe.sensitivity]
+    library = [DiscreteGaussianPrivacyLoss(safe.sigma, sensitivity=d).get_delta_for_epsilon(epsilon) for d in shifts]
+    assert np.all(np.diff(library) >= 0) and library[-1] <= delta
+    j, span = safe.grid_steps, safe.truncation(safe.sigma)
+    y = np.arange(-j - 2 - span, j + 3 + span) / j
+    for t, t_other in ((-1.0, 1.0), (1.0, -1.0), (0.3, -0.7)):
+        measured = hockey_stick(gaussian.log_density(y, t), gaussian.log_density(y, t_other), epsilon)
+        assert measured <= delta
+    weaker = DiscreteGaussianSampler(epsilon, delta, safe.continuous_sigma)
+    weaker.__dict__["sigma"] = 0.9 * safe.sigma  # the check has power: 10% less noise fails it
+    assert hockey_stick(weaker.log_mass(y, -1.0), weaker.log_mass(y, 1.0), epsilon) > delta
+
+
+def pmf_chi_square(gaussian, reports, t_model) -> float:
+    """p-value of the grid codes of `reports` against exp(log_density(., t_model)), in bins of
+    ~s/4 steps over t_model J +- 5 s (at most a handful of reports fall outside)."""
+    safe = gaussian.safe_sampler
+    j, span = safe.grid_steps, int(5 * safe.sigma)
+    codes = np.arange(int(t_model * j) - span, int(t_model * j) + span + 1)
+    mass = np.exp(gaussian.log_density(codes / j, t_model))
+    bins = np.arange(0, codes.size, max(1, int(safe.sigma / 4)))
+    expected = np.add.reduceat(mass, bins) * reports.size
+    position = np.rint(reports * j).astype(np.int64) - codes[0]
+    inside = (position >= 0) & (position < codes.size)
+    assert (~inside).sum() <= 5  # beyond 5 s: P ~ 6e-7 per report
+    observed = np.add.reduceat(np.bincount(position[inside], minlength=codes.size), bins)
+    keep = expected > 5
+    return stats.chisquare(observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()).pvalue
+
+
+@pytest.mark.parametrize("epsilon,delta", [(1.0, 1e-5), (4.0, 1e-8)])
+def test_safe_gaussian_samples_its_exact_pmf(epsilon, delta):
+    gaussian = mech.get("gaussian", epsilon, delta)
+    reports = gaussian.perturb(np.full(100_000, 0.3), np.random.default_rng(11))
+    assert pmf_chi_square(gaussian, reports, 0.3) > 1e-3
+
+
+def test_safe_gaussian_chi_square_has_power():
+    """The same check rejects reports of t = 1 against the pmf of t = 0.5 at eps = 4 (a shift of
+    ~0.23 noise sd, with 10^5 draws): the test is not vacuous."""
+    gaussian = mech.get("gaussian", 4.0, 1e-8)
+    reports = gaussian.perturb(np.full(100_000, 1.0), np.random.default_rng(11))
+    assert pmf_chi_square(gaussian, reports, 0.5) < 1e-6
+
+
+@pytest.mark.parametrize("epsilon,delta", GAUSSIAN_CASES)
+def test_safe_gaussian_moments_match_mpmath_and_monte_carlo(epsilon, delta):
+    """Var = (1/4 + Var N)/J^2 with Var N over the whole integer line in mpmath by Poisson summation
+    (sum_n e^{-n^2/2s^2} = s sqrt(2 pi) sum_k e^{-2 pi^2 s^2 k^2}, and n^2 e^{..} likewise), and
+    the third absolute central moment against a direct sum over the rounding law and the support;
+    both against Monte Carlo with tolerances from the sampling variance."""
+    gaussian = mech.get("gaussian", epsilon, delta)
+    safe = gaussian.safe_sampler
+    s = mpmath.mpf(safe.sigma)
+    root = s * mpmath.sqrt(2 * mpmath.pi)
+    terms = [mpmath.exp(-2 * mpmath.pi**2 * s * s * k * k) for k in range(-3, 4)]
+    normalizer = root * mpmath.fsum(terms)
+    second = root * mpmath.fsum((s * s - 4 * mpmath.pi**2 * s**4 * k * k) * w for k, w in zip(range(-3, 4), terms))
+    var_n = second / normalizer
+    variance = (mpmath.mpf(1) / 4 + var_n) / safe.grid_steps**2
+    assert close(gaussian.variance_coefficients[0], variance, 1e-9)
+    assert var_n <= s * s  # discrete Gaussian: variance at most s^2 (CKS)
+    assert gaussian.bias_coefficients == (0.0, 0.0)
+
+    n, p = safe._support
+    for t in (-1.0, 0.3, 0.77):
+        x = t * safe.grid_steps
+        low, weights = rounding_weights(x)
+        direct = sum(w * (p @ np.abs(n + low + d - x) ** 3) for d, w in zip((-1, 0, 1, 2), weights))
+        assert close(gaussian.third_abs_central_moment(np.array([t]))[0], direct / safe.grid_steps**3, 1e-9)
+
+    rng = np.random.default_rng(12)
+    size = 200_000
+    t = 0.3
+    reports = gaussian.perturb(np.full(size, t), rng)
+    v = float(gaussian.variance(t))
+    assert abs(reports.mean() - t) < 5 * math.sqrt(v / size)
+    fourth = 3 * v * v  # ~Gaussian: Var of the squared deviation ~ 2 v^2
+    assert abs(np.mean((reports - t) ** 2) - v) < 5 * math.sqrt((fourth - v * v) / size)
+    cube = np.abs(reports - t) ** 3
+    assert abs(cube.mean() - gaussian.third_abs_central_moment(np.array([t]))[0]) < 5 * cube.std() / math.sqrt(size)
+
+
+def test_safe_gaussian_float_decisions_cost_little():
+    """The variance stays within 0.5% of the continuous analytic Gaussian's at eps = 1 (the 2J + 2
+    calibration and the discrete law), and delta_bound is within 1e-9 of delta (tight)."""
+    safe = mech.get("gaussian", 1.0, 1e-5)
+    continuous = mech.get("gaussian", 1.0, 1e-5, sampler="continuous")
+    assert safe.variance(0.0) == pytest.approx(continuous.variance(0.0), rel=5e-3)
+    assert safe.exact_delta == pytest.approx(1e-5, rel=1e-6)
+
+
+def test_safe_gaussian_refuses_a_delta_its_float_bound_cannot_meet():
+    with pytest.raises(LDPValueError, match="delta >= 1e-12"):
+        mech.get("gaussian", 1.0, 1e-14)
+    assert mech.get("gaussian", 1.0, 1e-14, sampler="continuous").delta == 1e-14

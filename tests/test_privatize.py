@@ -131,9 +131,12 @@ def test_a_round_report_is_eps_ldp(name):
 def test_gaussian_noise_multiplier_and_ledger_entry():
     privatizer = UpdatePrivatizer("gaussian", 5.0, CLIP, delta=DELTA)
     m = privatizer.dims_reported(100)
-    sigma = privatizer.per_value_mechanism(100).sigma
+    safe = privatizer.per_value_mechanism(100).safe_sampler  # s / (2J + 2) in grid steps
     assert m == 2
-    assert privatizer.noise_multiplier(100) == pytest.approx(sigma / 2 / math.sqrt(m))
+    assert privatizer.noise_multiplier(100) == pytest.approx(safe.sigma / (2 * safe.grid_steps + 2) / math.sqrt(m))
+    continuous = UpdatePrivatizer("gaussian", 5.0, CLIP, delta=DELTA, sampler="continuous")
+    sigma = continuous.per_value_mechanism(100).sigma
+    assert continuous.noise_multiplier(100) == pytest.approx(sigma / 2 / math.sqrt(m))
     entry = privatizer.ledger_entry(100)
     assert entry == {"epsilon": 5.0, "delta": DELTA, "mechanism": "gaussian", "noise_multiplier": privatizer.noise_multiplier(100)}
     assert UpdatePrivatizer("laplace", 5.0, CLIP).noise_multiplier(100) is None

@@ -22,6 +22,7 @@ from ldpfed.accounting.accountants import (
 )
 from ldpfed.accounting.events import (
     CalibratedDpEvent,
+    DiscreteGaussianDpEvent,
     EpsilonDeltaDpEvent,
     GaussianDpEvent,
     NotPrivateDpEvent,
@@ -30,6 +31,7 @@ from ldpfed.accounting.events import (
     SelfComposedDpEvent,
     describe_event,
     event_from_dict,
+    gaussian_mechanism_event,
     event_to_dict,
     gaussian_round,
     not_private,
@@ -43,8 +45,9 @@ from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
 
 __all__ = [
     "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
-    "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent", "PoissonSampledDpEvent", "PrivacyLedger",
+    "DiscreteGaussianDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent",
+    "PoissonSampledDpEvent", "PrivacyLedger",
     "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
-    "event_from_dict", "event_to_dict", "gaussian_round", "not_private", "pure_round", "register_accountant",
+    "event_from_dict", "event_to_dict", "gaussian_mechanism_event", "gaussian_round", "not_private", "pure_round", "register_accountant",
     "legacy_event", "register_round_event", "round_epsilon", "round_event",
 ]

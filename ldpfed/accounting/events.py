@@ -11,6 +11,10 @@ and any accountant can be chosen afterwards (ldpfed.accounting.accountants):
 - `CalibratedDpEvent(event, epsilon, delta)`: a mechanism event together with the per-round
   (eps, delta) it was calibrated to, so that basic/advanced composition use the stated guarantee
   and RDP/PLD the mechanism's exact law.
+- `DiscreteGaussianDpEvent(sigma, sensitivity, count, sampling_prob)`: `count` values with discrete
+  Gaussian noise on an integer grid (the safe Gaussian sampler): PLD from dp_accounting's
+  `from_discrete_gaussian_mechanism`; RDP bounded by the continuous Gaussian's with noise
+  multiplier sigma/sensitivity (Canonne, Kamath & Steinke 2020, Proposition 5), without sampling.
 - `NotPrivateDpEvent(reason)`: a value released without accounted noise. A subclass of
   dp_accounting's `NonPrivateDpEvent`, so every accountant treats it as infinitely costly; ldpfed
   reports `private: false` with the reason and no epsilon.
@@ -32,6 +36,7 @@ from typing import Callable
 
 import attr
 import dp_accounting
+import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -75,6 +80,44 @@ class CalibratedDpEvent(dp_event.DpEvent):
 
     def guarantee(self) -> tuple[float, float]:
         return self.epsilon, self.delta
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class DiscreteGaussianDpEvent(dp_event.DpEvent):
+    """`count` values, each an integer (grid steps) plus N_Z(0, sigma^2), whose inputs differ by at
+    most `sensitivity` steps, the whole round Poisson-sampled with `sampling_prob`.
+
+    PLD: dp_accounting's discrete Gaussian (truncated at 11.6 s + sensitivity: mass left out < 1e-30),
+    composed `count` times. The continuous Gaussian's PLD does NOT bound it in general (at large
+    eps the discrete delta is the larger one), hence an event of its own. RDP (no sampling):
+    D_alpha <= alpha sensitivity^2 / (2 sigma^2), the continuous Gaussian's curve, taken from
+    dp_accounting's RdpAccountant for GaussianDpEvent(sigma / sensitivity). The sampled discrete
+    Gaussian has no RDP bound here: the rdp accountant refuses it.
+    """
+
+    sigma: float
+    sensitivity: int
+    count: int = 1
+    sampling_prob: float = 1.0
+
+    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+        one = pld_lib.from_discrete_gaussian_mechanism(  # the library's 11.6 s tail bound, past the shift
+            self.sigma, sensitivity=int(self.sensitivity), truncation_bound=math.ceil(11.6 * self.sigma) + int(self.sensitivity),
+            sampling_prob=self.sampling_prob,
+            value_discretization_interval=value_discretization_interval,
+        )
+        return one.self_compose(self.count) if self.count > 1 else one
+
+    def rdp(self, orders) -> np.ndarray:
+        if self.sampling_prob < 1.0:
+            raise LDPValueError(
+                "the rdp accountant has no bound for a Poisson-sampled discrete Gaussian; use pld"
+            )
+        from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
+
+        library = LibraryRdpAccountant(list(orders))
+        library.compose(GaussianDpEvent(self.sigma / self.sensitivity), int(self.count))
+        return np.asarray(library.rdp)
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -152,11 +195,14 @@ def gaussian_round(
 
 
 def round_epsilon(event: dp_event.DpEvent, delta: float) -> float:
-    """The per-round eps of a Gaussian (or sampled Gaussian) event at per-round `delta`,
-    from dp_accounting's PLD accountant (for basic/advanced composition of such rounds)."""
+    """The per-round eps of a Gaussian (or sampled, or discrete Gaussian) event at per-round `delta`,
+    from dp_accounting's PLD (accountant) (for basic/advanced composition of such rounds)."""
     from dp_accounting.pld import PLDAccountant
 
-    return float(PLDAccountant().compose(event).get_epsilon(check_fraction(delta, "delta")))
+    delta = check_fraction(delta, "delta")
+    if hasattr(event, "pld"):  # ldpfed's own events (e.g. the discrete Gaussian)
+        return float(event.pld(1e-4).get_epsilon_for_delta(delta))  # dp_accounting's default grid
+    return float(PLDAccountant().compose(event).get_epsilon(delta))
 
 
 def round_event(
@@ -186,17 +232,30 @@ def round_event(
 
 
 def _gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.DpEvent:
-    """ldpfed's Gaussian randomizer: sensitivity 2 on [-1, 1], so z = sigma / 2; given (eps, delta)
-    the mechanism's own calibration gives sigma (mechanisms.md, Gaussian)."""
+    """ldpfed's Gaussian randomizer given (eps, delta): its default (safe) sampler, a discrete
+    Gaussian on the grid (`gaussian_mechanism_event`). Given a noise multiplier z: a continuous
+    Gaussian round with sd / sensitivity = z (an accounting question about that mechanism)."""
     if (epsilon is None) == (noise_multiplier is None):
         raise LDPValueError("gaussian needs exactly one of epsilon (with delta) or noise_multiplier")
     if noise_multiplier is not None:
         return gaussian_round(noise_multiplier, sample_rate=sample_rate)
-    from ldpfed.mechanisms.gaussian import SENSITIVITY, Gaussian
+    from ldpfed.mechanisms.gaussian import Gaussian
 
     mechanism = Gaussian(epsilon=epsilon, delta=delta)
-    return gaussian_round(mechanism.sigma / SENSITIVITY, sample_rate=sample_rate, epsilon=mechanism.epsilon,
-                          delta=mechanism.delta)
+    rate = 1.0 if sample_rate is None else sample_rate
+    return CalibratedDpEvent(gaussian_mechanism_event(mechanism, sample_rate=rate), mechanism.epsilon, mechanism.delta)
+
+
+def gaussian_mechanism_event(mechanism, count: int = 1, sample_rate: float = 1.0) -> dp_event.DpEvent:
+    """The event of `count` values of a Gaussian mechanism object: the discrete Gaussian of its safe
+    sampler (noise parameter s and sensitivity 2J + 2 in grid steps), or, for the continuous
+    sampler, one Gaussian with noise multiplier (sigma/2)/sqrt(count) (m Gaussians compose exactly
+    into one), Poisson-sampled when sample_rate < 1."""
+    rate = check_fraction(sample_rate, "sample_rate") if sample_rate != 1.0 else 1.0
+    safe = mechanism.safe_sampler
+    if safe is not None:
+        return DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, int(count), rate)
+    return gaussian_round(mechanism.noise_multiplier / math.sqrt(count), sample_rate=None if rate == 1.0 else rate)
 
 
 def _none_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_event.DpEvent:
@@ -220,7 +279,10 @@ register_round_event("none", _none_builder)
 
 
 # --- serialization -------------------------------------------------------------------------------
-_LOCAL_EVENTS = {cls.__name__: cls for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent)}
+_LOCAL_EVENTS = {
+    cls.__name__: cls
+    for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent, DiscreteGaussianDpEvent)
+}
 
 
 def event_to_dict(event: dp_event.DpEvent) -> dict:
@@ -259,6 +321,10 @@ def describe_event(event: dp_event.DpEvent) -> str:
         return f"{describe_event(event.event)} calibrated to ({event.epsilon:g}, {event.delta:g})"
     if isinstance(event, GaussianDpEvent):
         return f"Gaussian z={event.noise_multiplier:.6g}"
+    if isinstance(event, DiscreteGaussianDpEvent):
+        sampled = f", Poisson q={event.sampling_prob:g}" if event.sampling_prob < 1 else ""
+        return (f"{event.count} x discrete Gaussian s={event.sigma:.6g} steps, sensitivity {event.sensitivity}"
+                f"{sampled}")
     if isinstance(event, PoissonSampledDpEvent):
         return f"Poisson q={event.sampling_probability:g} of {describe_event(event.event)}"
     if isinstance(event, SelfComposedDpEvent):

@@ -10,6 +10,7 @@ from ldpfed.accounting import (
     ACCOUNTANTS,
     DEFAULT_DELTA_TARGET,
     CalibratedDpEvent,
+    DiscreteGaussianDpEvent,
     GaussianDpEvent,
     PoissonSampledDpEvent,
     SelfComposedDpEvent,
@@ -96,8 +97,12 @@ def round_cost(mechanism: str, epsilon, delta, noise_multiplier, sample_rate, ac
 
 
 def noise_multiplier_of(event) -> float | None:
+    """z of a Gaussian round; for the safe (discrete) Gaussian, s / sensitivity in grid steps,
+    whose continuous Gaussian bounds its RDP (not its PLD: see DiscreteGaussianDpEvent)."""
     inner = event.event if isinstance(event, CalibratedDpEvent) else event
     inner = inner.event if isinstance(inner, PoissonSampledDpEvent) else inner
+    if isinstance(inner, DiscreteGaussianDpEvent):
+        return inner.sigma / inner.sensitivity
     return inner.noise_multiplier if isinstance(inner, GaussianDpEvent) else None
 
 

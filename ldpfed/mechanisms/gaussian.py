@@ -6,10 +6,12 @@ mechanism (Balle & Wang 2018; option calibration="analytic", the default): the s
 valid for every eps > 0, or by the classic sigma = D sqrt(2 ln(1.25/delta))/eps (calibration=
 "classic"), valid only for eps < 1 and kept for comparison.
 
-Floating-point safety: NOT done yet. ldpfed has no safe Gaussian sampler (a discrete Gaussian on
-the grid with its exact (eps, delta), mechanisms.md); the only sampler is t + sigma *
-standard_normal, NOT floating-point safe, so sampler="continuous" is the default here and says so
-in describe(), in the guarantee and in every label; sampler="safe" is refused.
+Samplers (mechanisms.md, Floating-point safety): "safe" (the default) rounds t to the grid K / J and
+adds exact discrete Gaussian noise N_Z(0, s^2) on the grid (`ldpfed.mechanisms.discrete_gaussian`);
+s is calibrated with dp-accounting's DiscreteGaussianPrivacyLoss for the grid sensitivity 2J + 2,
+so that the realized mechanism's delta at eps (`exact_delta`, float decisions included) is <= the
+requested delta. `sigma` is then s / J on the t scale; the variance is that of what is sampled.
+sampler="continuous": t + sigma * standard_normal, NOT floating-point safe.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from ldpfed.mechanisms.base import Mechanism
+from ldpfed.mechanisms.discrete_gaussian import MIN_SAFE_DELTA, DiscreteGaussianSampler
 from ldpfed.validation import LDPValueError
 
 SENSITIVITY = 2.0  # width of [-1, 1]
@@ -66,19 +69,20 @@ def classic_sigma(epsilon: float, delta: float, sensitivity: float = SENSITIVITY
 
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
-    sampler: str = "continuous"  # no safe sampler yet (module docstring)
     calibration: str = "analytic"
 
     name = "gaussian"
     option_choices = {"calibration": CALIBRATIONS}
     approximate = True
+    # The safe sampler's accounting arrays grow as 1/eps (s ~ 128 sigma grid steps at J = 128).
+    epsilon_range = (1e-2, 1e4)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.sampler == "safe":
+        if self.sampler == "safe" and self.delta < MIN_SAFE_DELTA:
             raise LDPValueError(
-                "gaussian has no floating-point-safe sampler yet; use sampler='continuous' "
-                "(NOT floating-point safe) or a pure mechanism such as 'laplace'"
+                f"the safe gaussian sampler needs delta >= {MIN_SAFE_DELTA:g} (its float acceptance "
+                f"test costs up to 2^-52 of delta), got {self.delta:g}"
             )
         if self.calibration not in CALIBRATIONS:
             raise LDPValueError(
@@ -94,18 +98,47 @@ class Gaussian(Mechanism):
         else:
             sigma = analytic_sigma(self.epsilon, self.delta)
         object.__setattr__(self, "_sigma", sigma)  # derived, not a field: computed once, validated here
+        safe = None
+        if self.sampler == "safe":
+            safe = DiscreteGaussianSampler(self.epsilon, self.delta, sigma, classic=self.calibration == "classic")
+        object.__setattr__(self, "_safe", safe)
+
+    @property
+    def safe_sampler(self):
+        return self._safe
 
     @property
     def sigma(self) -> float:
-        """Standard deviation of the added noise."""
-        return self._sigma
+        """The noise parameter on the t scale: the continuous standard deviation, or s / J of the
+        discrete Gaussian (whose standard deviation is slightly below s, CKS Proposition 19)."""
+        return self._sigma if self._safe is None else self._safe.sigma / self._safe.grid_steps
+
+    @property
+    def noise_multiplier(self) -> float:
+        """Noise parameter / sensitivity, for RDP accounting: sigma / 2, or s / (2J + 2) on the
+        grid (the discrete Gaussian's Renyi divergence is at most the continuous one's, CKS)."""
+        return self._sigma / SENSITIVITY if self._safe is None else self._safe.noise_multiplier
+
+    @property
+    def exact_delta(self) -> float:
+        """The delta at eps of what is sampled (the safe sampler's full bound; for the continuous
+        sampler the real-number value, which its floats do not honour)."""
+        return self.delta if self._safe is None else self._safe.delta_bound
 
     @property
     def guarantee(self) -> str:
+        if self._safe is None:
+            return (
+                f"({self.epsilon:g}, {self.delta:g})-LDP per value "
+                f"({self.calibration} calibration, sigma={self.sigma:.4g}); NOT floating-point safe (continuous sampler)"
+            )
         return (
-            f"({self.epsilon:g}, {self.delta:g})-LDP per value "
-            f"({self.calibration} calibration, sigma={self.sigma:.4g}); NOT floating-point safe (continuous sampler)"
+            f"({self.epsilon:g}, {self.delta:g})-LDP per value (discrete Gaussian on a 1/{self._safe.grid_steps} grid, "
+            f"{self.calibration} calibration, exactly delta <= {self.exact_delta:.6g} at eps; s={self._safe.sigma:.6g} steps)"
         )
+
+    def describe(self) -> dict:
+        return {**super().describe(), "exact_delta": self.exact_delta}
 
     def _sample_continuous(self, t, rng):
         noise = rng.standard_normal(t.shape)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ldpfed.accounting import legacy_event, not_private
+from ldpfed.accounting import CalibratedDpEvent, legacy_event, not_private
 from ldpfed.config import Config
 
 FAILING_CLAIMS = ("r1smg", "product-noise")  # gradient noises whose published guarantee fails
@@ -43,10 +43,14 @@ def privacy_status(config: Config) -> PrivacyStatus:
     return PrivacyStatus(not reasons, tuple(reasons))
 
 
-def round_event(config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None):
-    """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost,
-    or a not-private event with the reasons (ldpfed.accounting), decided by `privacy_status`."""
+def round_event(config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None,
+                mechanism_event=None):
+    """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost
+    (or its own `mechanism_event`, calibrated to (eps, delta), e.g. the discrete Gaussian of the
+    safe sampler), or a not-private event with the reasons (ldpfed.accounting), by `privacy_status`."""
     status = privacy_status(config)
     if not status.private:
         return not_private("; ".join(status.reasons))
+    if mechanism_event is not None:
+        return CalibratedDpEvent(mechanism_event, epsilon, delta)
     return legacy_event(epsilon, delta, config.privacy.mechanism, noise_multiplier)

@@ -90,7 +90,8 @@ def client_round_event(config: Config, update_privatizer: UpdatePrivatizer | Noi
         status = privacy_status(config)
         return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
     entry = update_privatizer.ledger_entry(dims)
-    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"])
+    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"],
+                       mechanism_event=update_privatizer.mechanism_event(dims))
 
 
 # ---- client half -----------------------------------------------------------------------------

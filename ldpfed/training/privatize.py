@@ -193,17 +193,25 @@ class UpdatePrivatizer:
     def noise_multiplier(self, dims: int) -> float | None:
         """Gaussian only: the round's noise multiplier for RDP accounting, else None.
 
-        Each of the m reported values has sensitivity 2 on [-1, 1] and noise sd s (calibrated to
-        eps/m, delta/m): noise multiplier s/2. Composing m of them is, in RDP, one Gaussian with
-        noise multiplier (s/2)/sqrt(m) (gradient-noise.md, Accounting across rounds).
+        Each of the m reported values has noise multiplier z = noise parameter / sensitivity
+        (`Gaussian.noise_multiplier`: sigma/2 for the continuous sampler, s/(2J + 2) in grid steps
+        for the safe discrete one, whose RDP is at most the continuous curve's). Composing m of
+        them is, in RDP, one Gaussian with z/sqrt(m) (gradient-noise.md, Accounting across rounds).
+        Not the noise sd: the safe sampler's variance includes the grid rounding.
         """
         if self.mechanism != GAUSSIAN:
             return None
-        m = self.dims_reported(dims)
-        v0, v1, v2 = self.per_value_mechanism(dims).variance_coefficients
-        if v1 != 0 or v2 != 0:
-            raise LDPValueError("gaussian noise variance should not depend on the input")
-        return math.sqrt(v0) / SENSITIVITY / math.sqrt(m)
+        return self.per_value_mechanism(dims).noise_multiplier / math.sqrt(self.dims_reported(dims))
+
+    def mechanism_event(self, dims: int):
+        """Gaussian only: the round's privacy event for RDP/PLD (`gaussian_mechanism_event`: m
+        discrete Gaussians for the safe sampler, whose PLD the continuous one does not bound),
+        else None."""
+        if self.mechanism != GAUSSIAN:
+            return None
+        from ldpfed.accounting import gaussian_mechanism_event
+
+        return gaussian_mechanism_event(self.per_value_mechanism(dims), self.dims_reported(dims))
 
     def ledger_entry(self, dims: int) -> dict:
         """Keyword arguments for `PrivacyLedger.record` for one round of this client."""

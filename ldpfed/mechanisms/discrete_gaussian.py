@@ -1,0 +1,301 @@
+"""Exact discrete Gaussian noise on the grid: the safe sampler of Gaussian (mechanisms.md, Gaussian
+and Floating-point safety; Canonne, Kamath and Steinke 2020, "CKS").
+
+Report = (K + N) / J: K is the input rounded to the grid K / J (`grid.round_to_grid`: unbiased,
+Var(K) = 1/4, K in [-J - 1, J + 1]) and N ~ N_Z(0, s^2), the discrete Gaussian P(N = n) ∝
+exp(-n^2 / (2 s^2)) on the integers. Reports are multiples of 1/J: a fixed set.
+
+Privacy. Two grid inputs differ by at most D = 2J + 2 steps. The (eps, delta) condition of the
+discrete Gaussian with integer shift D is computed by dp-accounting
+(`DiscreteGaussianPrivacyLoss(s, sensitivity=D, truncation_bound=T)`); smaller shifts have a
+smaller delta (a location family with monotone likelihood ratio: the Neyman-Pearson tests between
+0 and d lose power as d shrinks), and a mixture over the rounding of t and t' (coupled) is at most
+the worst pair (joint convexity of the hockey-stick divergence), so it bounds every pair t, t'.
+s is the smallest value whose total bound `delta_bound` (below) is <= the requested delta.
+
+Sampling (CKS Algorithm 3, vectorized, with a proposal drawn from exact random bits): G = L Q + R
+with Q ~ Geometric(1/2) (trailing one-bits of raw words), R uniform in [0, L) (L = 2^l bits) and a
+sign bit S, n = G or -G - 1, so the proposal is q(n) ∝ 2^-Q; the draw is accepted with
+probability a(n) = exp(-n^2/(2 s^2) + Q ln2 - c) <= 1 (c = max_b (b ln2 - b^2 L^2/(2 s^2))),
+which gives exactly N_Z(0, s^2) when a is exact. The one float decision is u < a with
+u = k 2^-53: it realizes ceil(fl(a) 2^53) 2^-53, and fl(a) (an exp of an argument below ~10^3 in
+magnitude) is within relative rho = 2^-36 of a, or below 2^-1074 where it underflows. Hence the
+realized mass p'(n) lies in [p(n)/r1 - d(n), r2 p(n) + e(n)] with r2 = (1 + rho)/(1 - 2 rho),
+r1 = (1 + rho + 2^-53/Z)/(1 - rho), sum e <= 2^-53/(Z (1 - rho)) (Z = the acceptance rate), and
+d(n) = 0 wherever exp does not underflow. So the realized mechanism is (eps, delta_bound)-DP with
+    delta_bound = r2 delta_DG(eps - ln(r1 r2)) + 2^-53/(Z (1 - rho)) + (1 + e^eps) tau(T)
+                  + r2 P(|N| >= n_u - D),
+tau(T) the mass beyond dp-accounting's truncation T (a Gaussian tail bound) and n_u the first |n|
+where log a may fall below -700 (that last term is ~e^-400 unless s < D/8, i.e. eps >~ 50).
+
+J: the largest 2^k (7 <= k <= 16) with s ~ J sigma_continuous / 2 <= 2^12, so the accounting arrays
+stay small; the calibration for 2J + 2 grid steps instead of 2J costs (1 + 1/J)^2 in variance
+(+0.2% at eps = 1, delta = 1e-5, J = 1024; +1.6% at most). Moments are exact sums over |n| <= T (the terms
+beyond are below e^-100 relative).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
+from scipy.optimize import brentq
+from scipy.special import logsumexp
+
+from ldpfed.mechanisms.discrete_laplace import _TRAILING_ONES, _trailing_ones
+from ldpfed.mechanisms.grid import round_to_grid, rounding_weights
+
+_LN2 = math.log(2.0)
+_RHO = 2.0**-36  # relative error bound of the float acceptance probability (module docstring)
+_TAIL_NATS = 100.0  # truncation T: the discrete Gaussian's mass beyond T is below ~e^-(eps + 100)
+_UNDERFLOW_NATS = 700.0  # exp(-x) stays a normal float (relative accuracy) up to x ~ 708
+_TARGET_SIGMA_BITS = 13
+_MIN_GRID_BITS, _MAX_GRID_BITS = 7, 16
+MIN_SAFE_DELTA = 1e-12  # the float terms of delta_bound (~2^-52) must stay far below delta
+_Q_BITS = 8  # raw word bits 0-7: trailing ones (Q); bit 63: sign; bits 62.. : R (l bits)
+_MINUS_TRAILING_ONES = -_TRAILING_ONES
+
+
+def _log_gaussian_tail(bound: float, sigma: float) -> float:
+    """log of an upper bound on P(|N| > bound) for N ~ N_Z(0, s^2): 2 sum_{n > B} e^{-n^2/2s^2}
+    over a normalizer >= 1, the sum <= s^2/B e^{-B^2/2s^2} (integral comparison)."""
+    if bound <= 0:
+        return 0.0
+    return math.log(2.0 * sigma * sigma / bound) - bound * bound / (2.0 * sigma * sigma)
+
+
+@dataclass(frozen=True)
+class DiscreteGaussianSampler:
+    """Report (K + N)/J, N ~ N_Z(0, s^2) with s calibrated so that `delta_bound` <= delta at
+    `epsilon` (module docstring). `sigma` is s in grid steps."""
+
+    epsilon: float
+    delta: float
+    continuous_sigma: float  # the continuous calibration on the t scale (chooses J and brackets s)
+    classic: bool = False  # calibration="classic": s is at least the classic formula's, for comparison
+
+    # --- the grid and the calibration -------------------------------------------------------------
+    @cached_property
+    def grid_steps(self) -> int:
+        k = math.floor(math.log2(2.0**_TARGET_SIGMA_BITS / self.continuous_sigma))
+        return 2 ** max(_MIN_GRID_BITS, min(_MAX_GRID_BITS, k))
+
+    @property
+    def sensitivity(self) -> int:
+        """D = 2J + 2: the largest distance between grid inputs."""
+        return 2 * self.grid_steps + 2
+
+    def truncation(self, sigma: float) -> int:
+        return math.ceil(sigma * math.sqrt(2.0 * (self.epsilon + _TAIL_NATS))) + self.sensitivity
+
+    def delta_bound_for(self, sigma: float) -> float:
+        """The realized mechanism's delta at eps for parameter s (module docstring)."""
+        proposal = _Proposal.for_sigma(sigma)
+        r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)  # 2 rho: also covers the normalizer's underflowed terms
+        r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
+        bound = self.truncation(sigma)
+        library = DiscreteGaussianPrivacyLoss(sigma, sensitivity=self.sensitivity, truncation_bound=bound)
+        delta = r2 * library.get_delta_for_epsilon(self.epsilon - math.log(r1 * r2))
+        delta += 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
+        delta += math.exp(np.logaddexp(0.0, self.epsilon) + _log_gaussian_tail(bound, sigma))
+        underflow = proposal.underflow_start - self.sensitivity
+        delta += r2 * math.exp(min(0.0, _log_gaussian_tail(underflow - 1, sigma)))
+        return float(delta)
+
+    @cached_property
+    def sigma(self) -> float:
+        """Smallest s (to 1e-8 relative) with delta_bound(s) <= delta, from a bracket around the
+        continuous sigma for sensitivity D (classic calibration: at least the classic formula's)."""
+        guess = self.continuous_sigma * self.sensitivity / 2.0
+
+        def excess(log_s: float) -> float:
+            return math.log(self.delta_bound_for(math.exp(log_s))) - math.log(self.delta)
+
+        low, high, step = math.log(guess) - 0.01, math.log(guess) + 0.01, 0.1
+        while excess(low) <= 0:
+            low -= step
+        while excess(high) > 0:  # large eps: the underflow term needs s >~ D/8 (docstring)
+            low, high, step = high, high + step, 2.0 * step
+        sigma = math.exp(brentq(excess, low, high, xtol=1e-8))
+        while self.delta_bound_for(sigma) > self.delta:  # brentq may end just below the root
+            sigma *= 1.0 + 1e-8
+        if self.classic:  # D sqrt(2 ln(1.25/delta))/eps in grid steps, when it is the larger
+            sigma = max(sigma, self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon)
+        return sigma
+
+    @cached_property
+    def delta_bound(self) -> float:
+        return self.delta_bound_for(self.sigma)
+
+    @cached_property
+    def noise_multiplier(self) -> float:
+        """s / D: the Renyi divergence of N_Z shifted by d <= D is <= alpha d^2/(2 s^2) (CKS,
+        Proposition 5), that of a continuous Gaussian with this noise multiplier."""
+        return self.sigma / self.sensitivity
+
+    @cached_property
+    def _proposal(self) -> "_Proposal":
+        return _Proposal.for_sigma(self.sigma)
+
+    # --- sampling ---------------------------------------------------------------------------------
+    def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """`size` draws of N ~ N_Z(0, s^2) (floats holding integers): i.i.d. attempts, the first
+        `size` accepted ones kept (their order does not depend on their values)."""
+        out = np.empty(size)
+        filled = 0
+        while filled < size:
+            need = size - filled
+            accepted = self._proposal.attempt(int(need / self._proposal.acceptance * 1.05) + 16, rng)
+            take = min(need, accepted.size)
+            out[filled : filled + take] = accepted[:take]
+            filled += take
+        return out
+
+    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = round_to_grid(t * float(self.grid_steps), rng)
+        k += self.noise(t.size, rng)
+        k *= 1.0 / self.grid_steps
+        return k
+
+    # --- exact law and statistics -----------------------------------------------------------------
+    @cached_property
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n, p(n)) for |n| <= T, p normalized over that range (the rest is below e^-100)."""
+        n = np.arange(-self.truncation(self.sigma), self.truncation(self.sigma) + 1, dtype=float)
+        log_weight = -(n * n) / (2.0 * self.sigma**2)
+        return n, np.exp(log_weight - logsumexp(log_weight))
+
+    @cached_property
+    def _log_normalizer(self) -> float:
+        n, _ = self._support
+        return float(logsumexp(-(n * n) / (2.0 * self.sigma**2)))
+
+    def noise_log_mass(self, n) -> np.ndarray:
+        n = np.asarray(n, dtype=float)
+        return -(n * n) / (2.0 * self.sigma**2) - self._log_normalizer
+
+    @cached_property
+    def noise_variance(self) -> float:
+        """Var N = sum n^2 p(n) (< s^2 for the discrete Gaussian, CKS Proposition 19)."""
+        n, p = self._support
+        return float(p @ (n * n))
+
+    @property
+    def output_bound(self) -> float:
+        return math.inf
+
+    @property
+    def bias_coefficients(self):
+        return (0.0, 0.0)
+
+    @property
+    def variance_coefficients(self):
+        return ((0.25 + self.noise_variance) / self.grid_steps**2, 0.0, 0.0)
+
+    @cached_property
+    def _tail_moments(self) -> tuple[float, float]:
+        """(sum_{n>=3} p(n) n, sum_{n>=3} p(n) n^3)."""
+        n, p = self._support
+        upper = n >= 3
+        return float(p[upper] @ n[upper]), float(p[upper] @ n[upper] ** 3)
+
+    def third_abs_central_moment(self, t) -> np.ndarray:
+        """E|K + N - x|^3 / J^3 over the rounding offsets: with s = K - x in (-2, 2],
+        E|N + s|^3 = 2 (A3 + 3 s^2 A1) + sum_{|n| <= 2} p(n) |n + s|^3 (N symmetric; the terms
+        |n| >= 3 keep the sign of n)."""
+        x = np.asarray(t, dtype=float) * self.grid_steps
+        low, weights = rounding_weights(x)
+        first, third = self._tail_moments
+        near = np.arange(-2.0, 3.0)
+        near_mass = np.exp(self.noise_log_mass(near))
+        moment = 0.0
+        for d, w in zip((-1, 0, 1, 2), weights):
+            shift = np.asarray(low + d - x)
+            centre = sum(m * np.abs(c + shift) ** 3 for c, m in zip(near, near_mass))
+            moment = moment + w * (2.0 * (third + 3.0 * shift**2 * first) + centre)
+        return moment / float(self.grid_steps) ** 3
+
+    def log_mass(self, y, t) -> np.ndarray:
+        y, t = np.broadcast_arrays(np.asarray(y, dtype=float), np.asarray(t, dtype=float))
+        j = self.grid_steps
+        code = np.rint(y * j)
+        valid = (code / j == y) & (np.abs(code) < 2.0**52)
+        code = np.where(valid, code, 0.0)
+        low, weights = rounding_weights(t * j)
+        logs = [self.noise_log_mass(code - low - d) for d in (-1, 0, 1, 2)]
+        top = np.maximum.reduce(logs)
+        mass = sum(w * np.exp(log - top) for w, log in zip(weights, logs))
+        return np.where(valid, top + np.log(mass), -np.inf)
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """G = L Q + R with a sign (module docstring), and the acceptance that turns it into N_Z(0, s^2)."""
+
+    sigma: float
+    bits: int  # l, L = 2^l
+
+    @classmethod
+    def for_sigma(cls, sigma: float) -> "_Proposal":
+        """The L = 2^l (of the two around 0.7 s) with the higher acceptance rate."""
+        around = math.log2(0.7 * sigma)
+        options = [cls(sigma, max(0, b)) for b in (math.floor(around), math.ceil(around))]
+        return max(options, key=lambda p: p.acceptance)
+
+    @property
+    def length(self) -> int:
+        return 2**self.bits
+
+    @cached_property
+    def log_envelope(self) -> float:
+        """c = max over blocks b >= 0 of b ln2 - (b L)^2/(2 s^2)."""
+        scale = self.length**2 / (2.0 * self.sigma**2)
+        b = np.arange(0, math.ceil(_LN2 / (2.0 * scale)) + 2, dtype=float)
+        return float(np.max(b * _LN2 - b * b * scale))
+
+    @cached_property
+    def acceptance(self) -> float:
+        """Z = P(an attempt is accepted) = e^-c sum_n e^{-n^2/2s^2} / (4L), the sum being
+        s sqrt(2 pi) (1 + 2 sum_k e^{-2 pi^2 s^2 k^2}) (Poisson summation): s sqrt(2 pi) to double
+        precision for s >= 10 (s is in the hundreds or more here)."""
+        assert self.sigma >= 10.0
+        return math.exp(math.log(self.sigma * math.sqrt(2.0 * math.pi)) - self.log_envelope) / (4.0 * self.length)
+
+    @cached_property
+    def underflow_start(self) -> int:
+        """Smallest |n| where log a(n) may drop below -700 (exp near the subnormal range, where
+        its relative accuracy is lost)."""
+        scale = 1.0 / (2.0 * self.sigma**2)
+        # log a(n) >= -n^2 scale + ((|n| - 1)/L - 1) ln2 - c (|n| <= G + 1): the first n below -700
+        a, b, c = scale, -_LN2 / self.length, _LN2 * (1.0 + 1.0 / self.length) + self.log_envelope - _UNDERFLOW_NATS
+        return math.floor((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a))
+
+    def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """The accepted values among `size` attempts, in order.
+
+        One raw word per attempt: bits 0-7 count Q (trailing ones, continued on fresh words when
+        all 8 are ones), the top bit is the sign S and the next l bits R. G = L Q + R >= 0 gives
+        n = G (S = 0) or n = -G - 1 = ~G (S = 1): every integer has exactly one way in, and
+        (n + 1)^2 >= n^2 on the negative side keeps a(n) <= 1 with the same c.
+        """
+        raw = rng.bit_generator.random_raw(size)
+        word = raw.view(np.int64)
+        minus_q = _MINUS_TRAILING_ONES[word & 255]
+        full = np.flatnonzero(minus_q == -_Q_BITS)
+        while full.size:  # the 8 bits were all ones (1/256): keep counting on fresh words
+            more = _trailing_ones(rng.bit_generator.random_raw(full.size), 64)
+            minus_q[full] -= more
+            full = full[more == 64]
+        n = ((raw << np.uint64(1)) >> np.uint64(64 - self.bits)).view(np.int64) if self.bits else np.zeros(size, np.int64)
+        n -= minus_q * self.length  # G = R + L Q
+        n ^= word >> 63  # the sign: ~G = -G - 1 when the top bit is set
+        bound = n.astype(np.float64)
+        bound *= bound
+        bound *= -1.0 / (2.0 * self.sigma**2)
+        bound -= minus_q * _LN2
+        bound -= self.log_envelope
+        np.exp(bound, out=bound)  # a(n) = exp(-n^2/2s^2 + Q ln2 - c)
+        return n[rng.random(size) < bound].astype(np.float64)
