@@ -316,7 +316,7 @@ def test_polar_release_density_ratio_at_the_worst_case_neighbours(base, magnitud
     d, eps = 6, 4.0
     # The density ratio is that of the continuous laws (log_density); the safe samplers' grids are
     # audited through the Cartesian release (test_directional_audit.py).
-    options = {} if base == "gaussian" else {"sampler": "continuous"}
+    options = {"sampler": "continuous"}
     vec = LDPVec(base, eps, clip=1.0, delta=_delta(base), beta=0.5, magnitude=magnitude, options=options)
     x, x_other = worst_case_neighbours(vec, d)
     _, offsets = vec.clipped_polar(np.stack([x, x_other]))
