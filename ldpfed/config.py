@@ -13,6 +13,12 @@ Decisions where the issue is silent (docs/decisions.md, Flower section):
 - `data.name` "" means the task's default data: "gaussian" tuples (mean) or "digits" (train).
 - `privacy.delta = 0` means pure; `privacy.report-dims = 0` means all dimensions (mean) or Wang's
   m (train).
+- `data.users = 0` / `data.dims = 0` (the defaults) mean the shape of the data: a file's rows and
+  columns, or 10,000 x 10 for a synthetic set (issue 11, item 13); the harness replaces them with
+  the shape read before the run (`ldpfed.protocols.mean.bound`), so config.toml records it.
+- `data.domain`, `data.header`, `data.out-of-domain` are the `--domain`, `--header/--no-header`
+  and `--out-of-domain` of `predict` and `compare` (ldpfed.data.read_tuples); `header` is a string
+  (auto | yes | no) because TOML and Flower's run config have no null.
 - `run.seed` is the run seed that the harness (`ldpfed simulate`) spawns the server's seed, the
   data seed and every client's secret from (ldpfed.protocols.seeds); it is never sent to the
   server. `run.fresh-noise` gives the clients OS entropy instead (the data and the server's
@@ -28,7 +34,7 @@ import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
 
 TASKS = ("mean", "train")
 ENGINES = ("flower", "local")
@@ -37,6 +43,7 @@ FEDAVG = "fedavg"  # Flower's own FedAvg aggregation (train only)
 TRAIN_DEVIATIONS = ("plug-in", "model")
 MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which imports torch)
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits"}
+HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,11 @@ class RunConfig:
 class DataConfig:
     name: str = field(default="", metadata={"flag": "data"})
     data_dir: str = ""
-    users: int = 10_000
-    dims: int = 10
+    users: int = 0  # mean: 0 = the data file's rows, or DEFAULT_USERS (10,000) of a synthetic set
+    dims: int = 0  # mean: 0 = the data file's columns, or DEFAULT_DIMS (10) of a synthetic set
+    domain: str = "-1,1"  # mean: LOW,HIGH, the declared domain of a data file's values
+    header: str = "auto"  # mean: a CSV file's first row is a header: auto (detected) | yes | no
+    out_of_domain: str = "error"  # mean: a file's values outside the domain: error | clip
     partition: str = "iid"
     classes_per_client: int = 2
     dirichlet_alpha: float = 0.5
@@ -97,6 +107,7 @@ class TrainingConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     out: str = ""
+    overwrite: bool = False  # replace another run's results in `out` (ldpfed.outputs.OutputDir)
     diagnostics: bool = True
 
 
@@ -201,11 +212,12 @@ class Config:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
             aggregation.get_class(agg.aggregator)
-            check_positive_int(data.users, "users")
-            check_positive_int(data.dims, "dims")
-            if data.users < fed.clients:
+            # 0 = from the data: checked again once the data is read (ldpfed.protocols.mean.bound).
+            check_positive_int(data.users, "users", minimum=0)
+            check_positive_int(data.dims, "dims", minimum=0)
+            if 0 < data.users < fed.clients:
                 raise LDPValueError(f"users ({data.users}) must be >= clients ({fed.clients})")
-            if privacy.report_dims > data.dims:
+            if data.dims and privacy.report_dims > data.dims:
                 raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
             if self.data_name in FEDERATED_DATASETS and self.data_name not in available_synthetic():
                 raise LDPValueError(f"data {self.data_name!r} is a training data set; --task mean takes tuples")
@@ -215,8 +227,11 @@ class Config:
             _choice("data", self.data_name, FEDERATED_DATASETS)
             _choice("partition", data.partition, PARTITION_SCHEMES)
             _choice("model", train.model, MODELS)
-        # Numbers of the train task are checked for either task: a malformed value is an error
-        # even where the task does not use it (issue 11, item 10).
+        # Options of either task are checked for both: a malformed value is an error even where
+        # the task does not use it (issue 11, item 10).
+        parse_domain(data.domain)
+        out_of_domain_policy(data.out_of_domain)
+        _choice("header", data.header, HEADERS)
         check_positive_int(data.classes_per_client, "classes-per-client")
         _positive("dirichlet-alpha", data.dirichlet_alpha)
         check_positive_int(train.local_steps, "local-steps")
@@ -338,10 +353,12 @@ def resolve(config_file: str | Path | None = None, flags: dict | None = None) ->
 
 def to_toml(config: Config) -> str:
     """The resolved config as a TOML file that `--config` reads back. Without noise there is no
-    budget, so `privacy.epsilon`, `privacy.delta` and the budget's options are left out (issue 11, item 16)."""
+    budget, so `privacy.epsilon`, `privacy.delta` and the budget's options are left out (issue 11, item 16).
+    `output.overwrite` is left out too: a recorded run, read back, never replaces results silently."""
     import tomli_w
 
     nested = config.to_nested()
+    nested["output"].pop("overwrite")
     if not config.noisy:
         for key in ("epsilon", "delta", "report-dims", "max-epsilon", "accountant"):
             nested["privacy"].pop(key)

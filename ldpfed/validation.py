@@ -12,10 +12,31 @@ import numpy as np
 
 OutOfDomain = Literal["raise", "clip"]
 OUT_OF_DOMAIN_POLICIES = ("raise", "clip")
+# --out-of-domain (every command that reads tuple data, and `data.out-of-domain` of a federation's
+# config): the user-facing names of the policies above.
+OUT_OF_DOMAIN = {"error": "raise", "clip": "clip"}
 
 
 class LDPValueError(ValueError):
     """A parameter or an input outside its allowed range."""
+
+
+def out_of_domain_policy(value: str) -> str:
+    """The --out-of-domain option (error | clip) as the library's policy name."""
+    if value not in OUT_OF_DOMAIN:
+        raise LDPValueError(f"--out-of-domain must be one of {', '.join(OUT_OF_DOMAIN)}, got {value!r}")
+    return OUT_OF_DOMAIN[value]
+
+
+def parse_domain(text: str) -> tuple[float, float]:
+    """--domain LOW,HIGH with finite LOW < HIGH (the declared domain of a data file's values)."""
+    try:
+        bounds = [float(item) for item in str(text).split(",") if item.strip()]
+    except ValueError:
+        bounds = []
+    if len(bounds) != 2 or not all(math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
+        raise LDPValueError(f"--domain must be LOW,HIGH with finite LOW < HIGH, got {text!r}")
+    return bounds[0], bounds[1]
 
 
 def check_positive(value: float, name: str) -> float:

@@ -5,41 +5,82 @@ harness made with the server's seed and the data seed only (never the run seed o
 secret), plus the harness's per-round callback. Under `flwr run .` the options come from
 `[tool.flwr.app.config]` and `--run-config` (`context.run_config`, read once); the server derives
 its seed and the data seed from `run.seed`, while the nodes draw their own noise (client_app.py).
+A bad run config fails the ServerApp with one line (`RunFailed`; see below for what Flower shows).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Callable
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from ldpfed.config import from_flat
+from ldpfed.config import Config, from_flat
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import Session, server_half
-from server.strategy import LDPStrategy, flower_fedavg
+from ldpfed.protocols.session import Session, preflight, server_half
+from ldpfed.validation import LDPValueError
+from server.strategy import LDPStrategy, StoppableGrid, flower_fedavg
 
 
-def make_server_app(half, clients: int, rounds: int, on_round: Callable[[int, dict], None]) -> ServerApp:
-    """A ServerApp running `half` for `rounds` rounds over `clients` partitions."""
+def make_server_app(half, clients: int, rounds: int, on_round: Callable[[int, dict], None],
+                    stop: threading.Event | None = None, done: threading.Event | None = None) -> ServerApp:
+    """A ServerApp running `half` for `rounds` rounds over `clients` partitions. `stop` (set by the
+    harness on Ctrl-C) ends it between pulls (`StoppableGrid`); it sets `done` when it returns."""
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        LDPStrategy(half, clients, on_round).run(grid, rounds)
+        try:
+            LDPStrategy(half, clients, on_round).run(grid if stop is None else StoppableGrid(grid, stop), rounds)
+        finally:
+            if done is not None:
+                done.set()
 
     return server_app
 
 
+# ---- `flwr run .`: options from the run config -----------------------------------------------
+# `flwr run` (Flower 1.41) exits 0 whatever becomes of the run: it starts the run, streams its log
+# and returns (flwr/cli/run/run.py). What an app can do is fail its ServerApp, which Flower records
+# as the run's status `finished:failed` with the exception's message as its details (`flwr ls
+# --run-id N`), after one `ldpfed: error: ...` line in the streamed log (issue 11, item 16).
 app = ServerApp()
+logger = logging.getLogger("flwr")  # Flower's logger: its records reach the run's log stream
+
+
+class RunFailed(RuntimeError):
+    """The ServerApp of `flwr run` fails with one line: a bad run config or data, or no client
+    replied in any round."""
+
+    def __init__(self, message: str) -> None:
+        message = " ".join(str(message).split())
+        logger.error("ldpfed: error: %s", message)
+        super().__init__(message)
+
+
+def run_config(context: Context) -> Config:
+    """The run config (`[tool.flwr.app.config]` + `--run-config`), validated; else `RunFailed`."""
+    try:
+        return from_flat(dict(context.run_config), source="run config").validated()
+    except LDPValueError as error:
+        raise RunFailed(f"invalid run config: {error}") from None
 
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    config = from_flat(dict(context.run_config), source="run config").validated()
+    config = run_config(context)
     data_seed = seeds.data_seed(config.run.seed)
-    half = server_half(config, data_seed, seeds.server_seed(config.run.seed), flower_fedavg)
-    session = Session(config, half, data_seed, engine="flower")
+    try:
+        config, _ = preflight(config)
+        half = server_half(config, data_seed, seeds.server_seed(config.run.seed), flower_fedavg)
+        session = Session(config, half, data_seed, engine="flower")
+    except LDPValueError as error:
+        raise RunFailed(str(error)) from None
     LDPStrategy(half, config.federation.clients, lambda r, metrics: session.after_round(r, metrics, {})).run(
         grid, config.run.rounds)
-    print(f"ldpfed: {session.finish()}")
+    summary = session.finish()
+    print(f"ldpfed: {summary}")
+    if summary["clients_replied_total"] == 0:
+        raise RunFailed(f"every client failed in every round ({summary['failure_reasons']})")

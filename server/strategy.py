@@ -10,6 +10,7 @@ rounds; its `evaluate_fn` is where the half evaluates and the run's record is wr
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, Iterable
 
@@ -44,6 +45,49 @@ def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SE
     if sorted(mapping) != list(range(expected)):
         raise RuntimeError(f"expected partition ids 0..{expected - 1}, got {sorted(mapping)}")
     return mapping
+
+
+class RunStopped(RuntimeError):
+    """The harness asked the ServerApp to stop (Ctrl-C): no further round is started."""
+
+
+class StoppableGrid:
+    """A Grid whose waits end as soon as `stop` is set (the harness's Ctrl-C, issue 11 item 12).
+
+    Flower's `send_and_receive` waits for the replies up to its timeout (an hour by default) and
+    cannot be interrupted, so a ServerApp thread waiting for replies that the stopped simulation
+    runtime will never deliver keeps the process alive. This proxy pushes and pulls itself, checking
+    `stop` between pulls, and raises `RunStopped`; everything else goes to the wrapped grid.
+    """
+
+    PULL_INTERVAL = 0.05
+
+    def __init__(self, grid: Grid, stop: threading.Event) -> None:
+        self.grid, self.stop = grid, stop
+
+    def __getattr__(self, name: str):
+        return getattr(self.grid, name)
+
+    def _check(self) -> None:
+        if self.stop.is_set():
+            raise RunStopped("stopped by the harness")
+
+    def get_node_ids(self) -> Iterable[int]:
+        self._check()
+        return self.grid.get_node_ids()
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        self._check()
+        pending = set(self.grid.push_messages(messages))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        replies: list[Message] = []
+        while pending and (deadline is None or time.monotonic() < deadline):
+            arrived = list(self.grid.pull_messages(pending))
+            replies.extend(arrived)
+            pending.difference_update(reply.metadata.reply_to_message_id for reply in arrived)
+            if pending and self.stop.wait(self.PULL_INTERVAL):
+                self._check()
+        return replies
 
 
 def numeric(metrics: dict) -> MetricRecord:

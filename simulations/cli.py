@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ldpfed.cli.common import error_console, handle_errors, print_json
+from ldpfed.cli.common import HEADER_HELP, OUT_OF_DOMAIN_HELP, error_console, handle_errors, print_json
 from ldpfed.config import resolve
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
@@ -41,8 +41,11 @@ def simulate(
     # [data]
     data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | synthetic-fedprox | mnist | cifar10 (default digits)."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
-    users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients."),
-    dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple."),
+    users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."),
+    dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."),
+    domain: Optional[str] = typer.Option(None, help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale)."),
+    header: Optional[bool] = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
+    out_of_domain: Optional[str] = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
     partition: Optional[str] = typer.Option(None, help="train: iid | k-classes | dirichlet."),
     classes_per_client: Optional[int] = typer.Option(None, help="k for --partition k-classes."),
     dirichlet_alpha: Optional[float] = typer.Option(None, help="alpha for --partition dirichlet."),
@@ -70,7 +73,8 @@ def simulate(
     batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
     clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate)."),
     # [output]
-    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png."),
+    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
+    overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),
     diagnostics: Optional[bool] = typer.Option(None, "--diagnostics/--no-diagnostics", help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
@@ -78,15 +82,20 @@ def simulate(
     flags = {key: value for key, value in locals().items() if key not in CLI_ONLY}
     if flags["out"] is not None:
         flags["out"] = str(flags["out"])
+    flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
+    from ldpfed.protocols.recorder import output_dir
     from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
 
-    preflight(config)
+    output = output_dir(config)  # before any work: writable, no other run's results (issue 11, item 11)
+    config, described = preflight(config)  # reads the data: users and dims of a file come from it
+    if described:
+        error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
     progress = RoundProgress(config)
     try:
-        summary = run(config, progress, verbose=verbose)
+        summary = run(config, progress, output=output, verbose=verbose)
     except Interrupted as stop:
         where = f"; results of the finished rounds in {config.output.out}/" if config.output.out and stop.summary["rounds_finished"] else ""
         error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)

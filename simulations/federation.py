@@ -14,16 +14,23 @@ entropy with `--fresh-noise`). Two engines run the same halves in the same order
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from ldpfed.config import Config
+from ldpfed.outputs import OutputDir
 from ldpfed.protocols.base import local_round
 from ldpfed.protocols.session import Session, World, client_half, server_half, without_seed
 from server.strategy import flower_fedavg
+
+
+SERVER_STOP_SECONDS = 10.0
 
 
 class Interrupted(Exception):
@@ -34,21 +41,37 @@ class Interrupted(Exception):
         self.summary = summary
 
 
-def run(config: Config, progress=None, *, verbose: bool = False) -> dict:
-    """Run the federation described by (validated) `config`; return its summary. On Ctrl-C the
-    finished rounds' files are written (summary marked interrupted), Ray is shut down and
-    `Interrupted` is raised."""
+def run(config: Config, progress=None, *, output: OutputDir | None = None, verbose: bool = False) -> dict:
+    """Run the federation described by (validated) `config`; return its summary. `output`: the
+    results directory, checked before any work (default: checked here). On Ctrl-C the finished
+    rounds' files are written (summary marked interrupted), Ray is shut down and `Interrupted` is
+    raised; a further Ctrl-C during that cleanup is ignored."""
     world = World.from_config(config)
     half = server_half(config, world.data, world.server, flower_fedavg)
-    session = Session(config, half, world.data, engine=config.run.engine)
+    session = Session(config, half, world.data, engine=config.run.engine, output=output)
     runner = run_local if config.run.engine == "local" else run_flower
     try:
         runner(config, world, half, session, progress, verbose)
     except KeyboardInterrupt:
-        summary = session.finish(interrupted=True)
-        _shutdown_ray()
+        with _sigint_ignored():
+            summary = session.finish(interrupted=True)
+            _shutdown_ray()
         raise Interrupted(summary) from None
     return session.finish()
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """The cleanup after a Ctrl-C runs to its end: a further Ctrl-C meanwhile is ignored (it takes
+    seconds and leaves complete files); the previous handler is restored after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _shutdown_ray() -> None:
@@ -57,6 +80,16 @@ def _shutdown_ray() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def _stop_flower(stop: threading.Event, done: threading.Event) -> None:
+    """After Ctrl-C (issue 11, item 12): Flower's runtime has stopped its workers, but its ServerApp
+    thread would wait up to an hour for replies that never come (the process then outlived the
+    Ctrl-C by minutes). Tell it to stop (`StoppableGrid`), wait until it has returned (so no round
+    is recorded after the summary), shut Ray down."""
+    stop.set()
+    done.wait(SERVER_STOP_SECONDS)
+    _shutdown_ray()
 
 
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
@@ -100,9 +133,14 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
 
     client_app = make_client_app(without_seed(config), world.data, world.secrets,
                                  str(directory) if config.output.diagnostics else None)
-    server_app = make_server_app(half, config.federation.clients, config.run.rounds, on_round)
+    stop, done = threading.Event(), threading.Event()
+    server_app = make_server_app(half, config.federation.clients, config.run.rounds, on_round, stop, done)
     try:
         run_simulation(config, server_app, client_app, progress, verbose)
+    except KeyboardInterrupt:
+        with _sigint_ignored():
+            _stop_flower(stop, done)
+        raise
     finally:
         if not keep or not any(directory.iterdir()):
             shutil.rmtree(directory, ignore_errors=True)

@@ -39,8 +39,11 @@ class RoundProgress:
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
                 result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
-        else:
+        elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
+        else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone
+            result = (f"mse {self.config.aggregation.aggregator} {row['mse']:.3g}, plain mean "
+                      f"{row['mse_plain_mean']:.3g} (predicted {row['predicted_mse']:.3g})")
         failed = f", {row['clients_failed']} failed ({row['failure_reasons']})" if row["clients_failed"] else ""
         spent = "not private" if row["epsilon_spent"] is None else f"eps spent {row['epsilon_spent']:.3g}"
         line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; {spent}"
@@ -57,7 +60,8 @@ class RoundProgress:
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
             "task", "clients", "rounds", "mechanism", "private", "privacy_reasons", "epsilon", "aggregator", "deviation",
-            "final_accuracy", "best_accuracy", "final_loss", "final_mse", "predicted_mse_plain_mean", "mean_mse_over_rounds",
+            "final_accuracy", "best_accuracy", "final_loss", "users", "dims", "final_mse", "final_mse_plain_mean",
+            "predicted_mse_plain_mean", "mean_mse_over_rounds",
             "noise_measured_over_predicted", "diagnostics",
             "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
             "seconds", "seconds_per_round",
@@ -69,5 +73,7 @@ class RoundProgress:
                 value = summary[key]
                 table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
+        if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
+            Console().print(summary["scale"]["note"] + ".", highlight=False)
         if self.config.output.out:
             Console().print(f"results written to {self.config.output.out}/", highlight=False)

@@ -56,7 +56,7 @@ def _stderr_to(log_path: Path):
     sys.stderr.flush()
     saved = os.dup(2)
     terminal = os.fdopen(os.dup(saved), "w", buffering=1)
-    with open(log_path, "a") as log_file:
+    with open(log_path, "w") as log_file:  # this run's log only
         os.dup2(log_file.fileno(), 2)
         try:
             yield terminal
@@ -93,7 +93,7 @@ def run_simulation(config: Config, server_app, client_app, progress=None, verbos
     try:
         with _stderr_to(log_path) as terminal, showing(progress, terminal):
             flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config))
-    except BaseException:
+    except Exception:
         tail = log_path.read_text(errors="replace").splitlines()[-30:]
         sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
         raise

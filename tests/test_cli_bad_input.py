@@ -63,6 +63,11 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--config", str(tmp_path)], ["--config", str(tmp_path / "none.toml")],
             ["--config", _file(tmp_path, "bad.toml", "clients = [")], ["--config", _file(tmp_path, "typo.toml", "[federation]\nclients = 'x'")],
             ["--mechanism", "nope"], ["--epsilon", "-1"], ["--data", "mystery"], ["--aggregator", "median"],
+            # tuple files as predict and compare read them (issue 11, item 13) and --out (item 11)
+            ["--domain", "1,0"], ["--domain", "a,b"], ["--out-of-domain", "ignore"], ["--data", "gaussian", "--header"],
+            ["--data", "uniform", "--domain", "0,10"], ["--data", outside, "--users", "3"], ["--data", outside],
+            ["--data", str(tmp_path / "nowhere.csv")], ["--data", outside, "--domain", "0,5", "--report-dims", "3"],
+            ["--out", a_file], ["--out", f"{a_file}/sub"], ["--config", _file(tmp_path, "header.toml", '[data]\nheader = true')],
         ],
     }
 

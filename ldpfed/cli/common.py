@@ -16,19 +16,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 import ldpfed.mechanisms as mechanisms
-from ldpfed.data import Tuples, read_tuples
+from ldpfed.data import Tuples, read_tuples, scale_note  # noqa: F401 (scale_note re-exported)
 from ldpfed.mechanisms.square_wave import ESTIMATORS
 from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted
 from ldpfed.results import dumps
-from ldpfed.validation import LDPValueError
+from ldpfed.validation import OUT_OF_DOMAIN, LDPValueError, out_of_domain_policy, parse_domain  # noqa: F401 (re-exported)
 
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).
 console = Console(width=None if sys.stdout.isatty() else 160)
 error_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
-# --out-of-domain: the CLI's names of the library's policies (ldpfed.validation.check_values).
-OUT_OF_DOMAIN = {"error": "raise", "clip": "clip"}
 OUT_OF_DOMAIN_HELP = "Data outside --domain: error (default) or clip (clip to the domain, count printed)."
 HEADER_HELP = "CSV files: the first row is (not) a header. Default: a header when a first-row field is not a number."
 
@@ -91,21 +89,6 @@ def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
         raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None
 
 
-def out_of_domain_policy(value: str) -> str:
-    """The --out-of-domain option (error | clip) as the library's policy name."""
-    if value not in OUT_OF_DOMAIN:
-        raise LDPValueError(f"--out-of-domain must be one of {', '.join(OUT_OF_DOMAIN)}, got {value!r}")
-    return OUT_OF_DOMAIN[value]
-
-
-def parse_domain(text: str) -> tuple[float, float]:
-    """--domain LOW,HIGH with LOW < HIGH (finite)."""
-    bounds = parse_list(text, float, "--domain")
-    if len(bounds) != 2 or not all(np.isfinite(bounds)) or not bounds[0] < bounds[1]:
-        raise LDPValueError(f"--domain must be LOW,HIGH with finite LOW < HIGH, got {text!r}")
-    return bounds[0], bounds[1]
-
-
 def read_data(spec: str, *, users, dims, seed: int, domain: tuple[float, float], header: bool | None,
               out_of_domain: str, rng: np.random.Generator | None = None) -> Tuples:
     """Tuple data for a command (`ldpfed.data.read_tuples`), with "what was read" on stderr.
@@ -119,19 +102,6 @@ def read_data(spec: str, *, users, dims, seed: int, domain: tuple[float, float],
     seeded = f" (seed {seed})" if tuples.source.startswith("synthetic") else ""
     error_console.print(f"data: {tuples.description}{seeded}", highlight=False, soft_wrap=True, markup=False)
     return tuples
-
-
-def scale_note(domain: tuple[float, float]) -> dict:
-    """What scale errors are on when a file's values were mapped from `domain` onto [-1, 1]."""
-    low, high = domain
-    factor = ((high - low) / 2.0) ** 2
-    return {
-        "scale": "normalised [-1, 1]",
-        "domain": [low, high],
-        "mse_to_data_units": factor,
-        "note": f"errors are on the normalised [-1, 1] scale; multiply an MSE by ((HIGH-LOW)/2)^2 = {factor:g} "
-                f"for the data's units (domain [{low:g}, {high:g}])",
-    }
 
 
 @contextlib.contextmanager

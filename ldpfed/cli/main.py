@@ -67,6 +67,7 @@ def _register_plugins() -> None:
 
 # Each sub-command module registers itself on `app` when imported.
 from ldpfed.cli import mechanisms  # noqa: E402,F401
+from ldpfed.cli import audit  # noqa: E402,F401
 
 from ldpfed.cli import account  # noqa: E402,F401
 

@@ -13,9 +13,17 @@ from ldpfed.data.synthetic import (
     available_synthetic,
     generate,
 )
-from ldpfed.data.tabular import Tuples, has_header_row, load_table, load_tuples, read_table, read_tuples
+from ldpfed.data.tabular import (
+    Tuples,
+    has_header_row,
+    load_table,
+    load_tuples,
+    read_table,
+    read_tuples,
+    scale_note,
+)
 
 __all__ = [
     "DEFAULT_DIMS", "DEFAULT_SET", "DEFAULT_USERS", "SYNTHETIC_SETS", "Tuples", "available_synthetic", "generate",
-    "has_header_row", "load_table", "load_tuples", "read_table", "read_tuples",
+    "has_header_row", "load_table", "load_tuples", "read_table", "read_tuples", "scale_note",
 ]

@@ -161,6 +161,19 @@ def read_tuples(
     return tuples
 
 
+def scale_note(domain: tuple[float, float]) -> dict:
+    """What scale errors are on when a file's values were mapped from `domain` onto [-1, 1]."""
+    low, high = domain
+    factor = ((high - low) / 2.0) ** 2
+    return {
+        "scale": "normalised [-1, 1]",
+        "domain": [low, high],
+        "mse_to_data_units": factor,
+        "note": f"errors are on the normalised [-1, 1] scale; multiply an MSE by ((HIGH-LOW)/2)^2 = {factor:g} "
+                f"for the data's units (domain [{low:g}, {high:g}])",
+    }
+
+
 def load_tuples(spec: str | Path, **options) -> np.ndarray:
     """The values of `read_tuples` (same options): users x dims in [-1, 1]."""
     return read_tuples(spec, **options).values

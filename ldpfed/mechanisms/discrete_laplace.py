@@ -17,7 +17,7 @@ Why this design: every probability that matters is an integer ratio or a power o
 guarantee needs no float argument; Var = J^-2 (1/4 + E[N^2]) is a t-free constant in closed form,
 as the predictor needs; the law of N is explicit, which gives the exact log-mass and third moment.
 J is the largest power of 2 in [2^7, 2^24] with L <= 4096 (below eps ~ 0.04, J = 128 and L grows
-as 1/eps: 180,000 at eps = 1e-3, the smallest budget accepted). Cost of exactness: the noise is
+as 1/eps: 180,000 at eps = 1e-3, 1.8M at eps = 1e-4, the smallest budget accepted). Cost of exactness: the noise is
 calibrated for 2J + 2 grid steps instead of 2J, so the variance is (1 + 1/J)^2 times 8/eps^2 (plus
 J^-2/4): +1.6% below eps ~ 0.04, +0.1% at eps = 1 (J = 2048), +0.02% at eps = 4.
 """

@@ -13,15 +13,15 @@ harness's business (ldpfed.protocols.diagnostics), not the server's.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 import ldpfed.aggregation as aggregation
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
-from ldpfed.config import Config
-from ldpfed.data import load_tuples
+from ldpfed.config import HEADERS, Config
+from ldpfed.data import DEFAULT_DIMS, DEFAULT_USERS, Tuples, available_synthetic, read_tuples, scale_note
 from ldpfed.deviation import DeviationModel
 from ldpfed.experiment import collect_sums, estimate_once
 from ldpfed.mechanisms.base import Mechanism
@@ -29,6 +29,7 @@ from ldpfed.multidim import ReportSums, per_value_mechanism
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
 from ldpfed.protocols.privacy import round_event
+from ldpfed.validation import out_of_domain_policy, parse_domain
 
 SUMS = ("count", "total", "total_sq")
 
@@ -40,13 +41,42 @@ def report_dims(config: Config) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _tuples(name: str, users: int, dims: int, data_seed: int) -> np.ndarray:
-    return load_tuples(name, users=users, dims=dims, rng=np.random.default_rng(data_seed))
+def _read(name: str, users: int, dims: int, data_seed: int, domain: str, header: str, out_of_domain: str) -> Tuples:
+    if name in available_synthetic():
+        users, dims = users or DEFAULT_USERS, dims or DEFAULT_DIMS
+    return read_tuples(name, users=users or None, dims=dims or None, rng=np.random.default_rng(data_seed),
+                       domain=parse_domain(domain), header=HEADERS[header], out_of_domain=out_of_domain_policy(out_of_domain))
+
+
+def read(config: Config, data_seed: int) -> Tuples:
+    """All users' tuples in [-1, 1] and what was read: a synthetic set drawn from the data seed, or a
+    file with the config's domain, header and out-of-domain policy (`ldpfed.data.read_tuples`, as
+    `predict` and `compare` read it); users/dims 0 take the data's shape (issue 11, item 13)."""
+    data = config.data
+    return _read(config.data_name, data.users, data.dims, data_seed, data.domain, data.header, data.out_of_domain)
 
 
 def tuples(config: Config, data_seed: int) -> np.ndarray:
-    """All users' tuples (users, dims) in [-1, 1], from the data seed."""
-    return _tuples(config.data_name, config.data.users, config.data.dims, data_seed)
+    """All users' tuples (users, dims) in [-1, 1] (`read`)."""
+    return read(config, data_seed).values
+
+
+def bound(config: Config, data_seed: int) -> Config:
+    """`config` with `data.users` and `data.dims` set to the shape of the data read (they may be 0,
+    'from the data'), validated again (users >= clients, report-dims <= dims)."""
+    users, dims = read(config, data_seed).values.shape
+    if (config.data.users, config.data.dims) == (users, dims):
+        return config
+    return replace(config, data=replace(config.data, users=users, dims=dims)).validated()
+
+
+def scale(config: Config) -> dict | None:
+    """The scale note of a file whose declared domain is not [-1, 1]: the MSE is on the normalised
+    [-1, 1] scale (`ldpfed.data.scale_note`); None otherwise."""
+    domain = parse_domain(config.data.domain)
+    if config.data_name in available_synthetic() or domain == (-1.0, 1.0):
+        return None
+    return scale_note(domain)
 
 
 def cohort(users: int, clients: int, partition_id: int) -> np.ndarray:

@@ -1,44 +1,49 @@
 """The files a federation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
 
 - config.toml: the resolved options (written first; `--config` reads it back);
-- metrics.csv: one row per finished round, rewritten atomically after every round so the rounds
-  finished before an interrupt are on disk;
-- privacy.csv: each client's privacy totals so far (ldpfed.accounting: `private`, reasons, every
-  accountant's epsilon, null when not private);
+- metrics.csv: one row per finished round, and privacy.csv: each client's privacy totals so far
+  (ldpfed.accounting: `private`, reasons, every accountant's epsilon, null when not private),
+  rewritten together after every round, so the rounds finished before an interrupt are on disk;
 - summary.json, privacy.json (the ledger's events and totals, `private` and its reasons) and
   plot.png at the end.
+Every write goes through `ldpfed.outputs.OutputDir` (issue 11, item 11): the directory was checked
+before any work (writable; no other run's results unless `overwrite`), and each write replaces
+its files atomically, all of them or none, so an interrupted run leaves complete files.
 Without `--out` nothing is written. A non-private run has no finite epsilon in any of them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from ldpfed.config import Config, to_toml
-from ldpfed.results import save_figure, write_json, write_table, write_text
+from ldpfed.outputs import OutputDir
+
+COMMAND = "simulate"
+
+
+def output_dir(config: Config) -> OutputDir:
+    """The run's checked results directory (`output.out`, `output.overwrite`); call before any work."""
+    return OutputDir.prepare(config.output.out or None, overwrite=config.output.overwrite, command=COMMAND)
+
 
 class Recorder:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, output: OutputDir | None = None) -> None:
         self.config = config
         self.rows: list[dict] = []
-        self.out = Path(config.output.out) if config.output.out else None
-        if self.out is not None:
-            write_text(self.out / "config.toml", to_toml(config))
+        self.output = output_dir(config) if output is None else output
+        self.output.write({"config.toml": to_toml(config)})
 
     def add_round(self, row: dict, ledger) -> None:
         self.rows.append(row)
-        if self.out is not None:
-            write_table(self.out / "metrics.csv", pd.DataFrame(self.rows))
-            write_table(self.out / "privacy.csv", ledger.to_frame())
+        if self.output.enabled:
+            self.output.write({"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": ledger.to_frame()})
 
     def finish(self, summary: dict, ledger) -> None:
-        if self.out is None:
+        if not self.output.enabled:
             return
-        write_json(self.out / "summary.json", summary)
-        write_json(self.out / "privacy.json", ledger.state_dict())
-        save_figure(self.out / "plot.png", plot_rounds(pd.DataFrame(self.rows), self.config))
+        self.output.write({"summary.json": summary, "privacy.json": ledger.state_dict(),
+                           "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config)})
 
 
 def plot_rounds(frame: pd.DataFrame, config: Config):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ldpfed.accounting import create_accountant
 from ldpfed.config import FEDAVG, Config
+from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import mean, seeds, train
 from ldpfed.protocols.privacy import privacy_status, round_event
@@ -48,30 +49,38 @@ def without_seed(config: Config) -> Config:
     return replace(config, run=replace(config.run, seed=None))
 
 
+def bind_data(config: Config, data_seed: int) -> Config:
+    """The mean task's config with the data's users and dims (0 = from the data; `mean.bound`)."""
+    return mean.bound(config, data_seed) if config.run.task == "mean" else config
+
+
 def server_half(config: Config, data_seed: int, server_seed: int, fedavg: Callable | None = None):
-    public = without_seed(config)
+    public = without_seed(bind_data(config, data_seed))
     if config.run.task == "mean":
         return mean.server_from_config(public)
     return train.TrainServer(public, data_seed, server_seed, fedavg)
 
 
 def client_half(config: Config, partition_id: int, data_seed: int, secret: int):
-    public = without_seed(config)
+    public = without_seed(bind_data(config, data_seed))
     if config.run.task == "mean":
         return mean.client_from_config(public, partition_id, data_seed, secret)
     return train.TrainClient(public, partition_id, data_seed, secret)
 
 
-def preflight(config: Config) -> None:
-    """Fail before any federation starts on what can be checked here (data present, names)."""
+def preflight(config: Config) -> tuple[Config, str | None]:
+    """Fail before any federation starts on what can be checked here (data present and in its
+    domain, names). Returns the config bound to the data's shape (`bind_data`) and, for the mean
+    task, one line saying what data was read."""
     data_seed = seeds.data_seed(config.run.seed)
     if config.run.task == "mean":
-        mean.mechanism(config)
-        mean.tuples(config, data_seed)
+        described = mean.read(config, data_seed).description
+        config = bind_data(config, data_seed)
         event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     else:
-        event = train.check_setup(config, data_seed)
+        described, event = None, train.check_setup(config, data_seed)
     check_accounting(config, event)
+    return config, described
 
 
 def check_accounting(config: Config, event) -> None:
@@ -87,10 +96,12 @@ def check_accounting(config: Config, event) -> None:
 class Session:
     """Per-round rows (server metrics + joined diagnostics + privacy spent) and the summary."""
 
-    def __init__(self, config: Config, server, data_seed: int, engine: str) -> None:
+    def __init__(self, config: Config, server, data_seed: int, engine: str, output: OutputDir | None = None) -> None:
+        """`output`: the results directory checked before any work (default: `output.out`, checked now)."""
+        config = bind_data(config, data_seed)
         self.config, self.server, self.engine = config, server, engine
         self.status = privacy_status(config)
-        self.recorder = Recorder(config)
+        self.recorder = Recorder(config, output)
         self.started = time.perf_counter()
         self.round_started = self.started
         if config.run.task == "mean":
@@ -135,6 +146,7 @@ class Session:
             "seed": config.run.seed,
             "fresh_noise": config.run.fresh_noise,
             **task_summary,
+            **(self._data_summary() if config.run.task == "mean" else {}),
             "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
             "clients_replied_total": int(sum(row["clients_replied"] for row in rows)),
             "failure_reasons": " | ".join(sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})),
@@ -146,6 +158,12 @@ class Session:
         if rows:
             self.recorder.finish(summary, self.server.ledger)
         return summary
+
+
+    def _data_summary(self) -> dict:
+        """The mean task's data shape and, for a file with --domain, the scale of its MSE."""
+        scale = mean.scale(self.config)
+        return {"users": self.config.data.users, "dims": self.config.data.dims, **({"scale": scale} if scale else {})}
 
 
 def _nanmean(values) -> float | None:

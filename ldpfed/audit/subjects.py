@@ -1,0 +1,325 @@
+"""What the auditor needs to know about a mechanism: `AuditSubject`, the plug-in interface.
+
+A mechanism plugs into the auditor by providing its sampler on two neighbouring inputs at the
+worst case (`draw`), its claim (epsilon, delta), and whatever else it can offer that yields
+sharper events: the log-likelihood ratio where the density is known, the centres f(x), f(x') of a
+vector output, classes of discrete outcomes, an exact "can this input produce this output" test
+(floating_point.LatticeInverter). The event families follow from what is provided (`families`).
+
+Built-in subjects (`build_subject` by name):
+- every scalar randomizer of ldpfed.mechanisms, inputs t = -1 and t' = +1 (sensitivity 2, the
+  whole domain; audit.md);
+- the frequency oracles GRR, OUE and histogram encoding, categories 0 and 1 of k;
+- "gaussian-vector": f(x) - f(x') of norm D in R^d with N(0, s^2 I) noise, s from the analytic
+  Gaussian calibration (Balle & Wang 2018), the reference for the vector events that gradient
+  noises and LDPVec will use.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Callable
+
+import numpy as np
+
+import ldpfed.mechanisms as mechanisms
+from ldpfed.audit.events import (
+    EventFamily,
+    SetFamily,
+    ThresholdFamily,
+    class_log_ratio,
+    fixed_statistic,
+    never_produced,
+    unseen_in_table,
+)
+from ldpfed.audit.floating_point import LATTICE_SIZE, LatticeInverter, bit_pattern_classes, replays_exactly
+from ldpfed.experiment import options_text
+from ldpfed.frequency import (
+    ORACLES,
+    FrequencyOracle,
+    GeneralizedRR,
+    HistogramEncoding,
+    OptimizedUnaryEncoding,
+    frequency_oracle,
+)
+from ldpfed.mechanisms.base import Mechanism
+from ldpfed.mechanisms.gaussian import analytic_sigma
+from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive, check_positive_int
+
+OUTPUT_KINDS = ("real", "vector", "discrete")
+# Families whose events are sets of exact floats (the rest are events on real-valued statistics).
+FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", "never-produced")
+LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion is run (~55 replays each)
+TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
+DEFAULT_CATEGORIES = 4
+VECTOR_SUBJECTS = ("gaussian-vector",)
+
+
+@dataclass(frozen=True)
+class AuditSubject:
+    """A mechanism as the auditor sees it (see the module docstring).
+
+    `draw(which, n, rng)` returns n outputs for input `which` (0: x, 1: x'), shape (n,) or (n, d).
+    `log_ratio(y)` = log p(y | x) - log p(y | x'); `producible(y, which)` says exactly whether
+    input `which` can emit each float y; `classes(y)` maps outputs to int64 classes.
+    """
+
+    name: str
+    epsilon: float
+    delta: float
+    sampler: str
+    inputs: tuple[str, str]
+    draw: Callable[[int, int, np.random.Generator], np.ndarray]
+    output: str = "real"
+    log_ratio: Callable[[np.ndarray], np.ndarray] | None = None
+    centres: tuple[np.ndarray, np.ndarray] | None = None
+    classes: Callable[[np.ndarray], np.ndarray] | None = None
+    producible: Callable[[np.ndarray, int], np.ndarray] | None = None
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.output not in OUTPUT_KINDS:
+            raise LDPValueError(f"output must be one of {OUTPUT_KINDS}, got {self.output!r}")
+        if self.output == "vector" and self.centres is None:
+            raise LDPValueError("a vector subject needs its centres f(x), f(x')")
+
+    def families(self) -> list[EventFamily]:
+        """The event families this subject supports, in a stable order."""
+        families: list[EventFamily] = []
+        if self.output == "real":
+            families.append(ThresholdFamily("threshold", "y", fixed_statistic(lambda y: y)))
+        if self.output == "vector":
+            centre, other = (np.asarray(c, dtype=float) for c in self.centres)
+            direction = centre - other
+            families += [
+                ThresholdFamily("projection", "<y, f(x) - f(x')>", fixed_statistic(lambda y: y @ direction)),
+                ThresholdFamily("nearest-centre", "|y - f(x')| - |y - f(x)|", fixed_statistic(
+                    lambda y: np.linalg.norm(y - other, axis=-1) - np.linalg.norm(y - centre, axis=-1))),
+                ThresholdFamily("norm-ball-x", "|y - f(x)|", fixed_statistic(lambda y: np.linalg.norm(y - centre, axis=-1))),
+                ThresholdFamily("norm-ball-x'", "|y - f(x')|", fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1))),
+                ThresholdFamily("output-norm", "|y|", fixed_statistic(lambda y: np.linalg.norm(y, axis=-1))),
+            ]
+        if self.log_ratio is not None:
+            # Rounded to 9 decimals: the float noise of evaluating the ratio (which follows the
+            # outputs' low bits) must not turn this density event into a bit-pattern one.
+            log_ratio = self.log_ratio
+            families.append(ThresholdFamily("likelihood-ratio", "log p(y|x)/p(y|x')",
+                                            fixed_statistic(lambda y: np.round(log_ratio(y), 9))))
+        if self.classes is not None:
+            name, label = ("bit-pattern", "bit-pattern classes") if self.output == "real" else ("outcome-classes", "outcome classes")
+            families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
+        if self.output == "real":
+            families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
+        if self.producible is not None:
+            families.append(SetFamily("never-produced", never_produced(self.producible), max_draws=LATTICE_DRAWS))
+        return families
+
+    def describe(self) -> dict:
+        return {
+            "mechanism": self.name, "options": self.options, "sampler": self.sampler,
+            "claimed_epsilon": self.epsilon, "claimed_delta": self.delta, "neighbours": list(self.inputs),
+        }
+
+
+# --- scalar randomizers --------------------------------------------------------------------------
+SCALAR_INPUTS = (-1.0, 1.0)  # worst case: the two ends of [-1, 1]
+
+
+def _lattice_pieces(mechanism: Mechanism) -> tuple[tuple[int, int], ...]:
+    """Pieces of the 53-bit lattice on which the sampler's output is monotone in u. Hybrid uses
+    u < alpha for PM (monotone) and u >= alpha for Duchi (+B then -B)."""
+    alpha = getattr(mechanism, "alpha", None) if mechanism.name == "hybrid" else None
+    if alpha is not None and 0.0 < alpha < 1.0:
+        split = math.ceil(alpha * LATTICE_SIZE)  # u = k/2^53 < alpha  <=>  k < alpha 2^53
+        return ((0, split), (split, LATTICE_SIZE))
+    return ((0, LATTICE_SIZE),)
+
+
+DISCRETE_OUTPUT = ("duchi",)  # mechanisms whose sampler emits a fixed finite set of floats
+
+
+def sampler_name(mechanism: Mechanism) -> str:
+    """The sampler a mechanism uses: its `sampler` option where it has one, "discrete" for fixed
+    finite outputs, else "continuous" (the samplers of mechanisms without the option)."""
+    if hasattr(mechanism, "sampler"):
+        return str(mechanism.sampler)
+    return "discrete" if mechanism.name in DISCRETE_OUTPUT else "continuous"
+
+
+def _mechanism_label(mechanism: Mechanism) -> tuple[str, dict]:
+    options = {k: v for k, v in mechanism.options().items() if k != "sampler"}
+    return (f"{mechanism.name}[{options_text(options)}]" if options else mechanism.name), options
+
+
+def scalar_inverter(mechanism: Mechanism) -> LatticeInverter | None:
+    """An exact producibility test for the mechanism's sampler, if its sampler replays exactly."""
+    sample = mechanism._sample  # the vectorized sampler on validated inputs (Mechanism interface)
+
+    def draw(t, n, rng):
+        return mechanism.perturb(np.full(n, t), rng)
+
+    if not replays_exactly(sample, draw, SCALAR_INPUTS):
+        return None
+    return LatticeInverter(sample, _lattice_pieces(mechanism))
+
+
+def mechanism_subject(mechanism: Mechanism) -> AuditSubject:
+    """A scalar randomizer on the neighbours t = -1, t' = +1."""
+    x, x_prime = SCALAR_INPUTS
+    inverter = scalar_inverter(mechanism)
+    name, options = _mechanism_label(mechanism)
+    return AuditSubject(
+        name=name,
+        epsilon=mechanism.epsilon,
+        delta=mechanism.delta or 0.0,
+        sampler=sampler_name(mechanism),
+        inputs=(f"t = {x:g}", f"t = {x_prime:g}"),
+        draw=lambda which, n, rng: mechanism.perturb(np.full(n, SCALAR_INPUTS[which]), rng),
+        output="real",
+        log_ratio=lambda y: mechanism.log_density(y, x) - mechanism.log_density(y, x_prime),
+        classes=bit_pattern_classes,
+        producible=None if inverter is None else (lambda y, which: inverter.producible(y, SCALAR_INPUTS[which])),
+        options=options,
+    )
+
+
+# --- frequency oracles ---------------------------------------------------------------------------
+def _packed_bits(bits: np.ndarray) -> np.ndarray:
+    """Class of an OUE report: its first (up to 16) bits as an integer (x and x' differ in the
+    first two; the others are identically distributed under both)."""
+    head = np.asarray(bits, dtype=np.int64)[:, :16]
+    return head @ (np.int64(1) << np.arange(head.shape[1], dtype=np.int64))
+
+
+def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
+    """A frequency oracle on the neighbouring categories 0 and 1."""
+
+    def draw(which, n, rng):
+        return oracle.perturb(np.full(n, which), rng)
+
+    def log_ratio(reports):
+        return oracle.log_probability(reports, 0) - oracle.log_probability(reports, 1)
+
+    common = dict(epsilon=oracle.epsilon, inputs=("category 0", "category 1"), draw=draw,
+                  log_ratio=log_ratio, options={"k": oracle.k})
+    if isinstance(oracle, GeneralizedRR):
+        return AuditSubject(name="grr", delta=0.0, sampler="discrete", output="discrete",
+                            classes=lambda reports: np.asarray(reports, dtype=np.int64), **common)
+    if isinstance(oracle, OptimizedUnaryEncoding):
+        return AuditSubject(name="oue", delta=0.0, sampler="discrete", output="discrete", classes=_packed_bits, **common)
+    if isinstance(oracle, HistogramEncoding):
+        entry = oracle.entry
+        b0, b1 = entry.bias_coefficients
+        encoded = [np.where(np.arange(oracle.k) == category, 1.0, -1.0) for category in (0, 1)]
+        centres = tuple(b0 + (1.0 + b1) * one_hot for one_hot in encoded)
+        inverter = scalar_inverter(entry)
+        producible = None
+        if inverter is not None:
+            # Only entries 0 and 1 differ between the categories; entry j of category c is the
+            # scalar mechanism on input encoded[c][j].
+            def producible(reports, which):
+                reports = np.asarray(reports, dtype=float)
+                return (inverter.producible(reports[:, 0], encoded[which][0])
+                        & inverter.producible(reports[:, 1], encoded[which][1]))
+        name, options = _mechanism_label(entry)
+        return AuditSubject(name=f"histogram[{name}]", delta=oracle.delta or 0.0, sampler=sampler_name(entry),
+                            output="vector", centres=centres, producible=producible,
+                            **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}})
+    raise LDPValueError(f"no audit subject for frequency oracle {oracle.name!r}")
+
+
+# --- vector noise --------------------------------------------------------------------------------
+def gaussian_vector_subject(epsilon: float, delta: float, dims: int = 10, sensitivity: float = 1.0,
+                            sigma: float | None = None) -> AuditSubject:
+    """x = 0 and x' = D e_1 in R^d with N(0, s^2 I) noise. s defaults to the analytic calibration
+    for (epsilon, delta) at sensitivity D; passing `sigma` audits another noise level against the
+    same claim (e.g. half the required one)."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta, approximate=True, mechanism="gaussian-vector")
+    dims = check_positive_int(dims, "dims")
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    calibrated = analytic_sigma(epsilon, delta, sensitivity)
+    sigma = calibrated if sigma is None else check_positive(sigma, "sigma")
+    centres = (np.zeros(dims), np.eye(1, dims).ravel() * sensitivity)
+
+    def draw(which, n, rng):
+        noise = rng.standard_normal((n, dims))
+        noise *= sigma
+        noise += centres[which]
+        return noise
+
+    def log_ratio(y):
+        return ((np.sum((y - centres[1]) ** 2, axis=-1) - np.sum((y - centres[0]) ** 2, axis=-1))
+                / (2.0 * sigma * sigma))
+
+    options = {"dims": dims, "sensitivity": sensitivity, "sigma": sigma}
+    if sigma != calibrated:
+        options["calibrated_sigma"] = calibrated
+    return AuditSubject(name="gaussian-vector", epsilon=epsilon, delta=delta, sampler="continuous",
+                        inputs=("f(x) = 0", f"f(x') = {sensitivity:g} e_1"), draw=draw, output="vector",
+                        log_ratio=log_ratio, centres=centres, options=options)
+
+
+# --- by name -------------------------------------------------------------------------------------
+def available() -> list[str]:
+    """Names `build_subject` accepts: every scalar randomizer, frequency oracle and vector noise."""
+    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS]
+
+
+def has_sampler_option(name: str) -> bool:
+    """Does the scalar mechanism `name` take a `sampler` option ("safe" | "continuous")?"""
+    return "sampler" in {f.name for f in fields(mechanisms.get_class(name))}
+
+
+def _with_sampler(cls: type, name: str, sampler: str | None) -> dict:
+    """The sampler option for a mechanism class that has one. Without the option, a discrete
+    mechanism has its single sampler and a continuous one its "continuous" sampler; asking for
+    anything else is an error naming what exists."""
+    if sampler is None:
+        return {}
+    if has_sampler_option(cls.name):
+        return {"sampler": sampler}
+    if cls.name in DISCRETE_OUTPUT:
+        raise LDPValueError(f"{name} has a single (discrete) sampler; omit the sampler option")
+    if sampler == "continuous":
+        return {}
+    raise LDPValueError(f"{name} has no {sampler!r} sampler in this version; available: continuous")
+
+
+def build_subject(name, epsilon: float | None = None, delta: float | None = None, *, sampler: str | None = None,
+                  **options) -> AuditSubject:
+    """The audit subject for a name from `available()` (or a Mechanism, FrequencyOracle or
+    AuditSubject passed through). Options go to the mechanism (e.g. estimator="debiased"), the
+    oracle (k, default 4; mechanism for histogram) or the vector noise (dims)."""
+    if isinstance(name, AuditSubject):
+        return name
+    if isinstance(name, Mechanism):
+        return mechanism_subject(name)
+    if isinstance(name, FrequencyOracle):
+        return oracle_subject(name)
+    key = str(name).strip().lower().replace("_", "-")
+    if key in mechanisms.available():
+        cls = mechanisms.get_class(key)
+        return mechanism_subject(mechanisms.get(key, epsilon, delta, **options, **_with_sampler(cls, key, sampler)))
+    if key in ORACLES:
+        k = options.pop("k", DEFAULT_CATEGORIES)
+        if key == "histogram":
+            entry = options.get("mechanism", "laplace")
+            options.update(_with_sampler(mechanisms.get_class(entry), f"histogram[{entry}]", sampler))
+            if delta is not None:
+                options["delta"] = delta
+        else:
+            if sampler is not None:
+                raise LDPValueError(f"{key} has a single (discrete) sampler; omit the sampler option")
+            if delta not in (None, 0, 0.0):
+                raise LDPValueError(f"{key} is pure eps-LDP and takes no delta; got delta={delta!r}")
+        return oracle_subject(frequency_oracle(key, epsilon, k, **options))
+    if key == "gaussian-vector":
+        if sampler not in (None, "continuous"):
+            raise LDPValueError("gaussian-vector has only the continuous sampler")
+        unknown = set(options) - {"dims", "sensitivity"}
+        if unknown:
+            raise LDPValueError(f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity")
+        return gaussian_vector_subject(epsilon, delta, **options)
+    raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")

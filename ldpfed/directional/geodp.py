@@ -1,0 +1,155 @@
+"""GeoDP for central DP-SGD and its accounting (spec: directional.md, GeoDP; thesis Algorithm 5;
+Duan et al. 2025, "Analyzing and Optimizing Perturbation of DP-SGD Geometrically").
+
+One step on a batch of per-example gradients g_1..g_b (b random under Poisson sampling; B the
+expected batch size, public, used for normalization as in Opacus):
+- each g_i is clipped to L2 norm C;
+- magnitude: r = ||sum_i g_i|| / B, released as r + (C/B) N(0, sigma^2);
+- direction: each g_i's angles are clipped into their windows (fixed or centred on a public
+  reference, `windows.py`) and written as offsets from the window centres; the angle vector
+  centre + (sum of offsets)/B is released with (sqrt(d+2) beta pi / B) N(0, sigma^2) per angle;
+- the noisy (magnitude, angles) are converted back.
+
+DECISION (sensitivity of the direction). The paper and the thesis convert the clipped batch MEAN
+to angles and divide the angle noise by B. The angles of a mean are not 1/B-sensitive: one
+example can turn a small mean around entirely, so that noise is not calibrated. Averaging the
+per-example window-clipped angle offsets is what the 1/B sensitivity holds for: adding or removing
+one example moves the sum of offsets by at most each window's half-width, so its L2 sensitivity
+is (beta pi / 2) sqrt(d+2) <= sqrt(d+2) beta pi, the spec's figure (which also covers replacing
+one example). The magnitude ||sum g_i|| moves by at most C (triangle inequality).
+
+Accounting: the magnitude and the direction are two Gaussian releases of the same batch, each with
+noise multiplier sigma for its sensitivity; they compose ADDITIVELY in RDP (the GaussianDpEvent
+composed twice inside the sampling event; ldpfed's RDP accountant over dp-accounting's). The thesis'
+Theorem 7 averages the two costs ((eps1 + (d-1) eps2)/d), i.e. charges one Gaussian of multiplier
+sigma; that is not a composition (`thesis_averaged_event` exists only to show the difference).
+Numeric DP-SGD (Gaussian noise sigma C on the sum) is one GaussianDpEvent per step.
+Sampling: "poisson" (each example joins a step's batch with probability q = B/N; amplification by
+PoissonSampledDpEvent) or "shuffle" (a fresh permutation per epoch cut into batches of B; each
+example is in one batch per epoch; no amplification is claimed: one event per epoch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldpfed.directional import windows as win
+from ldpfed.directional.spherical import from_spherical, to_spherical
+from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+
+SAMPLINGS = ("poisson", "shuffle")
+PERTURBATIONS = ("numeric", "geodp")
+
+
+def clip_rows(gradients, clip: float) -> np.ndarray:
+    """Each row scaled to L2 norm <= clip."""
+    g = np.asarray(gradients, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", g, g))
+    return g * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:, None]
+
+
+@dataclass(frozen=True)
+class GeoDP:
+    """GeoDP noise for the mean of a batch of per-example gradients (see the module docstring)."""
+
+    noise_multiplier: float
+    clip: float
+    batch_size: int
+    beta: float = 1.0
+    window: str = "fixed"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier"))
+        object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        object.__setattr__(self, "batch_size", check_positive_int(self.batch_size, "batch_size"))
+        object.__setattr__(self, "beta", win.check_beta(self.beta))
+        object.__setattr__(self, "window", win.check_window(self.window))
+
+    def noise_sd(self, dims: int) -> tuple[float, float]:
+        """(sd of the magnitude noise, sd of the noise on each angle)."""
+        _, l2 = win.sensitivities(self.beta, dims)
+        return self.clip * self.noise_multiplier / self.batch_size, l2 * self.noise_multiplier / self.batch_size
+
+    def _summaries(self, gradients, reference):
+        g = np.atleast_2d(np.asarray(gradients, dtype=np.float64))
+        if g.ndim != 2 or g.shape[-1] < 2:
+            raise LDPValueError(f"gradients must be a batch (examples, d) with d >= 2, got shape {np.shape(gradients)}")
+        dims = g.shape[-1]
+        clipped = clip_rows(g, self.clip)
+        radius = float(np.linalg.norm(clipped.sum(axis=0))) / self.batch_size
+        centre = win.centres(self.window, self.beta, dims, reference if self.window == "centred" else None)
+        _, angles = to_spherical(clipped)
+        offsets = win.to_offsets(angles, centre, self.beta) * win.half_widths(self.beta, dims)
+        mean_angles = centre + offsets.sum(axis=0) / self.batch_size
+        return radius, mean_angles
+
+    def clean(self, gradients, *, reference=None) -> np.ndarray:
+        """The noise-free release the noise is centred on (a diagnostic: never private)."""
+        radius, angles = self._summaries(gradients, reference)
+        return from_spherical(np.asarray(radius), angles)
+
+    def privatize(self, gradients, rng: np.random.Generator, *, reference=None) -> np.ndarray:
+        """The noisy mean gradient (d,) of a batch (examples, d); `reference` centres the windows."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        radius, angles = self._summaries(gradients, reference)
+        magnitude_sd, angle_sd = self.noise_sd(angles.size + 1)
+        noisy_radius = radius + magnitude_sd * rng.standard_normal()
+        noisy_angles = angles + angle_sd * rng.standard_normal(angles.shape)
+        return from_spherical(np.asarray(noisy_radius), noisy_angles)
+
+
+def numeric_noise(gradients, clip: float, noise_multiplier: float, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """DP-SGD's Gaussian mechanism: (sum of clipped gradients + N(0, (sigma C)^2 I)) / B."""
+    clipped = clip_rows(np.atleast_2d(gradients), clip)
+    total = clipped.sum(axis=0)
+    return (total + noise_multiplier * clip * rng.standard_normal(total.shape)) / batch_size
+
+
+# --- accounting (dp-accounting events; no hand-written RDP) -----------------------------------------
+def step_event(perturbation: str, noise_multiplier: float):
+    """The DpEvent of one release on one batch: numeric = one Gaussian; geodp = magnitude and
+    direction composed (additively in RDP)."""
+    import dp_accounting
+
+    if perturbation not in PERTURBATIONS:
+        raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
+    gaussian = dp_accounting.GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
+    if perturbation == "numeric":
+        return gaussian
+    # Magnitude and direction: two Gaussian releases of multiplier sigma on the same batch (a
+    # SelfComposedDpEvent, hashable, unlike ComposedDpEvent's list, for ldpfed's ledger).
+    return dp_accounting.SelfComposedDpEvent(gaussian, 2)
+
+
+def thesis_averaged_event(noise_multiplier: float):
+    """The thesis' Theorem 7 cost of a GeoDP step: the average (eps1 + (d-1) eps2)/d of two equal
+    Gaussian costs, i.e. one Gaussian. NOT a valid composition; for comparison only."""
+    import dp_accounting
+
+    return dp_accounting.GaussianDpEvent(noise_multiplier)
+
+
+def training_event(perturbation: str, noise_multiplier: float, *, sampling: str, sample_rate: float,
+                   steps: int, epochs: int):
+    """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs."""
+    import dp_accounting
+
+    event = step_event(perturbation, noise_multiplier)
+    if sampling == "poisson":
+        sampled = dp_accounting.PoissonSampledDpEvent(check_fraction(sample_rate, "sample_rate"), event)
+        return dp_accounting.SelfComposedDpEvent(sampled, check_positive_int(steps, "steps"))
+    if sampling == "shuffle":
+        return dp_accounting.SelfComposedDpEvent(event, check_positive_int(epochs, "epochs"))
+    raise LDPValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+
+
+def rdp_epsilon(event, target_delta: float) -> float:
+    """eps at `target_delta` of `event` by ldpfed's RDP accountant (dp-accounting's RdpAccountant)."""
+    from ldpfed.accounting import create_accountant
+
+    epsilon = create_accountant("rdp").compose(event).get_epsilon(check_fraction(target_delta, "target_delta"))
+    return float(epsilon) if epsilon is not None and math.isfinite(epsilon) else math.inf

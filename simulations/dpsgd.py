@@ -1,0 +1,243 @@
+"""Central DP-SGD with numeric (Gaussian) or GeoDP perturbation (spec: directional.md, GeoDP;
+gradient-noise.md, Accounting). No Flower: one trainer holds all the data.
+
+Each step draws a batch (Poisson: every example joins with probability q = B/N, round(N/B) steps
+per epoch; shuffle: a fresh permutation per epoch cut into batches of B), computes per-example
+gradients with torch.func (vmap of grad over `functional_call`), clips each to L2 norm C and
+releases the batch gradient:
+- numeric: (sum of clipped + N(0, (sigma C)^2 I)) / B;
+- geodp: `ldpfed.directional.geodp.GeoDP` (magnitude and per-example-averaged angles, each with
+  its Gaussian noise); centred windows use the previous released gradient (public) as reference;
+- none: the mean of the clipped gradients, no noise (NOT private; the noise-free baseline).
+then takes an SGD step. The privacy cost of the whole run comes from dp-accounting's RDP
+accountant (`geodp.training_event`); `epsilon` is reported at `target_delta`.
+
+Randomness: the data split and the model initialization come from `seed`; the batches and the
+noise from two streams spawned from it (SeedSequence), never torch's or numpy's global state.
+Diagnostics (not private, computed by the trainer that holds the data anyway): per step, the cosine
+between the released gradient and the clean mean clipped gradient, and the share of its energy in
+the first 1% of coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ldpfed.directional import cosine, leading_energy_share
+from ldpfed.directional import windows as win
+from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise, rdp_epsilon, training_event
+from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+
+PERTURBATIONS = ("numeric", "geodp", "none")
+ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
+# The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
+# safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
+NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
+
+
+@dataclass(frozen=True)
+class DPSGDConfig:
+    perturbation: str = "numeric"
+    noise_multiplier: float = 1.0
+    batch_size: int = 64
+    epochs: int = 5
+    lr: float = 0.5
+    clip: float = 1.0
+    beta: float = 1.0
+    window: str = "fixed"
+    sampling: str = "poisson"
+    data: str = "digits"
+    data_dir: str | None = None
+    model: str = "logreg"
+    target_delta: float = 1e-5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
+        perturbation = str(self.perturbation).strip().lower()
+        if perturbation not in PERTURBATIONS:
+            raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {self.perturbation!r}")
+        set_("perturbation", perturbation)
+        sampling = str(self.sampling).strip().lower()
+        if sampling not in SAMPLINGS:
+            raise LDPValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        set_("sampling", sampling)
+        set_("noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier"))
+        set_("batch_size", check_positive_int(self.batch_size, "batch_size"))
+        set_("epochs", check_positive_int(self.epochs, "epochs"))
+        set_("lr", check_positive(self.lr, "lr"))
+        set_("clip", check_positive(self.clip, "clip"))
+        set_("beta", win.check_beta(self.beta))
+        set_("window", win.check_window(self.window))
+        set_("target_delta", check_fraction(self.target_delta, "target_delta"))
+        set_("seed", check_positive_int(self.seed, "seed", minimum=0))
+
+    @property
+    def private(self) -> bool:
+        return self.perturbation != "none"
+
+
+def per_example_gradients(model, params: dict, x, y):
+    """Per-example gradients of the cross-entropy, flattened: a (batch, d) torch tensor (vmap(grad))."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    def loss(p, xi, yi):
+        logits = functional_call(model, p, (xi.unsqueeze(0),))
+        return torch.nn.functional.cross_entropy(logits, yi.unsqueeze(0))
+
+    grads = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
+
+
+def _batches(config: DPSGDConfig, n: int, rng: np.random.Generator):
+    """Index arrays of each step's batch (see the module docstring); also returns q."""
+    q = min(1.0, config.batch_size / n)
+    if config.sampling == "poisson":
+        steps = max(1, round(n / config.batch_size))
+        for _ in range(config.epochs * steps):
+            yield np.flatnonzero(rng.random(n) < q)
+    else:
+        for _ in range(config.epochs):
+            order = rng.permutation(n)
+            for start in range(0, n, config.batch_size):
+                yield order[start : start + config.batch_size]
+
+
+def steps_per_epoch(config: DPSGDConfig, n: int) -> int:
+    if config.sampling == "poisson":
+        return max(1, round(n / config.batch_size))
+    return math.ceil(n / config.batch_size)
+
+
+def load(config: DPSGDConfig):
+    """(data set, training inputs, training labels) as torch tensors."""
+    import torch
+
+    from ldpfed.data.federated import load_federated
+
+    data = load_federated(config.data, 1, seed=config.seed, data_dir=config.data_dir)
+    x_train, y_train = data.train_data()
+    return data, torch.as_tensor(x_train), torch.as_tensor(y_train)
+
+
+def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) -> dict:
+    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD; returns the
+    model, the per-epoch test history, the diagnostics and the step count."""
+    import torch
+
+    from ldpfed.training.local import evaluate
+    from ldpfed.training.models import build_model
+
+    n = int(y_all.numel())
+    if config.batch_size > n:
+        raise LDPValueError(f"batch_size must be at most the {n} training examples, got {config.batch_size}")
+    model = build_model(config.model, data.input_shape, data.num_classes, seed=seed)
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    shapes = [(name, p.shape, p.numel()) for name, p in params.items()]
+    dims = sum(size for _, _, size in shapes)
+    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    geodp = None
+    if config.perturbation == "geodp":
+        geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window)
+
+    per_epoch = steps_per_epoch(config, n)
+    history, cosines, shares, reference = [], [], [], None
+    for step, index in enumerate(_batches(config, n, batch_rng), start=1):
+        if index.size:
+            gradients = per_example_gradients(model, params, x_all[index], y_all[index]).double().numpy()
+        else:  # an empty Poisson batch still releases noise
+            gradients = np.zeros((0, dims))
+        clean = clip_rows(gradients, config.clip).sum(axis=0) / config.batch_size
+        if config.perturbation == "numeric":
+            released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
+        elif config.perturbation == "geodp":
+            released = geodp.privatize(gradients, noise_rng, reference=reference)  # empty batch: noise only
+            reference = released
+        else:
+            released = clean
+        cosines.append(float(cosine(released, clean)[0]))
+        shares.append(float(leading_energy_share(released)[0]))
+        update = torch.as_tensor(released, dtype=torch.float32)
+        offset = 0
+        for name, shape, size in shapes:
+            params[name] -= config.lr * update[offset : offset + size].reshape(shape)
+            offset += size
+        if step % per_epoch == 0:
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    p.copy_(params[name])
+            loss, accuracy = evaluate(model, *data.test)
+            history.append({"epoch": step // per_epoch, "test_loss": loss, "test_accuracy": accuracy})
+            if progress is not None:
+                progress(history[-1])
+    return {
+        "model": model, "history": history, "steps": config.epochs * per_epoch, "train_examples": n,
+        "parameters": dims, "cosines": cosines, "shares": shares, "geodp": geodp,
+    }
+
+
+def privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
+    """The run's privacy cost from dp-accounting (or the not-private record)."""
+    if not config.private:
+        return {"private": False, "epsilon": None, "accountant": None,
+                "not_private_reason": "perturbation none: gradients released without noise"}
+    event = training_event(
+        config.perturbation, config.noise_multiplier, sampling=config.sampling,
+        sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples), steps=steps, epochs=config.epochs,
+    )
+    return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta), "accountant": ACCOUNTANT,
+            "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
+
+
+def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int = 8) -> dict:
+    """Train with DP-SGD and return the JSON-ready summary (accuracy, epsilon, diagnostics).
+
+    With `mia`, the model trains on a random half of the training data and a membership-inference
+    report (simulations/mia.py, `shadows` reference models) is added.
+    """
+    started = time.perf_counter()
+    data, x_all, y_all = load(config)
+    members = None
+    if mia:
+        from simulations.mia import member_split
+
+        members = member_split(int(y_all.numel()), config.seed)
+        result = train(config, data, x_all[members], y_all[members], seed=config.seed, progress=progress)
+    else:
+        result = train(config, data, x_all, y_all, seed=config.seed, progress=progress)
+    final = result["history"][-1]
+    summary = {
+        "command": "dpsgd",
+        **asdict(config),
+        **privacy_record(config, result["train_examples"], result["steps"]),
+        "sample_rate": config.batch_size / result["train_examples"],
+        "steps": result["steps"],
+        "train_examples": result["train_examples"],
+        "parameters": result["parameters"],
+        "accuracy": final["test_accuracy"],
+        "loss": final["test_loss"],
+        "history": result["history"],
+        "mean_cosine_to_clean": float(np.mean(result["cosines"])),
+        "mean_leading_energy_share": float(np.mean(result["shares"])),
+        "noise_sd": _noise_sd(config, result["geodp"], result["parameters"]),
+    }
+    if mia:
+        from simulations.mia import membership_inference
+
+        summary["mia"] = membership_inference(config, data, x_all, y_all, members, result["model"], shadows=shadows)
+    summary["elapsed_s"] = time.perf_counter() - started
+    return summary
+
+
+def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int) -> dict | None:
+    if config.perturbation == "numeric":
+        return {"per_coordinate": config.noise_multiplier * config.clip / config.batch_size}
+    if geodp is not None:
+        magnitude, angle = geodp.noise_sd(dims)
+        return {"magnitude": magnitude, "per_angle": angle}
+    return None

@@ -1,0 +1,133 @@
+"""`ldpfed dpsgd`: central DP-SGD with numeric or GeoDP noise (simulations/dpsgd.py).
+
+The command is registered through the `ldpfed.commands` entry point; these tests register it on a
+fresh typer app, so they do not depend on the installed entry points.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from simulations.dpsgd import DPSGDConfig, per_example_gradients, run
+from simulations.dpsgd_cli import register
+
+TRAIN_EXAMPLES = 1797 - round(0.2 * 1797)  # digits minus its test split
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """Test root (keeps dpsgd a sub-command)."""
+
+    register(app)
+    return app
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_app(), ["dpsgd", *args])
+
+
+def _poisson_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
+    from dp_accounting.rdp import RdpAccountant
+
+    event = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    return float(RdpAccountant().compose(event).get_epsilon(delta))  # the library itself, not ldpfed
+
+
+def test_per_example_gradients_match_one_backward_per_example():
+    from ldpfed.training.models import build_model
+
+    model = build_model("mlp", (8,), 3, seed=1)
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 1, 2, 1, 0])
+    batched = per_example_gradients(model, params, x, y)
+    for i in range(5):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1]).backward()
+        single = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        torch.testing.assert_close(batched[i], single, rtol=1e-5, atol=1e-6)
+
+
+def test_numeric_dpsgd_learns_and_reports_the_rdp_epsilon():
+    result = _invoke("--perturbation", "numeric", "--noise-multiplier", "1.0", "--batch-size", "128",
+                     "--epochs", "2", "--target-delta", "1e-5", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["train_examples"] == TRAIN_EXAMPLES and summary["private"] is True
+    steps = 2 * round(TRAIN_EXAMPLES / 128)
+    assert summary["steps"] == steps
+    assert summary["epsilon"] == pytest.approx(_poisson_epsilon(1.0, 128 / TRAIN_EXAMPLES, steps, 1e-5), rel=1e-9)
+    assert summary["accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert 0.0 < summary["mean_cosine_to_clean"] < 1.0
+    assert summary["noise_sd"]["per_coordinate"] == pytest.approx(1.0 / 128)
+
+
+def test_geodp_is_charged_both_releases():
+    config = DPSGDConfig(perturbation="geodp", noise_multiplier=1.5, batch_size=128, epochs=1, beta=0.5, seed=3)
+    summary = run(config)
+    steps = round(TRAIN_EXAMPLES / 128)
+    q = 128 / TRAIN_EXAMPLES
+    assert summary["epsilon"] == pytest.approx(_poisson_epsilon(1.5 / math.sqrt(2.0), q, steps, 1e-5), rel=1e-9)
+    assert summary["epsilon"] > _poisson_epsilon(1.5, q, steps, 1e-5)
+    assert np.isfinite(summary["loss"]) and -1.0 <= summary["mean_cosine_to_clean"] <= 1.0
+    assert summary["noise_sd"]["per_angle"] == pytest.approx(math.sqrt(summary["parameters"] + 2) * 0.5 * math.pi * 1.5 / 128)
+
+
+def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
+    config = DPSGDConfig(perturbation="none", batch_size=128, epochs=1, sampling="shuffle", seed=5)
+    first, second = run(config), run(config)
+    assert first["private"] is False and first["epsilon"] is None and "not_private_reason" in first
+    assert first["mean_cosine_to_clean"] == pytest.approx(1.0)
+    assert first["history"] == second["history"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--perturbation", "vector"], ["--data", "nope"], ["--noise-multiplier", "0"], ["--beta", "2"],
+     ["--model", "resnet"], ["--sampling", "random"], ["--target-delta", "1.5"], ["--batch-size", "100000"]],
+)
+def test_bad_input_exits_2_with_one_line(args):
+    result = _invoke(*args, "--epochs", "1", "--json")
+    assert result.exit_code == 2
+    assert result.stdout.strip() == "" or "error" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_attack_evaluation_against_known_scores():
+    """A perfectly separating score gives accuracy 1 and AUC 1; an independent one stays near 1/2
+    within its intervals; the intervals are exact (Clopper-Pearson) and Hanley-McNeil."""
+    from simulations.mia import accuracy_with_interval, auc_with_interval, evaluate_attack
+
+    rng = np.random.default_rng(0)
+    member = np.zeros(2000, dtype=bool)
+    member[:1000] = True
+    perfect = evaluate_attack(member.astype(float) + 0.01 * rng.random(2000), member, rng)
+    assert perfect["accuracy"] == 1.0 and perfect["auc"] == 1.0
+    blind = evaluate_attack(rng.random(2000), member, rng)
+    assert blind["accuracy_low"] < 0.5 < blind["accuracy_high"] and blind["auc_low"] < 0.5 < blind["auc_high"]
+    interval = accuracy_with_interval(60, 100)
+    assert interval["accuracy_low"] == pytest.approx(0.4972, abs=1e-3) and interval["accuracy_high"] == pytest.approx(0.6967, abs=1e-3)
+    assert auc_with_interval(np.array([2.0, 3.0]), np.array([1.0, 2.5]))["auc"] == pytest.approx(0.75)
+
+
+def test_mia_report_from_the_cli():
+    result = _invoke("--perturbation", "numeric", "--epochs", "1", "--batch-size", "128", "--mia", "--shadows", "2", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    report = summary["mia"]
+    assert report["members"] == TRAIN_EXAMPLES // 2 and summary["train_examples"] == TRAIN_EXAMPLES // 2
+    for attack in report["attacks"].values():
+        assert attack["accuracy_low"] <= attack["accuracy"] <= attack["accuracy_high"]
+        assert attack["auc_low"] <= attack["auc"] <= attack["auc_high"]
+    assert _invoke("--shadows", "1", "--json").exit_code == 2
