@@ -27,7 +27,8 @@ class RoundProgress:
             TextColumn("{task.fields[last]}"),
             console=self.console,
         )
-        self.progress.start()
+        if self.console.is_terminal:  # a live bar on a terminal; a log gets the round lines alone
+            self.progress.start()
         description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
         self.task_id = self.progress.add_task(description, total=self.config.run.rounds, last="starting Ray..." if self.config.run.engine == "flower" else "")
 

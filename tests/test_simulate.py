@@ -266,7 +266,8 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
         for line in process.stderr:
             lines.put(line)
 
-    threading.Thread(target=read_stderr, daemon=True).start()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     seen: list[str] = []
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -278,7 +279,7 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
         sent = time.monotonic()
         stdout, _ = process.communicate(timeout=STOP_SECONDS)
         elapsed = time.monotonic() - sent
-        time.sleep(0.5)
+        reader.join(timeout=30)  # every line of the exited process's stderr is in the queue
         stderr = "".join(seen) + "".join(lines.queue)
         assert process.returncode == 130, stderr[-3000:]
         assert elapsed < STOP_SECONDS
