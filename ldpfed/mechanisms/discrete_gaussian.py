@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
@@ -108,23 +108,10 @@ class DiscreteGaussianSampler:
     @cached_property
     def sigma(self) -> float:
         """Smallest s (to 1e-8 relative) with delta_bound(s) <= delta, from a bracket around the
-        continuous sigma for sensitivity D (classic calibration: at least the classic formula's)."""
-        guess = self.continuous_sigma * self.sensitivity / 2.0
-
-        def excess(log_s: float) -> float:
-            return math.log(self.delta_bound_for(math.exp(log_s))) - math.log(self.delta)
-
-        low, high, step = math.log(guess) - 0.01, math.log(guess) + 0.01, 0.1
-        while excess(low) <= 0:
-            low -= step
-        while excess(high) > 0:  # large eps: the underflow term needs s >~ D/8 (docstring)
-            low, high, step = high, high + step, 2.0 * step
-        sigma = math.exp(brentq(excess, low, high, xtol=1e-8))
-        while self.delta_bound_for(sigma) > self.delta:  # brentq may end just below the root
-            sigma *= 1.0 + 1e-8
-        if self.classic:  # D sqrt(2 ln(1.25/delta))/eps in grid steps, when it is the larger
-            sigma = max(sigma, self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon)
-        return sigma
+        continuous sigma for sensitivity D (classic calibration: at least the classic formula's).
+        Cached across instances with the same parameters: the search costs ~0.5 s, and the
+        predictor and the runners build the same mechanism many times."""
+        return _calibrated_sigma(self)
 
     @cached_property
     def delta_bound(self) -> float:
@@ -299,3 +286,25 @@ class _Proposal:
         bound -= self.log_envelope
         np.exp(bound, out=bound)  # a(n) = exp(-n^2/2s^2 + Q ln2 - c)
         return n[rng.random(size) < bound].astype(np.float64)
+
+
+@lru_cache(maxsize=256)
+def _calibrated_sigma(self: DiscreteGaussianSampler) -> float:
+    """Smallest s (to 1e-8 relative) with delta_bound(s) <= delta, from a bracket around the
+    continuous sigma for sensitivity D (classic calibration: at least the classic formula's)."""
+    guess = self.continuous_sigma * self.sensitivity / 2.0
+
+    def excess(log_s: float) -> float:
+        return math.log(self.delta_bound_for(math.exp(log_s))) - math.log(self.delta)
+
+    low, high, step = math.log(guess) - 0.01, math.log(guess) + 0.01, 0.1
+    while excess(low) <= 0:
+        low -= step
+    while excess(high) > 0:  # large eps: the underflow term needs s >~ D/8 (docstring)
+        low, high, step = high, high + step, 2.0 * step
+    sigma = math.exp(brentq(excess, low, high, xtol=1e-8))
+    while self.delta_bound_for(sigma) > self.delta:  # brentq may end just below the root
+        sigma *= 1.0 + 1e-8
+    if self.classic:  # D sqrt(2 ln(1.25/delta))/eps in grid steps, when it is the larger
+        sigma = max(sigma, self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon)
+    return sigma
