@@ -7,6 +7,13 @@ capability shows up within the first minutes; `python -m pytest -m "not slow"` i
 
 from __future__ import annotations
 
+import os
+
+# The environment as the test session started, before any in-process run changed it (an in-process
+# `simulate` sets Flower's and Ray's quiet variables for the rest of the process): tests that start
+# a command in a subprocess give it this one, as a user's shell would.
+PRISTINE_ENVIRONMENT = dict(os.environ)
+
 
 def pytest_collection_modifyitems(config, items):
     """Stable reorder: every test without the `slow` marker before every test with it."""

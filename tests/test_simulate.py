@@ -256,7 +256,10 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
 
     marker = ("LDPFED_TEST_RUN", uuid.uuid4().hex)
     out = tmp_path / "run"
-    env = {**os.environ, marker[0]: marker[1], "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    from conftest import PRISTINE_ENVIRONMENT
+
+    env = {**PRISTINE_ENVIRONMENT, marker[0]: marker[1],
+           "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")])}
     command = [str(Path(sys.executable).parent / "ldpfed"), "simulate", "--clients", "2", "--users", "200", "--dims", "3",
                "--rounds", "10000", "--cpus", "2", "--out", str(out)]
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
