@@ -77,6 +77,13 @@ class DiscreteGaussianSampler:
     continuous_sigma: float  # the continuous calibration on the t scale (chooses J and brackets s)
     classic: bool = False  # calibration="classic": s is at least the classic formula's, for comparison
 
+    @classmethod
+    @lru_cache(maxsize=256)
+    def shared(cls, epsilon: float, delta: float, continuous_sigma: float, classic: bool = False) -> "DiscreteGaussianSampler":
+        """One instance per parameters, so that its calibration, exact delta and support (~0.2 s
+        together) are computed once however many mechanisms use it (it is immutable)."""
+        return cls(epsilon, delta, continuous_sigma, classic)
+
     # --- the grid and the calibration -------------------------------------------------------------
     @cached_property
     def grid_steps(self) -> int:
@@ -152,12 +159,12 @@ class DiscreteGaussianSampler:
     def _support(self) -> tuple[np.ndarray, np.ndarray]:
         """(n, p(n)) for |n| <= T, p normalized over that range (the rest is below e^-100)."""
         n = np.arange(-self.truncation(self.sigma), self.truncation(self.sigma) + 1, dtype=float)
-        log_weight = -(n * n) / (2.0 * self.sigma**2)
-        return n, np.exp(log_weight - logsumexp(log_weight))
+        return n, np.exp(-(n * n) / (2.0 * self.sigma**2) - self._log_normalizer)
 
     @cached_property
     def _log_normalizer(self) -> float:
-        n, _ = self._support
+        bound = self.truncation(self.sigma)
+        n = np.arange(-bound, bound + 1, dtype=float)
         return float(logsumexp(-(n * n) / (2.0 * self.sigma**2)))
 
     def noise_log_mass(self, n) -> np.ndarray:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -79,6 +79,13 @@ class DiscreteLaplaceSampler:
     """Report (K + N)/J with the exact law of the module docstring; `epsilon` is eps' <= budget."""
 
     budget: float
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def shared(cls, budget: float) -> "DiscreteLaplaceSampler":
+        """One instance per budget, so that its tables and moments are built once however many
+        mechanisms use it (it is immutable)."""
+        return cls(budget)
 
     @cached_property
     def grid_steps(self) -> int:

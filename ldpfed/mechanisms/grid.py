@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -342,10 +342,12 @@ class GridSampler:
             return np.where(valid & (mass > 0), np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
 
 
+@lru_cache(maxsize=256)
 def window_sampler(epsilon: float, window_fraction: float, *, rescale: bool, atom_share: float = 0.0,
                    grid_bits: int = GRID_BITS) -> GridSampler:
     """The safe sampler of a sliding-window mechanism: window width ~ window_fraction * J indices,
-    density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw).
+    density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw). Cached: one
+    immutable sampler per parameters, its exact moments computed once.
 
     atom_share > 0 (Hybrid): the window part's share is chosen so that the mixture's variance does
     not depend on t (alpha = 1 / (1 + v2_window), the exact analogue of alpha = 1 - e^(-eps/2)).
