@@ -138,10 +138,11 @@ class DiscreteLaplaceSampler:
             below = (rng.bit_generator.random_raw(size) >> np.uint64(2)).view(np.int64)
         else:
             below = ((raw << np.uint64(column_bits)) >> np.uint64(column_bits + _Q_BITS + 1)).view(np.int64)
-        bad = np.flatnonzero(below >= capacity)  # y uniform in [0, capacity): rare rejections
-        while bad.size:
-            below[bad] = (rng.bit_generator.random_raw(bad.size) >> np.uint64(64 - below_bits)).view(np.int64)
-            bad = bad[below[bad] >= capacity]
+        if size and below.max() >= capacity:  # y uniform in [0, capacity): rare rejections (one cheap pass)
+            bad = np.flatnonzero(below >= capacity)
+            while bad.size:
+                below[bad] = (rng.bit_generator.random_raw(bad.size) >> np.uint64(64 - below_bits)).view(np.int64)
+                bad = bad[below[bad] >= capacity]
         g = np.where(below < keep[column], column, alias[column])
         q = _TRAILING_ONES[(raw & np.uint64(255)).view(np.int64)]
         full = np.flatnonzero(q == _Q_BITS)
@@ -151,11 +152,12 @@ class DiscreteLaplaceSampler:
             full = full[more == 64]
         q *= length
         g += q
+        # the sign in integers: s = -bit 8 (0 or -1), N = (G ^ s) - s is G or -G
+        sign = ((raw << np.uint64(63 - _Q_BITS)).view(np.int64)) >> 63
+        g ^= sign
+        redo = np.flatnonzero(g == -1)  # G ^ -1 = -1 only for G = 0: the (G = 0, S = -1) draws
+        g -= sign
         noise = g.astype(np.float64)
-        sign = ((raw >> np.uint64(_Q_BITS)) & np.uint64(1)).astype(np.float64)
-        sign -= 0.5  # -0.5 or +0.5: copysign takes its sign
-        np.copysign(noise, sign, out=noise)
-        redo = np.flatnonzero((g == 0) & (sign > 0))  # N = -0: the (G = 0, S = -1) draws
         if redo.size:  # P(G = 0)/2 ~ 1/(3L): draw these again
             noise[redo] = self._signed_noise(redo.size, rng)
         return noise

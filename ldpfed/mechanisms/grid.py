@@ -177,9 +177,11 @@ class WindowLaw:
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
-    def sample(self, window_start: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Output codes (floats) given the window starts K - P (integer floats, K the grid input):
-        window/background index in [-I, I], or the atom codes -(I+1) / I+1.
+    def sample(self, window_start: np.ndarray, rng: np.random.Generator, step: float = 1.0,
+               atom_value: float | None = None) -> np.ndarray:
+        """Reports given the window starts K - P (integer floats, K the grid input): index * step
+        for a window/background index in [-I, I], +-atom_value for the atoms (default: the atom
+        codes +-(I+1) * step). With the defaults the reports are the codes themselves.
 
         Slots z in [0, M) counted from K - P, cyclically over [-I, I]: r < W A gives the window
         slot z = floor(r / A), else the background slot z = W + floor((r - W A) / B) =
@@ -208,9 +210,12 @@ class WindowLaw:
         np.rint(r, out=r)
         r *= float(self.points)
         slot -= r
+        slot *= step
         if self.atom_total:
-            code = float(self.half_range + 1)
-            slot = np.where(atom, np.where(plus, code, -code), slot)
+            value = (self.half_range + 1) * step if atom_value is None else atom_value
+            signed = np.multiply(plus, 2.0 * value)  # +value for plus, -value otherwise
+            signed -= value
+            slot = np.where(atom, signed, slot)
         return slot
 
     def probability(self, index, grid_input) -> np.ndarray:
@@ -283,12 +288,7 @@ class GridSampler:
 
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         start = round_to_grid(t * float(self.grid_steps), rng, shift=-self.law.window_half)  # K - P
-        codes = self.law.sample(start, rng)
-        if self.law.atom_total:  # atom codes +-(I + 1) become +-atom_value
-            atom = np.abs(codes) > self.law.half_range
-            return np.where(atom, np.copysign(self.atom_value, codes), codes * self.step)
-        codes *= self.step
-        return codes
+        return self.law.sample(start, rng, self.step, self.atom_value)
 
     @cached_property
     def _shares(self) -> tuple[float, float]:
