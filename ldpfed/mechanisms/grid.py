@@ -11,9 +11,11 @@ steps whose exact law is known:
    rounding has the t-periodic variance f(1 - f), which would break the quadratic form of V(t)
    that the predictor relies on). K stays in [-J - 1, J + 1]. The law of the output given t is a
    mixture over grid inputs K, so a ratio bound that holds between any two K holds between any
-   two t. Floats only enter the dither sum, whose rounding moves probability between grid inputs
-   by at most 2^-37 of a step (|x| <= 2^16): a bias below 2^-53 on the t scale, the resolution of
-   t itself; the guarantee is unaffected.
+   two t. U1 and U2 are the two 32-bit halves of one raw 64-bit word (over 2^32; one word per
+   value instead of two 53-bit uniforms, for speed): P(K = k) is within 2^-32 of the continuous
+   triangular weights (`rounding_weights`) and |E[K] - x| <= 2^-33 (Hermite's identity), with
+   the float rounding of the sum (<= 2^-35 of a step) a bias below 2^-48 on the t scale, far
+   below any randomizer noise; the guarantee does not depend on the law of K at all.
 2. An exact discrete law given K. `WindowLaw` draws ONE uniform integer r in [0, T), T <= 2^53
    (from a 53-bit uniform, rejection for the rare r >= T) and maps it to an output index by exact
    integer arithmetic in floats with integer weights: every point of a window of W indices around
