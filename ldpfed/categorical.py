@@ -70,7 +70,8 @@ class AttributeOracles:
         elif delta is not None:
             raise LDPValueError(f"--delta applies to approximate mechanisms, not to {kind}")
         oracles = tuple(frequency_oracle(kind, epsilon / m, k, **dict(options)) for k in counts)
-        return cls(str(name).strip().lower(), epsilon, m, oracles)
+        label = kind if kind != "histogram" else options["mechanism"]
+        return cls(label, epsilon, m, oracles)
 
     @property
     def kind(self) -> str:
