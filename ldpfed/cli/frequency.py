@@ -74,6 +74,8 @@ def predict_frequency_command(*, mechanism, epsilon, delta, users, dims, report_
     seed = check_positive_int(seed, "--seed", minimum=0)
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
+    if delta is not None and not any(_approximate(n) for n in names):
+        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
     if output is not None and output.suffix.lower() != ".json":
         raise LDPValueError(f"--output must be a .json file, got {output}")
     with OutputFile.prepare(output, overwrite=overwrite) as destination:
