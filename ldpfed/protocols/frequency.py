@@ -14,20 +14,25 @@ probability simplex per attribute (`ldpfed.aggregation.simplex`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 import ldpfed.aggregation as aggregation
+from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
 from ldpfed.aggregation.simplex import NAME as SIMPLEX
 from ldpfed.aggregation.simplex import project_to_simplex
 from ldpfed.categorical import AttributeOracles
+from ldpfed.config import HEADERS, Config
+from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.deviation import DeviationModel
 from ldpfed.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, participation
-from ldpfed.protocols.mean import SUMS, sums_of
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
+from ldpfed.protocols.mean import SUMS, cohort, sums_of
+from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
 CHUNK_ENTRIES = 2**20  # users x one-hot entries perturbed per chunk
@@ -109,6 +114,9 @@ class FrequencyClient:
 # ---- server half -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FrequencyOutcome:
+    """What the server holds after a round: who replied, the summed contributions, the estimates."""
+
+    oracles: AttributeOracles
     partitions: list[int]
     sums: ReportSums
     f_hat: np.ndarray
@@ -124,17 +132,23 @@ class FrequencyServer:
 
     def __init__(self, oracles: AttributeOracles, clients: int, aggregators: list[str], *,
                  alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
-                 deviation: str | DeviationModel = "plug-in") -> None:
+                 deviation: str | DeviationModel = "plug-in", round_event=None, budget=None) -> None:
         names = check_aggregators(aggregators)
         built = aggregation.get_many([n for n in names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference)
         by_name = {a.name: a for a in built}
         self.aggregators = [SIMPLEX if n == SIMPLEX else by_name[n] for n in names]
         self.oracles, self.clients, self.deviation = oracles, clients, deviation
+        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
+        self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None
+        if budget is not None:
+            budget.check(round_event)
+        self.ledger = PrivacyLedger()
         self.outcome: FrequencyOutcome | None = None
         self._planned: list[int] = []
+        self._stopped: list[int] = []
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned = list(range(self.clients))
+        self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
     def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
@@ -144,8 +158,61 @@ class FrequencyServer:
             f_hat, results = estimate_frequencies(sums, self.oracles, self.aggregators, deviation=self.deviation)
         else:
             f_hat, results = np.full(self.oracles.entries, np.nan), {}
-        self.outcome = FrequencyOutcome(pids, sums, f_hat, results)
-        return {**participation(self._planned, replies, failures), "users_reported": int(sums.users)}
+        self.outcome = FrequencyOutcome(self.oracles, pids, sums, f_hat, results)
+        if self.round_event is not None:
+            for pid in pids:
+                self.ledger.record_event(pid, server_round, self.round_event, self.oracles.name)
+        return {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
+                "users_reported": int(sums.users)}
 
     def evaluate(self, server_round: int) -> dict:
         return {}
+
+
+# ---- from a federation's config (ldpfed simulate --task frequency) --------------------------
+@functools.lru_cache(maxsize=4)
+def _read(name: str, users: int, dims: int, categories: str, header: str, data_seed: int) -> CategoricalData:
+    return read_categorical(name, users=users or None, attributes=dims or None, categories=categories or None,
+                            rng=np.random.default_rng(data_seed), header=HEADERS[header])
+
+
+def read(config: Config, data_seed: int) -> CategoricalData:
+    """The users' categorical tuples: a synthetic set drawn from the data seed, fair, or a CSV
+    (`ldpfed.data.categorical.read_categorical`, as `compare --task frequency` reads them)."""
+    data = config.data
+    return _read(config.data_name, data.users, data.dims, data.categories, data.header, data_seed)
+
+
+def bound(config: Config, data_seed: int) -> Config:
+    """`config` with `data.users` and `data.dims` (attributes) set to the data's shape, validated."""
+    users, dims = read(config, data_seed).codes.shape
+    if (config.data.users, config.data.dims) == (users, dims):
+        return config
+    return replace(config, data=replace(config.data, users=users, dims=dims)).validated()
+
+
+@functools.lru_cache(maxsize=4)
+def _oracles(name: str, epsilon: float, categories: tuple, m: int, delta: float | None) -> AttributeOracles:
+    return AttributeOracles.build(name, epsilon, list(categories), m, delta)
+
+
+def oracles_from_config(config: Config, data_seed: int) -> AttributeOracles:
+    """Every user's per-attribute oracles (eps/m each; `report-dims` 0 = all attributes)."""
+    data = read(config, data_seed)
+    m = config.privacy.report_dims or data.attributes
+    return _oracles(config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m,
+                    config.delta_or_none)
+
+
+def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> FrequencyClient:
+    rows = cohort(config.data.users, config.federation.clients, partition_id)
+    return FrequencyClient(read(config, data_seed).codes[rows], oracles_from_config(config, data_seed), secret,
+                           fail=partition_id in config.failing_partitions)
+
+
+def server_from_config(config: Config, data_seed: int) -> FrequencyServer:
+    """The server half; it knows the data's layout (attributes and categories), not the data."""
+    aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
+    event = round_event(config, config.privacy.epsilon, config.delta_or_none)
+    return FrequencyServer(oracles_from_config(config, data_seed), config.federation.clients, aggregators,
+                           alpha=config.aggregation.alpha, round_event=event, budget=config.budget)
