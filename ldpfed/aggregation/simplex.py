@@ -1,7 +1,7 @@
 """Euclidean projection of each attribute's frequency estimates onto the probability simplex: the
-standard post-processing of frequency oracles (Wang et al., "Locally differentially private
-frequency estimation with consistency", NDSS 2020, "Norm-Sub" is its cousin; the projection itself
-is Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Figure 1).
+standard consistency post-processing of frequency oracles (compared with its variants in Wang et
+al., "Locally Differentially Private Frequency Estimation with Consistency", NDSS 2020); the
+algorithm is Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Figure 1.
 
 For one attribute with estimates v (k entries): sort u = v descending, rho = the largest j with
 u_j - (sum_{i<=j} u_i - 1) / j > 0, tau = (sum_{i<=rho} u_i - 1) / rho, and w = max(v - tau, 0).
