@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
 from ldpfed.aggregation.simplex import NAME as SIMPLEX
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
@@ -61,8 +62,6 @@ def build_oracles(names: Sequence[str], epsilons: Sequence[float], categories, r
 
 
 def _is_approximate(name: str) -> bool:
-    import ldpfed.mechanisms as mechanisms
-
     key = str(name).strip().lower()
     return key not in ("grr", "oue") and mechanisms.get_class(key).approximate
 

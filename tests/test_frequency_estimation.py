@@ -163,3 +163,23 @@ def test_bad_oracle_names_and_options():
         AttributeOracles.build("grr", 1.0, [3, 3], report_dims=3)
     with pytest.raises(LDPValueError, match="delta"):
         AttributeOracles.build("grr", 1.0, [3, 3], delta=1e-5)
+
+
+@pytest.mark.parametrize("name", ["grr", "oue"])
+def test_vectorized_samplers_draw_each_oracles_law(name):
+    """The per-attribute GRR/OUE draws of `AttributeOracles` (all attributes at once) have the
+    oracle's probabilities: P(report supports the true category) = p, another one = q, so the
+    likelihood ratio is the audited p/q <= e^eps (ldpfed.frequency)."""
+    users, counts = 40_000, np.array([3, 7])
+    oracles = AttributeOracles.build(name, 2.0, counts)
+    codes = np.column_stack([np.arange(users) % k for k in counts])
+    contributions = oracles.contributions(codes, np.ones((users, 2), dtype=bool), np.random.default_rng(6))
+    for j, oracle in enumerate(oracles.oracles):
+        block = contributions[:, oracles.offsets[j]:oracles.offsets[j + 1]]
+        supports = block * (oracle.p - oracle.q) + oracle.q  # back to the 0/1 support bits
+        np.testing.assert_allclose(supports, np.round(supports), atol=1e-9)
+        truth = np.eye(oracle.k, dtype=bool)[codes[:, j]]
+        for observed, expected in ((supports[truth].mean(), oracle.p), (supports[~truth].mean(), oracle.q)):
+            size = truth.sum() if expected == oracle.p else (~truth).sum()
+            assert abs(observed - expected) < 4.5 * np.sqrt(expected * (1 - expected) / size)
+        assert oracle.p / oracle.q <= np.exp(1.0)  # eps/m = 1 per attribute (m = d = 2)
