@@ -178,8 +178,9 @@ def overview(summary: pd.DataFrame) -> list[str]:
         "against the number of categories (Wang et al. 2017). The best histogram-encoded mean mechanism "
         f"({', '.join(sorted(set(best_encoded['mechanism'])))}) has {ratio.min():.3f}-{ratio.max():.3f} times the "
         f"MSE of the better of GRR and OUE and {versus_oue.min():.3f}-{versus_oue.max():.3f} times OUE's: Duchi's ±1 "
-        "randomized response on the one-hot entries is symmetric unary encoding, a hair behind OUE at small budgets "
-        "(and Hybrid is Duchi at these per-entry budgets); Laplace, Piecewise and Square wave never win.",
+        "randomized response on the one-hot entries is symmetric unary encoding, a hair behind OUE at small budgets and "
+        "ahead of it at large ones, where OUE's p = 1/2 leaves the variance f_e/n of the frequency-dependent term "
+        "(Hybrid is Duchi where the per-entry budget eps/(2m) is below 0.61); Laplace, Piecewise and Square wave never win.",
         f"- Aggregators (lowest measured MSE per (data, m, mechanism, eps) cell, {cells} cells): "
         + ", ".join(f"{k} {v}" for k, v in best_aggregator.items())
         + ". Projecting onto the simplex, the standard post-processing, is the best choice almost everywhere; L1 "
