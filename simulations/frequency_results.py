@@ -32,7 +32,7 @@ from scipy.stats import t as student_t
 
 from ldpfed.cli.frequency import frequency_figure, mse_figure
 from ldpfed.data.categorical import read_categorical
-from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, run_frequency_experiment
+from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, FrequencyExperimentResult, run_frequency_experiment
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.results import save_figure, write_json, write_table, write_text
 
@@ -254,6 +254,10 @@ def main() -> None:
         runs, summary = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "summary.csv")
         verdicts = paired_verdicts(runs)
         write_table(doc_dir / "verdicts.csv", verdicts)
+        for (name, m), cells in summary.groupby(["data", "m"], sort=False):  # the MSE plots from the summary
+            view = FrequencyExperimentResult(runs.iloc[:0], cells, pd.DataFrame(), {})
+            for directory in (out, doc_dir):
+                save_figure(directory / f"mse_{name}_m{m}.png", mse_figure(view))
         write_text(doc, markdown(summary, verdicts, config, config["seconds"], doc_dir.name))
         return
     started = time.perf_counter()

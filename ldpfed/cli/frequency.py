@@ -247,16 +247,20 @@ def frequency_figure(result: FrequencyExperimentResult):
 
 
 def mse_figure(result: FrequencyExperimentResult):
-    """MSE vs eps (log-log), one panel per mechanism, one line per aggregator; predicted dashed."""
+    """MSE vs eps (log-log), one panel per mechanism (4 per row), one line per aggregator; predicted dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     summary = result.summary
     mechanisms = list(dict.fromkeys(summary["mechanism"]))
-    figure, axes = plt.subplots(1, len(mechanisms), figsize=(4.5 * len(mechanisms), 3.8), squeeze=False, sharey=True)
-    for axis, mechanism in zip(axes[0], mechanisms):
+    columns = min(4, len(mechanisms))
+    rows = -(-len(mechanisms) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.5 * rows), squeeze=False, sharey=True)
+    epsilons = sorted(summary["epsilon"].unique())
+    for axis, mechanism in zip(axes.flat, mechanisms):
         panel = summary[summary["mechanism"] == mechanism]
         for name, group in panel.groupby("aggregator", sort=False):
             line = axis.errorbar(group["epsilon"], group["mse"], yerr=group["mse_se"], marker="o", ms=3, capsize=2, label=name)
@@ -264,11 +268,17 @@ def mse_figure(result: FrequencyExperimentResult):
                 axis.plot(group["epsilon"], group["predicted_mse"], "--", lw=1, color=line[0].get_color())
         axis.set_xscale("log")
         axis.set_yscale("log")
+        axis.xaxis.set_major_locator(FixedLocator(epsilons))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.set_xticklabels([f"{e:g}" for e in epsilons])
         axis.set_title(mechanism)
         axis.set_xlabel("epsilon")
         axis.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("frequency MSE (dashed: predicted)")
-    axes[0][-1].legend(fontsize=8)
+    for axis in axes.flat[len(mechanisms):]:
+        axis.set_visible(False)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("frequency MSE (dashed: predicted)")
+    axes.flat[0].legend(fontsize=8)
     figure.tight_layout()
     return figure
 
