@@ -91,7 +91,7 @@ def markdown(summary, verdicts, config, seconds, doc_dir: str) -> str:
         f"- **zipf**: synthetic, {config['users']:,} users x 10 attributes x 10 categories (D = 100 entries), "
         "P(c) ∝ 1/(c+1)^1.1;",
         "- **fair**: Fair's affairs survey (Fair 1978, Journal of Political Economy 86(1); shipped by statsmodels), "
-        "6,366 users x 8 attributes with 4-7 categories (D = 47).",
+        "6,366 users x 8 attributes with 4-7 categories (D = 46).",
         "",
         f"m = d (every attribute) and m = 1 (one sampled attribute, eps on it). eps in {list(config['epsilons'])}; "
         f"{config['repeats']} repetitions per cell, all aggregators on the same reports; plug-in deviation model, "

@@ -18,9 +18,9 @@ from rich.table import Table
 
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
 from ldpfed.analysis.frequency import predict_frequency
-from ldpfed.categorical import AttributeOracles, available_frequency_mechanisms
+from ldpfed.categorical import AttributeOracles, oracle_kind
 from ldpfed.cli.common import check_estimator, console, error_console, estimator_options, parse_list, print_json, progress_steps, show_results
-from ldpfed.data.categorical import CategoricalData, available_categorical, read_categorical
+from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, FrequencyExperimentResult, run_frequency_experiment
 from ldpfed.outputs import OutputDir, OutputFile
@@ -44,9 +44,9 @@ def _reject(given: dict, allowed: set, task_label: str = "--task frequency") -> 
 
 
 def _mechanism_options(names: list[str], estimator: str | None) -> dict[str, dict]:
+    """--estimator for the mechanisms that take it; an unknown name is an error here."""
     for name in names:
-        if str(name).strip().lower() not in available_frequency_mechanisms():
-            AttributeOracles.build(name, 1.0, [2, 2])  # raises the unknown-name error
+        oracle_kind(name)
     options = {name: estimator_options(name, estimator) if name not in ("grr", "oue") else {} for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
@@ -293,5 +293,3 @@ def output_files(result: FrequencyExperimentResult, rows: list[dict]) -> dict:
         "mse_per_aggregator.png": mse_figure(result),
     }
 
-
-__all__ = ["CATEGORIES_HELP", "DATA_HELP", "available_categorical", "compare_frequency", "predict_frequency_command"]

@@ -52,7 +52,7 @@ def predict_command(
     report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
     data: str = typer.Option(
         None, "--data",
-        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP,
+        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP + " " + frequency_cli.DATA_HELP,
     ),
     domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values (MSE stays on the [-1, 1] scale)."),
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
