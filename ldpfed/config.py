@@ -10,7 +10,8 @@ Sections are dataclasses defined once below; everything else is derived from the
 tests/test_config.py fails if any of these drifts from the dataclasses.
 
 Decisions where the issue is silent (docs/decisions.md, Flower section):
-- `data.name` "" means the task's default data: "gaussian" tuples (mean) or "digits" (train).
+- `data.name` "" means the task's default data: "gaussian" tuples (mean), "digits" (train) or "zipf"
+  categorical tuples (frequency; `data.dims` is then the number of attributes).
 - `privacy.delta = 0` means pure; `privacy.report-dims = 0` means all dimensions (mean) or Wang's
   m (train).
 - `data.users = 0` / `data.dims = 0` (the defaults) mean the shape of the data: a file's rows and
