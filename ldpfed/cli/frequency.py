@@ -131,12 +131,16 @@ def _print_prediction(table, predictions, entries) -> None:
         summary.add_row(label, *(cell(p) for p in predictions))
     console.print(summary)
     shown = min(len(entries), SHOWN_ENTRIES)
-    detail = Table(title=f"Per category (first {shown} of {len(entries)}): true frequency and predicted RMSE")
-    for column in ("attribute", "category", "frequency", *(f"RMSE {p.oracles.name}" for p in predictions)):
+    if len(predictions) == 1:  # one mechanism: its bias, variance and MSE per category
+        columns = [("bias", first.bias, ".3g"), ("variance", first.variance, ".4g"), ("MSE", first.mse_per_entry, ".4g")]
+    else:  # several: the MSE of each
+        columns = [(f"MSE {p.oracles.name}", p.mse_per_entry, ".4g") for p in predictions]
+    detail = Table(title=f"Per category (first {shown} of {len(entries)}): true frequency and predicted error")
+    for column in ("attribute", "category", "frequency", *(name for name, _, _ in columns)):
         detail.add_column(column, justify="right")
     for e in range(shown):
         detail.add_row(escape(entries[e]["attribute"]), escape(entries[e]["category"]), f"{first.frequencies[e]:.4f}",
-                       *(f"{math.sqrt(p.mse_per_entry[e]):.4g}" for p in predictions))
+                       *(format(values[e], spec) for _, values, spec in columns))
     console.print(detail)
 
 
