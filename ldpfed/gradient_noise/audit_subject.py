@@ -4,7 +4,9 @@ Neighbours: f(x) = 0 and f(x') = Delta at the worst case of the sensitivity: the
 D for the i.n.i.d. noises (the corner of the box |Delta_i| <= D_i, Mahalanobis norm eta for the
 Gaussian), D e_1 for R1SMG and product noise (norm D), C e_1 for one PLRV-O release (one
 example of norm C, no subsampling: the claim audited is the joint accountant's eps for q = 1,
-one step). Where the density is known the exact log-likelihood ratio is supplied. The claim
+one step). Where the density is known the exact log-likelihood ratio is supplied (continuous
+samplers; a safe sampler's release is a mixture over its rounding, audited from samples only).
+Draws go through `perturb`, so a safe sampler is audited as it releases (rounding included). The claim
 audited is the published one, also for R1SMG and product noise, which fail it (gradient-noise.md).
 
 `ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
@@ -25,6 +27,10 @@ from ldpfed.gradient_noise.r1smg import R1SMG
 def _claim_and_shift(noise: GradientNoise):
     """((eps, delta) claimed for one release, Delta, log ratio log p(y|x)/p(y|x') or None)."""
     first = np.eye(1, noise.dims).ravel()
+    if isinstance(noise, InidGaussian) and noise.floating_point_safe:
+        return (noise.epsilon, noise.delta), noise.profile, None
+    if isinstance(noise, InidLaplace) and noise.floating_point_safe:
+        return (noise.pure_epsilon, 0.0), noise.profile, None
     if isinstance(noise, InidGaussian):
         shift, variance = noise.profile, noise.scales**2
         return (noise.epsilon, noise.delta), shift, lambda y: np.sum(((y - shift) ** 2 - y**2) / (2 * variance), axis=-1)
@@ -53,10 +59,10 @@ def noise_subject(noise: GradientNoise):
     centres = (np.zeros(noise.dims), np.asarray(shift, dtype=float))
 
     def draw(which, n, rng):
-        return noise.sample(n, rng) + centres[which]
+        return noise.perturb(np.broadcast_to(centres[which], (n, noise.dims)), rng)
 
     return AuditSubject(
-        name=noise.name, epsilon=float(epsilon), delta=float(delta or 0.0), sampler="continuous",
+        name=noise.name, epsilon=float(epsilon), delta=float(delta or 0.0), sampler=noise.sampler,
         inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"), draw=draw, output="vector",
         log_ratio=log_ratio, centres=centres,
         options={"dims": noise.dims, "guarantee_holds": noise.guarantee_holds, **{
