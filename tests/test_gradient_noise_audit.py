@@ -40,6 +40,28 @@ def test_sound_noises_pass_the_audit(noise):
     assert result.claimed_epsilon > 0 and np.isfinite(result.claimed_epsilon)
 
 
+@pytest.mark.parametrize("name", ["inid-gaussian", "inid-laplace"])
+def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name):
+    """The default (safe) release lies on a fixed grid: the never-produced event has nothing to find
+    (P[x'] = 0 on no set), while the continuous sampler fails on it (audit.md, Floating-point events)."""
+    profile = layer_profile([1.0, 0.5], [6, 4])
+    noise = (InidGaussian(profile, epsilon=1.0, delta=1e-5) if name == "inid-gaussian"
+             else InidLaplace(profile, epsilon=1.0))
+    assert noise.sampler == "safe"
+    subject = noise_subject(noise)
+    assert subject.sampler == "safe"
+    draws = subject.draw(0, 20_000, np.random.default_rng(3))
+    assert subject.producible(draws, 1).all() and subject.producible(subject.draw(1, 20_000, np.random.default_rng(4)), 0).all()
+    result = run_audit(subject, samples=200_000, seed=1)
+    assert result.verdict == "pass" and "never-produced" not in result.event, verdict_message(result)
+
+    continuous = type(noise)(profile, sampler="continuous", **({"epsilon": 1.0, "delta": 1e-5} if name == "inid-gaussian"
+                                                                else {"epsilon": 1.0}))
+    failed = run_audit(noise_subject(continuous), samples=200_000, seed=1)
+    assert failed.verdict == "fail" and failed.event.startswith("never-produced"), verdict_message(failed)
+    print(verdict_message(result), "|", verdict_message(failed))
+
+
 def test_audit_by_name_and_cli_fail_r1smg_at_its_published_setting():
     from typer.testing import CliRunner
 

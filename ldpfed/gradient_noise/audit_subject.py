@@ -9,6 +9,14 @@ samplers; a safe sampler's release is a mixture over its rounding, audited from 
 Draws go through `perturb`, so a safe sampler is audited as it releases (rounding included). The claim
 audited is the published one, also for R1SMG and product noise, which fail it (gradient-noise.md).
 
+Floating-point event (audit.md, Floating-point events): `producible` decides exactly whether an
+output can come from a centre c. A continuous release is y = fl(c + n) in one float addition;
+when |y_i| < |c_i|/2 the exact sum needed |n_i| > |c_i|/2, so y_i is a multiple of ulp(c_i)/2 (both
+terms are, and that sum is representable), while from c_i = 0 any float n_i can come out: outputs
+with such a y_i off that lattice are never produced by the shifted input. A safe release is
+fl(m_i g_i) for integers m_i whatever the input: the test is the same for both inputs and the
+event cannot fire.
+
 `ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
 """
 
@@ -51,6 +59,31 @@ def _claim_and_shift(noise: GradientNoise):
     raise TypeError(f"no audit subject for {type(noise).__name__}")
 
 
+def continuous_producible(centre: np.ndarray):
+    """producible(y) for y = fl(centre + n): coordinates with |y_i| < |c_i|/2 lie on ulp(c_i)/2."""
+    centre = np.asarray(centre, dtype=float)
+    shifted = centre != 0
+    lattice = np.spacing(np.abs(centre[shifted])) / 2.0
+    half = np.abs(centre[shifted]) / 2.0
+
+    def producible(reports):
+        y = np.atleast_2d(reports)[:, shifted]
+        return np.all((np.abs(y) >= half) | (np.fmod(y, lattice) == 0.0), axis=-1)
+
+    return producible
+
+
+def grid_producible(noise: GradientNoise):
+    """producible(y) for a safe release: every y_i is fl(m g_i) for an integer m."""
+    steps = noise.steps
+
+    def producible(reports):
+        y = np.atleast_2d(reports)
+        return np.all(np.rint(y / steps) * steps == y, axis=-1)
+
+    return producible
+
+
 def noise_subject(noise: GradientNoise):
     """The AuditSubject of one release of `noise` (see the module docstring)."""
     from ldpfed.audit.subjects import AuditSubject
@@ -61,10 +94,19 @@ def noise_subject(noise: GradientNoise):
     def draw(which, n, rng):
         return noise.perturb(np.broadcast_to(centres[which], (n, noise.dims)), rng)
 
+    if noise.floating_point_safe:
+        on_grid = grid_producible(noise)
+        tests = (on_grid, on_grid)
+    else:
+        tests = tuple(continuous_producible(centre) for centre in centres)
+
+    def producible(reports, which):
+        return tests[which](np.asarray(reports, dtype=float))
+
     return AuditSubject(
         name=noise.name, epsilon=float(epsilon), delta=float(delta or 0.0), sampler=noise.sampler,
         inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"), draw=draw, output="vector",
-        log_ratio=log_ratio, centres=centres,
-        options={"dims": noise.dims, "guarantee_holds": noise.guarantee_holds, **{
+        log_ratio=log_ratio, centres=centres, producible=producible,
+        options={"dims": noise.dims, "guarantee_holds": noise.guarantee_holds, "sampler": noise.sampler, **{
             key: value for key, value in noise.parameters().items() if isinstance(value, (int, float, bool))}},
     )

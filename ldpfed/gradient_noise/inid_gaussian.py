@@ -123,10 +123,15 @@ class InidGaussian(GradientNoise):
             if slack_eps > 0.01 * self.epsilon or slack_delta > 0.01 * self.delta:
                 raise LDPValueError(f"inid-gaussian's safe sampler: float slack ({slack_eps:.3g}, {slack_delta:.3g}) too "
                                     f"large for ({self.epsilon:g}, {self.delta:g}) at d = {self.dims}")
-            self.eta = 1.0 / rdp_noise_multiplier(self.epsilon - 1.01 * slack_eps, self.delta - 1.01 * slack_delta)
+            self.calibration_slack = (1.01 * slack_eps, 1.01 * slack_delta)
+            self.eta = 1.0 / rdp_noise_multiplier(self.epsilon - self.calibration_slack[0],
+                                                  self.delta - self.calibration_slack[1])
         if self.floating_point_safe:
             self.sigma_steps = self.grid_sensitivity / self.eta  # s = z (J + sqrt(d)) in grid steps
             self.float_slack = gaussian_float_slack(self.sigma_steps, self.dims, self.grid_steps)
+            if self.epsilon is not None and (self.float_slack[0] > self.calibration_slack[0]
+                                             or self.float_slack[1] > self.calibration_slack[1]):
+                raise AssertionError("the realized float slack exceeds the one calibrated for")  # never: 1% margin
             self.scales = self.steps * self.sigma_steps  # Var N_Z = s^2 to double precision for s >= 10
         else:
             self.scales = unit / self.eta

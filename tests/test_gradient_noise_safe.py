@@ -1,0 +1,135 @@
+"""The floating-point-safe samplers of the i.n.i.d. noises (ldpfed.gradient_noise.safe_grid): the
+release lies on a fixed per-coordinate grid, its moments match the closed forms (Monte Carlo,
+tolerances from the variance), its exact one-coordinate privacy loss obeys the interpolation
+bound (Laplace), and its calibration is dp-accounting's RDP conversion (Gaussian)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import GaussianDpEvent
+from dp_accounting.rdp import RdpAccountant
+
+from ldpfed.accounting import PrivacyLedger, create_accountant
+from ldpfed.gradient_noise import InidGaussian, InidLaplace, calibrate, layer_profile, listing
+from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+from ldpfed.gradient_noise.safe_grid import laplace_step_ratio, laplace_table
+from ldpfed.validation import LDPValueError
+
+Z = 5.0
+PROFILE = layer_profile([1.0, 0.5, 2.0], [7, 3, 20])
+
+
+def on_grid(release, steps):
+    return np.all(np.rint(release / steps) * steps == release)
+
+
+@pytest.mark.parametrize("noise", [InidLaplace(PROFILE, epsilon=1.0), InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)])
+def test_safe_is_the_default_and_releases_on_a_fixed_grid(noise):
+    assert noise.sampler == "safe" and noise.describe()["floating_point_safe"] is True
+    rng = np.random.default_rng(0)
+    for centre in (np.zeros(PROFILE.size), PROFILE, -0.3 * PROFILE):
+        assert on_grid(noise.perturb(np.broadcast_to(centre, (200, PROFILE.size)), rng), noise.steps)
+    rows = {row["name"]: row for row in listing()}
+    assert rows[noise.name]["sampler"] == "safe" and rows[noise.name]["samplers"] == ["safe", "continuous"]
+    assert rows["plrvo"]["sampler"] == "continuous" and rows["plrvo"]["floating_point_safe"] is False
+
+
+@pytest.mark.parametrize("noise", [InidLaplace(PROFILE, epsilon=1.0), InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)])
+def test_release_moments_match_the_closed_forms(noise):
+    """Unbiased, with Var = g^2 (E N^2 + f (1 - f)) per coordinate (release_variance), by Monte
+    Carlo; the 4th moment bounds the variance estimate's spread (Laplace: kurtosis 6)."""
+    n = 40_000
+    rng = np.random.default_rng(1)
+    centre = np.linspace(-0.9, 0.9, PROFILE.size) * PROFILE
+    error = noise.perturb(np.broadcast_to(centre, (n, PROFILE.size)), rng) - centre
+    variance = noise.release_variance(centre)
+    assert np.all(np.abs(error.mean(axis=0)) <= Z * np.sqrt(variance / n))
+    kurtosis = 6.0 if isinstance(noise, InidLaplace) else 3.0
+    assert np.all(np.abs(error.var(axis=0) / variance - 1) <= Z * math.sqrt((kurtosis - 1) / n))
+    # The worst-input bound (g^2 / 4 rounding) is within a hair of the exact per-input variance.
+    assert np.all(noise.coordinate_variance() >= variance)
+    np.testing.assert_allclose(noise.coordinate_variance(), variance, rtol=1e-6)
+
+
+def test_safe_laplace_integer_noise_has_the_laplace_variance_of_its_scale():
+    """E N^2 gamma^2 = 2 (a Laplace of scale 1 in units of b) up to the discretization, O(gamma^2)."""
+    table, gamma = laplace_table(), laplace_step_ratio()
+    assert gamma == pytest.approx(math.log(2) / table._table[1], rel=1e-4)  # integer weights
+    noise = InidLaplace(PROFILE, epsilon=1.0)
+    np.testing.assert_allclose(noise.steps**2 * table._noise_second_moment, 2 * noise.scales**2, rtol=1e-4)
+
+
+def test_safe_laplace_calibration_leaves_room_for_the_grid():
+    noise = InidLaplace(PROFILE, epsilon=1.0)
+    assert noise.condition() == pytest.approx(noise.calibration_epsilon, rel=1e-12)
+    assert noise.calibration_epsilon < 1.0 and noise.realized_epsilon() <= 1.0
+    assert noise.realized_epsilon() == pytest.approx(1.0, rel=1e-12)
+    gamma = laplace_step_ratio()
+    assert noise.grid_cost() == pytest.approx(PROFILE.size * (gamma**2 / 8 + 2 * gamma * 2.0**-22), rel=1e-12)
+    with pytest.raises(LDPValueError):  # a grid cost above half the budget is refused
+        InidLaplace(np.full(2_000_000, 1e-3), epsilon=1e-3)
+
+
+@pytest.mark.parametrize(("x", "x_prime"), [(0.0, 1.0), (0.3, 5.7), (-2.5, 40.25), (0.5, 0.5)])
+def test_safe_laplace_one_coordinate_loss_is_within_the_interpolation_bound(x, x_prime):
+    """Exact law of one coordinate in grid units: P(o | x) = (1 - f) p(o - a) + f p(o - a - 1) with the
+    integer table's exact masses. Its worst log ratio is <= gamma |x - x'| + gamma^2 / 8 and (far in
+    the tails) >= gamma_min |x - x'|: the bound the calibration charges is attained up to O(gamma^2)."""
+    table, gamma = laplace_table(), laplace_step_ratio()
+    length = table._table[1]
+    outputs = np.arange(-6 * length, 6 * length + 60)
+
+    def log_mass(t):
+        a = math.floor(t)
+        f = t - a
+        low, high = table.noise_log_mass(outputs - a), table.noise_log_mass(outputs - a - 1)
+        return np.logaddexp(np.log1p(-f) + low, (np.log(f) if f > 0 else -np.inf) + high)
+
+    ratio = np.abs(log_mass(x) - log_mass(x_prime))
+    assert ratio.max() <= gamma * abs(x - x_prime) + gamma**2 / 8 + 1e-12
+    weights = np.array(table._table[0], dtype=float)
+    gamma_min = float(np.min(np.log(weights[:-1] / weights[1:])))
+    assert ratio.max() >= gamma_min * abs(x - x_prime) - 1e-12
+
+
+def test_safe_gaussian_is_calibrated_by_the_rdp_library_with_its_float_slack():
+    noise = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)
+    slack_eps, slack_delta = noise.calibration_slack
+    assert 0 < slack_eps < 1e-6 and 0 < slack_delta < 1e-8
+    assert noise.float_slack[0] <= slack_eps and noise.float_slack[1] <= slack_delta
+
+    def library_eps(z):
+        return RdpAccountant().compose(GaussianDpEvent(z)).get_epsilon(1e-5 - slack_delta)
+
+    z = noise.noise_multiplier
+    assert library_eps(z) <= 1.0 - slack_eps < library_eps(z * (1 - 1e-6))
+    # s = z (J + sqrt(d)) grid steps: the Mahalanobis sensitivity after the rounding.
+    bare = z * (noise.grid_steps + math.sqrt(PROFILE.size))  # plus the float slack of the rounding
+    assert bare < noise.sigma_steps < bare * (1 + 1e-6)
+    assert noise.grid_steps >= 2**10 * math.sqrt(PROFILE.size)
+    # More noise than the analytic (continuous) calibration, by the RDP conversion and the grid.
+    continuous = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5, sampler="continuous")
+    assert 1.0 < noise.scales[0] / continuous.scales[0] < 1.3
+    # The ledger: rdp and basic accept it and stay within the calibrated budget; pld refuses it.
+    ledger = PrivacyLedger()
+    ledger.record_event("c", 0, noise.event())
+    assert ledger.spent("c", "basic").epsilon == pytest.approx(1.0)
+    assert ledger.spent("c", "rdp", delta_target=1e-5).epsilon <= 1.0
+    assert create_accountant("pld").unsupported(noise.event()) is not None
+
+
+def test_continuous_sampler_is_an_explicit_option_everywhere():
+    assert calibrate("inid-laplace", epsilon=1.0, dims=10, sampler="continuous").sampler == "continuous"
+    with pytest.raises(LDPValueError):
+        calibrate("plrvo", epsilon=1.0, dims=10, sampler="safe")
+    with pytest.raises(LDPValueError):
+        calibrate("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, sampler="exact")
+    privatizer = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10)
+    assert privatizer.describe(10)["sampler"] == "safe" and privatizer.noise(10).floating_point_safe
+    clipped = privatizer.clip_only(np.random.default_rng(5).standard_normal((3, 10)))
+    mean, variance = privatizer.noise_moments(clipped)
+    np.testing.assert_array_equal(variance, privatizer.noise(10).release_variance(clipped))
+    assert on_grid(privatizer.privatize(clipped, np.random.default_rng(6)), privatizer.noise(10).steps)
