@@ -46,6 +46,7 @@ ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
 NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
+NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class DPSGDConfig:
     theta: float | None = None  # plrvo: Gamma scale
     noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim
     noise_delta: float | None = None
+    noise_sampler: str = "safe"  # inid-gaussian: safe (discrete Gaussian on a grid) | continuous
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -99,8 +101,26 @@ class DPSGDConfig:
             raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
         if perturbation == "product-noise" and self.k is None and self.noise_delta is None:
             raise LDPValueError("product-noise needs k or noise_delta (to search k)")
+        noise_sampler = str(self.noise_sampler).strip().lower()
+        if noise_sampler not in NOISE_SAMPLERS:
+            raise LDPValueError(f"noise_sampler must be one of {NOISE_SAMPLERS}, got {self.noise_sampler!r}")
+        set_("noise_sampler", noise_sampler)
+        if self.safe_noise and sampling == "poisson":
+            raise LDPValueError("inid-gaussian's safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
+                                "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)")
         if perturbation == "plrvo" and sampling != "poisson":
             raise LDPValueError("plrvo is accounted for Poisson sampling only (sampling='poisson')")
+
+    @property
+    def safe_noise(self) -> bool:
+        """The run's noise is a floating-point-safe gradient noise (inid-gaussian, sampler safe)."""
+        return self.perturbation == "inid-gaussian" and self.noise_sampler == "safe"
+
+    @property
+    def noise_sampler_description(self) -> str:
+        from ldpfed.gradient_noise.safe_grid import SAFE_DESCRIPTION
+
+        return SAFE_DESCRIPTION if self.safe_noise else NOISE_SAMPLER
 
     @property
     def private(self) -> bool:
@@ -114,7 +134,8 @@ def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: flo
     dims, clip = sum(layer_sizes), config.clip
     if config.perturbation == "inid-gaussian":
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
-        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier), clips
+        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier,
+                            sampler=config.noise_sampler), clips
     if config.perturbation == "plrvo":
         return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
                      delta=config.target_delta), [clip]
@@ -199,9 +220,10 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
             gradients = per_example_gradients(model, params, x_all[index], y_all[index]).double().numpy()
         else:  # an empty Poisson batch still releases noise
             gradients = np.zeros((0, dims))
-        clean = clip_layers(gradients, layer_sizes, layer_clips).sum(axis=0) / config.batch_size
-        if noise is not None:
-            released = clean + noise.sample(1, noise_rng)[0] / config.batch_size
+        clipped_sum = clip_layers(gradients, layer_sizes, layer_clips).sum(axis=0)
+        clean = clipped_sum / config.batch_size
+        if noise is not None:  # the noise's own release of the sum (a safe sampler rounds it to its grid)
+            released = noise.perturb(clipped_sum, noise_rng) / config.batch_size
         elif config.perturbation == "numeric":
             released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
         elif config.perturbation == "geodp":
@@ -235,7 +257,7 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
     if config.perturbation in ("r1smg", "product-noise"):
         from ldpfed.gradient_noise import GUARANTEE_FAILS
 
-        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": NOISE_SAMPLER,
+        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": config.noise_sampler_description,
                 "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"}
     if not config.private:
         return {"private": False, "epsilon": None, "accountant": None,
@@ -250,6 +272,15 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
         return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
                 "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
                 "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
+    if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
+        from dp_accounting import SelfComposedDpEvent
+
+        from ldpfed.accounting import DiscreteGaussianVectorDpEvent
+
+        event = SelfComposedDpEvent(DiscreteGaussianVectorDpEvent(config.noise_multiplier), config.epochs)
+        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
+                "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
+                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     event = training_event(
         "numeric" if config.perturbation == "inid-gaussian" else config.perturbation, config.noise_multiplier,
         sampling=config.sampling,

@@ -46,6 +46,9 @@ def dpsgd(
     theta: Optional[float] = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
     noise_epsilon: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed epsilon."),
     noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
+    noise_sampler: str = typer.Option(
+        "safe", help="inid-gaussian: safe (discrete Gaussian on a grid; needs --sampling shuffle) | continuous (NOT "
+        "floating-point safe)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
@@ -54,7 +57,7 @@ def dpsgd(
         perturbation=perturbation, noise_multiplier=noise_multiplier, batch_size=batch_size, epochs=epochs,
         lr=lr, clip=clip, beta=beta, window=window, sampling=sampling, data=data, data_dir=data_dir,
         model=model, target_delta=target_delta, seed=seed, k=k, theta=theta, noise_epsilon=noise_epsilon,
-        noise_delta=noise_delta,
+        noise_delta=noise_delta, noise_sampler=noise_sampler,
     )
 
     def show(row: dict) -> None:

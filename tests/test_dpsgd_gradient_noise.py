@@ -13,13 +13,28 @@ from simulations.dpsgd import DPSGDConfig, gradient_noise, privacy_record, run
 
 
 def test_inid_gaussian_costs_the_gaussian_of_its_noise_multiplier():
-    inid = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3), 1000, 200, 50)
+    inid = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, noise_sampler="continuous"),
+                          1000, 200, 50)
     numeric = privacy_record(DPSGDConfig(perturbation="numeric", noise_multiplier=1.3), 1000, 200, 50)
     assert inid["private"] and inid["epsilon"] == pytest.approx(numeric["epsilon"], rel=1e-12)
+    assert "not floating-point safe" in inid["noise_sampler"]
+
+
+def test_inid_gaussian_safe_sampler_is_the_default_and_is_accounted_by_rdp_only():
+    """Shuffled epochs: the discrete Gaussian's RDP curve is the continuous one's (CKS), so the RDP
+    epsilon equals the numeric Gaussian's; Poisson sampling has no bound for it and is refused."""
+    with pytest.raises(LDPValueError, match="shuffle"):
+        DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3)
+    safe = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50)
+    numeric = privacy_record(DPSGDConfig(perturbation="numeric", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50)
+    assert safe["private"] and safe["epsilon"] == pytest.approx(numeric["epsilon"], rel=1e-12)
+    assert safe["noise_sampler"].startswith("safe")
+    summary = run(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, sampling="shuffle", epochs=1))
+    assert summary["noise_sampler"].startswith("safe") and summary["noise_sd"]["noise"]["sampler"] == "safe"
 
 
 def test_inid_gaussian_noise_is_calibrated_to_per_layer_clipping():
-    config = DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=2.0, clip=1.0)
+    config = DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=2.0, clip=1.0, noise_sampler="continuous")
     noise, clips = gradient_noise(config, [30, 10], 0.1, 10)
     assert clips == pytest.approx([1 / np.sqrt(2)] * 2)
     assert noise.condition() == pytest.approx(1 / 2.0**2)  # Mahalanobis sensitivity 1/z

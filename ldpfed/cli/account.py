@@ -70,9 +70,11 @@ def inid_profile_record(layers, profile, noise_multiplier) -> dict | None:
     if layers is None and profile is None:
         return None
     sensitivities = parse_layers(layers) if layers is not None else read_profile(profile)
-    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier)
+    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier, sampler="continuous")
     return {"dims": noise.dims, "l1_profile": float(sensitivities.sum()), "scale_min": float(noise.scales.min()),
             "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(),
+            "sampler": ("continuous: this command accounts the (Poisson-sampled) continuous Gaussian; the safe sampler "
+                        "(discrete Gaussian) has the same RDP curve without sampling, see `ldpfed calibrate`"),
             "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile"}
 
 

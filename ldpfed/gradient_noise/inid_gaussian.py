@@ -179,6 +179,8 @@ class InidGaussian(GradientNoise):
                   "delta": self.delta, "l1_profile": float(self.profile.sum()), "scale_min": float(self.scales.min()),
                   "scale_max": float(self.scales.max()), "mse": self.mse()}
         if self.floating_point_safe:
+            if self.epsilon is not None:  # the paper's eta* (continuous sampler), for checking against the paper
+                record["eta_star_continuous"] = optimal_eta(self.epsilon, self.delta)
             record.update(accountant="rdp (dp_accounting RdpAccountant; discrete Gaussian, CKS 2020)",
                           grid_steps=self.grid_steps, grid_sensitivity=self.grid_sensitivity,
                           sigma_steps=self.sigma_steps, float_slack_epsilon=self.float_slack[0],

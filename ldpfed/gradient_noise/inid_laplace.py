@@ -56,7 +56,8 @@ class InidLaplace(GradientNoise):
         self.calibration_epsilon = self.pure_epsilon
         if self.floating_point_safe:
             self.gamma = laplace_step_ratio()
-            self.calibration_epsilon = (self.pure_epsilon - self.grid_cost()) / (1.0 + _DIVISION_SLACK)
+            # (1 - 2^-40): the float evaluation of realized_epsilon stays <= the budget
+            self.calibration_epsilon = (self.pure_epsilon - self.grid_cost()) / (1.0 + _DIVISION_SLACK) * (1.0 - 2.0**-40)
             if self.calibration_epsilon < 0.5 * self.pure_epsilon:
                 raise LDPValueError(f"inid-laplace's safe grid costs {self.grid_cost():.3g} of eps = {self.pure_epsilon:g} "
                                     f"at d = {self.dims}: use fewer coordinates, a larger eps, or sampler='continuous'")
