@@ -46,7 +46,7 @@ ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
 NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
-NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian)
+NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian, plrvo)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class DPSGDConfig:
     theta: float | None = None  # plrvo: Gamma scale
     noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim
     noise_delta: float | None = None
-    noise_sampler: str = "safe"  # inid-gaussian: safe (discrete Gaussian on a grid) | continuous
+    noise_sampler: str = "safe"  # inid-gaussian, plrvo: safe (integer noise on a grid) | continuous
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -105,7 +105,7 @@ class DPSGDConfig:
         if noise_sampler not in NOISE_SAMPLERS:
             raise LDPValueError(f"noise_sampler must be one of {NOISE_SAMPLERS}, got {self.noise_sampler!r}")
         set_("noise_sampler", noise_sampler)
-        if self.safe_noise and sampling == "poisson":
+        if self.safe_noise and perturbation == "inid-gaussian" and sampling == "poisson":
             raise LDPValueError("inid-gaussian's safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
                                 "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)")
         if perturbation == "plrvo" and sampling != "poisson":
@@ -113,8 +113,8 @@ class DPSGDConfig:
 
     @property
     def safe_noise(self) -> bool:
-        """The run's noise is a floating-point-safe gradient noise (inid-gaussian, sampler safe)."""
-        return self.perturbation == "inid-gaussian" and self.noise_sampler == "safe"
+        """The run's noise is a floating-point-safe gradient noise (inid-gaussian or plrvo, sampler safe)."""
+        return self.perturbation in ("inid-gaussian", "plrvo") and self.noise_sampler == "safe"
 
     @property
     def noise_sampler_description(self) -> str:
@@ -138,7 +138,7 @@ def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: flo
                             sampler=config.noise_sampler), clips
     if config.perturbation == "plrvo":
         return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
-                     delta=config.target_delta), [clip]
+                     delta=config.target_delta, sampler=config.noise_sampler), [clip]
     if config.perturbation == "r1smg":
         return R1SMG(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, sensitivity=clip), [clip]
     return ProductNoise(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, k=config.k, sensitivity=clip), [clip]
@@ -268,10 +268,11 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
         from ldpfed.accounting import PlrvoDpEvent
 
         rate = min(1.0, config.batch_size / train_examples)
-        event = SelfComposedDpEvent(PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate), steps)
+        event = SelfComposedDpEvent(
+            PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate, config.noise_sampler), steps)
         return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
                 "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
-                "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
+                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
         from dp_accounting import SelfComposedDpEvent
 

@@ -47,8 +47,8 @@ def dpsgd(
     noise_epsilon: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed epsilon."),
     noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
     noise_sampler: str = typer.Option(
-        "safe", help="inid-gaussian: safe (discrete Gaussian on a grid; needs --sampling shuffle) | continuous (NOT "
-        "floating-point safe)."),
+        "safe", help="inid-gaussian, plrvo: safe (integer noise on a grid; inid-gaussian needs --sampling shuffle) | "
+        "continuous (NOT floating-point safe)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run

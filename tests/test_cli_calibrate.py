@@ -31,7 +31,8 @@ def test_inid_gaussian_eta_and_layers():
     assert safe["parameters"]["eta"] < 0.268051  # RDP calibration and the grid: more noise
     laplace = calibrate("--mechanism", "inid-laplace", "--epsilon", "1", "--dims", "20")
     assert laplace["sampler"] == "safe" and laplace["parameters"]["realized_epsilon"] <= 1.0
-    bad = runner.invoke(app, ["calibrate", "--mechanism", "plrvo", "--epsilon", "1", "--dims", "5", "--sampler", "safe"])
+    bad = runner.invoke(app, ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "5",
+                              "--sampler", "safe"])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
 
 

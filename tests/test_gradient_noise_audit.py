@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ldpfed.audit")
 
 from ldpfed.audit import run_audit  # noqa: E402
-from ldpfed.gradient_noise import PLRVO, R1SMG, InidGaussian, InidLaplace, ProductNoise, layer_profile  # noqa: E402
+from ldpfed.gradient_noise import PLRVO, R1SMG, InidGaussian, InidLaplace, ProductNoise, calibrate, layer_profile  # noqa: E402
 from ldpfed.gradient_noise.audit_subject import noise_subject  # noqa: E402
 
 
@@ -40,14 +40,21 @@ def test_sound_noises_pass_the_audit(noise):
     assert result.claimed_epsilon > 0 and np.isfinite(result.claimed_epsilon)
 
 
-@pytest.mark.parametrize("name", ["inid-gaussian", "inid-laplace"])
+def build(name, sampler):
+    profile = layer_profile([1.0, 0.5], [6, 4])
+    if name == "inid-gaussian":
+        return InidGaussian(profile, epsilon=1.0, delta=1e-5, sampler=sampler)
+    if name == "inid-laplace":
+        return InidLaplace(profile, epsilon=1.0, sampler=sampler)
+    return calibrate("plrvo", epsilon=1.0, dims=10, sampler=sampler)  # one release (q = 1) at eps = 1
+
+
+@pytest.mark.parametrize("name", ["inid-gaussian", "inid-laplace", "plrvo"])
 def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name):
     """The default (safe) release lies on a fixed grid: the never-produced event has nothing to find
     (P[x'] = 0 on no set), while the continuous sampler fails on it (audit.md, Floating-point events)."""
-    profile = layer_profile([1.0, 0.5], [6, 4])
-    noise = (InidGaussian(profile, epsilon=1.0, delta=1e-5) if name == "inid-gaussian"
-             else InidLaplace(profile, epsilon=1.0))
-    assert noise.sampler == "safe"
+    noise = build(name, "safe")
+    assert noise.sampler == "safe" and calibrate(name, epsilon=1.0, delta=1e-5, dims=10).sampler == "safe"
     subject = noise_subject(noise)
     assert subject.sampler == "safe"
     draws = subject.draw(0, 20_000, np.random.default_rng(3))
@@ -55,8 +62,7 @@ def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name)
     result = run_audit(subject, samples=200_000, seed=1)
     assert result.verdict == "pass" and "never-produced" not in result.event, verdict_message(result)
 
-    continuous = type(noise)(profile, sampler="continuous", **({"epsilon": 1.0, "delta": 1e-5} if name == "inid-gaussian"
-                                                                else {"epsilon": 1.0}))
+    continuous = build(name, "continuous")
     failed = run_audit(noise_subject(continuous), samples=200_000, seed=1)
     assert failed.verdict == "fail" and failed.event.startswith("never-produced"), verdict_message(failed)
     print(verdict_message(result), "|", verdict_message(failed))

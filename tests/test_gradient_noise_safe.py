@@ -34,7 +34,8 @@ def test_safe_is_the_default_and_releases_on_a_fixed_grid(noise):
         assert on_grid(noise.perturb(np.broadcast_to(centre, (200, PROFILE.size)), rng), noise.steps)
     rows = {row["name"]: row for row in listing()}
     assert rows[noise.name]["sampler"] == "safe" and rows[noise.name]["samplers"] == ["safe", "continuous"]
-    assert rows["plrvo"]["sampler"] == "continuous" and rows["plrvo"]["floating_point_safe"] is False
+    assert rows["plrvo"]["sampler"] == "safe" and rows["r1smg"]["samplers"] == ["continuous"]
+    assert rows["product-noise"]["floating_point_safe"] is False
 
 
 @pytest.mark.parametrize("noise", [InidLaplace(PROFILE, epsilon=1.0), InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)])
@@ -124,7 +125,7 @@ def test_safe_gaussian_is_calibrated_by_the_rdp_library_with_its_float_slack():
 def test_continuous_sampler_is_an_explicit_option_everywhere():
     assert calibrate("inid-laplace", epsilon=1.0, dims=10, sampler="continuous").sampler == "continuous"
     with pytest.raises(LDPValueError):
-        calibrate("plrvo", epsilon=1.0, dims=10, sampler="safe")
+        calibrate("r1smg", epsilon=1.0, delta=1e-5, dims=10, sampler="safe")
     with pytest.raises(LDPValueError):
         calibrate("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, sampler="exact")
     privatizer = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10)
@@ -133,3 +134,55 @@ def test_continuous_sampler_is_an_explicit_option_everywhere():
     mean, variance = privatizer.noise_moments(clipped)
     np.testing.assert_array_equal(variance, privatizer.noise(10).release_variance(clipped))
     assert on_grid(privatizer.privatize(clipped, np.random.default_rng(6)), privatizer.noise(10).steps)
+
+
+# --- PLRV-O ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eta", [2, 5, 20])
+@pytest.mark.parametrize("shift", [0.4, 37.3, 800.5])
+def test_safe_plrvo_moment_bound_holds_for_the_exact_sampled_law(eta, shift):
+    """One atom, one coordinate, computed exactly: inputs 0 and `shift` grid steps, the two-point
+    rounding of the latter, the discrete Laplace table's exact masses. E_P0[(P1/P0)^eta] is below the
+    bound the accountant charges at the rate-shift gamma0 shift + gamma' (plrvo_safe.py, (i)-(iii)),
+    and above the continuous Laplace's moment at gamma0 shift (the bound is not vacuous)."""
+    from ldpfed.gradient_noise.plrvo_safe import SafeLaw
+
+    law = SafeLaw.for_params(10)
+    table, gamma0, tau = law.table, law.step_ratio, law.table_error
+    length = table._table[1]
+    n = np.arange(-45 * length, 45 * length + 2 * int(shift) + 4)
+    log_p0 = table.noise_log_mass(n)
+    a, f = math.floor(shift), shift - math.floor(shift)
+    log_p1 = np.logaddexp(np.log1p(-f) + table.noise_log_mass(n - a), np.log(f) + table.noise_log_mass(n - a - 1))
+    moment = float(np.sum(np.exp((1 - eta) * log_p0 + eta * log_p1)))
+    c_a = eta / (2 * eta - 1) + (2 * eta - 1) * gamma0**2 / 24
+    s = gamma0 * shift + law.shift_ratio
+    bound = math.exp((2 * eta - 1) * tau) * (c_a * math.exp((eta - 1) * s) + (1 - c_a) * math.exp(-eta * s))
+    s0 = gamma0 * shift
+    continuous = eta / (2 * eta - 1) * math.exp((eta - 1) * s0) + (eta - 1) / (2 * eta - 1) * math.exp(-eta * s0)
+    assert continuous * (1 - 1e-9) <= moment <= bound, (continuous, moment, bound)
+
+
+def test_safe_plrvo_sampler_is_the_default_with_its_accountant():
+    from ldpfed.gradient_noise import PLRVO, plrvo_epsilon
+
+    noise = PLRVO(10, k=20.0, theta=0.5, clip=1.0)
+    assert noise.sampler == "safe" and noise.law is not None
+    continuous = PLRVO(10, k=20.0, theta=0.5, clip=1.0, sampler="continuous")
+    # The safe accountant charges a little more than the continuous one, for the same (k, theta).
+    safe_eps, continuous_eps = noise.epsilon("joint")[0], continuous.epsilon("joint")[0]
+    assert continuous_eps <= safe_eps <= continuous_eps * 1.001
+    assert plrvo_epsilon(20.0, 0.5, 1.0, 10, 1.0, 1, 1e-5, law=noise.law)[0] == safe_eps
+    # Moments: unbiased, variance = the atoms' mean of g^2 (E N^2 + f(1 - f)) <= the worst-input value.
+    n = 100_000
+    centre = np.linspace(-1, 1, 10)
+    error = noise.perturb(np.broadcast_to(centre, (n, 10)), np.random.default_rng(2)) - centre
+    variance = noise.coordinate_variance()
+    assert np.all(np.abs(error.mean(axis=0)) <= Z * np.sqrt(variance / n))
+    # Lomax tail: the 4th moment is finite for k = 20; its kurtosis bounds the variance estimate's spread.
+    kurtosis = 6 * (20 - 1) * (20 - 2) / ((20 - 3) * (20 - 4))  # E z^4 / (E z^2)^2 of the Lomax-Laplace
+    assert np.all(np.abs(error.var(axis=0) / variance - 1) <= Z * math.sqrt((kurtosis - 1) / n))
+    np.testing.assert_allclose(variance, continuous.coordinate_variance(), rtol=2e-3)
+    # The calibration searches (k, theta) with the safe accountant.
+    found = calibrate("plrvo", epsilon=2.0, dims=50, sample_rate=0.05, steps=10)
+    assert found.sampler == "safe" and found.epsilon("joint")[0] <= 2.0
+    assert found.event().sampler == "safe"

@@ -161,13 +161,16 @@ class PlrvoDpEvent(dp_event.DpEvent):
     clip: float
     params: int
     sample_rate: float = 1.0
+    sampler: str = "continuous"  # "safe": the bound for the safe sampler's law (gradient_noise/plrvo_safe.py)
 
     def rdp(self, orders) -> list[float]:
         from ldpfed.gradient_noise.plrvo import step_alphas
+        from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 
         orders = [float(order) for order in orders]
         wanted = sorted({int(round(a - 1)) for a in orders if a > 1 and float(a - 1).is_integer()})
-        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted)
+        law = SafeLaw.for_params(self.params) if self.sampler == "safe" else None
+        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted, law)
         by_lam = dict(zip(lams.tolist(), alphas.tolist()))
         return [by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam)
                 else math.inf for a in orders]

@@ -49,7 +49,10 @@ def _claim_and_shift(noise: GradientNoise):
         return (noise.epsilon, noise.delta), noise.sensitivity * first, None
     if isinstance(noise, PLRVO):
         shift = noise.clip * first
-        epsilon, _ = plrvo_epsilon(noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint")
+        epsilon, _ = plrvo_epsilon(noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint",
+                                   law=noise.law)
+        if noise.floating_point_safe:  # a mixture over atoms and roundings: no closed-form density
+            return (epsilon, noise.delta), shift, None
 
         def log_ratio(y):
             return (noise.k + 1.0) * np.sum(np.log1p(noise.theta * np.abs(y - shift)) - np.log1p(noise.theta * np.abs(y)),
@@ -94,7 +97,12 @@ def noise_subject(noise: GradientNoise):
     def draw(which, n, rng):
         return noise.perturb(np.broadcast_to(centres[which], (n, noise.dims)), rng)
 
-    if noise.floating_point_safe:
+    if isinstance(noise, PLRVO) and noise.floating_point_safe:
+        # Outputs fl(m g_j) over the 4096 atom grids: the same set for both inputs (whether y is in it
+        # does not depend on the input), so "x' can never produce y" holds for no y that x produces.
+        every = lambda reports: np.ones(np.atleast_2d(reports).shape[0], dtype=bool)  # noqa: E731
+        tests = (every, every)
+    elif noise.floating_point_safe:
         on_grid = grid_producible(noise)
         tests = (on_grid, on_grid)
     else:

@@ -11,6 +11,7 @@ from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
 from ldpfed.gradient_noise.plrvo import PLRVO, search_parameters
+from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import check_profile, layer_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
@@ -57,5 +58,9 @@ def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: in
     if key == "product-noise":
         return ProductNoise(dims, epsilon=epsilon, delta=delta, k=k, sensitivity=clip)
     delta = 1e-5 if delta is None else delta
-    found = search_parameters(epsilon, clip, check_positive_int(dims, "dims"), sample_rate, steps, delta)
-    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta)
+    dims = check_positive_int(dims, "dims")
+    safe = options.get("sampler", PLRVO.samplers[0]) == "safe"
+    law = SafeLaw.for_params(dims) if safe else None
+    found = search_parameters(epsilon, clip, dims, sample_rate, steps, delta, law=law)
+    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta,
+                 **options)
