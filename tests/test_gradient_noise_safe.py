@@ -186,3 +186,18 @@ def test_safe_plrvo_sampler_is_the_default_with_its_accountant():
     found = calibrate("plrvo", epsilon=2.0, dims=50, sample_rate=0.05, steps=10)
     assert found.sampler == "safe" and found.epsilon("joint")[0] <= 2.0
     assert found.event().sampler == "safe"
+
+
+def test_mechanisms_listing_shows_the_gradient_noises_samplers():
+    import json
+
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+
+    result = CliRunner().invoke(app, ["mechanisms", "--gradient-noises", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert {name: row["sampler"] for name, row in rows.items()} == {
+        "inid-gaussian": "safe", "inid-laplace": "safe", "plrvo": "safe", "r1smg": "continuous",
+        "product-noise": "continuous"}
