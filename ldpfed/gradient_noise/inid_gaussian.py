@@ -119,7 +119,8 @@ class InidGaussian(GradientNoise):
         else:
             self.epsilon, self.delta = check_epsilon(epsilon), check_fraction(delta, "delta")
             z = rdp_noise_multiplier(self.epsilon, self.delta)  # a first guess to size the float slack
-            slack_eps, slack_delta = gaussian_float_slack(z * self.grid_sensitivity, self.dims, self.grid_steps)
+            slack_eps, slack_delta = gaussian_float_slack(z * self.grid_sensitivity, self.dims, self.grid_steps,
+                                                          self.delta)
             if slack_eps > 0.01 * self.epsilon or slack_delta > 0.01 * self.delta:
                 raise LDPValueError(f"inid-gaussian's safe sampler: float slack ({slack_eps:.3g}, {slack_delta:.3g}) too "
                                     f"large for ({self.epsilon:g}, {self.delta:g}) at d = {self.dims}")
@@ -128,7 +129,7 @@ class InidGaussian(GradientNoise):
                                                   self.delta - self.calibration_slack[1])
         if self.floating_point_safe:
             self.sigma_steps = self.grid_sensitivity / self.eta  # s = z (J + sqrt(d)) in grid steps
-            self.float_slack = gaussian_float_slack(self.sigma_steps, self.dims, self.grid_steps)
+            self.float_slack = gaussian_float_slack(self.sigma_steps, self.dims, self.grid_steps, self.delta or 1.0)
             if self.epsilon is not None and (self.float_slack[0] > self.calibration_slack[0]
                                              or self.float_slack[1] > self.calibration_slack[1]):
                 raise AssertionError("the realized float slack exceeds the one calibrated for")  # never: 1% margin

@@ -128,17 +128,16 @@ def gaussian_integers(sigma: float, shape: tuple[int, int], rng: np.random.Gener
     return out.reshape(shape)
 
 
-def gaussian_float_slack(sigma: float, dims: int, shift: float) -> tuple[float, float]:
+def gaussian_float_slack(sigma: float, dims: int, shift: float, delta: float) -> tuple[float, float]:
     """(eps, delta) added by the float accept/reject decision over `dims` coordinates: each
     realized mass lies in [p / r1, r2 p + e(n)] (ldpfed.mechanisms.discrete_gaussian), so a release
     that is (eps, delta)-DP for the exact law is (eps + d ln(r1 r2), r2^d delta + d e_total + tails)
-    for the realized one (hybrid argument over the coordinates). Returned: (d ln(r1 r2), the
-    additive delta for delta <= 1, r2^d - 1 folded in)."""
+    for the realized one (hybrid argument over the coordinates). Returned: (d ln(r1 r2),
+    (r2^d - 1) delta + 1.01 d e_total), e_total including the underflow tail beyond `shift`."""
     proposal = _Proposal.for_sigma(sigma)
     r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)
     r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
     extra = 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
     extra += r2 * math.exp(min(0.0, _log_gaussian_tail(proposal.underflow_start - shift - 1, sigma)))
     eps = dims * math.log(r1 * r2)
-    delta = math.expm1(dims * math.log(r2)) + 1.01 * dims * extra
-    return eps, delta
+    return eps, math.expm1(dims * math.log(r2)) * delta + 1.01 * dims * extra
