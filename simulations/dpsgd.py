@@ -39,7 +39,7 @@ from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise,
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
-GRADIENT_NOISES = ("inid-gaussian", "plrvo", "r1smg", "product-noise")
+GRADIENT_NOISES = ("inid-gaussian", "inid-laplace", "plrvo", "r1smg", "product-noise")
 PERTURBATIONS = ("numeric", "geodp", "none") + GRADIENT_NOISES
 NOT_PRIVATE = ("none", "r1smg", "product-noise")
 ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
@@ -67,7 +67,7 @@ class DPSGDConfig:
     seed: int = 0
     k: float | None = None  # plrvo: Gamma shape; product-noise: k (searched from noise_delta if None)
     theta: float | None = None  # plrvo: Gamma scale
-    noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim
+    noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim; inid-laplace: per-step pure eps
     noise_delta: float | None = None
     noise_sampler: str = "safe"  # inid-gaussian, plrvo: safe (integer noise on a grid) | continuous
 
@@ -95,7 +95,8 @@ class DPSGDConfig:
                 set_(name, check_positive(getattr(self, name), name))
         if self.noise_delta is not None:
             set_("noise_delta", check_fraction(self.noise_delta, "noise_delta"))
-        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",)}
+        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",),
+                 "inid-laplace": ("noise_epsilon",)}
         missing = [name for name in needs.get(perturbation, ()) if getattr(self, name) is None]
         if missing:
             raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
@@ -114,7 +115,7 @@ class DPSGDConfig:
     @property
     def safe_noise(self) -> bool:
         """The run's noise is a floating-point-safe gradient noise (inid-gaussian or plrvo, sampler safe)."""
-        return self.perturbation in ("inid-gaussian", "plrvo") and self.noise_sampler == "safe"
+        return self.perturbation in ("inid-gaussian", "inid-laplace", "plrvo") and self.noise_sampler == "safe"
 
     @property
     def noise_sampler_description(self) -> str:
@@ -129,13 +130,16 @@ class DPSGDConfig:
 
 def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: float, steps: int):
     """(noise on the sum of clipped gradients, per-layer clips) for the gradient-noise perturbations."""
-    from ldpfed.gradient_noise import PLRVO, InidGaussian, ProductNoise, R1SMG, layer_profile
+    from ldpfed.gradient_noise import PLRVO, InidGaussian, InidLaplace, ProductNoise, R1SMG, layer_profile
 
     dims, clip = sum(layer_sizes), config.clip
     if config.perturbation == "inid-gaussian":
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
         return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier,
                             sampler=config.noise_sampler), clips
+    if config.perturbation == "inid-laplace":  # per-layer L2 clips C/sqrt(L): profile sqrt(d_l) C_l bounds the L1 shift
+        clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
+        return InidLaplace(layer_profile(clips, layer_sizes), epsilon=config.noise_epsilon, sampler=config.noise_sampler), clips
     if config.perturbation == "plrvo":
         return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
                      delta=config.target_delta, sampler=config.noise_sampler), [clip]
@@ -252,6 +256,27 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     }
 
 
+def laplace_privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
+    """inid-laplace: each step is pure noise_epsilon-DP (add/remove one example: the sum moves by one
+    per-layer-clipped gradient, within the profile's L1 bound). Poisson sampling at rate q amplifies it
+    to log(1 + q (e^eps - 1)) (Balle, Barthe & Gaboardi 2018); shuffled epochs compose once per epoch.
+    The rounds are composed by dp_accounting's PLD of the generic eps-DP mechanism."""
+    from dp_accounting import SelfComposedDpEvent
+
+    from ldpfed.accounting import pure_round
+
+    if config.sampling == "poisson":
+        rate = min(1.0, config.batch_size / train_examples)
+        event = SelfComposedDpEvent(pure_round(math.log1p(rate * math.expm1(config.noise_epsilon))), steps)
+    else:
+        event = SelfComposedDpEvent(pure_round(config.noise_epsilon), config.epochs)
+    from ldpfed.accounting import create_accountant
+
+    epsilon = create_accountant("pld").compose(event).get_epsilon(config.target_delta)
+    return {"private": True, "epsilon": float(epsilon), "accountant": "pld (dp_accounting; amplified pure eps per step)",
+            "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+
+
 def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
     """The run's privacy cost from dp-accounting (or the not-private record)."""
     if config.perturbation in ("r1smg", "product-noise"):
@@ -273,6 +298,8 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
         return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
                 "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
                 "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+    if config.perturbation == "inid-laplace":
+        return laplace_privacy_record(config, train_examples, steps)
     if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
         from dp_accounting import SelfComposedDpEvent
 

@@ -164,7 +164,8 @@ def accuracy(epsilon: float = 2.0) -> list[dict]:
     for label, options, guarantee in settings:
         results = [run(DPSGDConfig(epochs=5, seed=seed, **options)) for seed in SEEDS]
         rows.append({"setting": f"central DP-SGD, digits logreg, eps={epsilon:g}, {len(SEEDS)} seeds", "noise": label,
-                     "sampler": "safe" if results[0].get("noise_sampler", "").startswith("safe") else "continuous",
+                     "sampler": ("-" if options["perturbation"] == "none" else
+                                 "safe" if results[0].get("noise_sampler", "").startswith("safe") else "continuous"),
                      "parameters": ", ".join(f"{k}={v:.4g}" for k, v in options.items() if isinstance(v, float)),
                      "rms": float(np.mean([r["noise_sd"]["per_coordinate"] if r["noise_sd"] else 0.0 for r in results])),
                      "accuracy": float(np.mean([r["accuracy"] for r in results])),

@@ -74,3 +74,23 @@ def test_failing_published_noises_make_the_run_not_private(perturbation):
 def test_missing_or_bad_noise_parameters_fail_early(options):
     with pytest.raises(LDPValueError):
         DPSGDConfig(**options)
+
+
+@pytest.mark.parametrize("sampler", ["safe", "continuous"])
+def test_inid_laplace_is_selectable_and_accounted_as_amplified_pure_steps(sampler):
+    """Per-step pure eps amplified by Poisson sampling, log(1 + q (e^eps - 1)), composed by the PLD
+    of the generic eps-DP mechanism; the run's release uses the chosen sampler."""
+    import math
+
+    from ldpfed.accounting import pure_round
+
+    config = DPSGDConfig(perturbation="inid-laplace", noise_epsilon=0.5, noise_sampler=sampler, epochs=1)
+    record = privacy_record(config, 1000, 200)
+    amplified = math.log1p(config.batch_size / 1000 * math.expm1(0.5))
+    expected = create_accountant("pld").compose(SelfComposedDpEvent(pure_round(amplified), 200)).get_epsilon(1e-5)
+    assert record["private"] and record["epsilon"] == pytest.approx(expected, rel=1e-12)
+    assert expected < 200 * amplified  # the PLD composition beats the basic sum
+    summary = run(config)
+    assert summary["noise_sampler"].startswith(sampler) and summary["noise_sd"]["noise"]["sampler"] == sampler
+    with pytest.raises(LDPValueError):
+        DPSGDConfig(perturbation="inid-laplace")

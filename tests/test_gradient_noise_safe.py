@@ -201,3 +201,10 @@ def test_mechanisms_listing_shows_the_gradient_noises_samplers():
     assert {name: row["sampler"] for name, row in rows.items()} == {
         "inid-gaussian": "safe", "inid-laplace": "safe", "plrvo": "safe", "r1smg": "continuous",
         "product-noise": "continuous"}
+
+
+def test_safe_gaussian_float_slack_scales_with_delta_at_large_dimension():
+    """Regression: the slack's multiplicative part (r2^d - 1) multiplies delta; bounded by 1 it made
+    d = 10^4 refuse eps = 1, delta = 1e-5."""
+    noise = InidGaussian(layer_profile([1.0], [10_000]), epsilon=1.0, delta=1e-5)
+    assert noise.calibration_slack[1] < 1e-9 and noise.calibration_slack[0] < 1e-5
