@@ -82,3 +82,19 @@ def test_audit_by_name_and_cli_fail_r1smg_at_its_published_setting():
     assert cli.exit_code == 1, cli.output  # the claim is refuted
     bad = CliRunner().invoke(app, ["audit", "--mechanism", "laplace", "--epsilon", "1", "--dims", "3"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("noise", [
+    InidGaussian(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, delta=1e-5, sampler="continuous"),
+    InidLaplace(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, sampler="continuous"),
+    PLRVO(10, k=20.0, theta=0.5, clip=1.0, sampler="continuous"),
+    R1SMG(10, epsilon=1.0, delta=1e-5),
+])
+def test_floating_point_test_never_rejects_what_an_input_produced(noise):
+    """The exact 'producible' test of the continuous samplers (ulp(c)/2 lattice near 0) accepts every
+    draw of the input it is asked about, and rejects some draws of the other input."""
+    subject = noise_subject(noise)
+    rng = np.random.default_rng(9)
+    own = [subject.draw(which, 50_000, rng) for which in (0, 1)]
+    assert subject.producible(own[0], 0).all() and subject.producible(own[1], 1).all()
+    assert not subject.producible(own[0], 1).all()
