@@ -88,7 +88,9 @@ class NoisePrivatizer:
         return np.zeros(int(dims)), self.noise(dims).coordinate_variance()
 
     def noise_moments(self, clipped_update) -> tuple[np.ndarray, np.ndarray]:
-        """Exact per-coordinate (mean, variance) of privatize(u) - clip(u), shaped like u."""
+        """Per-coordinate (mean, variance) of privatize(u) - clip(u), shaped like u: exact, except for
+        PLRV-O's safe sampler, whose rounding variance is taken at the worst input (g^2 / 4, ~1e-8
+        of the noise variance)."""
         clipped = check_updates(clipped_update)
         return np.zeros_like(clipped), self.noise(clipped.shape[-1]).release_variance(clipped)
 
