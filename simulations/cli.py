@@ -39,7 +39,7 @@ def simulate(
     engine: Optional[str] = typer.Option(None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."),
     fresh_noise: Optional[bool] = typer.Option(None, "--fresh-noise/--no-fresh-noise", help="Clients draw their noise from OS entropy instead of secrets spawned from --seed."),
     # [data]
-    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | synthetic-fedprox | mnist | cifar10 (default digits)."),
+    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits)."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
     users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."),
     dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."),

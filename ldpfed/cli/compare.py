@@ -102,7 +102,7 @@ def compare(
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
-    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10."),
+    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10."),
     domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale)."),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
