@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import numpy as np
 
@@ -130,7 +129,7 @@ def compare(
     cpus: int | None = typer.Option(None, "--cpus", help="train, flower engine: CPUs Ray may use (0 = all)."),
     data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
     task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation) or train (federated LDP-SGD)."),
-    out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
+    out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
 ) -> None:
