@@ -221,4 +221,6 @@ def test_a_two_node_deployment_runs_the_mean_and_train_tasks_with_the_nodes_own_
             # the harness's secrets (what the server could derive from the run seed) give other numbers
             harness = local_rounds(config, seeds.client_secrets(5, 2), tmp_path / f"{task}-harness")
             assert not np.allclose(deployed[columns].to_numpy(float), harness[columns].to_numpy(float), rtol=1e-9)
+        listed = deployment.flwr("ls", CONNECTION, "--format", "json", timeout=START_SECONDS)
+        assert [run["status"] for run in json.loads(listed.stdout)["runs"]] == ["finished:completed"] * 2, listed.stdout
     assert not processes_with_env(*deployment.marker)
