@@ -39,11 +39,13 @@ RUN_SECONDS = 600  # one `flwr run`: a ClientApp process per message, tens of se
 STOP_SECONDS = 30
 
 
-def free_port() -> int:
-    """A loopback port free now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports free now (the OS picks them; all held until all are chosen)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 def processes_with_env(key: str, value: str) -> list[int]:
@@ -101,7 +103,7 @@ class Deployment:
             "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")]),
         }
         self.node_configs = node_configs
-        self.port = free_port()
+        self.port, *self.node_ports = free_ports(1 + len(node_configs))
         self.processes: list[subprocess.Popen] = []
         # The Flower configuration file: a named SuperLink connection, as on a user's laptop.
         (self.home / "config.toml").write_text(
@@ -123,10 +125,10 @@ class Deployment:
                                             "--disable-runtime-dependency-installation"])
             poll(lambda: port_open(self.port) or link.poll() is not None, START_SECONDS, "SuperLink listening")
             assert link.poll() is None, self.logs()
-            for index, node_config in enumerate(self.node_configs):
+            for index, (node_config, port) in enumerate(zip(self.node_configs, self.node_ports)):
                 self.start(f"supernode-{index}", ["flower-supernode", "--insecure",
                                                   "--superlink", f"127.0.0.1:{self.port}",
-                                                  "--port", str(free_port()), "--node-config", node_config])
+                                                  "--port", str(port), "--node-config", node_config])
             poll(lambda: self.nodes_online() >= len(self.node_configs), START_SECONDS, "SuperNodes registered")
         except BaseException:
             self.stop()
