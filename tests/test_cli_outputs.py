@@ -76,8 +76,8 @@ def test_compare_train_checks_out_before_any_federation(tmp_path, monkeypatch, w
 SIMULATE = ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--dims", "2", "--rounds", "1"]
 
 
-@pytest.mark.parametrize("command", [SIMULATE, COMPARE, ["compare", "--task", "train", "--engine", "local",
-                                                           "--clients", "2", "--rounds", "1"]])
+@pytest.mark.parametrize("command", [SIMULATE, COMPARE, ["compare", "--task", "frequency"],
+                                     ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1"]])
 def test_an_empty_out_is_an_error_not_the_current_directory(tmp_path, monkeypatch, command):
     """`--out ""` (an unset shell variable, say) used to write the results into the current
     directory (Path("") is "."); it is one line and exit 2, nothing written. `--out .` still is the
