@@ -18,6 +18,7 @@ costs at sigma), with membership inference (`--mia`).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -29,7 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.directional import LDPVec, cosine, from_spherical, leading_energy_share, to_spherical  # noqa: E402
-from ldpfed.results import write_table, write_text  # noqa: E402
+from ldpfed.results import write_json, write_table, write_text  # noqa: E402
 from ldpfed.training.privatize import UpdatePrivatizer  # noqa: E402
 from ldpfed.validation import LDPValueError  # noqa: E402
 
@@ -188,9 +189,8 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "same RDP cost: magnitude and direction compose additively). The model trains on a random half "
         "of the training data; attacks: loss threshold and offline LiRA (95% intervals; threshold chosen "
         "on one half of the pool, evaluated on the other). The DP-SGD noise is numpy's continuous Gaussian "
-        "(`simulations/dpsgd.py`, not floating-point safe)"
-        + ("." if "B" in settings.get("parts computed in this run", ["B"]) else
-           "; this table was NOT recomputed in the run that wrote this page (it is the saved `dpsgd.csv`)."),
+        "(`simulations/dpsgd.py`, not floating-point safe), so the safe samplers do not change this table; "
+        "when it was computed: see the settings line above (no date: before the samplers changed).",
         "",
         "| run | sigma | eps (delta 1e-5) | test accuracy | cos to clean | loss-threshold acc | loss-threshold AUC | LiRA acc | LiRA AUC |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -470,18 +470,26 @@ def main() -> None:
                 "shadows": shadows, "seed": args.seed}
     rng = np.random.default_rng(np.random.SeedSequence(args.seed).spawn(1)[0])
     check = spec_check(rng)
-    settings["parts computed in this run"] = sorted(parts)
     data = args.out / "directional"
+    provenance_path = data / "provenance.json"
+    provenance = json.loads(provenance_path.read_text()) if provenance_path.exists() else {}
+    today = time.strftime("%Y-%m-%d", time.gmtime())
     if "A" in parts:
         write_table(data / "diagnostics.csv", part_a(dims_list, clients, args.seed))
+        provenance["A"] = f"{today}, ldpfed's default (floating-point-safe) samplers"
     if "B" in parts:
         write_table(data / "dpsgd.csv", part_b(epochs, shadows, args.seed))
+        provenance["B"] = f"{today}, numpy's continuous Gaussian (simulations/dpsgd.py)"
     if "C" in parts:
         from simulations.directional_federated import run_grid
 
         rounds, runs = run_grid(args.quick, args.seed, log=lambda line: print(line, flush=True), cache=args.cache)
         write_table(data / "federated.csv", rounds)
         write_table(data / "federated_runs.csv", runs)
+        provenance["C"] = f"{today}, ldpfed's default (floating-point-safe) samplers"
+    if parts:
+        write_json(provenance_path, provenance)
+    settings["parts computed (date, samplers)"] = provenance
     diagnostics, training = pd.read_csv(data / "diagnostics.csv"), pd.read_csv(data / "dpsgd.csv")
     federated = (pd.read_csv(data / "federated_runs.csv"), pd.read_csv(data / "federated.csv")) if (
         data / "federated_runs.csv").exists() else None
