@@ -73,7 +73,12 @@ def simulate(
     local_steps: Optional[int] = typer.Option(None, help="train: local SGD steps per round, E."),
     lr: Optional[float] = typer.Option(None, help="train: client learning rate."),
     batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
-    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate)."),
+    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate; L2 for gradient noises and ldpvec)."),
+    perturbation: Optional[str] = typer.Option(None, help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer)."),
+    beta: Optional[float] = typer.Option(None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."),
+    window: Optional[str] = typer.Option(None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."),
+    magnitude: Optional[str] = typer.Option(None, help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private)."),
+    rotation: Optional[str] = typer.Option(None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."),
     # [output]
     out: Optional[str] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
     overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),
