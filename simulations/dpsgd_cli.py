@@ -32,7 +32,7 @@ def dpsgd(
     epochs: int = typer.Option(5, help="Passes over the data."),
     beta: float = typer.Option(1.0, help="GeoDP bounding factor beta in (0, 1]."),
     window: str = typer.Option("fixed", help="GeoDP angle windows: fixed (thesis) | centred (on the previous release)."),
-    data: str = typer.Option("digits", help="digits | synthetic-fedprox | mnist | cifar10."),
+    data: str = typer.Option("digits", help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra [mnist])."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
     model: str = typer.Option("logreg", help="logreg | mlp | cnn."),
     lr: float = typer.Option(0.5, help="Learning rate."),
