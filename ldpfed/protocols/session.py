@@ -221,6 +221,9 @@ def train_summary(rows: list[dict], config: Config, server) -> dict:
         "parameters": int(server.weights.size),
         "deviation": config.aggregation.deviation if config.aggregation.aggregator != FEDAVG else None,
         "noise_measured_over_predicted": ratio,
+        # gradient noises (ldpfed.gradient_noise): which sampler ran (safe = floating-point safe)
+        "noise_sampler": (server.privatizer.noise(int(server.weights.size)).sampler_description
+                          if hasattr(server.privatizer, "noise") else None),
         "mean_measured_squared_distance": _nanmean(measured),
         "mean_predicted_squared_distance": _nanmean(predicted),
         "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
