@@ -11,9 +11,9 @@ Monte Carlo repetition of the same configuration (not a test; numbers for the do
    n is chosen so that one repetition takes a few seconds.
    Target (issue 11 item 9): predict from raw data >= 10x faster than one repetition, every mechanism.
    Predicting from raw data includes the data pass (ColumnMoments.from_array: one blocked pass for
-   the power sums up to t^4, column sums as BLAS products) and the Berry–Esseen polynomial fit
-   (cached per mechanism after the first call, as in any repeated use; the first call adds
-   ~10-30 ms). The safe samplers' tables and the Gaussian calibration are built once per
+   the power sums up to t^4, column sums as BLAS products, column strips on a thread pool) and the
+   Berry–Esseen polynomial fit (cached per mechanism after the first call, as in any repeated
+   use; the first call adds ~10-30 ms). The safe samplers' tables and the Gaussian calibration are built once per
    parameters and shared by every mechanism with them (~0.2 s for the Gaussian, ~5 ms Laplace).
 
 Every time is taken on two clocks at once: the CPU time of this process (time.process_time,
@@ -30,6 +30,7 @@ ratio is the conservative one (the pass's threads are all charged). Both are the
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -39,6 +40,7 @@ from rich.table import Table
 
 import ldpfed.mechanisms as registry
 from ldpfed.analysis import ColumnMoments, predict
+from ldpfed.analysis.moments import usable_cores
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
 from ldpfed.multidim import per_value_mechanism
@@ -73,11 +75,11 @@ def main() -> None:
     values = generate("uniform", n, d, data_rng)
     summary = ColumnMoments.from_array(values).summary()
 
-    threads = args.workers or "all usable cores"
-    table = Table(title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m} (predict: best of {args.repeats}, data pass on "
-                        f"{threads} threads; MC: 1 repetition, 1 thread; CPU and wall time)")
-    for column in ("mechanism", "predict, summary moments [ms]", "predict, raw data [ms] cpu", "wall",
-                   "one MC repetition [s] cpu", "wall", "MC / predict(summary) wall", "MC / predict(raw) cpu", "wall"):
+    threads = args.workers or f"{usable_cores()} (usable cores)"
+    table = Table(title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: best of {args.repeats}, data pass on "
+                        f"{threads} threads; MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}")
+    for column in ("mechanism", "from summary [ms]", "raw, cpu [ms]", "raw, wall [ms]", "MC, cpu [s]",
+                   "MC, wall [s]", "MC/summary wall", "MC/raw cpu", "MC/raw wall"):
         table.add_column(escape(column), justify="right")  # rich reads "[ms]" as markup otherwise
     for name in registry.available():
         for options in ESTIMATOR_VARIANTS.get(name, ({},)):

@@ -60,7 +60,7 @@ def test_default_threads_only_for_large_data(pools, monkeypatch):
     ColumnMoments.from_array(values, **SMALL_TILES)
     assert pools == []  # 943 values: starting threads would cost more than the pass
     monkeypatch.setattr(moments_module, "_PARALLEL_MINIMUM", 1)
-    monkeypatch.setattr(moments_module, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(moments_module, "usable_cores", lambda: 2)
     ColumnMoments.from_array(values, **SMALL_TILES)
     assert pools == [2]
 
