@@ -94,7 +94,7 @@ def main() -> None:
             table.add_row(label, f"{1e3 * from_summary:.2f}", *(f"{1e3 * t:.0f}" for t in from_data),
                           *(f"{t:.2f}" for t in one_repetition), f"{one_repetition[1] / from_summary:,.0f}x",
                           *(f"{mc / t:,.1f}x" for mc, t in zip(one_repetition, from_data)))
-    Console(width=max(120, Console().width)).print(table)
+    Console(width=max(132, Console().width)).print(table)
 
 
 if __name__ == "__main__":
