@@ -16,7 +16,8 @@ keeps the mean fourth power of each column (and, on request, its range, for regi
 Summary moments give a quadratic bound (looser, still valid).
 
 The data pass (`from_array`) is the predictor's only O(nd) work: one blocked pass over
-cache-sized tiles computes the per-column power sums (issue 11 item 9). S_j^2 then
+cache-sized tiles computes the per-column power sums, column strips on a thread pool
+(issue 11 item 9; the result is the same bit for bit on any number of threads). S_j^2 then
 comes from the power sums, (sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute
 rounding error is about 1e-16, far below any LDP noise variance.
 """
