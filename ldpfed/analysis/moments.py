@@ -147,8 +147,11 @@ class ColumnMoments:
         if workers == 1:
             largest = [strip_pass(first) for first in strips]
         else:
-            with ThreadPoolExecutor(workers) as pool:
+            pool = ThreadPoolExecutor(workers)
+            try:
                 largest = list(pool.map(strip_pass, strips))
+            finally:  # on an error or Ctrl-C, drop the strips not started yet
+                pool.shutdown(cancel_futures=True)
         if not np.max(largest) <= 1.0:  # also NaN (np.max propagates it; every comparison with it is False)
             check_values(table)  # raises the validation's own message (NaN/inf or out of domain)
         mean, mean_sq, mean_fourth = sums / users
