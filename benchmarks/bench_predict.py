@@ -77,7 +77,7 @@ def main() -> None:
 
     threads = args.workers or f"{usable_cores()} (usable cores)"
     table = Table(title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: best of {args.repeats}, data pass on "
-                        f"{threads} threads; MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}")
+                        f"{threads} thread(s); MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}")
     for column in ("mechanism", "from summary [ms]", "raw, cpu [ms]", "raw, wall [ms]", "MC, cpu [s]",
                    "MC, wall [s]", "MC/summary wall", "MC/raw cpu", "MC/raw wall"):
         table.add_column(escape(column), justify="right")  # rich reads "[ms]" as markup otherwise
