@@ -335,13 +335,33 @@ class LDPVec:
         if magnitude is not None:
             t = np.clip(2.0 * radius / self.clip - 1.0, -1.0, 1.0)
             radius = 0.5 * self.clip * (magnitude.perturb(t, rng, out_of_domain="clip") + 1.0)
-        if inner is last:  # one budget for every angle (bounded bases): one call
-            noisy = inner.perturb(offsets, rng, out_of_domain="clip")
-        else:
-            noisy = np.empty_like(offsets)
-            noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
-            noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
+        noisy = self._perturb_offsets(offsets, inner, last, rng)
         return radius, win.from_offsets(noisy, centre, self.beta, overwrite=True), signs
+
+    @staticmethod
+    def _perturb_offsets(offsets, inner, last, rng):
+        if inner is last:  # one randomizer for every angle (bounded bases, safe Gaussian): one call
+            return inner.perturb(offsets, rng, out_of_domain="clip")
+        noisy = np.empty_like(offsets)
+        noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
+        noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
+        return noisy
+
+    def angle_offsets(self, updates, *, reference=None, rotation_seed=None) -> np.ndarray:
+        """The clean window offsets t in [-1, 1] of every angle, shape (clients, D-1)."""
+        rows = np.atleast_2d(updates)
+        signs = self._signs(self.converted_dims(rows.shape[-1]), None, rotation_seed)
+        return self._polar(rows, reference, signs)[2]
+
+    def perturb_angle_offsets(self, updates, rng: np.random.Generator, *, reference=None, rotation_seed=None):
+        """What the angle randomizer releases, the noisy offsets (clients, D-1), before the float
+        conversion to angles: for audits of the sampler itself (audit_subject.py, release "offsets")."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        rows = np.atleast_2d(updates)
+        _, _, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
+        offsets = self.angle_offsets(rows, reference=reference, rotation_seed=rotation_seed)
+        return self._perturb_offsets(offsets, inner, last, rng)
 
     # --- exact statistics --------------------------------------------------------------------------
     def angle_noise_moments(self, updates, *, reference=None, rotation_seed=None) -> tuple[np.ndarray, np.ndarray]:
@@ -411,23 +431,27 @@ class LDPVec:
     def round_event(self, dims: int | None = None):
         """One update's privacy event for `ldpfed.accounting` (the ledger): (eps, delta) by basic
         composition of the magnitude and angle parts, or a not-private event for exact-unsafe.
-        With the safe Gaussian sampler and `dims` given, the angle part is named: the
-        DiscreteGaussianVectorDpEvent(z) calibrated to (eps_dir, delta_dir), composed with the
-        magnitude's (eps, delta) (split)."""
+        With the safe Gaussian sampler and `dims` given, the parts are named: the angles'
+        DiscreteGaussianVectorDpEvent(z) calibrated to (eps_dir, delta_dir), composed (split) with
+        the magnitude's scalar discrete Gaussian event calibrated to (eps_mag, delta_mag): basic,
+        advanced and rdp account it; pld refuses it (no PLD bound for the vector discrete Gaussian)."""
         from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, EpsilonDeltaDpEvent, not_private
+        from ldpfed.accounting.events import gaussian_mechanism_event
 
         if not self.private:
             return not_private("ldpvec magnitude exact-unsafe: ||g|| is released without noise")
         if dims is None or self.angle_sampler != "safe":
             return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
-        split = self.budget(dims)
+        split, magnitude, _, _ = self._randomizers(self.converted_dims(dims))
         angles = CalibratedDpEvent(DiscreteGaussianVectorDpEvent(split.angle_noise_multiplier),
                                    split.direction_epsilon, split.direction_delta)
         if self.magnitude != "split":
             return angles
         from dp_accounting import ComposedDpEvent
 
-        return ComposedDpEvent([EpsilonDeltaDpEvent(split.magnitude_epsilon, split.magnitude_delta), angles])
+        magnitude_event = CalibratedDpEvent(gaussian_mechanism_event(magnitude), split.magnitude_epsilon,
+                                            split.magnitude_delta)
+        return ComposedDpEvent((magnitude_event, angles))  # a tuple: hashable (the ledger counts events)
 
     def describe(self, dims: int | None = None) -> dict:
         record = {
