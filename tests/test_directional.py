@@ -180,7 +180,8 @@ def test_budget_with_rotation_counts_padded_dims():
 
 
 @pytest.mark.parametrize("base,options", [("laplace", {}), ("piecewise", {}), ("duchi", {}),
-                                          ("square-wave", {"estimator": "debiased"}), ("gaussian", {})])
+                                          ("square-wave", {"estimator": "debiased"}), ("gaussian", {}),
+                                          ("gaussian", {"sampler": "continuous"})])
 def test_angle_noise_is_unbiased_with_the_exact_variance(base, options):
     """Monte Carlo mean and variance of every released angle against the exact moments
     (tolerances from the variance: z-scores over all angles, fixed seed)."""
