@@ -61,10 +61,15 @@ def test_shuffled_epochs_compose_without_amplification():
 
 
 def test_noise_scales_are_the_spec_formulas():
-    mechanism = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2)
+    mechanism = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2, sampler="continuous")
     magnitude_sd, angle_sd = mechanism.noise_sd(100)
     assert magnitude_sd == pytest.approx(0.5 * 1.3 / 64)
     assert angle_sd == pytest.approx(math.sqrt(102) * 0.2 * math.pi * 1.3 / 64)
+    # The safe sampler (the default): the same sds, inflated by the rounding: sqrt(d)/J <= 2^-10 (and its
+    # float slack, 2^-11 of that).
+    safe = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2).noise_sd(100)
+    for value, spec in zip(safe, (magnitude_sd, angle_sd)):
+        assert spec < value <= spec * (1 + 2.0**-10 * (1 + 2.0**-10))
 
 
 @pytest.mark.parametrize("window", ["fixed", "centred"])
