@@ -33,6 +33,9 @@ def test_the_polar_release_audit_has_power():
 def test_polar_release_of_exact_unsafe_is_refused():
     with pytest.raises(LDPValueError):
         ldpvec_subject("laplace", 1.0, magnitude="exact-unsafe", release="polar")
+    with pytest.raises(LDPValueError, match="safe gaussian"):
+        ldpvec_subject("gaussian", 1.0, 1e-5, release="polar")
+    assert ldpvec_subject("gaussian", 1.0, 1e-5, release="polar", sampler="continuous").log_ratio is not None
 
 
 @pytest.mark.parametrize("sampler, exit_code", [("safe", 0), ("continuous", 1)])

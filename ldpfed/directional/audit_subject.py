@@ -45,6 +45,9 @@ def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, mag
     vec = LDPVec(base, epsilon, clip=1.0, delta=delta, beta=beta, window=window, magnitude=magnitude, options=options)
     if release == "polar" and not vec.private:
         raise LDPValueError("exact-unsafe has no density ratio; audit it with release='cartesian'")
+    if release == "polar" and vec.angle_sampler == "safe":
+        raise LDPValueError("the safe gaussian angles (a mixture over roundings) have no density ratio here; audit them "
+                            "with release='cartesian' or 'offsets', or the polar release with sampler='continuous'")
     x, x_other = worst_case_neighbours(vec, dims)
     producible = None
     if release == "offsets":
