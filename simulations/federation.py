@@ -22,7 +22,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-import numpy as np
 
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir
