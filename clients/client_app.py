@@ -17,6 +17,7 @@ harness gives one, one file per node and round, never sent.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -55,28 +56,37 @@ def write_diagnostics(directory: str | Path, server_round: int, node: int, diagn
 
 def read_diagnostics(path: str | Path) -> dict[int, dict]:
     """{partition id: diagnostics} of a file written by `write_diagnostics`."""
-    with np.load(path) as values:
-        ids = values["ids"]
-        return {int(pid): {key: values[key][row] for key in values.files if key != "ids"} for row, pid in enumerate(ids)}
+    with np.load(path) as stored:
+        values = {key: stored[key] for key in stored.files}  # each access of an npz entry reads it again
+    ids = values.pop("ids")
+    return {int(pid): {key: rows[row] for key, rows in values.items()} for row, pid in enumerate(ids)}
 
 
 def partition_record(pids: list[int]) -> RecordDict:
     return RecordDict({"partition": MetricRecord({"partition-ids": [int(pid) for pid in pids]})})
 
 
+# Node halves built in this worker process, by (app token, node): Flower's simulation hands each
+# message a fresh copy of the ClientApp, so a cache inside it would rebuild the node (data, model)
+# every round. Only the latest app's nodes are kept.
+_built: dict[tuple[str, int], object] = {}
+
+
 def make_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None,
                     diagnostics_dir: str | None = None) -> ClientApp:
     """The ClientApp of `ldpfed simulate`: options and secrets given by the harness."""
     app = ClientApp()
-    halves: dict[int, object] = {}
+    token = uuid.uuid4().hex
 
     def half(context: Context):
-        node = int(context.node_config["partition-id"])
-        if node not in halves:
+        key = (token, int(context.node_config["partition-id"]))
+        if key not in _built:
+            for other in [other for other in _built if other[0] != token]:
+                del _built[other]
             pids = hosted_partitions(context, config.federation.clients)
             node_secrets = {pid: seeds.fresh_secret() if secrets is None else secrets[pid] for pid in pids}
-            halves[node] = node_half(config, pids, data_seed, node_secrets)
-        return halves[node]
+            _built[key] = node_half(config, pids, data_seed, node_secrets)
+        return _built[key]
 
     @app.query()
     def query(message: Message, context: Context) -> Message:

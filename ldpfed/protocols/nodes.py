@@ -43,11 +43,10 @@ class Layout:
 
     def group(self, partitions: list[int]) -> dict[int, list[int]]:
         """{node: its partitions among `partitions`} (nodes with none left out)."""
-        bounds = np.cumsum([len(block) for block in np.array_split(np.arange(self.clients), self.nodes)])
-        groups: dict[int, list[int]] = {}
-        for pid in partitions:
-            groups.setdefault(int(np.searchsorted(bounds, pid, side="right")), []).append(int(pid))
-        return groups
+        ends = np.cumsum([len(block) for block in np.array_split(np.arange(self.clients), self.nodes)])
+        partitions = np.asarray(partitions, dtype=np.int64)
+        owners = np.searchsorted(ends, partitions, side="right")
+        return {int(node): partitions[owners == node].tolist() for node in np.unique(owners)}
 
 
 @dataclass(frozen=True)

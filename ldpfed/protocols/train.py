@@ -79,18 +79,24 @@ def privatizer(config: Config) -> UpdatePrivatizer | NoisePrivatizer:
 
 def check_setup(config: Config, data_seed: int):
     """Load the data, build the model and the privatizer once, so bad options fail early; returns
-    one client's round event (for the accounting checks of the preflight). The device must exist
-    here (`--device cuda` without a GPU is an LDPValueError), and a node asking Ray for GPUs must
-    train on one."""
-    from ldpfed.training.cohort import resolve_device
+    one client's round event (for the accounting checks of the preflight)."""
     from ldpfed.training.parameters import flatten, get_weights
+
+    check_device(config)
+    model = new_model(config, data_seed)
+    return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
+
+
+def check_device(config: Config):
+    """The nodes' torch device: `--device cuda` without a GPU is an LDPValueError, and so is a
+    node asking Ray for GPUs (`gpus-per-node`) that would train on the CPU."""
+    from ldpfed.training.cohort import resolve_device
 
     device = resolve_device(config.federation.device)
     if config.federation.gpus_per_node > 0 and device.type != "cuda":
         raise LDPValueError(f"gpus-per-node {config.federation.gpus_per_node:g} needs --device cuda (or auto with a GPU); "
                             f"this run trains on {device.type}")
-    model = new_model(config, data_seed)
-    return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
+    return device
 
 
 def client_round_event(config: Config, update_privatizer: UpdatePrivatizer | NoisePrivatizer, dims: int):
