@@ -37,8 +37,6 @@ from ldpfed.config import Config  # noqa: E402
 DEFAULT_GRID = [  # (model, N, E, paths)
     ("logreg", 1000, 20, ("cohort", "per-client", "loop")),
     ("mlp", 1000, 20, ("cohort", "per-client", "loop")),
-    ("logreg", 100, 200, ("cohort", "per-client", "loop")),
-    ("mlp", 100, 200, ("cohort", "per-client", "loop")),
     ("cnn", 100, 20, ("cohort", "per-client", "loop")),
     ("cnn", 1000, 20, ("cohort", "loop")),
 ]

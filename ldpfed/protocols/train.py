@@ -3,8 +3,9 @@ analysis.md, federated rounds; issue 6 for the aggregators).
 
 Client (round r, from the broadcast global weights w): E local SGD steps on its partition with
 minibatches from its secret stream (secret, MINIBATCHES, r), on one torch thread (reproducible
-across engines); update u = w_k - w; a non-finite coordinate (diverged training) becomes 0 (NaN)
-or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
+across engines); a node trains all its sampled clients of the round at once (`TrainNode`,
+ldpfed.training.cohort; spec: scale.md), each with its own streams; update u = w_k - w; a
+non-finite coordinate (diverged training) becomes 0 (NaN) or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
 cannot show up as a failure; u is clipped per coordinate to [-C, C] and perturbed
 (`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). The reply is the privatized update
 and the sample count n_k (public by design: the FedAvg weight, docs/decisions.md). The clean
@@ -182,7 +183,11 @@ class TrainNode:
         updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
         clean = self.privatizer.clip_only(updates)
         for row, pid in enumerate(chunk):
-            noisy = self.privatizer.privatize(updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round))
+            try:
+                noisy = self.privatizer.privatize(updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round))
+            except Exception as error:  # noqa: BLE001 - that client fails, not its node
+                answer.failures[pid] = short_reason(f"{type(error).__name__}: {error}")
+                continue
             count = int(self.sizes[pid])
             answer.replies[pid] = ClientReply({UPDATE: np.asarray(noisy, dtype=np.float64)}, {NUM_EXAMPLES: count})
             answer.diagnostics[pid] = {"clean": clean[row], "loss": float(losses[row]), NUM_EXAMPLES: count}
