@@ -10,7 +10,8 @@ Sections are dataclasses defined once below; everything else is derived from the
 tests/test_config.py fails if any of these drifts from the dataclasses.
 
 Decisions where the issue is silent (docs/decisions.md, Flower section):
-- `data.name` "" means the task's default data: "gaussian" tuples (mean) or "digits" (train).
+- `data.name` "" means the task's default data: "gaussian" tuples (mean), "digits" (train) or "zipf"
+  categorical tuples (frequency; `data.dims` is then the number of attributes).
 - `privacy.delta = 0` means pure; `privacy.report-dims = 0` means all dimensions (mean) or Wang's
   m (train).
 - `data.users = 0` / `data.dims = 0` (the defaults) mean the shape of the data: a file's rows and
@@ -36,13 +37,13 @@ from pathlib import Path
 
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
 
-TASKS = ("mean", "train")
+TASKS = ("mean", "train", "frequency")
 ENGINES = ("flower", "local")
 NO_MECHANISM = "none"
 FEDAVG = "fedavg"  # Flower's own FedAvg aggregation (train only)
 TRAIN_DEVIATIONS = ("plug-in", "model")
 MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which imports torch)
-DEFAULT_DATA = {"mean": "gaussian", "train": "digits"}
+DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
 DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
@@ -65,6 +66,7 @@ class DataConfig:
     domain: str = "-1,1"  # mean: LOW,HIGH, the declared domain of a data file's values
     header: str = "auto"  # mean: a CSV file's first row is a header: auto (detected) | yes | no
     out_of_domain: str = "error"  # mean: a file's values outside the domain: error | clip
+    categories: str = ""  # frequency: a CSV's categories or the synthetic counts ("" = inferred / 10), as --categories
     partition: str = "iid"
     classes_per_client: int = 2
     dirichlet_alpha: float = 0.5
@@ -225,6 +227,11 @@ class Config:
             if privacy.report_dims:
                 raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
             check_epsilon(privacy.epsilon)
+        elif run.task == "frequency":
+            from ldpfed.categorical import oracle_kind
+
+            oracle_kind(privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
+            check_epsilon(privacy.epsilon)
         elif self.noisy or run.task == "mean":
             mechanisms.get_class(privacy.mechanism)
             check_epsilon(privacy.epsilon)
@@ -249,6 +256,17 @@ class Config:
                 raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
             if self.data_name in FEDERATED_DATASETS and self.data_name not in available_synthetic():
                 raise LDPValueError(f"data {self.data_name!r} is a training data set; --task mean takes tuples")
+        elif run.task == "frequency":
+            from ldpfed.protocols.frequency import check_aggregators
+
+            check_aggregators([agg.aggregator])
+            # users / dims (attributes) 0 = from the data (ldpfed.protocols.frequency.bound)
+            check_positive_int(data.users, "users", minimum=0)
+            check_positive_int(data.dims, "dims", minimum=0)
+            if 0 < data.users < fed.clients:
+                raise LDPValueError(f"users ({data.users}) must be >= clients ({fed.clients})")
+            if data.dims and privacy.report_dims > data.dims:
+                raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
         else:
             _choice("aggregator", agg.aggregator, (*aggregation.available(), FEDAVG))
             _choice("deviation", agg.deviation, TRAIN_DEVIATIONS)

@@ -44,6 +44,7 @@ MANIFEST = ".ldpfed-run.json"
 RESULT_FILES = frozenset({
     MANIFEST, "runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png", "rounds.csv",
     "accuracy_per_round.png", "metrics.csv", "privacy.csv", "privacy.json", "config.toml", "plot.png",
+    "frequencies.csv", "frequencies.png", "mse_per_aggregator.png",
 })
 EXIT_INTERRUPTED = 130
 

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 def simulate(
     config_file: Optional[Path] = typer.Option(None, "--config", help="TOML file of options, one table per section (flags override it)."),
     # [run]
-    task: Optional[str] = typer.Option(None, help="mean | train"),
+    task: Optional[str] = typer.Option(None, help="mean | train | frequency (categorical attributes; --dims is then the attributes d)."),
     rounds: Optional[int] = typer.Option(None, help="Federated rounds."),
     seed: Optional[int] = typer.Option(None, help="Run seed: the data, the server's seed and every client's secret derive from it."),
     engine: Optional[str] = typer.Option(None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."),
@@ -46,6 +46,7 @@ def simulate(
     domain: Optional[str] = typer.Option(None, help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale)."),
     header: Optional[bool] = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: Optional[str] = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
+    categories: Optional[str] = typer.Option(None, help="frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts."),
     partition: Optional[str] = typer.Option(None, help="train: iid | k-classes | dirichlet."),
     classes_per_client: Optional[int] = typer.Option(None, help="k for --partition k-classes."),
     dirichlet_alpha: Optional[float] = typer.Option(None, help="alpha for --partition dirichlet."),

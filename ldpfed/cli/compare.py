@@ -40,6 +40,7 @@ from ldpfed.cli.common import (
     scale_note,
     show_results,
 )
+from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
@@ -48,7 +49,7 @@ from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
-TASKS = ("mean", "train")
+TASKS = ("mean", "train", "frequency")
 DEFAULT_USERS, DEFAULT_DIMS = 20000, 20
 TASK_PLUGIN_GROUP = "ldpfed.compare_tasks"
 MEAN_DEFAULTS = {
@@ -102,7 +103,7 @@ def compare(
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
-    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10."),
+    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP),
     domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale)."),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
@@ -131,7 +132,8 @@ def compare(
     data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
     nodes: int | None = typer.Option(None, "--nodes", help="train: Flower nodes hosting the clients, each training its clients at once (0 = min(clients, CPUs))."),
     device: str | None = typer.Option(None, "--device", help="train: where the nodes train: auto | cpu | cuda."),
-    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation) or train (federated LDP-SGD)."),
+    categories: str | None = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
+    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes)."),
     out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
@@ -142,6 +144,13 @@ def compare(
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
     options = dict(locals())
     options.pop("task")
+    if task == "frequency":
+        unsupported = {name: options.pop(name) for name in ("domain", "out_of_domain", *TRAIN_ONLY)}
+        frequency_cli.compare_frequency(**options, unsupported=unsupported)
+        return
+    if categories is not None:
+        raise LDPValueError(f"--categories applies to --task frequency, not to --task {task}")
+    options.pop("categories")
     _check_task_options(task, options)
     if task == "train":
         for name in MEAN_ONLY:

@@ -27,12 +27,14 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
 )
+from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.main import app
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
 from ldpfed.outputs import OutputFile
 from ldpfed.validation import LDPValueError, check_positive_int
 
 SHOWN_DIMENSIONS = 10
+PREDICT_TASKS = ("mean", "frequency")
 DEFAULT_DATA_HELP = (
     f"Default: the default data set ({DEFAULT_SET}, {DEFAULT_USERS:,} users x {DEFAULT_DIMS} dims, as `ldpfed "
     "simulate`'s default job); with only --users and --dims, a data-free prediction (Laplace, Gaussian)."
@@ -50,7 +52,7 @@ def predict_command(
     report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
     data: str = typer.Option(
         None, "--data",
-        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP,
+        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP + " " + frequency_cli.DATA_HELP,
     ),
     domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values (MSE stays on the [-1, 1] scale)."),
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
@@ -62,8 +64,23 @@ def predict_command(
     output: Path = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    task: str = typer.Option("mean", "--task", help="mean (tuples in [-1, 1]) or frequency (categorical attributes; "
+                             "--mechanism may then list several: grr, oue, or mean mechanisms, histogram-encoded)."),
+    categories: str = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
 ) -> None:
     """Predict MSE, bias/variance, Berry–Esseen bound (and optionally confidence, break-even)."""
+    if task not in PREDICT_TASKS:
+        raise LDPValueError(f"--task must be one of {PREDICT_TASKS}, got {task!r}")
+    if task == "frequency":
+        unsupported = {"domain": None if domain == "-1,1" else domain, "compare": compare, "confidence": confidence,
+                       "out_of_domain": None if out_of_domain == "error" else out_of_domain}
+        frequency_cli.predict_frequency_command(
+            mechanism=mechanism, epsilon=epsilon, delta=delta, users=users, dims=dims, report_dims=report_dims,
+            data=data, header=header, seed=seed, estimator=estimator, categories=categories, output=output,
+            overwrite=overwrite, as_json=as_json, unsupported=unsupported)
+        return
+    if categories is not None:
+        raise LDPValueError("--categories applies to --task frequency")
     # Validate everything before any work or output.
     low_high = parse_domain(domain)
     out_of_domain_policy(out_of_domain)

@@ -66,3 +66,23 @@ def mean_round(outcome, data: np.ndarray, cohorts: list[np.ndarray], config) -> 
         "predicted_mse": float(prediction.mse),
         "predicted_noise": float(np.mean(prediction.deviation_model().sigma ** 2)),
     }
+
+
+def frequency_round(outcome, data, cohorts: list[np.ndarray], config) -> dict:
+    """Frequency MSE (mean over the one-hot entries) of the chosen aggregator and of the plain mean
+    against the frequencies of the users whose clients replied, beside the CLT prediction for those
+    users (`ldpfed.analysis.frequency`; report counts averaged over their binomial law)."""
+    from ldpfed.analysis.frequency import predict_frequency
+
+    nan = float("nan")
+    if outcome is None or not outcome.partitions:
+        return {"mse": nan, "mse_plain_mean": nan, "predicted_mse": nan, "predicted_noise": nan}
+    rows = np.concatenate([cohorts[pid] for pid in outcome.partitions])
+    truth = data.subset(rows).frequencies()
+    prediction = predict_frequency(outcome.oracles, truth, len(rows))
+    return {
+        "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
+        "mse_plain_mean": float(np.mean((outcome.f_hat - truth) ** 2)),
+        "predicted_mse": float(prediction.mse),
+        "predicted_noise": float(np.mean(prediction.variance)),
+    }

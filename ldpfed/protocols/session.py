@@ -20,7 +20,7 @@ from ldpfed.accounting import create_accountant
 from ldpfed.config import FEDAVG, Config
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
-from ldpfed.protocols import mean, seeds, train
+from ldpfed.protocols import frequency, mean, seeds, train
 from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.protocols.nodes import ClientsNode, Layout, default_nodes
 from ldpfed.protocols.recorder import Recorder
@@ -55,7 +55,10 @@ def without_seed(config: Config) -> Config:
 
 
 def bind_data(config: Config, data_seed: int) -> Config:
-    """The mean task's config with the data's users and dims (0 = from the data; `mean.bound`)."""
+    """The mean (frequency) task's config with the data's users and dims (attributes) (0 = from the
+    data; `mean.bound`, `frequency.bound`)."""
+    if config.run.task == "frequency":
+        return frequency.bound(config, data_seed)
     return mean.bound(config, data_seed) if config.run.task == "mean" else config
 
 
@@ -63,23 +66,32 @@ def server_half(config: Config, data_seed: int, server_seed: int, fedavg: Callab
     public = without_seed(bind_data(config, data_seed))
     if config.run.task == "mean":
         return mean.server_from_config(public)
+    if config.run.task == "frequency":
+        return frequency.server_from_config(public, data_seed)
     return train.TrainServer(public, data_seed, server_seed, fedavg)
 
 
 def client_half(config: Config, partition_id: int, data_seed: int, secret: int):
-    public = without_seed(bind_data(config, data_seed))
-    if config.run.task == "mean":
+    return _client(without_seed(bind_data(config, data_seed)), partition_id, data_seed, secret)
+
+
+def _client(public: Config, partition_id: int, data_seed: int, secret: int):
+    if public.run.task == "mean":
         return mean.client_from_config(public, partition_id, data_seed, secret)
+    if public.run.task == "frequency":
+        return frequency.client_from_config(public, partition_id, data_seed, secret)
     return train.TrainClient(public, partition_id, data_seed, secret)
 
 
 def node_half(config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
-    """The half of a node hosting `partitions` (ldpfed.protocols.nodes), each client with its secret."""
+    """The half of a node hosting `partitions` (ldpfed.protocols.nodes), each client with its
+    secret: train trains them at once (`TrainNode`); the mean and frequency clients answer one
+    after another (each vectorized over its cohort of users)."""
     public = without_seed(bind_data(config, data_seed))
-    if config.run.task == "mean":
-        halves = {pid: mean.client_from_config(public, pid, data_seed, secrets[pid]) for pid in partitions}
-        return ClientsNode(halves.__getitem__)
-    return train.TrainNode(public, partitions, data_seed, secrets)
+    if public.run.task == "train":
+        return train.TrainNode(public, partitions, data_seed, secrets)
+    halves = {pid: _client(public, pid, data_seed, secrets[pid]) for pid in partitions}
+    return ClientsNode(halves.__getitem__)
 
 
 def layout(config: Config) -> Layout:
@@ -93,8 +105,8 @@ def preflight(config: Config) -> tuple[Config, str | None]:
     domain, names). Returns the config bound to the data's shape (`bind_data`) and, for the mean
     task, one line saying what data was read."""
     data_seed = seeds.data_seed(config.run.seed)
-    if config.run.task == "mean":
-        described = mean.read(config, data_seed).description
+    if config.run.task in ("mean", "frequency"):
+        described = (mean if config.run.task == "mean" else frequency).read(config, data_seed).description
         config = bind_data(config, data_seed)
         event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     else:
@@ -126,11 +138,16 @@ class Session:
         self.round_started = self.started
         if config.run.task == "mean":
             self.data = mean.tuples(config, data_seed)
+        elif config.run.task == "frequency":
+            self.data = frequency.read(config, data_seed)
+        if config.run.task in ("mean", "frequency"):
             self.cohorts = np.array_split(np.arange(config.data.users), config.federation.clients)
 
     def after_round(self, server_round: int, metrics: dict, diagnostics: dict[int, dict]) -> dict:
         if self.config.run.task == "mean":
             joined = joins.mean_round(self.server.outcome, self.data, self.cohorts, self.config)
+        elif self.config.run.task == "frequency":
+            joined = joins.frequency_round(self.server.outcome, self.data, self.cohorts, self.config)
         else:
             joined = joins.train_round(self.server.outcome, diagnostics, self.server.privatizer)
         # by the run's accountant (that of max-epsilon); None when not private (ldpfed.accounting)
@@ -148,7 +165,7 @@ class Session:
         config, rows = self.config, self.recorder.rows
         if not rows:
             task_summary = {}
-        elif config.run.task == "mean":
+        elif config.run.task in ("mean", "frequency"):
             task_summary = mean_summary(rows)
         else:
             task_summary = train_summary(rows, config, self.server)
@@ -166,7 +183,7 @@ class Session:
             "seed": config.run.seed,
             "fresh_noise": config.run.fresh_noise,
             **task_summary,
-            **(self._data_summary() if config.run.task == "mean" else {}),
+            **(self._data_summary() if config.run.task in ("mean", "frequency") else {}),
             "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
             "clients_replied_total": int(sum(row["clients_replied"] for row in rows)),
             "failure_reasons": " | ".join(sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})),
@@ -181,8 +198,9 @@ class Session:
 
 
     def _data_summary(self) -> dict:
-        """The mean task's data shape and, for a file with --domain, the scale of its MSE."""
-        scale = mean.scale(self.config)
+        """The mean task's data shape and, for a file with --domain, the scale of its MSE (frequency:
+        users and attributes)."""
+        scale = mean.scale(self.config) if self.config.run.task == "mean" else None
         return {"users": self.config.data.users, "dims": self.config.data.dims, **({"scale": scale} if scale else {})}
 
 

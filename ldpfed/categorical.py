@@ -1,0 +1,162 @@
+"""Several categorical attributes: m-of-d sampling and one frequency oracle per attribute
+(mechanisms.md, Frequency estimation by histogram encoding and Several dimensions; issue 16).
+
+A user holds d categorical attributes (k_j categories each). She samples m of the d attributes
+uniformly without replacement and reports each through a frequency oracle with budget eps/m
+(`ldpfed.frequency`: GRR, OUE, or histogram encoding on a scalar mean mechanism, which then spends
+eps/(2m) per one-hot entry). The guarantee is eps per user by basic composition.
+
+The collector sees, per (attribute, category) entry e, the users' unbiased contributions c_ie (the
+oracle's `contributions`: an unbiased estimate of the one-hot bit), and keeps only their
+per-entry counts, sums and sums of squares (`ldpfed.multidim.ReportSums` over the D = sum k_j
+entries). So the frequency task is a D-dimensional mean estimation of one-hot entries in [0, 1]:
+f_hat_e = mean of the r_j contributions of the users who reported attribute j (0 when r_j = 0),
+and the CLT predictor and the re-calibrating aggregators apply per entry.
+
+Perturbation is vectorized over users and entries: histogram encoding perturbs the whole +-1
+one-hot matrix with its per-entry mechanism, OUE draws every bit with its probability p or q,
+GRR draws every attribute's keep-or-move decision and uniform other category at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import ldpfed.mechanisms as mechanisms
+from ldpfed.frequency import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding, frequency_oracle
+from ldpfed.multidim import ReportSums, sample_report_mask
+from ldpfed.validation import LDPValueError, check_epsilon, check_report_dims
+
+COUNTING_ORACLES = ("grr", "oue")
+
+
+def oracle_kind(name: str) -> str:
+    """"grr", "oue", or "histogram" (any scalar mechanism name, histogram-encoded)."""
+    key = str(name).strip().lower()
+    if key in COUNTING_ORACLES:
+        return key
+    if key == "histogram":
+        raise LDPValueError("name the histogram encoding by its mechanism (e.g. laplace, piecewise), not 'histogram'")
+    mechanisms.get_class(key)  # an unknown name fails here, naming the choices
+    return "histogram"
+
+
+def available_frequency_mechanisms() -> list[str]:
+    return [*COUNTING_ORACLES, *mechanisms.available()]
+
+
+@dataclass(frozen=True, eq=False)
+class AttributeOracles:
+    """The oracles of d attributes (budget eps/m each) and the one-hot entry layout."""
+
+    name: str  # grr, oue, or the scalar mechanism of histogram encoding
+    epsilon: float  # a user's total budget
+    report_dims: int  # m attributes reported per user
+    oracles: tuple[FrequencyOracle, ...]
+
+    @classmethod
+    def build(cls, name: str, epsilon: float, categories, report_dims: int | None = None,
+              delta: float | None = None, **options) -> "AttributeOracles":
+        epsilon = check_epsilon(epsilon)
+        counts = [int(k) for k in np.asarray(categories).ravel()]
+        m = check_report_dims(len(counts) if report_dims is None else report_dims, len(counts))
+        kind = oracle_kind(name)
+        if kind == "histogram":
+            options = {"mechanism": mechanisms.get_class(name).name, **options}
+            if delta is not None:
+                options["delta"] = delta / m
+        elif delta is not None:
+            raise LDPValueError(f"--delta applies to approximate mechanisms, not to {kind}")
+        oracles = tuple(frequency_oracle(kind, epsilon / m, k, **dict(options)) for k in counts)
+        label = kind if kind != "histogram" else options["mechanism"]
+        return cls(label, epsilon, m, oracles)
+
+    @property
+    def kind(self) -> str:
+        return self.oracles[0].name
+
+    @property
+    def attributes(self) -> int:
+        return len(self.oracles)
+
+    @property
+    def categories(self) -> np.ndarray:
+        return np.array([oracle.k for oracle in self.oracles], dtype=np.int64)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.categories)])
+
+    @property
+    def entries(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def attribute_of_entry(self) -> np.ndarray:
+        """Attribute index j of every one-hot entry (length D)."""
+        return np.repeat(np.arange(self.attributes), self.categories)
+
+    def entry_variances(self) -> tuple[np.ndarray, np.ndarray]:
+        """(V_in, V_out) per entry: the variance of one user's contribution when the entry is her
+        category (bit 1) or not (bit 0); `FrequencyOracle.variance` at f = 1 and f = 0 with n = 1."""
+        v_in = np.concatenate([o.variance(np.eye(o.k)[0], 1)[:1].repeat(o.k) for o in self.oracles])
+        v_out = np.concatenate([o.variance(np.eye(o.k)[0], 1)[1:2].repeat(o.k) for o in self.oracles])
+        return v_in, v_out
+
+    def one_hot(self, codes: np.ndarray) -> np.ndarray:
+        """(n, D) 0/1 matrix of the users' categories."""
+        bits = np.zeros((codes.shape[0], self.entries), dtype=bool)
+        np.put_along_axis(bits, codes + self.offsets[:-1], True, axis=1)
+        return bits
+
+    def contributions(self, codes: np.ndarray, reported: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(n, D) unbiased per-user estimates of the one-hot bits of the reported attributes (0 in
+        the entries of attributes not reported). `reported`: (n, d) mask of the m sampled attributes."""
+        n = codes.shape[0]
+        entry_mask = np.repeat(reported, self.categories, axis=1)
+        bits = self.one_hot(codes)
+        out = np.zeros((n, self.entries))
+        first = self.oracles[0]
+        if isinstance(first, HistogramEncoding):
+            signs = np.where(bits[entry_mask], 1.0, -1.0)
+            reports = first.entry.perturb(signs, rng)
+            b0, b1 = first.entry.bias_coefficients
+            out[entry_mask] = ((reports - b0) / (1.0 + b1) + 1.0) / 2.0  # HistogramEncoding.contributions
+        elif isinstance(first, OptimizedUnaryEncoding):
+            p, q = first.p, first.q  # the same for every k
+            sent = rng.random(int(entry_mask.sum())) < np.where(bits[entry_mask], p, q)
+            out[entry_mask] = (sent - q) / (p - q)
+        elif isinstance(first, GeneralizedRR):
+            move = np.array([o._move for o in self.oracles])
+            p = np.array([o.p for o in self.oracles])
+            q = np.array([o.q for o in self.oracles])
+            k = self.categories
+            keep = rng.random(codes.shape) >= move  # P(keep) = p exactly (ldpfed.frequency)
+            other = (codes + rng.integers(1, k, size=codes.shape)) % k  # uniform among the k - 1 others
+            report = np.where(keep, codes, other)
+            supports = self.one_hot(report)
+            out[entry_mask] = ((supports - q[self.attribute_of_entry]) / (p - q)[self.attribute_of_entry])[entry_mask]
+        else:  # pragma: no cover - frequency_oracle builds only the three kinds
+            raise LDPValueError(f"unsupported oracle {first!r}")
+        return out
+
+    def report_sums(self, codes: np.ndarray, rng: np.random.Generator) -> ReportSums:
+        """Sample m of d attributes per user, perturb them, and sum the contributions per entry."""
+        codes = np.asarray(codes)
+        reported = sample_report_mask(codes.shape[0], self.attributes, self.report_dims, rng)
+        values = self.contributions(codes, reported, rng)
+        count = np.repeat(reported.sum(axis=0), self.categories).astype(float)
+        return ReportSums(count, values.sum(axis=0), np.einsum("ij,ij->j", values, values), codes.shape[0])
+
+    @property
+    def guarantee(self) -> str:
+        return (f"{self.epsilon:g}-LDP per user: {self.report_dims} of {self.attributes} attributes, "
+                f"each {self.oracles[0].guarantee}")
+
+    def describe(self) -> dict:
+        first = self.oracles[0]
+        return {"name": self.name, "oracle": self.kind, "epsilon": self.epsilon, "report_dims": self.report_dims,
+                "attributes": self.attributes, "categories": self.categories.tolist(),
+                "per_attribute": first.describe() | {"k": None}, "guarantee": self.guarantee}

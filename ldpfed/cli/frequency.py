@@ -1,0 +1,299 @@
+"""`ldpfed predict --task frequency` and `ldpfed compare --task frequency` (issue 16): frequency
+estimation over categorical attributes, predicted per category before running, and measured for
+mechanisms x budgets x aggregators. `predict` and `compare` call these when --task is frequency.
+
+Options keep their meaning where they have one: --dims is the number of attributes d (synthetic
+data), --report-dims the attributes m each user reports (eps/m each), --users the users n;
+--categories gives the categories of a CSV's columns (or the synthetic sets' counts).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from rich.markup import escape
+from rich.table import Table
+
+from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.analysis.frequency import predict_frequency
+from ldpfed.categorical import AttributeOracles, oracle_kind
+from ldpfed.cli.common import check_estimator, console, error_console, estimator_options, parse_list, print_json, progress_steps, show_results
+from ldpfed.data.categorical import CategoricalData, read_categorical
+from ldpfed.deviation import DEVIATION_SOURCES
+from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, FrequencyExperimentResult, run_frequency_experiment
+from ldpfed.outputs import OutputDir, OutputFile
+from ldpfed.protocols.frequency import check_aggregators
+from ldpfed.protocols.seeds import data_seed
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+
+DATA_HELP = "frequency: zipf[:S] | uniform (synthetic) | fair (statsmodels) | a .csv of categories."
+CATEGORIES_HELP = ("frequency: categories of a CSV's columns: K (codes 0..K-1), K1,K2,... per column, or labels "
+                   "'a,b,c;x,y' per column (default: inferred); synthetic: counts (default 10).")
+FREQUENCY_DEFAULTS = {"mechanism": "grr,oue,laplace,piecewise", "epsilons": "0.5,1,2,4", "data": "zipf", "repeats": 5}
+FREQUENCY_FILES = ["runs.csv", "summary.csv", "frequencies.csv", "summary.json", "frequencies.png", "mse_per_aggregator.png"]
+SHOWN_ENTRIES = 40
+
+
+def _reject(given: dict, allowed: set, task_label: str = "--task frequency") -> None:
+    """Options given that do not apply to the frequency task: one error naming them."""
+    wrong = ["--" + name.replace("_", "-") for name, value in given.items() if name not in allowed and value is not None]
+    if wrong:
+        raise LDPValueError(f"{', '.join(sorted(wrong))} do(es) not apply to {task_label}")
+
+
+def _mechanism_options(names: list[str], estimator: str | None) -> dict[str, dict]:
+    """--estimator for the mechanisms that take it; an unknown name is an error here."""
+    for name in names:
+        oracle_kind(name)
+    options = {name: estimator_options(name, estimator) if name not in ("grr", "oue") else {} for name in names}
+    if estimator is not None and not any(options.values()):
+        raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
+    return options
+
+
+def read_frequency_data(data, users, dims, categories, header, rng) -> CategoricalData:
+    """The categorical data (`read_categorical`), with what was read on stderr."""
+    if users is not None:
+        users = check_positive_int(users, "--users")
+    if dims is not None:
+        dims = check_positive_int(dims, "--dims")
+    table = read_categorical(data, users=users, attributes=dims, categories=categories, rng=rng, header=header)
+    error_console.print(f"data: {table.description}", highlight=False, soft_wrap=True, markup=False)
+    return table
+
+
+# ---- predict ---------------------------------------------------------------------------------
+def predict_frequency_command(*, mechanism, epsilon, delta, users, dims, report_dims, data, header, seed,
+                              estimator, categories, output, overwrite, as_json, unsupported: dict) -> None:
+    """Per-category bias, variance and MSE of each --mechanism (comma-separated) before running."""
+    _reject(unsupported, set())
+    names = parse_list(mechanism, str, "--mechanism")
+    epsilon = check_epsilon(epsilon, "--epsilon")
+    seed = check_positive_int(seed, "--seed", minimum=0)
+    check_estimator(estimator)
+    options = _mechanism_options(names, estimator)
+    if delta is not None and not any(_approximate(n) for n in names):
+        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    if output is not None and output.suffix.lower() != ".json":
+        raise LDPValueError(f"--output must be a .json file, got {output}")
+    with OutputFile.prepare(output, overwrite=overwrite) as destination:
+        table = read_frequency_data(data or "zipf", users, dims, categories, header, np.random.default_rng(seed))
+        m = check_report_dims(table.attributes if report_dims is None else report_dims, table.attributes)
+        truth = table.frequencies()
+        predictions = []
+        for name in names:
+            oracles = AttributeOracles.build(name, epsilon, table.categories, m,
+                                             delta if _approximate(name) else None, **options[name])
+            predictions.append(predict_frequency(oracles, truth, table.users))
+        entries = _entry_labels(table)
+        result = {
+            "task": "frequency", "data": table.source, "users": table.users, "attributes": table.attributes,
+            "categories": table.categories.tolist(), "report_dims": m, "epsilon": epsilon,
+            "entries": entries,
+            "predictions": [p.to_dict() for p in predictions],
+        }
+        destination.write(result)
+    if as_json:
+        print_json(result)
+        return
+    _print_prediction(table, predictions, entries)
+    if output is not None:
+        console.print(f"wrote {output}", highlight=False)
+
+
+def _approximate(name: str) -> bool:
+    import ldpfed.mechanisms as mechanisms
+
+    return name not in ("grr", "oue") and mechanisms.get_class(name).approximate
+
+
+def _entry_labels(table: CategoricalData) -> list[dict]:
+    return [{"attribute": table.names[j], "category": label} for j, labels in enumerate(table.labels) for label in labels]
+
+
+def _print_prediction(table, predictions, entries) -> None:
+    first = predictions[0]
+    summary = Table(title=f"Predicted frequency error (CLT): {table.users:,} users, d = {table.attributes} attributes, "
+                          f"m = {first.oracles.report_dims}; data: {table.source}")
+    summary.add_column("quantity")
+    for p in predictions:
+        summary.add_column(p.oracles.name, justify="right")
+    rows = [("guarantee", lambda p: f"{p.oracles.epsilon:g}-LDP per user"),
+            ("per attribute", lambda p: p.oracles.oracles[0].guarantee.split(" per ")[0] + " per value"),
+            ("MSE (mean over entries)", lambda p: f"{p.mse:.6g}"),
+            ("  bias^2", lambda p: f"{np.mean(p.bias ** 2):.3g}"),
+            ("  randomizer noise", lambda p: f"{np.mean(p.noise_variance):.6g}"),
+            ("  sampling m of d", lambda p: f"{np.mean(p.sampling_variance):.6g}"),
+            ("RMSE", lambda p: f"{math.sqrt(p.mse):.6g}")]
+    for label, cell in rows:
+        summary.add_row(label, *(cell(p) for p in predictions))
+    console.print(summary)
+    shown = min(len(entries), SHOWN_ENTRIES)
+    if len(predictions) == 1:  # one mechanism: its bias, variance and MSE per category
+        columns = [("bias", first.bias, ".3g"), ("variance", first.variance, ".4g"), ("MSE", first.mse_per_entry, ".4g")]
+    else:  # several: the MSE of each
+        columns = [(f"MSE {p.oracles.name}", p.mse_per_entry, ".4g") for p in predictions]
+    detail = Table(title=f"Per category (first {shown} of {len(entries)}): true frequency and predicted error")
+    for column in ("attribute", "category", "frequency", *(name for name, _, _ in columns)):
+        detail.add_column(column, justify="right")
+    for e in range(shown):
+        detail.add_row(escape(entries[e]["attribute"]), escape(entries[e]["category"]), f"{first.frequencies[e]:.4f}",
+                       *(format(values[e], spec) for _, values, spec in columns))
+    console.print(detail)
+
+
+# ---- compare ---------------------------------------------------------------------------------
+def compare_frequency(*, mechanism, epsilons, aggregators, data, header, users, dims, report_dims, repeats, seed,
+                      delta, deviation, alpha, l2_reference, estimator, chunk_users, categories, out, overwrite,
+                      as_json, unsupported: dict) -> None:
+    """Mechanisms x budgets x aggregators on categorical data, measured beside the prediction."""
+    _reject(unsupported, set())
+    names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
+    eps_list = [check_epsilon(e, "--epsilons") for e in
+                parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")]
+    aggregator_names = check_aggregators(parse_list(aggregators, str, "--aggregators") if aggregators
+                                         else DEFAULT_FREQUENCY_AGGREGATORS)
+    if deviation not in DEVIATION_SOURCES:
+        raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
+    alpha = check_alpha(alpha)
+    l2_reference = check_l2_reference("bound" if l2_reference is None else l2_reference)
+    check_estimator(estimator)
+    options = _mechanism_options(names, estimator)
+    if delta is not None and not any(_approximate(n) for n in names):
+        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    repeats = check_positive_int(FREQUENCY_DEFAULTS["repeats"] if repeats is None else repeats, "--repeats")
+    seed = check_positive_int(seed, "--seed", minimum=0)
+    if chunk_users is not None:
+        chunk_users = check_positive_int(chunk_users, "--chunk-users")
+    with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
+        table = read_frequency_data(FREQUENCY_DEFAULTS["data"] if data is None else data, users, dims, categories,
+                                    header, np.random.default_rng(data_seed(seed)))
+        m = table.attributes if report_dims is None else check_report_dims(report_dims, table.attributes)
+        steps = len(names) * len(eps_list) * repeats
+        with progress_steps("compare", steps) as advance:
+            result = run_frequency_experiment(
+                table, names, eps_list, aggregators=aggregator_names, report_dims=m, delta=delta,
+                deviation=deviation, alpha=alpha, l2_reference=l2_reference, repeats=repeats, seed=seed,
+                chunk_users=chunk_users, options=options, progress=advance)
+        rows = json_rows(result)
+        if output.enabled:
+            output.write(output_files(result, rows))
+    show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=FREQUENCY_FILES)
+
+
+def _number(value) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def json_rows(result: FrequencyExperimentResult) -> list[dict]:
+    return [{"mechanism": row.mechanism, "oracle": row.oracle, "epsilon": float(row.epsilon),
+             "aggregator": row.aggregator, "mse": float(row.mse), "mse_std": float(row.mse_std),
+             "predicted_mse": _number(row.predicted_mse)}
+            for row in result.summary.itertuples(index=False)]
+
+
+def results_table(result: FrequencyExperimentResult) -> Table:
+    config, summary = result.config, result.summary
+    aggregators = list(dict.fromkeys(summary["aggregator"]))
+    table = Table(title=f"Frequency MSE (mean over entries; mean ± sd over {config['repeats']} repetitions), "
+                        f"predicted in brackets; {config['data']}, {config['users']} users, d={config['attributes']}, "
+                        f"m={config['report_dims']}, deviation={config['deviation']}",
+                  caption="bold: lowest measured MSE in the row")
+    table.add_column("eps", justify="right")
+    table.add_column("mechanism")
+    for name in aggregators:
+        table.add_column(name, justify="right", overflow="fold")
+    for (epsilon, mechanism), group in summary.sort_values("epsilon", kind="stable").groupby(["epsilon", "mechanism"], sort=False):
+        by_name = {row.aggregator: row for row in group.itertuples(index=False)}
+        best = min(by_name, key=lambda n: by_name[n].mse)
+        cells = []
+        for name in aggregators:
+            row = by_name[name]
+            text = f"{row.mse:.3g} ±{row.mse_std:.2g}" + (f" [{row.predicted_mse:.3g}]" if math.isfinite(row.predicted_mse) else "")
+            cells.append(f"[bold]{text}[/]" if name == best else text)
+        table.add_row(f"{epsilon:g}", escape(mechanism), *cells)
+    return table
+
+
+def frequency_figure(result: FrequencyExperimentResult):
+    """Bars of the true and estimated frequencies of the first attribute, for the first mechanism at
+    the smallest budget (where the aggregators differ most), one bar group per category."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = result.frequencies
+    attribute = frame["attribute"].iloc[0]
+    mechanism = frame["mechanism"].iloc[0]
+    epsilon = frame["epsilon"].min()
+    panel = frame[(frame["attribute"] == attribute) & (frame["mechanism"] == mechanism) & (frame["epsilon"] == epsilon)]
+    names = list(dict.fromkeys(panel["aggregator"]))
+    categories = list(dict.fromkeys(panel["category"]))
+    width = 0.8 / (len(names) + 1)
+    x = np.arange(len(categories))
+    figure, axis = plt.subplots(figsize=(max(6, 0.9 * len(categories) * (len(names) + 1) / 3), 4))
+    truth = panel[panel["aggregator"] == names[0]]["true_frequency"].to_numpy()
+    axis.bar(x, truth, width, color="black", label="true")
+    for i, name in enumerate(names, start=1):
+        values = panel[panel["aggregator"] == name]["first_estimate"].to_numpy()
+        axis.bar(x + i * width, values, width, label=name)
+    axis.axhline(0, color="grey", lw=0.5)
+    axis.set_xticks(x + 0.4 - width / 2, categories, rotation=45 if len(categories) > 8 else 0)
+    axis.set_xlabel(f"category of {attribute}")
+    axis.set_ylabel("frequency")
+    axis.set_title(f"{mechanism}, eps = {epsilon:g}: true vs estimated (repetition 1)")
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    return figure
+
+
+def mse_figure(result: FrequencyExperimentResult):
+    """MSE vs eps (log-log), one panel per mechanism (4 per row), one line per aggregator; predicted dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    summary = result.summary
+    mechanisms = list(dict.fromkeys(summary["mechanism"]))
+    columns = min(4, len(mechanisms))
+    rows = -(-len(mechanisms) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.5 * rows), squeeze=False, sharey=True)
+    epsilons = sorted(summary["epsilon"].unique())
+    for axis, mechanism in zip(axes.flat, mechanisms):
+        panel = summary[summary["mechanism"] == mechanism]
+        for name, group in panel.groupby("aggregator", sort=False):
+            line = axis.errorbar(group["epsilon"], group["mse"], yerr=group["mse_se"], marker="o", ms=3, capsize=2, label=name)
+            if group["predicted_mse"].notna().any():
+                axis.plot(group["epsilon"], group["predicted_mse"], "--", lw=1, color=line[0].get_color())
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.xaxis.set_major_locator(FixedLocator(epsilons))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.set_xticklabels([f"{e:g}" for e in epsilons])
+        axis.set_title(mechanism)
+        axis.set_xlabel("epsilon")
+        axis.grid(True, which="both", alpha=0.3)
+    for axis in axes.flat[len(mechanisms):]:
+        axis.set_visible(False)
+    for axis in axes[:, 0]:
+        axis.set_ylabel("frequency MSE (dashed: predicted)")
+    axes.flat[0].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def output_files(result: FrequencyExperimentResult, rows: list[dict]) -> dict:
+    return {
+        "runs.csv": result.runs,
+        "summary.csv": result.summary,
+        "frequencies.csv": result.frequencies,
+        "summary.json": {"config": result.config, "rows": rows},
+        "frequencies.png": frequency_figure(result),
+        "mse_per_aggregator.png": mse_figure(result),
+    }
+

@@ -1,0 +1,218 @@
+"""Frequency estimation over categorical tuples, client half and server half (federated.md, Tuple
+collection; issue 16). `ldpfed compare --task frequency` and `ldpfed simulate --task frequency`
+both run these, as the mean task runs `ldpfed.protocols.mean`.
+
+A client holds a cohort of users. In round r every user samples m of her d attributes and reports
+them through the attributes' frequency oracles (`ldpfed.categorical.AttributeOracles`, eps/m each)
+with the client's secret stream (secret, NOISE, r), chunk by chunk; the client sends only the
+per-entry `ReportSums` of the contributions (post-processing of the reports). The server adds the
+sums, forms f_hat (the mean contribution per one-hot entry), and re-calibrates it with each
+aggregator on the frequency scale (entries in [0, 1] inside the domain [-1, 1], halfwidth 1, so
+shrinking goes towards frequency 0), plus "simplex": the plain estimate projected onto the
+probability simplex per attribute (`ldpfed.aggregation.simplex`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+from ldpfed.accounting import PrivacyLedger
+from ldpfed.aggregation.base import Recalibrated
+from ldpfed.aggregation.simplex import NAME as SIMPLEX
+from ldpfed.aggregation.simplex import project_to_simplex
+from ldpfed.categorical import AttributeOracles
+from ldpfed.config import HEADERS, Config
+from ldpfed.data.categorical import CategoricalData, read_categorical
+from ldpfed.deviation import DeviationModel
+from ldpfed.multidim import ReportSums, mean_estimate
+from ldpfed.protocols import seeds
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
+from ldpfed.protocols.mean import SUMS, cohort, sums_of
+from ldpfed.protocols.privacy import round_event
+from ldpfed.validation import LDPValueError
+
+CHUNK_ENTRIES = 2**20  # users x one-hot entries perturbed per chunk
+
+
+def available_aggregators() -> list[str]:
+    """The mean task's aggregators plus the simplex projection."""
+    return [*aggregation.available(), SIMPLEX]
+
+
+def check_aggregators(names) -> list[str]:
+    resolved = []
+    for name in names:
+        key = str(name).strip().lower()
+        resolved.append(SIMPLEX if key == SIMPLEX else aggregation.get_class(key).name)
+    return list(dict.fromkeys(resolved))
+
+
+def plugin_deviation(sums: ReportSums, oracles: AttributeOracles) -> DeviationModel:
+    """N(0, sigma_e^2) from the reports alone: the contributions are unbiased, sigma_e^2 = sample
+    variance / r_e (recalibration.md, plug-in); entries with r < 2 get the worst per-report
+    variance max(V_in, V_out) / max(r, 1)."""
+    count = np.asarray(sums.count, dtype=float)
+    fallback = np.maximum(*oracles.entry_variances())
+    per_report = np.where(count >= 2, sums.sample_variance(), fallback)
+    return DeviationModel(np.zeros_like(count), np.sqrt(per_report / np.maximum(count, 1.0)), source="plug-in")
+
+
+def estimate_frequencies(sums: ReportSums, oracles: AttributeOracles, aggregators, *,
+                         deviation: str | DeviationModel = "plug-in") -> tuple[np.ndarray, dict[str, Recalibrated]]:
+    """(f_hat, {aggregator name: result}) from the summed contributions (module docstring)."""
+    f_hat = mean_estimate(sums)
+    if isinstance(deviation, DeviationModel):
+        model = deviation
+    elif deviation == "plug-in":
+        model = plugin_deviation(sums, oracles)
+    else:
+        raise LDPValueError(f"deviation must be 'plug-in' or a DeviationModel, got {deviation!r}")
+    results = {}
+    for item in aggregators:
+        if item == SIMPLEX:
+            results[SIMPLEX] = Recalibrated(project_to_simplex(f_hat, oracles.categories),
+                                            {"aggregator": SIMPLEX, "deviation_source": None, "halfwidth": 1.0})
+        else:
+            results[item.name] = item(f_hat, model, 1.0)
+    return f_hat, results
+
+
+def collect_frequency_sums(codes: np.ndarray, oracles: AttributeOracles, stream: np.random.SeedSequence, *,
+                           chunk_users: int | None = None) -> ReportSums:
+    """Users report chunk by chunk; chunk k draws from child k of `stream` (as `collect_sums`)."""
+    users = codes.shape[0]
+    chunk_users = max(1, CHUNK_ENTRIES // oracles.entries) if chunk_users is None else chunk_users
+    starts = range(0, users, chunk_users)
+    children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
+    total = ReportSums.zeros(oracles.entries)
+    for start, child in zip(starts, children):
+        total = total + oracles.report_sums(codes[start:start + chunk_users], np.random.default_rng(child))
+    return total
+
+
+# ---- client half -----------------------------------------------------------------------------
+class FrequencyClient:
+    """A cohort's users randomize locally; the reply is their per-entry report sums."""
+
+    def __init__(self, codes: np.ndarray, oracles: AttributeOracles, secret: int, chunk_users: int | None = None,
+                 fail: bool = False) -> None:
+        self.codes, self.oracles, self.secret, self.chunk_users, self.fail = codes, oracles, secret, chunk_users, fail
+
+    def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
+        if self.fail:
+            raise InjectedFailure(f"injected failure in round {server_round}")
+        noise = seeds.stream(self.secret, seeds.NOISE, server_round)
+        sums = collect_frequency_sums(self.codes, self.oracles, noise, chunk_users=self.chunk_users)
+        arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
+        return ClientReply(arrays, {"users": int(sums.users)}), {}
+
+
+# ---- server half -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FrequencyOutcome:
+    """What the server holds after a round: who replied, the summed contributions, the estimates."""
+
+    oracles: AttributeOracles
+    partitions: list[int]
+    sums: ReportSums
+    f_hat: np.ndarray
+    results: dict[str, Recalibrated]
+
+    @property
+    def estimates(self) -> dict[str, np.ndarray]:
+        return {name: result.estimate for name, result in self.results.items()}
+
+
+class FrequencyServer:
+    """Strategy-shaped server half: sum the clients' ReportSums, f_hat, re-calibration."""
+
+    def __init__(self, oracles: AttributeOracles, clients: int, aggregators: list[str], *,
+                 alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
+                 deviation: str | DeviationModel = "plug-in", round_event=None, budget=None) -> None:
+        names = check_aggregators(aggregators)
+        built = aggregation.get_many([n for n in names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference)
+        by_name = {a.name: a for a in built}
+        self.aggregators = [SIMPLEX if n == SIMPLEX else by_name[n] for n in names]
+        self.oracles, self.clients, self.deviation = oracles, clients, deviation
+        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
+        self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None
+        if budget is not None:
+            budget.check(round_event)
+        self.ledger = PrivacyLedger()
+        self.outcome: FrequencyOutcome | None = None
+        self._planned: list[int] = []
+        self._stopped: list[int] = []
+
+    def configure_round(self, server_round: int) -> RoundPlan:
+        self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
+        return RoundPlan(self._planned, {})
+
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
+        pids = sorted(replies)
+        sums = sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(self.oracles.entries))
+        if pids:
+            f_hat, results = estimate_frequencies(sums, self.oracles, self.aggregators, deviation=self.deviation)
+        else:
+            f_hat, results = np.full(self.oracles.entries, np.nan), {}
+        self.outcome = FrequencyOutcome(self.oracles, pids, sums, f_hat, results)
+        if self.round_event is not None:
+            for pid in pids:
+                self.ledger.record_event(pid, server_round, self.round_event, self.oracles.name)
+        return {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
+                "users_reported": int(sums.users)}
+
+    def evaluate(self, server_round: int) -> dict:
+        return {}
+
+
+# ---- from a federation's config (ldpfed simulate --task frequency) --------------------------
+@functools.lru_cache(maxsize=4)
+def _read(name: str, users: int, dims: int, categories: str, header: str, data_seed: int) -> CategoricalData:
+    return read_categorical(name, users=users or None, attributes=dims or None, categories=categories or None,
+                            rng=np.random.default_rng(data_seed), header=HEADERS[header])
+
+
+def read(config: Config, data_seed: int) -> CategoricalData:
+    """The users' categorical tuples: a synthetic set drawn from the data seed, fair, or a CSV
+    (`ldpfed.data.categorical.read_categorical`, as `compare --task frequency` reads them)."""
+    data = config.data
+    return _read(config.data_name, data.users, data.dims, data.categories, data.header, data_seed)
+
+
+def bound(config: Config, data_seed: int) -> Config:
+    """`config` with `data.users` and `data.dims` (attributes) set to the data's shape, validated."""
+    users, dims = read(config, data_seed).codes.shape
+    if (config.data.users, config.data.dims) == (users, dims):
+        return config
+    return replace(config, data=replace(config.data, users=users, dims=dims)).validated()
+
+
+@functools.lru_cache(maxsize=4)
+def _oracles(name: str, epsilon: float, categories: tuple, m: int, delta: float | None) -> AttributeOracles:
+    return AttributeOracles.build(name, epsilon, list(categories), m, delta)
+
+
+def oracles_from_config(config: Config, data_seed: int) -> AttributeOracles:
+    """Every user's per-attribute oracles (eps/m each; `report-dims` 0 = all attributes)."""
+    data = read(config, data_seed)
+    m = config.privacy.report_dims or data.attributes
+    return _oracles(config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m,
+                    config.delta_or_none)
+
+
+def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> FrequencyClient:
+    rows = cohort(config.data.users, config.federation.clients, partition_id)
+    return FrequencyClient(read(config, data_seed).codes[rows], oracles_from_config(config, data_seed), secret,
+                           fail=partition_id in config.failing_partitions)
+
+
+def server_from_config(config: Config, data_seed: int) -> FrequencyServer:
+    """The server half; it knows the data's layout (attributes and categories), not the data."""
+    aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
+    event = round_event(config, config.privacy.epsilon, config.delta_or_none)
+    return FrequencyServer(oracles_from_config(config, data_seed), config.federation.clients, aggregators,
+                           alpha=config.aggregation.alpha, round_event=event, budget=config.budget)
