@@ -2,7 +2,8 @@
 seconds per round of cohort nodes (K Flower nodes, each training its clients at once) against
 today's one-client-per-node layout (K = N) and a plain loop (each client's `train_local` one after
 another in this process, no Flower, no privatization), as ratios measured in one run; and the peak
-memory of one node at N = 1000 for the CNN.
+memory of one node at N = 1000 for the CNN (one round of one node of K in a fresh process: its
+resident memory before the round and its peak).
 
     python benchmarks/bench_scale.py                      # the default grid (below)
     python benchmarks/bench_scale.py --models logreg --clients 1000 --steps 20 --paths cohort,per-client
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,31 +85,35 @@ def loop_seconds(config: Config, clients: int) -> float:
     return time.perf_counter() - started
 
 
-def _node_peak(config: Config, nodes: int, queue) -> None:
-    """In a fresh process: one node of `nodes` hosting its block of clients, one round; its peak
-    resident memory and its resident memory before training (MiB)."""
+def _resident_mib() -> float:
+    """This process' current resident memory (Linux /proc)."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**20
+
+
+def node_peak(model: str, clients: int, steps: int, nodes: int, data: str) -> dict:
+    """One node of `nodes` hosting its block of clients, one round, in THIS process: its resident
+    memory before the round and the process' peak resident memory after it (MiB)."""
     from ldpfed.protocols.nodes import hosted
     from ldpfed.protocols.session import World, node_half, server_half
 
+    config = config_for(model, clients, steps, nodes, 1, nodes, data)
     world = World.from_config(config)
-    server = server_half(config, world.data, world.server)
-    plan = server.configure_round(1)
-    pids = hosted(0, nodes, config.federation.clients)
+    plan = server_half(config, world.data, world.server).configure_round(1)
+    pids = hosted(0, nodes, clients)
     node = node_half(config, pids, world.data, world.secrets_of(pids))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before = _resident_mib()
     node.reply(1, plan.broadcast, pids)
-    queue.put({"clients_on_node": len(pids), "chunk_clients": getattr(node, "chunk", None),
-               "rss_before_training_mib": before, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return {"model": model, "clients": clients, "local_steps": steps, "nodes": nodes, "clients_on_node": len(pids),
+            "chunk_clients": node.chunk, "resident_before_round_mib": before,
+            "peak_resident_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def node_peak_memory(config: Config, nodes: int) -> dict:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_node_peak, args=(config, nodes, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
+def node_peak_memory(model: str, clients: int, steps: int, nodes: int, data: str) -> dict:
+    """`node_peak` in a fresh Python process (so the peak is that node's, not this run's)."""
+    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_scale; "
+            f"print(json.dumps(bench_scale.node_peak({model!r}, {clients}, {steps}, {nodes}, {data!r})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -158,8 +163,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     memory = None
     if args.memory:
-        config = config_for("cnn", 1000, 20, args.cpus, 1, args.cpus, args.data)
-        memory = {"model": "cnn", "clients": 1000, "nodes": args.cpus, **node_peak_memory(config, args.cpus)}
+        memory = node_peak_memory("cnn", 1000, 20, args.nodes or args.cpus, args.data)
         print(json.dumps({"node_peak_memory": memory}), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"results": results, "node_peak_memory": memory}, indent=2))
