@@ -43,6 +43,8 @@ NO_MECHANISM = "none"
 FEDAVG = "fedavg"  # Flower's own FedAvg aggregation (train only)
 TRAIN_DEVIATIONS = ("plug-in", "model")
 MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which imports torch)
+PERTURBATIONS = ("numeric", "ldpvec")
+LDPVEC_AGGREGATORS = ("mean", FEDAVG)  # no per-coordinate noise model for the re-calibrating ones
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
 DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
@@ -109,6 +111,13 @@ class TrainingConfig:
     batch_size: int = 32
     clip: float = 0.05
     chunk_clients: int = 0  # clients a node trains at once; 0 = as many as a memory budget allows
+    # issue 13: how the update is perturbed: numeric (per coordinate, or a gradient noise) or
+    # ldpvec (directional, ldpfed.directional; --mechanism is its base randomizer)
+    perturbation: str = "numeric"
+    beta: float = 1.0  # ldpvec: angle window width beta*pi (1 = no angle clipping)
+    window: str = "fixed"  # ldpvec: fixed (the thesis) | centred (on the previous global step, public)
+    magnitude: str = "split"  # ldpvec: split | normalize | exact-unsafe (not private)
+    rotation: str = "none"  # ldpvec: none | hadamard (public per-round seed from the server)
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,11 @@ class Config:
         return self.privacy.mechanism in NAMES
 
     @property
+    def directional(self) -> bool:
+        """The update is perturbed by LDPVec (ldpfed.directional), train only."""
+        return self.run.task == "train" and self.training.perturbation == "ldpvec"
+
+    @property
     def noisy(self) -> bool:
         return self.privacy.mechanism != NO_MECHANISM
 
@@ -217,7 +231,10 @@ class Config:
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
-        if self.gradient_noise:
+        _check_perturbation_options(self)
+        if self.directional:
+            _check_ldpvec(self)
+        elif self.gradient_noise:
             # ldpfed.gradient_noise: L2-clipped updates plus a vector noise (gradient-noise.md).
             if run.task != "train":
                 raise LDPValueError(f"{privacy.mechanism} is a gradient noise: --task train only")
@@ -292,6 +309,39 @@ class Config:
         if any(not 0 <= pid < fed.clients for pid in failing):
             raise LDPValueError(f"fail-clients ids must be in [0, {fed.clients - 1}], got {fed.fail_clients!r}")
         return self
+
+
+def _check_ldpvec(config: "Config") -> None:
+    """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg (issue 13)."""
+    import ldpfed.mechanisms as mechanisms
+
+    privacy = config.privacy
+    if not config.noisy or config.gradient_noise:
+        raise LDPValueError(f"--perturbation ldpvec needs a scalar base mechanism ({', '.join(mechanisms.available())}), "
+                            f"got {privacy.mechanism!r}")
+    mechanisms.get_class(privacy.mechanism)
+    check_epsilon(privacy.epsilon)
+    if config.aggregation.aggregator not in LDPVEC_AGGREGATORS:
+        raise LDPValueError(f"--perturbation ldpvec needs --aggregator mean or fedavg (no per-coordinate noise model "
+                            f"for {config.aggregation.aggregator!r}); got {config.aggregation.aggregator!r}")
+    if privacy.report_dims:
+        raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
+
+
+def _check_perturbation_options(config: "Config") -> None:
+    """The perturbation's options, checked for every task (a malformed value is an error even where
+    it does not apply, issue 11, item 10)."""
+    from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
+    from ldpfed.directional.windows import check_beta
+
+    train = config.training
+    _choice("perturbation", train.perturbation, PERTURBATIONS)
+    if train.perturbation == "ldpvec" and config.run.task != "train":
+        raise LDPValueError("--perturbation ldpvec perturbs model updates: --task train only")
+    check_beta(train.beta)
+    _choice("window", train.window, WINDOWS)
+    _choice("magnitude", train.magnitude, MAGNITUDES)
+    _choice("rotation", train.rotation, ROTATIONS)
 
 
 # ---- option names ----------------------------------------------------------------------------

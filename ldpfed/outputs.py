@@ -10,7 +10,8 @@ Use it in every command that writes results (`compare`, `predict --output`, `sim
   cannot be created or written (a read-only or missing-and-uncreatable parent), or holds results of
   another ldpfed run and `overwrite` is False. It writes nothing: the directory (and any missing
   parents) is created at the first `write`. `out=None` gives a destination that writes nothing, so
-  commands need no `if out` branches.
+  commands need no `if out` branches. An empty `out` (`--out ""`, an unset shell variable) is an
+  error, never the current directory (`named_path`); give "." for that.
 - `write(files)` takes {file name: content}; content is a DataFrame (CSV, or Parquet by suffix), a
   matplotlib Figure (PNG), str (text), bytes, or a JSON payload (`ldpfed.results.write_content`).
   Every file is first written under a hidden temporary name in the directory, then all are renamed
@@ -128,6 +129,15 @@ def _stage(directory: Path, files: dict[str, object]) -> dict[Path, Path]:
     return staged
 
 
+def named_path(value, flag: str = "--out"):
+    """`value` unchanged, unless it is empty or blank: then an error, since Path("") is the current
+    directory and `--out ""` (e.g. an unset shell variable) would write results there."""
+    if value is not None and not str(value).strip():
+        raise LDPValueError(f"{flag} is empty; give a directory ('.' for the current one), or leave {flag} out "
+                            "to write no files")
+    return value
+
+
 class OutputDir:
     """A results directory (see the module docstring): `prepare`, then `write` once or more."""
 
@@ -138,9 +148,9 @@ class OutputDir:
     @classmethod
     def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> "OutputDir":
         """Check `out` before any work (see the module docstring); None: write nothing."""
-        if out is None or str(out) == "":
+        if out is None:
             return cls(None, overwrite=overwrite, command=command, flag=flag)
-        path = Path(out)
+        path = Path(named_path(out, flag))
         _check_writable_location(path, flag)
         if path.is_dir() and not overwrite:
             earlier = sorted(name for name in os.listdir(path) if name in RESULT_FILES)

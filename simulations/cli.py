@@ -14,6 +14,7 @@ import typer
 
 from ldpfed.cli.common import HEADER_HELP, OUT_OF_DOMAIN_HELP, error_console, handle_errors, print_json
 from ldpfed.config import resolve
+from ldpfed.outputs import named_path
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
 MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-calibrated by
@@ -39,7 +40,7 @@ def simulate(
     engine: Optional[str] = typer.Option(None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."),
     fresh_noise: Optional[bool] = typer.Option(None, "--fresh-noise/--no-fresh-noise", help="Clients draw their noise from OS entropy instead of secrets spawned from --seed."),
     # [data]
-    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | synthetic-fedprox | mnist | cifar10 (default digits)."),
+    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits)."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
     users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."),
     dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."),
@@ -75,18 +76,22 @@ def simulate(
     local_steps: Optional[int] = typer.Option(None, help="train: local SGD steps per round, E."),
     lr: Optional[float] = typer.Option(None, help="train: client learning rate."),
     batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
-    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate)."),
+    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate; L2 for gradient noises and ldpvec)."),
+    perturbation: Optional[str] = typer.Option(None, help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer)."),
+    beta: Optional[float] = typer.Option(None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."),
+    window: Optional[str] = typer.Option(None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."),
+    magnitude: Optional[str] = typer.Option(None, help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private)."),
+    rotation: Optional[str] = typer.Option(None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."),
     chunk_clients: Optional[int] = typer.Option(None, help="train: clients a node trains at once (0 = as many as a 512 MiB working memory allows)."),
     # [output]
-    out: Optional[Path] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
+    out: Optional[str] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
     overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),
     diagnostics: Optional[bool] = typer.Option(None, "--diagnostics/--no-diagnostics", help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
 ) -> None:
     flags = {key: value for key, value in locals().items() if key not in CLI_ONLY}
-    if flags["out"] is not None:
-        flags["out"] = str(flags["out"])
+    named_path(out)  # `--out ""` is an error here; `out = ""` in a config file means no files
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
     from ldpfed.protocols.recorder import output_dir

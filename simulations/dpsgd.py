@@ -39,13 +39,14 @@ from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise,
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
-GRADIENT_NOISES = ("inid-gaussian", "plrvo", "r1smg", "product-noise")
+GRADIENT_NOISES = ("inid-gaussian", "inid-laplace", "plrvo", "r1smg", "product-noise")
 PERTURBATIONS = ("numeric", "geodp", "none") + GRADIENT_NOISES
 NOT_PRIVATE = ("none", "r1smg", "product-noise")
 ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
 NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
+NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian, plrvo)
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,9 @@ class DPSGDConfig:
     seed: int = 0
     k: float | None = None  # plrvo: Gamma shape; product-noise: k (searched from noise_delta if None)
     theta: float | None = None  # plrvo: Gamma scale
-    noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim
+    noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim; inid-laplace: per-step pure eps
     noise_delta: float | None = None
+    noise_sampler: str = "safe"  # inid-gaussian, plrvo: safe (integer noise on a grid) | continuous
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -93,14 +95,33 @@ class DPSGDConfig:
                 set_(name, check_positive(getattr(self, name), name))
         if self.noise_delta is not None:
             set_("noise_delta", check_fraction(self.noise_delta, "noise_delta"))
-        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",)}
+        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",),
+                 "inid-laplace": ("noise_epsilon",)}
         missing = [name for name in needs.get(perturbation, ()) if getattr(self, name) is None]
         if missing:
             raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
         if perturbation == "product-noise" and self.k is None and self.noise_delta is None:
             raise LDPValueError("product-noise needs k or noise_delta (to search k)")
+        noise_sampler = str(self.noise_sampler).strip().lower()
+        if noise_sampler not in NOISE_SAMPLERS:
+            raise LDPValueError(f"noise_sampler must be one of {NOISE_SAMPLERS}, got {self.noise_sampler!r}")
+        set_("noise_sampler", noise_sampler)
+        if self.safe_noise and perturbation == "inid-gaussian" and sampling == "poisson":
+            raise LDPValueError("inid-gaussian's safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
+                                "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)")
         if perturbation == "plrvo" and sampling != "poisson":
             raise LDPValueError("plrvo is accounted for Poisson sampling only (sampling='poisson')")
+
+    @property
+    def safe_noise(self) -> bool:
+        """The run's noise is a floating-point-safe gradient noise (inid-gaussian or plrvo, sampler safe)."""
+        return self.perturbation in ("inid-gaussian", "inid-laplace", "plrvo") and self.noise_sampler == "safe"
+
+    @property
+    def noise_sampler_description(self) -> str:
+        from ldpfed.gradient_noise.safe_grid import SAFE_DESCRIPTION
+
+        return SAFE_DESCRIPTION if self.safe_noise else NOISE_SAMPLER
 
     @property
     def private(self) -> bool:
@@ -109,15 +130,19 @@ class DPSGDConfig:
 
 def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: float, steps: int):
     """(noise on the sum of clipped gradients, per-layer clips) for the gradient-noise perturbations."""
-    from ldpfed.gradient_noise import PLRVO, InidGaussian, ProductNoise, R1SMG, layer_profile
+    from ldpfed.gradient_noise import PLRVO, InidGaussian, InidLaplace, ProductNoise, R1SMG, layer_profile
 
     dims, clip = sum(layer_sizes), config.clip
     if config.perturbation == "inid-gaussian":
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
-        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier), clips
+        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier,
+                            sampler=config.noise_sampler), clips
+    if config.perturbation == "inid-laplace":  # per-layer L2 clips C/sqrt(L): profile sqrt(d_l) C_l bounds the L1 shift
+        clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
+        return InidLaplace(layer_profile(clips, layer_sizes), epsilon=config.noise_epsilon, sampler=config.noise_sampler), clips
     if config.perturbation == "plrvo":
         return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
-                     delta=config.target_delta), [clip]
+                     delta=config.target_delta, sampler=config.noise_sampler), [clip]
     if config.perturbation == "r1smg":
         return R1SMG(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, sensitivity=clip), [clip]
     return ProductNoise(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, k=config.k, sensitivity=clip), [clip]
@@ -199,9 +224,10 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
             gradients = per_example_gradients(model, params, x_all[index], y_all[index]).double().numpy()
         else:  # an empty Poisson batch still releases noise
             gradients = np.zeros((0, dims))
-        clean = clip_layers(gradients, layer_sizes, layer_clips).sum(axis=0) / config.batch_size
-        if noise is not None:
-            released = clean + noise.sample(1, noise_rng)[0] / config.batch_size
+        clipped_sum = clip_layers(gradients, layer_sizes, layer_clips).sum(axis=0)
+        clean = clipped_sum / config.batch_size
+        if noise is not None:  # the noise's own release of the sum (a safe sampler rounds it to its grid)
+            released = noise.perturb(clipped_sum, noise_rng) / config.batch_size
         elif config.perturbation == "numeric":
             released = numeric_noise(gradients, config.clip, config.noise_multiplier, config.batch_size, noise_rng)
         elif config.perturbation == "geodp":
@@ -230,12 +256,33 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     }
 
 
+def laplace_privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
+    """inid-laplace: each step is pure noise_epsilon-DP (add/remove one example: the sum moves by one
+    per-layer-clipped gradient, within the profile's L1 bound). Poisson sampling at rate q amplifies it
+    to log(1 + q (e^eps - 1)) (Balle, Barthe & Gaboardi 2018); shuffled epochs compose once per epoch.
+    The rounds are composed by dp_accounting's PLD of the generic eps-DP mechanism."""
+    from dp_accounting import SelfComposedDpEvent
+
+    from ldpfed.accounting import pure_round
+
+    if config.sampling == "poisson":
+        rate = min(1.0, config.batch_size / train_examples)
+        event = SelfComposedDpEvent(pure_round(math.log1p(rate * math.expm1(config.noise_epsilon))), steps)
+    else:
+        event = SelfComposedDpEvent(pure_round(config.noise_epsilon), config.epochs)
+    from ldpfed.accounting import create_accountant
+
+    epsilon = create_accountant("pld").compose(event).get_epsilon(config.target_delta)
+    return {"private": True, "epsilon": float(epsilon), "accountant": "pld (dp_accounting; amplified pure eps per step)",
+            "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+
+
 def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
     """The run's privacy cost from dp-accounting (or the not-private record)."""
     if config.perturbation in ("r1smg", "product-noise"):
         from ldpfed.gradient_noise import GUARANTEE_FAILS
 
-        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": NOISE_SAMPLER,
+        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": config.noise_sampler_description,
                 "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"}
     if not config.private:
         return {"private": False, "epsilon": None, "accountant": None,
@@ -246,10 +293,22 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
         from ldpfed.accounting import PlrvoDpEvent
 
         rate = min(1.0, config.batch_size / train_examples)
-        event = SelfComposedDpEvent(PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate), steps)
+        event = SelfComposedDpEvent(
+            PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate, config.noise_sampler), steps)
         return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
                 "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
-                "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
+                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+    if config.perturbation == "inid-laplace":
+        return laplace_privacy_record(config, train_examples, steps)
+    if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
+        from dp_accounting import SelfComposedDpEvent
+
+        from ldpfed.accounting import DiscreteGaussianVectorDpEvent
+
+        event = SelfComposedDpEvent(DiscreteGaussianVectorDpEvent(config.noise_multiplier), config.epochs)
+        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
+                "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
+                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     event = training_event(
         "numeric" if config.perturbation == "inid-gaussian" else config.perturbation, config.noise_multiplier,
         sampling=config.sampling,

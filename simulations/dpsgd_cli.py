@@ -25,14 +25,14 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def dpsgd(
     perturbation: str = typer.Option(
-        "numeric", help="numeric | geodp | none | inid-gaussian | plrvo | r1smg | product-noise (the last two: "
+        "numeric", help="numeric | geodp | none | inid-gaussian | inid-laplace | plrvo | r1smg | product-noise (the last two: "
                         "published guarantee does not hold, run NOT private)."),
     noise_multiplier: float = typer.Option(1.0, help="sigma: noise sd / sensitivity."),
     batch_size: int = typer.Option(64, help="(Expected) batch size B."),
     epochs: int = typer.Option(5, help="Passes over the data."),
     beta: float = typer.Option(1.0, help="GeoDP bounding factor beta in (0, 1]."),
     window: str = typer.Option("fixed", help="GeoDP angle windows: fixed (thesis) | centred (on the previous release)."),
-    data: str = typer.Option("digits", help="digits | synthetic-fedprox | mnist | cifar10."),
+    data: str = typer.Option("digits", help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra [mnist])."),
     data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
     model: str = typer.Option("logreg", help="logreg | mlp | cnn."),
     lr: float = typer.Option(0.5, help="Learning rate."),
@@ -44,8 +44,12 @@ def dpsgd(
     shadows: int = typer.Option(8, help="Reference models of the LiRA attack (with --mia)."),
     k: Optional[float] = typer.Option(None, "--k", help="plrvo: Gamma shape k; product-noise: k (else searched)."),
     theta: Optional[float] = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
-    noise_epsilon: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed epsilon."),
+    noise_epsilon: Optional[float] = typer.Option(
+        None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."),
     noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
+    noise_sampler: str = typer.Option(
+        "safe", help="inid-gaussian, plrvo: safe (integer noise on a grid; inid-gaussian needs --sampling shuffle) | "
+        "continuous (NOT floating-point safe)."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
@@ -54,7 +58,7 @@ def dpsgd(
         perturbation=perturbation, noise_multiplier=noise_multiplier, batch_size=batch_size, epochs=epochs,
         lr=lr, clip=clip, beta=beta, window=window, sampling=sampling, data=data, data_dir=data_dir,
         model=model, target_delta=target_delta, seed=seed, k=k, theta=theta, noise_epsilon=noise_epsilon,
-        noise_delta=noise_delta,
+        noise_delta=noise_delta, noise_sampler=noise_sampler,
     )
 
     def show(row: dict) -> None:

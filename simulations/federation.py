@@ -93,6 +93,20 @@ def _stop_flower(stop: threading.Event, done: threading.Event) -> None:
     _shutdown_ray()
 
 
+def remove_diagnostics(directory: Path, ours: bool) -> None:
+    """After the run, however it ended (Ctrl-C, an error): the nodes' diagnostics files of a round
+    the harness did not join (clean values, complete or half-written) are deleted, then the
+    directory. `ours`: a temporary directory of the harness, removed whole; `OUT/diagnostics` loses
+    only ldpfed's files (and itself when that leaves it empty)."""
+    if ours:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    for path in [*directory.glob("round-*-client-*.npz"), *directory.glob(".round-*-client-*.npz*")]:
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
     from simulations.runner import showing
 
@@ -135,7 +149,6 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
             _stop_flower(stop, done)
         raise
     finally:
-        if not keep or not any(directory.iterdir()):
-            shutil.rmtree(directory, ignore_errors=True)
+        remove_diagnostics(directory, ours=not keep)
     if len(session.recorder.rows) < config.run.rounds:
         raise RuntimeError("the Flower simulation ended before its last round (see the log; rerun with --verbose)")

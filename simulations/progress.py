@@ -60,7 +60,8 @@ class RoundProgress:
         engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
-            "task", "clients", "rounds", "mechanism", "private", "privacy_reasons", "epsilon", "aggregator", "deviation",
+            "task", "clients", "rounds", "mechanism", "noise_sampler", "private", "privacy_reasons", "epsilon", "aggregator",
+            "deviation",
             "final_accuracy", "best_accuracy", "final_loss", "users", "dims", "final_mse", "final_mse_plain_mean",
             "predicted_mse_plain_mean", "mean_mse_over_rounds",
             "noise_measured_over_predicted", "diagnostics",

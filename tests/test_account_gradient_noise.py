@@ -24,11 +24,17 @@ def account(*arguments) -> dict:
 
 
 @pytest.mark.parametrize("accountant", ["joint", "paper"])
-def test_plrvo_epsilon_is_the_library_accountant(accountant):
-    record = account(*PLRVO, "--accountant", accountant)
-    expected, order = plrvo_epsilon(20.0, 0.05, 1.0, 200, 0.05, 50, 1e-5, accountant)
+@pytest.mark.parametrize("sampler", ["safe", "continuous"])
+def test_plrvo_epsilon_is_the_library_accountant(accountant, sampler):
+    """Default: the safe sampler, accounted for what it samples (slightly above the continuous law)."""
+    from ldpfed.gradient_noise.plrvo_safe import SafeLaw
+
+    record = account(*PLRVO, "--accountant", accountant, *(["--sampler", sampler] if sampler == "continuous" else []))
+    law = SafeLaw.for_params(200) if sampler == "safe" else None
+    expected, order = plrvo_epsilon(20.0, 0.05, 1.0, 200, 0.05, 50, 1e-5, accountant, law=law)
     assert record["epsilon"] == pytest.approx(expected, rel=1e-12) and record["order"] == order
-    assert record["sound"] is (accountant == "joint")
+    assert record["sound"] is (accountant == "joint") and record["sampler"] == sampler
+    assert record["event"]["sampler"] == sampler
 
 
 def test_plrvo_default_is_joint_and_rdp_ledger_is_an_upper_bound():

@@ -20,9 +20,20 @@ def calibrate(*arguments) -> dict:
 
 
 def test_inid_gaussian_eta_and_layers():
-    record = calibrate("--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--layers", "1:4,0.5:9")
+    record = calibrate("--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--layers", "1:4,0.5:9",
+                       "--sampler", "continuous")
     assert record["parameters"]["eta"] == pytest.approx(0.268051, abs=5e-7)
     assert record["dims"] == 13 and record["guarantee_holds"] is True
+    assert record["sampler"] == "continuous" and record["floating_point_safe"] is False
+    safe = calibrate("--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--layers", "1:4,0.5:9")
+    assert safe["sampler"] == "safe" and safe["floating_point_safe"] is True
+    assert safe["parameters"]["eta_star_continuous"] == pytest.approx(0.268051, abs=5e-7)
+    assert safe["parameters"]["eta"] < 0.268051  # RDP calibration and the grid: more noise
+    laplace = calibrate("--mechanism", "inid-laplace", "--epsilon", "1", "--dims", "20")
+    assert laplace["sampler"] == "safe" and laplace["parameters"]["realized_epsilon"] <= 1.0
+    bad = runner.invoke(app, ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "5",
+                              "--sampler", "safe"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
 
 
 def test_r1smg_and_product_noise_check_values_and_marking():

@@ -73,6 +73,25 @@ def test_compare_train_checks_out_before_any_federation(tmp_path, monkeypatch, w
     assert result.stderr.strip().startswith("error: --out") and len(result.stderr.strip().splitlines()) == 1
 
 
+SIMULATE = ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--dims", "2", "--rounds", "1"]
+
+
+@pytest.mark.parametrize("command", [SIMULATE, COMPARE, ["compare", "--task", "frequency"],
+                                     ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1"]])
+def test_an_empty_out_is_an_error_not_the_current_directory(tmp_path, monkeypatch, command):
+    """`--out ""` (an unset shell variable, say) used to write the results into the current
+    directory (Path("") is "."); it is one line and exit 2, nothing written. `--out .` still is the
+    current directory."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*command, "--out", ""])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().startswith("error: --out is empty") and len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+    if command is SIMULATE:
+        assert runner.invoke(app, [*command, "--out", "."]).exit_code == 0
+        assert (tmp_path / "summary.json").exists()
+
+
 def test_predict_output_is_checked_first_and_not_replaced_without_overwrite(tmp_path):
     base = ["predict", "-m", "laplace", "-e", "1", "-n", "100", "-d", "3", "--json"]
     target = tmp_path / "p.json"

@@ -60,7 +60,7 @@ def test_eta_star_check_value_and_root():
 
 
 def test_inid_gaussian_condition_holds_with_equality_and_mse():
-    noise = InidGaussian(PROFILE, epsilon=0.7, delta=1e-6)
+    noise = InidGaussian(PROFILE, epsilon=0.7, delta=1e-6, sampler="continuous")
     assert noise.condition() == pytest.approx(noise.eta**2, rel=1e-12)
     assert noise.mse() == pytest.approx(np.sum(noise.scales**2), rel=1e-12)
     assert noise.mse() == pytest.approx(PROFILE.sum() ** 2 / noise.eta**2, rel=1e-12)
@@ -72,20 +72,20 @@ def test_inid_gaussian_condition_holds_with_equality_and_mse():
 
 def test_inid_gaussian_uniform_profile_is_the_iid_analytic_gaussian():
     clip, dims = 0.8, 50
-    noise = InidGaussian(layer_profile([clip], [dims]), epsilon=2.0, delta=1e-5)
+    noise = InidGaussian(layer_profile([clip], [dims]), epsilon=2.0, delta=1e-5, sampler="continuous")
     np.testing.assert_allclose(noise.scales, analytic_sigma(2.0, 1e-5, sensitivity=clip), rtol=1e-9)
 
 
 def test_inid_gaussian_release_is_delta_private_at_eta_star_by_the_pld_library():
     """The whole release is a Gaussian of Mahalanobis shift eta*: dp_accounting's PLD of the
     Gaussian with noise multiplier 1/eta* gives delta(eps = 1) = 1e-5."""
-    noise = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)
+    noise = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5, sampler="continuous")
     pld = pld_lib.from_gaussian_mechanism(standard_deviation=noise.noise_multiplier, value_discretization_interval=1e-5)
     assert pld.get_delta_for_epsilon(1.0) == pytest.approx(1e-5, rel=2e-3)
 
 
 def test_inid_gaussian_sampler_variance():
-    noise = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5)
+    noise = InidGaussian(PROFILE, epsilon=1.0, delta=1e-5, sampler="continuous")
     draws = noise.sample(20_000, np.random.default_rng(1))
     ratio = draws.var(axis=0) / noise.coordinate_variance()
     assert np.all(np.abs(ratio - 1) <= Z * math.sqrt(2 / 20_000)), ratio
@@ -93,22 +93,22 @@ def test_inid_gaussian_sampler_variance():
 
 # --- i.n.i.d. Laplace -----------------------------------------------------------------------------
 def test_inid_laplace_condition_equality_mse_and_delta_variant():
-    noise = InidLaplace(PROFILE, epsilon=1.5)
+    noise = InidLaplace(PROFILE, epsilon=1.5, sampler="continuous")
     assert noise.condition() == pytest.approx(1.5, rel=1e-12)
     assert noise.mse() == pytest.approx(np.sum(noise.coordinate_variance()), rel=1e-12)
-    approximate = InidLaplace(PROFILE, epsilon=1.5, delta=0.01)
+    approximate = InidLaplace(PROFILE, epsilon=1.5, delta=0.01, sampler="continuous")
     assert approximate.condition() == pytest.approx(1.5 - math.log(0.99), rel=1e-12)
 
 
 def test_inid_laplace_uniform_profile_is_the_iid_laplace():
     """D_i = 2 (a coordinate in [-1, 1]) on d coordinates: eps spread as eps/d per coordinate."""
     dims = 8
-    noise = InidLaplace(np.full(dims, 2.0), epsilon=1.0)
+    noise = InidLaplace(np.full(dims, 2.0), epsilon=1.0, sampler="continuous")
     np.testing.assert_allclose(noise.scales, Laplace(epsilon=1.0 / dims).scale, rtol=1e-12)
 
 
 def test_inid_laplace_density_ratio_is_at_most_eps():
-    noise = InidLaplace(PROFILE, epsilon=1.0)
+    noise = InidLaplace(PROFILE, epsilon=1.0, sampler="continuous")
     rng = np.random.default_rng(2)
     y = noise.sample(1000, rng)
     shift = PROFILE * np.sign(rng.standard_normal(PROFILE.size))  # a worst-case neighbour
@@ -276,7 +276,7 @@ def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitiv
     from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 
     privatizer = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, layer_sizes=[4, 6],
-                                 layer_clips=[1.0, 0.5])
+                                 layer_clips=[1.0, 0.5], sampler="continuous")
     rng = np.random.default_rng(8)
     updates = rng.standard_normal((5, 10)) * 3
     clipped = privatizer.clip_only(updates)
@@ -288,7 +288,7 @@ def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitiv
     scales = np.sqrt(privatizer.noise(10).coordinate_variance())
     diameter = np.concatenate([np.full(4, 2.0 / 2.0), np.full(6, 1.0 / 6**0.5)])
     assert np.sum((diameter / scales) ** 2) == pytest.approx(optimal_eta(1.0, 1e-5) ** 2)
-    single = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, clip=0.5)
+    single = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, clip=0.5, sampler="continuous")
     assert np.allclose(np.sqrt(single.noise(10).coordinate_variance()), analytic_sigma(1.0, 1e-5, sensitivity=1.0))
     assert privatizer.privatize(updates, rng).shape == (5, 10)
     failing = NoisePrivatizer("r1smg", epsilon=1.0, delta=1e-5, dims=10)

@@ -293,6 +293,7 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
         assert summary["interrupted"] is True and summary["engine"] == "flower"
         assert 1 <= summary["rounds_finished"] == len(pd.read_csv(out / "metrics.csv")) < 10000
         assert (out / "plot.png").exists() and not list(out.glob(".*.tmp*"))
+        assert not (out / "diagnostics").exists()  # the unfinished round's clean values are removed
         for _ in range(20):  # Ray's processes exit within moments of the shutdown
             left = set(_processes_with_env(*marker))
             if not left:
@@ -349,6 +350,40 @@ def test_every_client_failing_is_an_error_exit(tmp_path):
                                  "--fail-clients", "0,1", "--json"])
     assert result.exit_code == 1
     assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
+
+
+def test_ctrl_c_under_flower_leaves_no_diagnostics_of_the_unfinished_round(tmp_path, monkeypatch):
+    """Ctrl-C while the nodes of a round have written their diagnostics (clean values) but the
+    harness has not joined them: exit 130 and none of those files left in --out (they used to stay
+    in OUT/diagnostics). Flower itself is replaced by a stand-in that writes what two nodes write
+    (one file complete, one half-written) and is then interrupted."""
+    import simulations.federation as federation
+    import simulations.runner as runner_module
+    from clients.client_app import write_diagnostics
+
+    out = tmp_path / "run"
+    mine = out / "diagnostics" / "notes.txt"
+
+    def interrupted_federation(config, server_app, client_app, progress, verbose):
+        directory = out / "diagnostics"
+        write_diagnostics(directory, 1, 0, {"clean": np.ones(3)})
+        (directory / ".round-00001-client-1.npz").write_bytes(b"PK")  # a node's write cut short
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner_module, "run_simulation", interrupted_federation)
+    monkeypatch.setattr(federation, "SERVER_STOP_SECONDS", 0.1)  # the stand-in has no ServerApp to wait for
+    result = runner.invoke(app, ["simulate", "--engine", "flower", "--clients", "2", "--users", "100",
+                                 "--rounds", "3", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 0 of 3 rounds" in result.output
+    assert not (out / "diagnostics").exists(), sorted(p.name for p in (out / "diagnostics").iterdir())
+    # a file of the user's own in OUT/diagnostics stays (only ldpfed's files are removed)
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine")
+    result = runner.invoke(app, ["simulate", "--engine", "flower", "--clients", "2", "--users", "100",
+                                 "--rounds", "3", "--out", str(out), "--overwrite"])
+    assert result.exit_code == 130, result.output
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["notes.txt"]
 
 
 def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_path, monkeypatch):

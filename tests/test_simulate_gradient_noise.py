@@ -29,11 +29,13 @@ def test_inid_gaussian_run_is_private_and_its_noise_matches_the_prediction():
     # Measured ||noisy mean - clean mean||^2 over its exact expectation: 2 rounds of a sum of
     # d = 650 Gaussian coordinates, relative sd ~ sqrt(2 / (2 * 650)) = 0.04.
     assert summary["noise_measured_over_predicted"] == pytest.approx(1.0, abs=5 * 0.04)
+    assert summary["noise_sampler"].startswith("safe")
 
 
 def test_plrvo_run_is_accounted_by_rdp():
     summary = simulate("--mechanism", "plrvo", "--accountant", "rdp")
     assert summary["private"] and np.isfinite(summary["epsilon_spent_max_per_client"])
+    assert summary["noise_sampler"].startswith("safe")
 
 
 @pytest.mark.parametrize("mechanism", ["r1smg", "product-noise"])

@@ -23,6 +23,7 @@ from ldpfed.accounting.accountants import (
 from ldpfed.accounting.events import (
     CalibratedDpEvent,
     DiscreteGaussianDpEvent,
+    DiscreteGaussianVectorDpEvent,
     EpsilonDeltaDpEvent,
     GaussianDpEvent,
     NotPrivateDpEvent,
@@ -45,7 +46,7 @@ from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
 
 __all__ = [
     "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
-    "DiscreteGaussianDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent",
+    "DiscreteGaussianDpEvent", "DiscreteGaussianVectorDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent",
     "PoissonSampledDpEvent", "PrivacyLedger",
     "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
     "event_from_dict", "event_to_dict", "gaussian_mechanism_event", "gaussian_round", "not_private", "pure_round", "register_accountant",

@@ -121,6 +121,26 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
+class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
+    """One vector release of the safe i.n.i.d. Gaussian (ldpfed.gradient_noise.safe_grid): integer
+    grid inputs plus N_Z(0, s^2) per coordinate, L2 sensitivity at most s / noise_multiplier steps.
+
+    RDP: the continuous Gaussian's curve alpha / (2 z^2) (CKS 2020, Proposition 5, composed over the
+    coordinates). No PLD (the continuous Gaussian's does not bound the discrete one) and no Poisson
+    sampling: the pld accountant refuses it; basic/advanced use its calibrated (eps, delta).
+    """
+
+    noise_multiplier: float
+
+    def rdp(self, orders) -> np.ndarray:
+        from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
+
+        library = LibraryRdpAccountant(list(orders))
+        library.compose(GaussianDpEvent(self.noise_multiplier))
+        return np.asarray(library.rdp)
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
 class NotPrivateDpEvent(dp_event.NonPrivateDpEvent):
     """A value left the client without accounted noise; `reason` says which and why."""
 
@@ -141,13 +161,16 @@ class PlrvoDpEvent(dp_event.DpEvent):
     clip: float
     params: int
     sample_rate: float = 1.0
+    sampler: str = "continuous"  # "safe": the bound for the safe sampler's law (gradient_noise/plrvo_safe.py)
 
     def rdp(self, orders) -> list[float]:
         from ldpfed.gradient_noise.plrvo import step_alphas
+        from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 
         orders = [float(order) for order in orders]
         wanted = sorted({int(round(a - 1)) for a in orders if a > 1 and float(a - 1).is_integer()})
-        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted)
+        law = SafeLaw.for_params(self.params) if self.sampler == "safe" else None
+        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted, law)
         by_lam = dict(zip(lams.tolist(), alphas.tolist()))
         return [by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam)
                 else math.inf for a in orders]
@@ -281,7 +304,8 @@ register_round_event("none", _none_builder)
 # --- serialization -------------------------------------------------------------------------------
 _LOCAL_EVENTS = {
     cls.__name__: cls
-    for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent, DiscreteGaussianDpEvent)
+    for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent, DiscreteGaussianDpEvent,
+                DiscreteGaussianVectorDpEvent)
 }
 
 

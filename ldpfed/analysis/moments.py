@@ -16,7 +16,8 @@ keeps the mean fourth power of each column (and, on request, its range, for regi
 Summary moments give a quadratic bound (looser, still valid).
 
 The data pass (`from_array`) is the predictor's only O(nd) work: one blocked pass over
-cache-sized tiles computes the per-column power sums (issue 11 item 9). S_j^2 then
+cache-sized tiles computes the per-column power sums, column strips on a thread pool
+(issue 11 item 9; the result is the same bit for bit on any number of threads). S_j^2 then
 comes from the power sums, (sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute
 rounding error is about 1e-16, far below any LDP noise variance.
 """
@@ -24,7 +25,9 @@ rounding error is about 1e-16, far below any LDP noise variance.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +37,13 @@ from ldpfed.validation import LDPValueError, check_positive_int, check_values
 # Rounding slack when checking mean_sq >= mean^2 and |mean| <= 1 on user-supplied summaries.
 _TOLERANCE = 1e-9
 MOMENT_COLUMNS = ("mean", "mean_sq", "variance")
+# Below this many values the data pass runs on one thread (starting threads would cost more than they save).
+_PARALLEL_MINIMUM = 1 << 20
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform reports it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +87,9 @@ class ColumnMoments:
 
     # --- constructors -----------------------------------------------------------------------------
     @classmethod
-    def from_array(cls, values, *, ranges: bool = False, block: int = 1 << 17, width: int = 8192) -> "ColumnMoments":
+    def from_array(
+        cls, values, *, ranges: bool = False, block: int = 1 << 18, width: int = 8192, workers: int | None = None
+    ) -> "ColumnMoments":
         """Moments of a (users, dims) array of values in [-1, 1] (rows = users), in one pass.
 
         The array goes in tiles of `width` columns by `block / width` rows (cache-sized, with a
@@ -85,7 +97,15 @@ class ColumnMoments:
         and t^4, and the largest t^2 (the domain check: |t| <= 1, and no NaN). Tall tiles keep
         the per-tile column accumulations small next to the tile's own work, also for wide data.
         `ranges=True` also keeps each column's minimum and maximum (two more operations per
-        tile), which personalized-LDP groups check against their regions.
+        tile), which personalized-LDP groups check against their regions. The default tile,
+        32 x 8192 (2 MiB), is the fastest measured that OpenBLAS still sums on the calling thread:
+        from about 460,800 values a matrix-vector product spreads over OpenBLAS's own threads, which
+        on a busy machine costs 10x in waiting.
+
+        Column strips of `width` columns go to `workers` threads (default: the usable cores;
+        numpy releases the GIL in ufuncs and BLAS). Each strip's sums are written only to its
+        own columns and summed in the same order as by one thread, so the result does not depend
+        on `workers`, bit for bit.
         """
         table = np.asarray(values)
         if table.ndim == 1:
@@ -99,22 +119,40 @@ class ColumnMoments:
         rows = max(1, block // width)
         sums = np.zeros((3, dims))  # sum t, sum t^2, sum t^4
         low, high = (np.full(dims, np.inf), np.full(dims, -np.inf)) if ranges else (None, None)
-        largest_square = 0.0
-        square = np.empty((rows, width))
-        for first in range(0, dims, width):
+
+        def strip_pass(first: int) -> float:
+            """Sums of columns [first, first + width) into `sums` (and the range); returns the largest t^2."""
             columns = slice(first, first + width)
+            largest_square = 0.0
+            square = np.empty((rows, min(width, dims - first)))
+            ones = np.ones(rows)
             for start in range(0, users, rows):
                 tile = np.asarray(table[start : start + rows, columns], dtype=float)
-                t2 = square[: tile.shape[0], : tile.shape[1]]
+                t2 = square[: tile.shape[0]]
                 np.multiply(tile, tile, out=t2)
-                sums[0, columns] += tile.sum(axis=0)
-                sums[1, columns] += t2.sum(axis=0)
+                # column sums as products with a ones vector (BLAS): ~1.7x cheaper than sum(axis=0)
+                sums[0, columns] += ones[: tile.shape[0]] @ tile
+                sums[1, columns] += ones[: tile.shape[0]] @ t2
                 sums[2, columns] += np.einsum("ij,ij->j", t2, t2)
                 largest_square = np.maximum(largest_square, t2.max())  # propagates NaN (builtin max would not)
                 if ranges:
                     np.minimum(low[columns], tile.min(axis=0), out=low[columns])
                     np.maximum(high[columns], tile.max(axis=0), out=high[columns])
-        if not largest_square <= 1.0:  # also NaN: every comparison with it is False
+            return largest_square
+
+        strips = range(0, dims, width)
+        if workers is None:
+            workers = usable_cores() if users * dims >= _PARALLEL_MINIMUM else 1
+        workers = min(len(strips), check_positive_int(workers, "workers"))
+        if workers == 1:
+            largest = [strip_pass(first) for first in strips]
+        else:
+            pool = ThreadPoolExecutor(workers)
+            try:
+                largest = list(pool.map(strip_pass, strips))
+            finally:  # on an error or Ctrl-C, drop the strips not started yet
+                pool.shutdown(cancel_futures=True)
+        if not np.max(largest) <= 1.0:  # also NaN (np.max propagates it; every comparison with it is False)
             check_values(table)  # raises the validation's own message (NaN/inf or out of domain)
         mean, mean_sq, mean_fourth = sums / users
         spread = np.maximum(sums[1] - users * mean * mean, 0.0)

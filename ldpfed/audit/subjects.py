@@ -331,11 +331,9 @@ def build_subject(name, epsilon: float | None = None, delta: float | None = None
         from ldpfed.gradient_noise import calibrate
         from ldpfed.gradient_noise.audit_subject import noise_subject
 
-        if sampler not in (None, "continuous"):
-            raise LDPValueError(f"{key} has only the continuous sampler")
         unknown = set(options) - {"dims", "clip", "k"}
         if unknown:
             raise LDPValueError(f"{key} does not take option(s) {sorted(unknown)}; allowed: dims, clip, k")
         options.setdefault("dims", DEFAULT_VECTOR_DIMS)
-        return noise_subject(calibrate(key, epsilon=epsilon, delta=delta, **options))
+        return noise_subject(calibrate(key, epsilon=epsilon, delta=delta, sampler=sampler, **options))
     raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")

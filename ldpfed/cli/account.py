@@ -34,7 +34,7 @@ PLRVO_ACCOUNTANTS = {
 }
 
 
-def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant) -> dict:
+def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant, sampler="safe") -> dict:
     """T steps of PLRV-O (gradient-noise.md, PLRV-O) by the joint, paper or rdp accountant."""
     from ldpfed.accounting import PlrvoDpEvent
     from ldpfed.gradient_noise import PLRVO
@@ -45,8 +45,9 @@ def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, acc
     if accountant not in PLRVO_ACCOUNTANTS:
         raise LDPValueError(f"plrvo's --accountant must be one of {', '.join(PLRVO_ACCOUNTANTS)}, got {accountant!r}")
     noise = PLRVO(check_positive_int(params, "--params"), k=k, theta=theta, clip=clip,
-                  sample_rate=1.0 if sample_rate is None else sample_rate, steps=rounds, delta=target_delta)
-    event = PlrvoDpEvent(noise.k, noise.theta, noise.clip, noise.dims, noise.sample_rate)
+                  sample_rate=1.0 if sample_rate is None else sample_rate, steps=rounds, delta=target_delta,
+                  sampler="safe" if sampler is None else sampler)
+    event = PlrvoDpEvent(noise.k, noise.theta, noise.clip, noise.dims, noise.sample_rate, noise.sampler)
     if accountant == "rdp":
         spent = create_accountant("rdp").compose(SelfComposedDpEvent(event, rounds)).spent(target_delta)
         epsilon, order = spent.epsilon, None
@@ -58,6 +59,7 @@ def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, acc
         "sample_rate": noise.sample_rate, "mean_abs_noise": noise.mean_abs(), "target_delta": target_delta,
         "event": event_to_dict(event), "epsilon": epsilon, "delta": target_delta, "order": order,
         "private": True, "sound": accountant != "paper", "reasons": [],
+        "sampler": noise.sampler, "sampler_description": noise.sampler_description,
     }
 
 
@@ -70,9 +72,11 @@ def inid_profile_record(layers, profile, noise_multiplier) -> dict | None:
     if layers is None and profile is None:
         return None
     sensitivities = parse_layers(layers) if layers is not None else read_profile(profile)
-    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier)
+    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier, sampler="continuous")
     return {"dims": noise.dims, "l1_profile": float(sensitivities.sum()), "scale_min": float(noise.scales.min()),
             "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(),
+            "sampler": ("continuous: this command accounts the (Poisson-sampled) continuous Gaussian; the safe sampler "
+                        "(discrete Gaussian) has the same RDP curve without sampling, see `ldpfed calibrate`"),
             "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile"}
 
 
@@ -127,6 +131,9 @@ def account_command(
     params: int = typer.Option(None, "--params", help="plrvo: number of model parameters n."),
     layers: str = typer.Option(None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."),
     profile: str = typer.Option(None, "--profile", help="inid-gaussian: file of per-coordinate sensitivities D_i."),
+    sampler: str = typer.Option(
+        None, "--sampler", help="plrvo: safe (default; accounts what the safe sampler draws) | continuous (NOT "
+        "floating-point safe)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
@@ -142,14 +149,17 @@ def account_command(
         if epsilon is not None or noise_multiplier is not None or delta is not None:
             raise LDPValueError("plrvo is accounted from --k, --theta, --clip, --params (no --epsilon, --noise-multiplier, --delta)")
         clip = 1.0 if clip is None else check_positive(clip, "--clip")
-        result = plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant)
+        result = plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant, sampler)
         if as_json:
             print_json(result)
             return
         console.print(f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
-                      f"n={result['params']}, q={result['sample_rate']:g}), {result['accountant_description']}: "
+                      f"n={result['params']}, q={result['sample_rate']:g}, sampler {result['sampler']}), "
+                      f"{result['accountant_description']}: "
                       f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}")
         return
+    if sampler is not None:
+        raise LDPValueError("--sampler applies to plrvo only (inid-gaussian is accounted by its noise multiplier)")
     chosen = create_accountant("pld" if accountant is None else accountant)  # unknown names fail here
     event = round_cost(mechanism, epsilon, delta, noise_multiplier, sample_rate, chosen.name)
     reason = chosen.unsupported(event)

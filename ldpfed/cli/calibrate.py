@@ -28,6 +28,9 @@ def calibrate_command(
     profile: str = typer.Option(None, "--profile", help="i.n.i.d.: file of per-coordinate sensitivities D_i."),
     sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."),
     steps: int = typer.Option(None, "--steps", "-T", help="PLRV-O: DP-SGD steps (default 1)."),
+    sampler: str = typer.Option(
+        None, "--sampler",
+        help="safe | continuous (default: safe for the i.n.i.d. noises; continuous is NOT floating-point safe)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Calibrate a gradient noise from the literature to a privacy target."""
@@ -49,7 +52,8 @@ def calibrate_command(
     if sensitivities is not None and key not in ("inid-gaussian", "inid-laplace"):
         raise LDPValueError("--layers/--profile apply to the i.n.i.d. noises only")
     noise = calibrate(key, epsilon=epsilon, delta=delta, dims=dims, clip=clip, k=k, profile=sensitivities,
-                      sample_rate=1.0 if sample_rate is None else sample_rate, steps=1 if steps is None else steps)
+                      sample_rate=1.0 if sample_rate is None else sample_rate, steps=1 if steps is None else steps,
+                      sampler=sampler)
     record = {"mechanism": noise.name, **noise.describe()}
     record.pop("name")
     if as_json:
@@ -62,4 +66,4 @@ def calibrate_command(
         table.add_row(name, f"{value:.6g}" if isinstance(value, float) else str(value))
     console.print(table)
     status = "sound" if noise.guarantee_holds else f"{GUARANTEE_FAILS}: never counted as private"
-    console.print(f"guarantee: {status}; sampler: {noise.sampler}")
+    console.print(f"guarantee: {status}; sampler: {noise.sampler_description}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import numpy as np
 
@@ -103,7 +102,7 @@ def compare(
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
-    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP),
+    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP),
     domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale)."),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
@@ -134,7 +133,7 @@ def compare(
     device: str | None = typer.Option(None, "--device", help="train: where the nodes train: auto | cpu | cuda."),
     categories: str | None = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
     task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes)."),
-    out: Path | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
+    out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
 ) -> None:

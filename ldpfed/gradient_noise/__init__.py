@@ -27,7 +27,8 @@ def available() -> list[str]:
 
 
 def listing() -> list[dict]:
-    """One row per noise: name, whether its published guarantee holds, the sampler."""
+    """One row per noise: name, whether its published guarantee holds, its samplers (default first)."""
     return [{"name": name, "guarantee_holds": cls.guarantee_holds,
-             "status": "sound" if cls.guarantee_holds else GUARANTEE_FAILS, "sampler": cls.sampler}
+             "status": "sound" if cls.guarantee_holds else GUARANTEE_FAILS, "sampler": cls.samplers[0],
+             "samplers": list(cls.samplers), "floating_point_safe": cls.samplers[0] == "safe"}
             for name, cls in NOISES.items()]

@@ -21,7 +21,9 @@ from ldpfed.validation import LDPValueError
 
 GUARANTEE_FAILS = "published guarantee does not hold"
 # Samplers: "continuous" = textbook float sampler, not floating-point safe (Mironov 2012; audit.md,
-# Floating-point events): ldpfed's safe primitives are not available for these laws yet.
+# Floating-point events); "safe" = per-coordinate grid with exact integer noise (safe_grid.py), the
+# default of the i.n.i.d. noises. R1SMG, product noise and PLRV-O have the continuous one only
+# (docs/decisions.md, issue 14: safe samplers).
 CONTINUOUS = "continuous (not floating-point safe)"
 
 
@@ -48,19 +50,39 @@ class GradientNoise(ABC):
 
     name: ClassVar[str]
     guarantee_holds: ClassVar[bool] = True
-    sampler: ClassVar[str] = CONTINUOUS
+    samplers: ClassVar[tuple[str, ...]] = ("continuous",)  # the first is the default
 
     dims: int
+    sampler: str = "continuous"
+
+    @property
+    def floating_point_safe(self) -> bool:
+        return self.sampler == "safe"
+
+    @property
+    def sampler_description(self) -> str:
+        from ldpfed.gradient_noise.safe_grid import SAFE_DESCRIPTION
+
+        return SAFE_DESCRIPTION if self.floating_point_safe else CONTINUOUS
 
     def perturb(self, updates, rng: np.random.Generator) -> np.ndarray:
-        """updates + noise, one independent draw per row; same shape as `updates`."""
+        """The release of every row (one independent draw per row); same shape as `updates`."""
         array = check_updates(updates, self.dims)
         rows = np.atleast_2d(array)
-        return (rows + self.sample(rows.shape[0], check_rng(rng))).reshape(array.shape)
+        return self._release(rows, check_rng(rng)).reshape(array.shape)
+
+    def _release(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """rows + noise (continuous samplers); a safe sampler rounds the rows to its grid first."""
+        return rows + self.sample(rows.shape[0], rng)
+
+    def release_variance(self, rows) -> np.ndarray:
+        """Exact Var(release - row) per coordinate for these rows (input-free for additive noise)."""
+        return np.broadcast_to(self.coordinate_variance(), np.shape(rows)).copy()
 
     @abstractmethod
     def sample(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """`count` independent noise vectors, shape (count, d)."""
+        """`count` independent noise vectors, shape (count, d) (a safe sampler's integer noise times
+        its steps: the release itself also rounds the input, use `perturb`)."""
 
     @abstractmethod
     def parameters(self) -> dict:
@@ -68,7 +90,8 @@ class GradientNoise(ABC):
 
     @abstractmethod
     def coordinate_variance(self) -> np.ndarray:
-        """Exact Var(noise_i) per coordinate, shape (d,) (inf where it does not exist)."""
+        """Exact Var(noise_i) per coordinate, shape (d,) (inf where it does not exist); a safe sampler
+        includes its input rounding at the worst input (g_i^2 / 4; `release_variance` is exact)."""
 
     @property
     @abstractmethod
@@ -95,6 +118,8 @@ class GradientNoise(ABC):
             "guarantee_holds": self.guarantee_holds,
             "private": self.guarantee_holds,
             "sampler": self.sampler,
+            "sampler_description": self.sampler_description,
+            "floating_point_safe": self.floating_point_safe,
             "expected_squared_norm": float(np.sum(variance)),
         }
         if not self.guarantee_holds:

@@ -11,24 +11,31 @@ from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
 from ldpfed.gradient_noise.plrvo import PLRVO, search_parameters
+from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import check_profile, layer_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
 from ldpfed.validation import LDPValueError, check_positive_int
 
 NAMES = ("inid-gaussian", "inid-laplace", "r1smg", "product-noise", "plrvo")
+NOISE_CLASSES = {"inid-gaussian": InidGaussian, "inid-laplace": InidLaplace, "r1smg": R1SMG,
+                 "product-noise": ProductNoise, "plrvo": PLRVO}
 
 
 def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: int | None = None,
               clip: float = 1.0, k: float | None = None, profile=None, sample_rate: float = 1.0,
-              steps: int = 1) -> GradientNoise:
+              steps: int = 1, sampler: str | None = None) -> GradientNoise:
     """The noise `name` calibrated to (epsilon, delta); PLRV-O searched for (k, theta) at epsilon
-    after `steps` steps at `sample_rate` (joint accountant)."""
+    after `steps` steps at `sample_rate` (joint accountant). `sampler`: "safe" or "continuous"
+    (default: the noise's default, safe where it has one)."""
     key = str(name).strip().lower().replace("_", "-")
     if key not in NAMES:
         raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
     if k is not None and key != "product-noise":
         raise LDPValueError(f"--k is a parameter of product-noise, not of {key}")
+    if sampler is not None and str(sampler).strip().lower() not in NOISE_CLASSES[key].samplers:
+        raise LDPValueError(f"{key} has the sampler(s) {', '.join(NOISE_CLASSES[key].samplers)}, got {sampler!r}")
+    options = {} if sampler is None else {"sampler": str(sampler).strip().lower()}
     if key in ("inid-gaussian", "inid-laplace"):
         if profile is None:
             if dims is None:
@@ -40,8 +47,8 @@ def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: in
         if key == "inid-gaussian":
             if delta is None:
                 raise LDPValueError("inid-gaussian needs delta in (0, 1)")
-            return InidGaussian(profile, epsilon=epsilon, delta=delta)
-        return InidLaplace(profile, epsilon=epsilon, delta=delta)
+            return InidGaussian(profile, epsilon=epsilon, delta=delta, **options)
+        return InidLaplace(profile, epsilon=epsilon, delta=delta, **options)
     if dims is None:
         raise LDPValueError(f"{key} needs --dims (the number of coordinates M)")
     if key == "r1smg":
@@ -51,5 +58,9 @@ def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: in
     if key == "product-noise":
         return ProductNoise(dims, epsilon=epsilon, delta=delta, k=k, sensitivity=clip)
     delta = 1e-5 if delta is None else delta
-    found = search_parameters(epsilon, clip, check_positive_int(dims, "dims"), sample_rate, steps, delta)
-    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta)
+    dims = check_positive_int(dims, "dims")
+    safe = options.get("sampler", PLRVO.samplers[0]) == "safe"
+    law = SafeLaw.for_params(dims) if safe else None
+    found = search_parameters(epsilon, clip, dims, sample_rate, steps, delta, law=law)
+    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta,
+                 **options)

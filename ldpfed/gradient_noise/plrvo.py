@@ -19,6 +19,10 @@ alpha_total = T alpha_step; eps(delta) = min_lam [alpha_total/lam + log(lam/(lam
 log1p/expm1 (G - 1 is tiny for most coordinates). The guarantee ldpfed reports is the joint one.
 Orders: lam in ORDERS (every integer to 64, then a sparser grid); a subset of orders can only
 raise eps, so the figure stays an upper bound.
+
+Samplers. "safe" (default): scale atoms, a per-atom grid and exact integer discrete Laplace noise
+(plrvo_safe.py); both accountants then use G_safe, the bound of plrvo_safe.py for what is sampled
+(`law`). "continuous": the one-step float sampler above, NOT floating-point safe (Mironov 2012).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from scipy.special import gammainc, gammaincinv, gammaln, logsumexp
 
 from ldpfed.accounting import PlrvoDpEvent
 from ldpfed.gradient_noise.base import GradientNoise
+from ldpfed.gradient_noise.plrvo_safe import SafeLaw, release_safe, safe_g_minus_one, safe_variance, sample_safe
+from ldpfed.gradient_noise.safe_grid import check_sampler
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 ACCOUNTANTS = ("joint", "paper")
@@ -56,15 +62,21 @@ def _log_terms(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> tuple[
     return eta, -k * np.log1p(-theta * (eta - 1.0) * x), -k * np.log1p(theta * eta * x)
 
 
-def g_minus_one(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> np.ndarray:
-    """G(x, eta) - 1 for eta (column) x x (row), accurate where G is close to 1 (inf on overflow)."""
+def g_minus_one(x: np.ndarray, eta: np.ndarray, k: float, theta: float, law: SafeLaw | None = None) -> np.ndarray:
+    """G(x, eta) - 1 for eta (column) x x (row), accurate where G is close to 1 (inf on overflow);
+    G_safe - 1 for the safe sampler's `law`."""
+    if law is not None:
+        return safe_g_minus_one(x, eta, k, theta, law)
     eta, log_up, log_down = _log_terms(x, eta, k, theta)
     with np.errstate(over="ignore", invalid="ignore"):
         return (eta * np.expm1(log_up) + (eta - 1.0) * np.expm1(log_down)) / (2.0 * eta - 1.0)
 
 
-def log_g(x: np.ndarray, eta: np.ndarray, k: float, theta: float) -> np.ndarray:
+def log_g(x: np.ndarray, eta: np.ndarray, k: float, theta: float, law: SafeLaw | None = None) -> np.ndarray:
     """log G(x, eta): log1p(G - 1) where G < 2, a log-sum-exp of the two terms where G is large."""
+    if law is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.log1p(safe_g_minus_one(x, eta, k, theta, law))
     minus_one = g_minus_one(x, eta, k, theta)
     eta, log_up, log_down = _log_terms(x, eta, k, theta)
     with np.errstate(divide="ignore"):
@@ -81,13 +93,15 @@ def log_weights(lam: int, q: float) -> np.ndarray:
             eta == lam + 1, 0.0, -np.inf)
 
 
-def relevant_etas(lam: int, q: float, k: float, theta: float, clip: float) -> np.ndarray:
+def relevant_etas(lam: int, q: float, k: float, theta: float, clip: float, law: SafeLaw | None = None) -> np.ndarray:
     """The etas whose terms can matter: w_eta G(x, eta) <= w_eta (1 - theta(eta-1)C)^(-k) (x <= C),
     and the sum is at least max_eta w_eta (G >= 1), so terms bounded by e^-40 of it are dropped
     (relative error < (lam+2) e^-40)."""
     eta = np.arange(lam + 2, dtype=float)
     log_w = log_weights(lam, q)
     bound = log_w - k * np.log1p(-theta * np.maximum(eta - 1.0, 0.0) * clip)
+    if law is not None:  # G_safe <= 2 e^{(eta-1) gamma' + (2 eta - 1) tau} (1 + t^2) times that (plrvo_safe.py)
+        bound = bound + math.log(2.0) + eta * (law.shift_ratio + 2.0 * law.table_error) + 1e-6
     return np.nonzero(bound >= log_w.max() - TRUNCATION)[0]
 
 
@@ -98,8 +112,8 @@ def usable_orders(clip: float, theta: float, orders=ORDERS) -> np.ndarray:
 
 
 def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: float, accountant: str = "joint",
-                orders=ORDERS) -> tuple[np.ndarray, np.ndarray]:
-    """(lam, alpha_step(lam)) of one sampled step for the usable orders."""
+                orders=ORDERS, law: SafeLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(lam, alpha_step(lam)) of one sampled step for the usable orders (`law`: the safe sampler's)."""
     if accountant not in ACCOUNTANTS:
         raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
     lams = usable_orders(clip, theta, orders)
@@ -108,11 +122,11 @@ def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: f
     x = coordinate_shifts(clip, params)
     if accountant == "joint":
         # prod_i G(x_i, eta) does not depend on lam: one pass over the etas any order needs.
-        kept = [relevant_etas(lam, sample_rate, k, theta, clip) for lam in lams]
+        kept = [relevant_etas(lam, sample_rate, k, theta, clip, law) for lam in lams]
         etas = np.unique(np.concatenate(kept))
         rows = max(1, _CHUNK // params)
         log_products = np.concatenate([
-            log_g(x, etas[start:start + rows], k, theta).sum(axis=1)
+            log_g(x, etas[start:start + rows], k, theta, law).sum(axis=1)
             for start in range(0, etas.size, rows)
         ])
         alphas = np.array([logsumexp(log_weights(lam, sample_rate)[used] + log_products[np.searchsorted(etas, used)])
@@ -120,12 +134,12 @@ def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: f
         return lams, alphas
     alphas = np.empty(lams.size)
     for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
-        kept = relevant_etas(lam, sample_rate, k, theta, clip)
+        kept = relevant_etas(lam, sample_rate, k, theta, clip, law)
         weights = np.exp(log_weights(lam, sample_rate)[kept])[:, None]
         rows = max(1, _CHUNK // kept.size)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow gives inf: that order is not used
             alphas[index] = sum(
-                np.log1p(np.sum(weights * g_minus_one(x[start:start + rows], kept, k, theta), axis=0)).sum()
+                np.log1p(np.sum(weights * g_minus_one(x[start:start + rows], kept, k, theta, law), axis=0)).sum()
                 for start in range(0, params, rows)
             )
     return lams, alphas
@@ -140,9 +154,10 @@ def epsilon_from_alphas(lams: np.ndarray, alphas_total: np.ndarray, delta: float
 
 
 def plrvo_epsilon(k: float, theta: float, clip: float, params: int, sample_rate: float, steps: int, delta: float,
-                  accountant: str = "joint", orders=ORDERS) -> tuple[float, int]:
-    """(eps, lam) after `steps` sampled steps, by the joint (sound) or paper accountant."""
-    lams, alphas = step_alphas(k, theta, clip, params, sample_rate, accountant, orders)
+                  accountant: str = "joint", orders=ORDERS, law: SafeLaw | None = None) -> tuple[float, int]:
+    """(eps, lam) after `steps` sampled steps, by the joint (sound) or paper accountant (`law`: of
+    the safe sampler; None: the continuous one)."""
+    lams, alphas = step_alphas(k, theta, clip, params, sample_rate, accountant, orders, law)
     return epsilon_from_alphas(lams, steps * alphas, delta)
 
 
@@ -166,7 +181,8 @@ class SearchResult:
 
 
 def search_parameters(target_epsilon: float, clip: float, params: int, sample_rate: float, steps: int,
-                      delta: float, ks=None, accountant: str = "joint", orders=ORDERS) -> SearchResult:
+                      delta: float, ks=None, accountant: str = "joint", orders=ORDERS,
+                      law: SafeLaw | None = None) -> SearchResult:
     """(k, theta) maximising C (k-1) theta subject to eps <= target (by `accountant`), P(1/u > 10)
     <= 1e-3, k > 1, (k-1) theta >= 0.1 and the moment-domain condition (gradient-noise.md).
 
@@ -180,7 +196,7 @@ def search_parameters(target_epsilon: float, clip: float, params: int, sample_ra
             theta = math.exp(log_theta)
             if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:
                 return False, math.inf, 0
-            eps, lam = plrvo_epsilon(k, theta, clip, params, sample_rate, steps, delta, accountant, orders)
+            eps, lam = plrvo_epsilon(k, theta, clip, params, sample_rate, steps, delta, accountant, orders, law)
             return eps <= target_epsilon, eps, lam
 
         low = math.log(smallest_theta(k))
@@ -213,9 +229,10 @@ class PLRVO(GradientNoise):
     """Per-coordinate z = sign * expm1(-log1p(-U)/k)/theta (Laplace with a Gamma inverse scale)."""
 
     name = "plrvo"
+    samplers = ("safe", "continuous")
 
     def __init__(self, dims: int, *, k: float, theta: float, clip: float = 1.0, sample_rate: float = 1.0,
-                 steps: int = 1, delta: float = 1e-5) -> None:
+                 steps: int = 1, delta: float = 1e-5, sampler: str = "safe") -> None:
         self.dims = check_positive_int(dims, "dims")
         self.k, self.theta = check_positive(k, "k"), check_positive(theta, "theta")
         if self.k <= 1:
@@ -226,8 +243,13 @@ class PLRVO(GradientNoise):
             raise LDPValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
         self.sample_rate, self.steps = rate, check_positive_int(steps, "steps")
         self.delta = check_fraction(delta, "delta")
+        self.sampler = check_sampler(sampler)
+        self.law = SafeLaw.for_params(self.dims) if self.floating_point_safe else None
 
     def sample(self, count, rng):
+        if self.floating_point_safe:
+            steps, noise = sample_safe(count, self.dims, self.k, self.theta, self.law, rng)
+            return steps * noise
         u = rng.random((count, self.dims))
         magnitude = np.expm1(-np.log1p(-u) / self.k) / self.theta
         return np.where(rng.random((count, self.dims)) < 0.5, -magnitude, magnitude)
@@ -236,25 +258,38 @@ class PLRVO(GradientNoise):
         """E|z| = 1/((k-1) theta)."""
         return 1.0 / ((self.k - 1.0) * self.theta)
 
+    def _release(self, rows, rng):
+        if not self.floating_point_safe:
+            return super()._release(rows, rng)
+        return release_safe(rows, self.k, self.theta, self.law, rng)
+
     def coordinate_variance(self):
+        if self.floating_point_safe:  # the atoms' mean of g^2 (E N^2 + 1/4): exact at the worst input
+            return np.full(self.dims, safe_variance(self.k, self.theta, self.law))
         variance = 2.0 / ((self.k - 1.0) * (self.k - 2.0) * self.theta**2) if self.k > 2 else math.inf
         return np.full(self.dims, variance)
 
+    def release_variance(self, rows):
+        """The worst-input variance (the rounding's g^2 f(1 - f) depends on the atom; <= g^2/4)."""
+        return np.broadcast_to(self.coordinate_variance(), np.shape(rows)).copy()
+
     def epsilon(self, accountant: str = "joint") -> tuple[float, int]:
-        """(eps, lam) of `steps` steps at rate q and delta (joint: the guarantee)."""
+        """(eps, lam) of `steps` steps at rate q and delta (joint: the guarantee) for what is sampled."""
         return plrvo_epsilon(self.k, self.theta, self.clip, self.dims, self.sample_rate, self.steps, self.delta,
-                             accountant)
+                             accountant, law=self.law)
 
     def parameters(self):
         joint, _ = self.epsilon("joint")
         paper, _ = self.epsilon("paper")
         return {"k": self.k, "theta": self.theta, "clip": self.clip, "mean_abs": self.mean_abs(),
                 "sample_rate": self.sample_rate, "steps": self.steps, "delta": self.delta,
-                "epsilon_joint": joint, "epsilon_paper": paper}
+                "epsilon_joint": joint, "epsilon_paper": paper,
+                **({"table_length": self.law.table._table[1], "step_ratio": self.law.step_ratio,
+                    "table_error": self.law.table_error, "scale_atoms": 2**12} if self.law is not None else {})}
 
     @property
     def claim(self):
         return "(eps, delta)-DP by the moments accountant; ldpfed reports the joint accountant's eps"
 
     def _private_event(self):
-        return PlrvoDpEvent(self.k, self.theta, self.clip, self.dims, self.sample_rate)
+        return PlrvoDpEvent(self.k, self.theta, self.clip, self.dims, self.sample_rate, self.sampler)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldpfed.gradient_noise.base import GradientNoise, check_rng, check_updates
-from ldpfed.gradient_noise.calibrate import NAMES, calibrate
+from ldpfed.gradient_noise.calibrate import NAMES, NOISE_CLASSES, calibrate
 from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
 
@@ -26,11 +26,13 @@ class NoisePrivatizer:
     the local sensitivity; unbiased (the noise has mean 0)."""
 
     def __init__(self, name: str, *, epsilon: float, delta: float | None = None, clip: float = 1.0,
-                 layer_sizes=None, layer_clips=None, k: float | None = None, dims: int | None = None) -> None:
+                 layer_sizes=None, layer_clips=None, k: float | None = None, dims: int | None = None,
+                 sampler: str | None = None) -> None:
         key = str(name).strip().lower().replace("_", "-")
         if key not in NAMES:
             raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
         self.mechanism, self.epsilon, self.delta, self.k = key, check_epsilon(epsilon), delta, k
+        self.sampler = sampler  # None: the noise's default (safe for the i.n.i.d. noises)
         self.clip = check_positive(clip, "clip")
         self.sizes = None if layer_sizes is None else [check_positive_int(s, "layer size") for s in layer_sizes]
         if layer_clips is not None and self.sizes is None:
@@ -59,10 +61,10 @@ class NoisePrivatizer:
             sizes, clips = self.layers(dims)
             if self.mechanism in INID:
                 noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta,
-                                  profile=layer_profile(2.0 * clips, sizes))
+                                  profile=layer_profile(2.0 * clips, sizes), sampler=self.sampler)
             else:
                 noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta, dims=dims,
-                                  clip=2.0 * clips[0], k=self.k)
+                                  clip=2.0 * clips[0], k=self.k, sampler=self.sampler)
             self._noises[dims] = noise
         return self._noises[dims]
 
@@ -81,14 +83,16 @@ class NoisePrivatizer:
         return self.noise(clipped.shape[-1]).perturb(clipped, check_rng(rng))
 
     def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, variance) of the added noise per coordinate (unbiased: mean 0)."""
+        """(mean, variance) of the added noise per coordinate (unbiased: mean 0; a safe sampler's
+        variance at the worst input, its rounding counted as g^2 / 4)."""
         return np.zeros(int(dims)), self.noise(dims).coordinate_variance()
 
     def noise_moments(self, clipped_update) -> tuple[np.ndarray, np.ndarray]:
-        """Exact per-coordinate (mean, variance) of privatize(u) - clip(u), shaped like u."""
+        """Per-coordinate (mean, variance) of privatize(u) - clip(u), shaped like u: exact, except for
+        PLRV-O's safe sampler, whose rounding variance is taken at the worst input (g^2 / 4, ~1e-8
+        of the noise variance)."""
         clipped = check_updates(clipped_update)
-        _, variance = self.per_coordinate_noise(clipped.shape[-1])
-        return np.zeros_like(clipped), np.broadcast_to(variance, clipped.shape).copy()
+        return np.zeros_like(clipped), self.noise(clipped.shape[-1]).release_variance(clipped)
 
     def event(self, dims: int):
         """One round's privacy event (not private for R1SMG and product noise)."""
@@ -97,7 +101,8 @@ class NoisePrivatizer:
     def describe(self, dims: int | None = None) -> dict:
         record = {"mechanism": self.mechanism, "epsilon_per_round": self.epsilon, "delta_per_round": self.delta,
                   "clip": self.clip, "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
-                  "sensitivity": "2 C_l (local DP: any two clipped updates)"}
+                  "sensitivity": "2 C_l (local DP: any two clipped updates)",
+                  "sampler": self.sampler or NOISE_CLASSES[self.mechanism].samplers[0]}
         if dims is not None:
             record["noise"] = self.noise(dims).describe()
         return record

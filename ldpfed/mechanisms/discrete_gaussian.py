@@ -45,8 +45,8 @@ from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
-from ldpfed.mechanisms.discrete_laplace import _TRAILING_ONES, _trailing_ones
-from ldpfed.mechanisms.grid import round_to_grid, rounding_weights
+from ldpfed.mechanisms.grid import rounding_weights
+from ldpfed.mechanisms.grid_noise import GridNoiseSampler, geometric_half
 
 _LN2 = math.log(2.0)
 _RHO = 2.0**-36  # relative error bound of the float acceptance probability (module docstring)
@@ -55,8 +55,7 @@ _UNDERFLOW_NATS = 700.0  # exp(-x) stays a normal float (relative accuracy) up t
 _TARGET_SIGMA_BITS = 13
 _MIN_GRID_BITS, _MAX_GRID_BITS = 7, 16
 MIN_SAFE_DELTA = 1e-12  # the float terms of delta_bound (~2^-52) must stay far below delta
-_Q_BITS = 8  # raw word bits 0-7: trailing ones (Q); bit 63: sign; bits 62.. : R (l bits)
-_MINUS_TRAILING_ONES = -_TRAILING_ONES
+# raw word bits 0-7: trailing ones (Q); bit 63: sign; bits 62.. : R (l bits)
 
 
 def _log_gaussian_tail(bound: float, sigma: float) -> float:
@@ -68,7 +67,7 @@ def _log_gaussian_tail(bound: float, sigma: float) -> float:
 
 
 @dataclass(frozen=True)
-class DiscreteGaussianSampler:
+class DiscreteGaussianSampler(GridNoiseSampler):
     """Report (K + N)/J, N ~ N_Z(0, s^2) with s calibrated so that `delta_bound` <= delta at
     `epsilon` (module docstring). `sigma` is s in grid steps."""
 
@@ -76,6 +75,13 @@ class DiscreteGaussianSampler:
     delta: float
     continuous_sigma: float  # the continuous calibration on the t scale (chooses J and brackets s)
     classic: bool = False  # calibration="classic": s is at least the classic formula's, for comparison
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def shared(cls, epsilon: float, delta: float, continuous_sigma: float, classic: bool = False) -> "DiscreteGaussianSampler":
+        """One instance per parameters, so that its calibration, exact delta and support (~0.2 s
+        together) are computed once however many mechanisms use it (it is immutable)."""
+        return cls(epsilon, delta, continuous_sigma, classic)
 
     # --- the grid and the calibration -------------------------------------------------------------
     @cached_property
@@ -141,23 +147,17 @@ class DiscreteGaussianSampler:
             filled += take
         return out
 
-    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = round_to_grid(t * float(self.grid_steps), rng)
-        k += self.noise(t.size, rng)
-        k *= 1.0 / self.grid_steps
-        return k
-
     # --- exact law and statistics -----------------------------------------------------------------
     @cached_property
     def _support(self) -> tuple[np.ndarray, np.ndarray]:
         """(n, p(n)) for |n| <= T, p normalized over that range (the rest is below e^-100)."""
         n = np.arange(-self.truncation(self.sigma), self.truncation(self.sigma) + 1, dtype=float)
-        log_weight = -(n * n) / (2.0 * self.sigma**2)
-        return n, np.exp(log_weight - logsumexp(log_weight))
+        return n, np.exp(-(n * n) / (2.0 * self.sigma**2) - self._log_normalizer)
 
     @cached_property
     def _log_normalizer(self) -> float:
-        n, _ = self._support
+        bound = self.truncation(self.sigma)
+        n = np.arange(-bound, bound + 1, dtype=float)
         return float(logsumexp(-(n * n) / (2.0 * self.sigma**2)))
 
     def noise_log_mass(self, n) -> np.ndarray:
@@ -169,18 +169,6 @@ class DiscreteGaussianSampler:
         """Var N = sum n^2 p(n) (< s^2 for the discrete Gaussian, CKS Proposition 19)."""
         n, p = self._support
         return float(p @ (n * n))
-
-    @property
-    def output_bound(self) -> float:
-        return math.inf
-
-    @property
-    def bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
-    def variance_coefficients(self):
-        return ((0.25 + self.noise_variance) / self.grid_steps**2, 0.0, 0.0)
 
     @cached_property
     def _tail_moments(self) -> tuple[float, float]:
@@ -204,18 +192,6 @@ class DiscreteGaussianSampler:
             centre = sum(m * np.abs(c + shift) ** 3 for c, m in zip(near, near_mass))
             moment = moment + w * (2.0 * (third + 3.0 * shift**2 * first) + centre)
         return moment / float(self.grid_steps) ** 3
-
-    def log_mass(self, y, t) -> np.ndarray:
-        y, t = np.broadcast_arrays(np.asarray(y, dtype=float), np.asarray(t, dtype=float))
-        j = self.grid_steps
-        code = np.rint(y * j)
-        valid = (code / j == y) & (np.abs(code) < 2.0**52)
-        code = np.where(valid, code, 0.0)
-        low, weights = rounding_weights(t * j)
-        logs = [self.noise_log_mass(code - low - d) for d in (-1, 0, 1, 2)]
-        top = np.maximum.reduce(logs)
-        mass = sum(w * np.exp(log - top) for w, log in zip(weights, logs))
-        return np.where(valid, top + np.log(mass), -np.inf)
 
 
 @dataclass(frozen=True)
@@ -269,20 +245,14 @@ class _Proposal:
         (n + 1)^2 >= n^2 on the negative side keeps a(n) <= 1 with the same c.
         """
         raw = rng.bit_generator.random_raw(size)
-        word = raw.view(np.int64)
-        minus_q = _MINUS_TRAILING_ONES[word & 255]
-        full = np.flatnonzero(minus_q == -_Q_BITS)
-        while full.size:  # the 8 bits were all ones (1/256): keep counting on fresh words
-            more = _trailing_ones(rng.bit_generator.random_raw(full.size), 64)
-            minus_q[full] -= more
-            full = full[more == 64]
+        q = geometric_half(raw, rng)
         n = ((raw << np.uint64(1)) >> np.uint64(64 - self.bits)).view(np.int64) if self.bits else np.zeros(size, np.int64)
-        n -= minus_q * self.length  # G = R + L Q
-        n ^= word >> 63  # the sign: ~G = -G - 1 when the top bit is set
+        n += q * self.length  # G = R + L Q
+        n ^= raw.view(np.int64) >> 63  # the sign: ~G = -G - 1 when the top bit is set
         bound = n.astype(np.float64)
         bound *= bound
         bound *= -1.0 / (2.0 * self.sigma**2)
-        bound -= minus_q * _LN2
+        bound += q * _LN2
         bound -= self.log_envelope
         np.exp(bound, out=bound)  # a(n) = exp(-n^2/2s^2 + Q ln2 - c)
         return n[rng.random(size) < bound].astype(np.float64)

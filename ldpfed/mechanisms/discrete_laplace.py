@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
-from ldpfed.mechanisms.grid import round_to_grid, rounding_weights
+from ldpfed.mechanisms.grid import rounding_weights
+from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS, GridNoiseSampler, geometric_half
 
-_Q_BITS = 8  # bits 0-7: trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
+# raw word: bits 0-7 trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
 _TABLE_BITS = 64 - _Q_BITS - 1
-_TRAILING_ONES = np.array([(~i & (i + 1)).bit_length() - 1 for i in range(256)], dtype=np.int64)
 _MAX_TABLE = 4096
 _MIN_GRID_BITS = 7  # J >= 128: the 2J + 2 calibration costs at most (1 + 1/128)^2 - 1 = 1.6%
 _MAX_GRID_BITS = 24
@@ -67,18 +67,18 @@ def _worst_log_ratio(weights: list[int]) -> float:
     return float(np.max(np.abs(np.log(ratios))))
 
 
-def _trailing_ones(words: np.ndarray, cap: int) -> np.ndarray:
-    """Number of trailing one-bits of uint64 words, at most `cap` (int64)."""
-    lowest_zero = ~words & (words + np.uint64(1))  # the lowest zero bit alone (0 if all ones)
-    count = np.frexp(lowest_zero.astype(np.float64))[1].astype(np.int64) - 1
-    return np.where(lowest_zero == 0, cap, np.minimum(count, cap))
-
-
 @dataclass(frozen=True)
-class DiscreteLaplaceSampler:
+class DiscreteLaplaceSampler(GridNoiseSampler):
     """Report (K + N)/J with the exact law of the module docstring; `epsilon` is eps' <= budget."""
 
     budget: float
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def shared(cls, budget: float) -> "DiscreteLaplaceSampler":
+        """One instance per budget, so that its tables and moments are built once however many
+        mechanisms use it (it is immutable)."""
+        return cls(budget)
 
     @cached_property
     def grid_steps(self) -> int:
@@ -118,7 +118,7 @@ class DiscreteLaplaceSampler:
         return (2 * self.grid_steps + 2) * _worst_log_ratio(self._table[0])
 
     # --- sampling ---------------------------------------------------------------------------------
-    def _signed_noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
+    def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """N = S G as float64 (integers), with (G = 0, S = -1) redrawn."""
         keep, alias, capacity = self._alias
         length = self._table[1]
@@ -131,33 +131,26 @@ class DiscreteLaplaceSampler:
             below = (rng.bit_generator.random_raw(size) >> np.uint64(2)).view(np.int64)
         else:
             below = ((raw << np.uint64(column_bits)) >> np.uint64(column_bits + _Q_BITS + 1)).view(np.int64)
-        bad = np.flatnonzero(below >= capacity)  # y uniform in [0, capacity): rare rejections
-        while bad.size:
-            below[bad] = (rng.bit_generator.random_raw(bad.size) >> np.uint64(64 - below_bits)).view(np.int64)
-            bad = bad[below[bad] >= capacity]
+        if size and below.max() >= capacity:  # y uniform in [0, capacity): rare rejections (one cheap pass)
+            bad = np.flatnonzero(below >= capacity)
+            while bad.size:
+                below[bad] = (rng.bit_generator.random_raw(bad.size) >> np.uint64(64 - below_bits)).view(np.int64)
+                bad = bad[below[bad] >= capacity]
         g = np.where(below < keep[column], column, alias[column])
-        q = _TRAILING_ONES[(raw & np.uint64(255)).view(np.int64)]
-        full = np.flatnonzero(q == _Q_BITS)
-        while full.size:  # the 8 bits were all ones (1/256): keep counting on fresh words
-            more = _trailing_ones(rng.bit_generator.random_raw(full.size), 64)
-            q[full] += more
-            full = full[more == 64]
+        q = geometric_half(raw, rng)
         q *= length
         g += q
+        # the sign in integers: s = -bit 8 (0 or -1), N = (G ^ s) - s is G or -G
+        sign = ((raw << np.uint64(63 - _Q_BITS)).view(np.int64)) >> 63
+        g ^= sign
+        redo = np.flatnonzero(g == -1)  # G ^ -1 = -1 only for G = 0: the (G = 0, S = -1) draws
+        g -= sign
         noise = g.astype(np.float64)
-        sign = ((raw >> np.uint64(_Q_BITS)) & np.uint64(1)).astype(np.float64)
-        sign -= 0.5  # -0.5 or +0.5: copysign takes its sign
-        np.copysign(noise, sign, out=noise)
-        redo = np.flatnonzero((g == 0) & (sign > 0))  # N = -0: the (G = 0, S = -1) draws
         if redo.size:  # P(G = 0)/2 ~ 1/(3L): draw these again
-            noise[redo] = self._signed_noise(redo.size, rng)
+            noise[redo] = self.noise(redo.size, rng)
         return noise
 
-    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = round_to_grid(t * float(self.grid_steps), rng)
-        k += self._signed_noise(t.size, rng)
-        k *= 1.0 / self.grid_steps
-        return k
+    _signed_noise = noise  # the name ldpfed.gradient_noise uses
 
     # --- exact law and statistics -----------------------------------------------------------------
     @cached_property
@@ -177,7 +170,7 @@ class DiscreteLaplaceSampler:
         return self._log_zero_factor - (block + 1) * _LN2 + np.log(self._normalized_weights[offset])
 
     @cached_property
-    def _noise_second_moment(self) -> float:
+    def noise_variance(self) -> float:
         """E[N^2] = 2c E[G^2], E[G] = L + E[R], Var G = 2 L^2 + Var R (Var Q = 2, E[Q] = 1)."""
         w, length = self._normalized_weights, self._table[1]
         r = np.arange(length)
@@ -187,16 +180,8 @@ class DiscreteLaplaceSampler:
         return 2.0 * math.exp(self._log_zero_factor) * second_g
 
     @property
-    def output_bound(self) -> float:
-        return math.inf
-
-    @property
-    def bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
-    def variance_coefficients(self):
-        return ((0.25 + self._noise_second_moment) / self.grid_steps**2, 0.0, 0.0)
+    def _noise_second_moment(self) -> float:  # the name ldpfed.gradient_noise uses
+        return self.noise_variance
 
     @cached_property
     def _g_moments(self) -> tuple[float, float, float]:
@@ -228,15 +213,3 @@ class DiscreteLaplaceSampler:
             shift = low + d - x  # report - t in steps is shift + N
             moment = moment + w * (zero * np.abs(shift) ** 3 + self._one_side(shift) + self._one_side(-shift))
         return moment / float(self.grid_steps) ** 3
-
-    def log_mass(self, y, t) -> np.ndarray:
-        y, t = np.broadcast_arrays(np.asarray(y, dtype=float), np.asarray(t, dtype=float))
-        j = self.grid_steps
-        code = np.rint(y * j)
-        valid = (code / j == y) & (np.abs(code) < 2.0**52)
-        code = np.where(valid, code, 0.0)
-        low, weights = rounding_weights(t * j)
-        logs = [self.noise_log_mass(code - low - d) for d in (-1, 0, 1, 2)]
-        top = np.maximum.reduce(logs)  # log-sum-exp: masses far in the tail underflow as floats
-        mass = sum(w * np.exp(log - top) for w, log in zip(weights, logs))
-        return np.where(valid, top + np.log(mass), -np.inf)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -40,8 +41,10 @@ def analytic_delta(sigma: float, epsilon: float, sensitivity: float = SENSITIVIT
     return float(ndtr(a - b) - math.exp(epsilon + log_ndtr(-a - b)))
 
 
+@lru_cache(maxsize=256)
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float = SENSITIVITY) -> float:
-    """Smallest sigma with analytic_delta(sigma) <= delta.
+    """Smallest sigma with analytic_delta(sigma) <= delta (cached: a root search, and mechanisms
+    with the same parameters are built many times, e.g. by the predictor).
 
     analytic_delta decreases in sigma from 1 (sigma -> 0) to 0 (sigma -> inf); the root is
     bracketed on a log scale and solved by brentq, then nudged up to the first sigma that
@@ -100,7 +103,7 @@ class Gaussian(Mechanism):
         object.__setattr__(self, "_sigma", sigma)  # derived, not a field: computed once, validated here
         safe = None
         if self.sampler == "safe":
-            safe = DiscreteGaussianSampler(self.epsilon, self.delta, sigma, classic=self.calibration == "classic")
+            safe = DiscreteGaussianSampler.shared(self.epsilon, self.delta, sigma, classic=self.calibration == "classic")
         object.__setattr__(self, "_safe", safe)
 
     @property

@@ -11,9 +11,11 @@ steps whose exact law is known:
    rounding has the t-periodic variance f(1 - f), which would break the quadratic form of V(t)
    that the predictor relies on). K stays in [-J - 1, J + 1]. The law of the output given t is a
    mixture over grid inputs K, so a ratio bound that holds between any two K holds between any
-   two t. Floats only enter the dither sum, whose rounding moves probability between grid inputs
-   by at most 2^-37 of a step (|x| <= 2^16): a bias below 2^-53 on the t scale, the resolution of
-   t itself; the guarantee is unaffected.
+   two t. U1 and U2 are the two 32-bit halves of one raw 64-bit word (over 2^32; one word per
+   value instead of two 53-bit uniforms, for speed): P(K = k) is within 2^-32 of the continuous
+   triangular weights (`rounding_weights`) and |E[K] - x| <= 2^-33 (Hermite's identity), with
+   the float rounding of the sum (<= 2^-35 of a step) a bias below 2^-48 on the t scale, far
+   below any randomizer noise; the guarantee does not depend on the law of K at all.
 2. An exact discrete law given K. `WindowLaw` draws ONE uniform integer r in [0, T), T <= 2^53
    (from a 53-bit uniform, rejection for the rare r >= T) and maps it to an output index by exact
    integer arithmetic in floats with integer weights: every point of a window of W indices around
@@ -33,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -60,25 +62,33 @@ def rounding_weights(x) -> tuple[np.ndarray, list[np.ndarray]]:
     return low, [below, cdf - below, 1.0 - cdf - above, above]
 
 
-def round_to_grid(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Integers K (as floats) with the law of `rounding_weights`: floor(x + 1/2 + U1 - U2)."""
-    dither = rng.random(x.shape)
-    dither += 0.5
-    dither -= rng.random(x.shape)
+def round_to_grid(x: np.ndarray, rng: np.random.Generator, shift: float = 0.0) -> np.ndarray:
+    """Integers K + shift (as floats; `shift` an integer) with the law of `rounding_weights`:
+    K = floor(x + 1/2 + U1 - U2), U1 and U2 the two 32-bit halves of ONE raw 64-bit word over 2^32.
+
+    One word instead of two 53-bit uniforms (issue 12, speed): the dither is then the triangular
+    law on the lattice 2^-32 Z, so P(K = k) is within 2^-32 of `rounding_weights` and
+    |E[K] - x| <= 2^-33 (Hermite's identity: E[floor(y + a/N)] = floor(N y)/N over a uniform a),
+    below the float rounding of the sum (2^-35 of a step for |x + shift| <= 2^17).
+    """
+    halves = rng.bit_generator.random_raw(x.size).view(np.uint32)
+    dither = np.subtract(halves[0::2], halves[1::2], dtype=np.float64)  # U1 - U2, times 2^32: exact
+    dither *= 2.0**-32
     dither += x
+    dither += 0.5 + shift
     return np.floor(dither, out=dither)
 
 
 def uniform_below(total: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Exactly uniform integers (as floats) in [0, total), total <= 2^53: rng.random() is k / 2^53
-    with k uniform, so k = u 2^53 exactly; the rare k >= total are drawn again."""
+    """Exactly uniform integers k in [0, total), total <= 2^53, returned as k / 2^53 (callers scale
+    their integer constants by 2^-53 instead, exactly: one array pass fewer). rng.random() is
+    k / 2^53 with k uniform; the rare k >= total are drawn again."""
     draws = rng.random(size)
-    draws *= 2.0**53
-    if total < 2**53:
-        bad = np.flatnonzero(draws >= total)
-        while bad.size:  # probability (2^53 - total)/2^53, ~1e-6 per value
-            draws[bad] = rng.random(bad.size) * 2.0**53
-            bad = bad[draws[bad] >= total]
+    if total < 2**53 and size and draws.max() >= total * 2.0**-53:  # one cheap pass; a redraw is rare (~1e-6)
+        bad = np.flatnonzero(draws >= total * 2.0**-53)
+        while bad.size:
+            draws[bad] = rng.random(bad.size)
+            bad = bad[draws[bad] >= total * 2.0**-53]
     return draws
 
 
@@ -169,30 +179,45 @@ class WindowLaw:
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
-    def sample(self, grid_input: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Output codes (floats) for integer grid inputs K (floats): window/background index in
-        [-I, I], or the atom codes -(I+1) / I+1.
+    def sample(self, window_start: np.ndarray, rng: np.random.Generator, step: float = 1.0,
+               atom_value: float | None = None) -> np.ndarray:
+        """Reports given the window starts K - P (integer floats, K the grid input): index * step
+        for a window/background index in [-I, I], +-atom_value for the atoms (default: the atom
+        codes +-(I+1) * step). With the defaults the reports are the codes themselves.
 
-        r < W A: the window slot floor(r / A) from K - P on; else the background slot
-        floor((r - W A) / B) counted cyclically over [-I, I] from K + P + 1 on (skipping the window).
-        Both are (K + offset + slot + I) mod M - I, one expression for the two cases.
+        Slots z in [0, M) counted from K - P, cyclically over [-I, I]: r < W A gives the window
+        slot z = floor(r / A), else the background slot z = W + floor((r - W A) / B) =
+        floor((r - W (A - B)) / B). Both lines are increasing in r and meet at r = W A (slope
+        1/B > 1/A), so z = floor(max(r / A, (r - W (A - B)) / B)): no branch. Every division is
+        of integers below 2^53 (both scaled by 2^-53: the same quotient), whose floor is exact in
+        floats (a quotient within half an ulp below an integer k would need a numerator >= 2^53). The index is
+        (K - P + z) mod M, mapped to [-I, I]: v = K - P + z lies in [-I, I + M), and
+        rint(v / M) is 1 exactly when v > I (M odd: v / M is never near 1/2 within rounding).
         """
-        r = uniform_below(self.total, grid_input.size, rng)
-        window_end = float(self.width * self.high)
-        in_window = r < window_end
-        slot = np.where(in_window, r / float(self.high), (r - window_end) / float(self.low))
+        unit = 2.0**-53  # r arrives as r / 2^53: every integer constant is scaled alike (exact)
+        r = uniform_below(self.total, window_start.size, rng)
+        if self.atom_total:  # decided on r before it is reused below
+            atom = r >= self.window_total * unit
+            # plus: r - T_w < E0 + E1 (J + 1 + K), with K = window start + P
+            plus_limit = window_start * (self.atom_slope * unit)
+            plus_limit += (self.window_total + self.atom_base + self.atom_slope * (self.grid_steps + 1 + self.window_half)) * unit
+            plus = r < plus_limit
+        slot = r / (self.high * unit)
+        r -= self.width * (self.high - self.low) * unit
+        r /= self.low * unit
+        np.maximum(slot, r, out=slot)
         np.floor(slot, out=slot)
-        # offset I - P in the window, I + P + 1 = (I - P) + W outside (arithmetic: no np.where)
-        slot += float(self.half_range + self.window_half + 1)
-        slot -= in_window * float(self.width)
-        slot += grid_input  # in [0, 2M): one conditional subtraction is the mod M (np.fmod is slow)
-        slot -= (slot >= self.points) * float(self.points)
-        slot -= float(self.half_range)
+        slot += window_start
+        np.multiply(slot, 1.0 / self.points, out=r)
+        np.rint(r, out=r)
+        r *= float(self.points)
+        slot -= r
+        slot *= step
         if self.atom_total:
-            atom = r >= float(self.window_total)
-            plus = (r - float(self.window_total)) < self.atom_base + self.atom_slope * (self.grid_steps + 1 + grid_input)
-            code = float(self.half_range + 1)
-            slot = np.where(atom, plus * (2.0 * code) - code, slot)
+            value = (self.half_range + 1) * step if atom_value is None else atom_value
+            signed = np.multiply(plus, 2.0 * value)  # +value for plus, -value otherwise
+            signed -= value
+            slot = np.where(atom, signed, slot)
         return slot
 
     def probability(self, index, grid_input) -> np.ndarray:
@@ -264,13 +289,8 @@ class GridSampler:
         return self.law.log_ratio
 
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = round_to_grid(t * float(self.grid_steps), rng)
-        codes = self.law.sample(k, rng)
-        if self.law.atom_total:  # atom codes +-(I + 1) become +-atom_value
-            atom = np.abs(codes) > self.law.half_range
-            return np.where(atom, np.copysign(self.atom_value, codes), codes * self.step)
-        codes *= self.step
-        return codes
+        start = round_to_grid(t * float(self.grid_steps), rng, shift=-self.law.window_half)  # K - P
+        return self.law.sample(start, rng, self.step, self.atom_value)
 
     @cached_property
     def _shares(self) -> tuple[float, float]:
@@ -342,10 +362,12 @@ class GridSampler:
             return np.where(valid & (mass > 0), np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
 
 
+@lru_cache(maxsize=256)
 def window_sampler(epsilon: float, window_fraction: float, *, rescale: bool, atom_share: float = 0.0,
                    grid_bits: int = GRID_BITS) -> GridSampler:
     """The safe sampler of a sliding-window mechanism: window width ~ window_fraction * J indices,
-    density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw).
+    density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw). Cached: one
+    immutable sampler per parameters, its exact moments computed once.
 
     atom_share > 0 (Hybrid): the window part's share is chosen so that the mixture's variance does
     not depend on t (alpha = 1 / (1 + v2_window), the exact analogue of alpha = 1 - e^(-eps/2)).

@@ -31,7 +31,7 @@ class Laplace(Mechanism):
 
     @cached_property
     def safe_sampler(self):
-        return DiscreteLaplaceSampler(self.epsilon) if self.sampler == "safe" else None
+        return DiscreteLaplaceSampler.shared(self.epsilon) if self.sampler == "safe" else None
 
     @property
     def scale(self) -> float:

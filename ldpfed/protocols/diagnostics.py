@@ -14,16 +14,21 @@ import numpy as np
 
 from ldpfed.analysis import predict
 from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_report
+from ldpfed.directional.diagnostics import cosine, leading_energy_share
 
 TRAIN_COLUMNS = (
     "train_loss", "predicted_noise_trace", "predicted_squared_distance", "measured_squared_distance",
     "noise_ratio", "noise_z_beyond_1_96", "applied_squared_distance", "clean_update_squared_norm",
+    "cosine_to_clean", "leading_energy_share", "clean_leading_energy_share",
 )
 
 
 def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
     """Measured ||noisy mean - clean mean||^2 beside its exact prediction (analysis.md, federated
-    rounds), the distance of the applied step from the clean mean, and the weighted training loss.
+    rounds; NaN for LDPVec, which has no per-coordinate noise model), the distance of the applied
+    step from the clean mean, the weighted training loss, and (directional.md, last section) the
+    mean over replying clients of the cosine between a privatized update and its clean clipped
+    update and of the share of the energy in the first 1% of coordinates (privatized and clean).
     NaN where a replying client's diagnostics are missing (e.g. under `flwr run`)."""
     metrics = dict.fromkeys(TRAIN_COLUMNS, float("nan"))
     if outcome is None or not all(pid in diagnostics for pid in outcome.partitions):
@@ -32,18 +37,26 @@ def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
     clean = np.stack([diagnostics[pid]["clean"] for pid in outcome.partitions])
     losses = np.array([diagnostics[pid]["loss"] for pid in outcome.partitions])
     noisy_mean, clean_mean = p @ outcome.updates, p @ clean
+    metrics.update(
+        cosine_to_clean=float(np.mean(cosine(outcome.updates, clean))),
+        leading_energy_share=float(np.mean(leading_energy_share(outcome.updates))),
+        clean_leading_energy_share=float(np.mean(leading_energy_share(clean))),
+        applied_squared_distance=float(np.sum((outcome.step - clean_mean) ** 2)),
+        clean_update_squared_norm=float(np.sum(clean_mean**2)),
+        measured_squared_distance=float(np.sum((noisy_mean - clean_mean) ** 2)),
+        train_loss=float(p @ losses) if np.all(np.isfinite(losses)) else float("nan"),
+    )
+    if not hasattr(privatizer, "noise_moments"):  # LDPVec: no per-coordinate noise model
+        return metrics
     noise_mean, noise_variance = predicted_aggregate_noise(clean, outcome.sizes, privatizer)
     report = round_noise_report(noisy_mean, clean_mean, noise_variance, noise_mean)
     metrics.update(
-        train_loss=float(p @ losses) if np.all(np.isfinite(losses)) else float("nan"),
         predicted_noise_trace=report["predicted_variance_trace"],
         predicted_squared_distance=report["predicted_squared_distance"],
         measured_squared_distance=report["measured_squared_distance"],
         noise_ratio=float("nan") if report["ratio"] is None else report["ratio"],
         noise_z_beyond_1_96=(float("nan") if report["fraction_abs_z_above_1_96"] is None
                              else report["fraction_abs_z_above_1_96"]),
-        applied_squared_distance=float(np.sum((outcome.step - clean_mean) ** 2)),
-        clean_update_squared_norm=float(np.sum(clean_mean**2)),
     )
     return metrics
 

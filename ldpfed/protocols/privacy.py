@@ -40,6 +40,9 @@ def privacy_status(config: Config) -> PrivacyStatus:
         from ldpfed.gradient_noise import GUARANTEE_FAILS
 
         reasons.append(f"mechanism {config.privacy.mechanism}: {GUARANTEE_FAILS} (gradient-noise.md)")
+    if config.directional and config.training.magnitude == "exact-unsafe":
+        reasons.append("ldpvec magnitude exact-unsafe: clients send the norm of their update without noise "
+                       "(directional.md)")
     return PrivacyStatus(not reasons, tuple(reasons))
 
 

@@ -20,8 +20,8 @@ import numpy as np
 DATA, SERVER, CLIENTS = 0, 1, 2
 # purposes under a client's secret: (purpose, round)
 NOISE, MINIBATCHES = 0, 1
-# purposes under the server's seed
-SAMPLING, MODEL_INIT = 0, 1
+# purposes under the server's seed (ROTATION: LDPVec's public Hadamard signs, round-keyed)
+SAMPLING, MODEL_INIT, ROTATION = 0, 1, 2
 
 
 def _entropy(seed_sequence: np.random.SeedSequence) -> int:

@@ -220,12 +220,24 @@ def mean_summary(rows: list[dict]) -> dict:
     }
 
 
+def _ldpvec_record(ldpvec, dims: int) -> dict:
+    """LDPVec's settings and budget split; without a guarantee (exact-unsafe), no epsilon at all."""
+    if ldpvec.private:
+        return ldpvec.describe(dims)
+    return {key: value for key, value in ldpvec.describe().items() if key not in ("epsilon", "delta")}
+
+
 def train_summary(rows: list[dict], config: Config, server) -> dict:
     measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
     predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
     known = np.isfinite(measured) & np.isfinite(predicted)
     ratio = float(measured[known].sum() / predicted[known].sum()) if known.any() and predicted[known].sum() > 0 else None
+    directional = getattr(server.privatizer, "ldpvec", None)
     return {
+        "perturbation": config.training.perturbation,
+        **({"ldpvec": _ldpvec_record(directional, int(server.weights.size))} if directional is not None else {}),
+        "mean_cosine_to_clean": _nanmean([row["cosine_to_clean"] for row in rows]),
+        "mean_leading_energy_share": _nanmean([row["leading_energy_share"] for row in rows]),
         "final_accuracy": rows[-1]["accuracy"],
         "final_loss": rows[-1]["loss"],
         "best_accuracy": float(max(row["accuracy"] for row in rows)),
@@ -234,10 +246,13 @@ def train_summary(rows: list[dict], config: Config, server) -> dict:
         "parameters": int(server.weights.size),
         "deviation": config.aggregation.deviation if config.aggregation.aggregator != FEDAVG else None,
         "noise_measured_over_predicted": ratio,
+        # gradient noises (ldpfed.gradient_noise): which sampler ran (safe = floating-point safe)
+        "noise_sampler": (server.privatizer.noise(int(server.weights.size)).sampler_description
+                          if hasattr(server.privatizer, "noise") else None),
         "mean_measured_squared_distance": _nanmean(measured),
         "mean_predicted_squared_distance": _nanmean(predicted),
         "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
         "diagnostics": ("clients wrote their clean clipped updates to the run's local output; the harness "
                         "joined them with the server's aggregate (never sent to the server)"
-                        if known.any() else None),
+                        if np.isfinite(measured).any() else None),
     }

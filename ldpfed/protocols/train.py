@@ -7,7 +7,11 @@ across engines); a node trains all its sampled clients of the round at once (`Tr
 ldpfed.training.cohort; spec: scale.md), each with its own streams; update u = w_k - w; a
 non-finite coordinate (diverged training) becomes 0 (NaN) or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
 cannot show up as a failure; u is clipped per coordinate to [-C, C] and perturbed
-(`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). The reply is the privatized update
+(`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). With `perturbation = ldpvec` the
+update is instead clipped to L2 norm C and perturbed by LDPVec (`DirectionalPrivatizer`,
+directional.md), whose public inputs (the previous global step for centred windows, the Hadamard
+rotation's seed from the server's seed) come in the broadcast; its noise, too, only from the
+client's secret stream. The reply is the privatized update
 and the sample count n_k (public by design: the FedAvg weight, docs/decisions.md). The clean
 clipped update and the training loss are diagnostics: never sent (ldpfed.protocols.diagnostics).
 
@@ -34,6 +38,7 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation, short_reason
 from ldpfed.protocols.nodes import NodeReply
 from ldpfed.accounting import not_private
+from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.training.privatize import UpdatePrivatizer
@@ -64,18 +69,37 @@ def new_model(config: Config, data_seed: int, init_seed: int = 0):
 
 
 @functools.lru_cache(maxsize=4)
-def _privatizer(mechanism: str, epsilon: float, clip: float, delta: float | None, report_dims: int | None):
+def _privatizer(mechanism: str, epsilon: float, clip: float, delta: float | None, report_dims: int | None,
+                directional: tuple | None = None):
     from ldpfed.gradient_noise.calibrate import NAMES
 
+    if directional is not None:  # LDPVec (ldpfed.directional): L2 clipping to C, directional noise
+        beta, window, magnitude, rotation = directional
+        return DirectionalPrivatizer(mechanism, epsilon, clip, delta, beta=beta, window=window, magnitude=magnitude,
+                                     rotation=rotation)
     if mechanism in NAMES:  # L2 clipping to C and a vector noise (ldpfed.gradient_noise)
         return NoisePrivatizer(mechanism, epsilon=epsilon, delta=delta, clip=clip)
     return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
 
 
-def privatizer(config: Config) -> UpdatePrivatizer | NoisePrivatizer:
+Privatizer = UpdatePrivatizer | NoisePrivatizer | DirectionalPrivatizer
+
+
+def privatizer(config: Config) -> Privatizer:
     """Clip (and, unless mechanism is none, perturb) the update; built once per config."""
-    return _privatizer(config.privacy.mechanism, config.privacy.epsilon, config.training.clip,
-                       config.delta_or_none, config.report_dims_or_none)
+    training = config.training
+    directional = ((training.beta, training.window, training.magnitude, training.rotation)
+                   if config.directional else None)
+    return _privatizer(config.privacy.mechanism, config.privacy.epsilon, training.clip,
+                       config.delta_or_none, config.report_dims_or_none, directional)
+
+
+def privatize(update_privatizer: Privatizer, update: np.ndarray, rng: np.random.Generator, broadcast: dict) -> np.ndarray:
+    """The privatized update; LDPVec also takes the round's public inputs from the broadcast."""
+    if isinstance(update_privatizer, DirectionalPrivatizer):
+        return update_privatizer.privatize(update, rng, reference=broadcast.get(REFERENCE),
+                                           rotation_seed=broadcast.get(ROTATION_SEED))
+    return update_privatizer.privatize(update, rng)
 
 
 def check_setup(config: Config, data_seed: int):
@@ -100,9 +124,9 @@ def check_device(config: Config):
     return device
 
 
-def client_round_event(config: Config, update_privatizer: UpdatePrivatizer | NoisePrivatizer, dims: int):
+def client_round_event(config: Config, update_privatizer: Privatizer, dims: int):
     """The ledger event of one client's round (ldpfed.accounting)."""
-    if isinstance(update_privatizer, NoisePrivatizer):
+    if isinstance(update_privatizer, (NoisePrivatizer, DirectionalPrivatizer)):
         status = privacy_status(config)
         return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
     entry = update_privatizer.ledger_entry(dims)
@@ -155,7 +179,7 @@ class TrainNode:
                 except Exception as error:  # noqa: BLE001 - a failing chunk must not fail the node
                     answer.failures.update(dict.fromkeys(chunk, short_reason(f"{type(error).__name__}: {error}")))
                     continue
-                self._privatize(chunk, updates, losses, server_round, answer)
+                self._privatize(chunk, updates, losses, server_round, broadcast, answer)
         return answer
 
     def _train(self, chunk: list[int], start: np.ndarray, server_round: int) -> tuple[np.ndarray, np.ndarray]:
@@ -177,14 +201,14 @@ class TrainNode:
         return weights - start, losses.double().mean(dim=1).cpu().numpy()
 
     def _privatize(self, chunk: list[int], updates: np.ndarray, losses: np.ndarray, server_round: int,
-                   answer: NodeReply) -> None:
+                   broadcast: dict, answer: NodeReply) -> None:
         """Each client's update privatized with its own noise stream; the reply and diagnostics."""
         clip = self.config.training.clip
         updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
         clean = self.privatizer.clip_only(updates)
         for row, pid in enumerate(chunk):
             try:
-                noisy = self.privatizer.privatize(updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round))
+                noisy = privatize(self.privatizer, updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round), broadcast)
             except Exception as error:  # noqa: BLE001 - that client fails, not its node
                 answer.failures[pid] = short_reason(f"{type(error).__name__}: {error}")
                 continue
@@ -240,6 +264,7 @@ class TrainServer:
         if self.budget is not None:
             self.budget.check(self.round_event)
         self._stopped: list[int] = []
+        self.previous_step = np.zeros_like(self.weights)  # LDPVec's public reference direction
         self.ledger = PrivacyLedger()
         self.outcome: TrainOutcome | None = None
         self._planned: list[int] = []
@@ -255,7 +280,19 @@ class TrainServer:
 
     def configure_round(self, server_round: int) -> RoundPlan:
         self._planned, self._stopped = admit(self.budget, self.ledger, self.sample(server_round), self.round_event)
-        return RoundPlan(self._planned, {GLOBAL: self.weights})
+        return RoundPlan(self._planned, {GLOBAL: self.weights, **self.public_inputs(server_round)})
+
+    def public_inputs(self, server_round: int) -> dict:
+        """LDPVec's public inputs of the round (directional.md): the previous global step (the
+        centred windows' reference) and the Hadamard rotation's seed, from the server's seed.
+        Neither is noise: the clients' noise comes from their secrets only."""
+        needed = getattr(self.privatizer, "public_inputs", tuple)()
+        inputs = {}
+        if REFERENCE in needed:
+            inputs[REFERENCE] = self.previous_step
+        if ROTATION_SEED in needed:
+            inputs[ROTATION_SEED] = seeds.stream(self.server_seed, seeds.ROTATION, server_round).generate_state(4)
+        return inputs
 
     def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
         """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md)."""
@@ -271,6 +308,7 @@ class TrainServer:
         updates = np.stack([replies[pid].arrays[UPDATE] for pid in pids])
         step, recalibration = self._step(updates, sizes)
         self.weights = self.weights + step
+        self.previous_step = step
         p = sizes / sizes.sum()
         # analysis.md, federated rounds: Var of sum_k p_k n_k per coordinate = sum_k p_k^2 v_k.
         metrics["predicted_noise"] = float(np.sum(p**2) * self.noise_per_coordinate)
@@ -286,6 +324,10 @@ class TrainServer:
         if config.aggregator == FEDAVG:
             average = self.fedavg or (lambda u, n: (n / n.sum()) @ u)
             return average(updates, sizes), {}
+        if isinstance(self.privatizer, DirectionalPrivatizer):
+            # no per-coordinate noise model: "mean" is the plain weighted mean (config.py allows
+            # only mean and fedavg with ldpvec)
+            return (sizes / sizes.sum()) @ updates, {}
         alpha = config.alpha if "alpha" in aggregation.accepted_options(config.aggregator) else None
         result = aggregate_updates(updates, sizes, config.aggregator, privatizer=self.privatizer,
                                    deviation=config.deviation, alpha=alpha)
