@@ -8,8 +8,8 @@ options once (`make_client_app`'s config in `ldpfed simulate`; the run config un
 builds its node half with its clients' secrets, which never come from the server:
 - `ldpfed simulate`: the harness hands each node its clients' secrets inside the ClientApp it
   builds (`make_client_app(..., secrets)`), outside the run config and the messages;
-- `flwr run` / real SuperNodes: secrets spawned from the node config's `noise-seed` if set (one
-  per client, `seeds.client_secrets`), else OS entropy.
+- `flwr run` / real SuperNodes: the node config's `noise-seed` if set (the secret of a node's one
+  client; a node of several spawns one per client, `seeds.client_secrets`), else OS entropy.
 Messages carry only the round number, the broadcast arrays and the sampled partition ids.
 Diagnostics (clean values) are written to `diagnostics_dir` (the run's local output) when the
 harness gives one, one file per node and round, never sent.
@@ -123,7 +123,9 @@ def _deployed_half(context: Context):
         node_seed = context.node_config.get("noise-seed")
         if node_seed is None:
             secrets = {pid: seeds.fresh_secret() for pid in pids}
-        else:
+        elif len(pids) == 1:  # a node of one client: the node's seed is its client's secret
+            secrets = {pids[0]: int(node_seed)}
+        else:  # one secret per hosted client, spawned from the node's seed
             spawned = seeds.client_secrets(int(node_seed), clients)
             secrets = {pid: spawned[pid] for pid in pids}
         _deployed[key] = node_half(config, pids, seeds.data_seed(config.run.seed), secrets)

@@ -101,7 +101,7 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
     if ours:
         shutil.rmtree(directory, ignore_errors=True)
         return
-    for path in [*directory.glob("round-*-client-*.npz"), *directory.glob(".round-*-client-*.npz*")]:
+    for path in [*directory.glob("round-*-node-*.npz"), *directory.glob(".round-*-node-*.npz*")]:
         path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         directory.rmdir()
