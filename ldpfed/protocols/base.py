@@ -59,7 +59,12 @@ def local_round(
     """One round in this process (engine `local`), in the order a Flower Strategy runs it:
     configure, each node's reply for its sampled clients (`nodes`: a `NodeSet`, see
     ldpfed.protocols.nodes; a failing client is that client's failure, an exception of a whole node
-    the failure of its clients), aggregate, evaluate. Returns the round's metrics."""
+    the failure of its clients), aggregate, evaluate. Returns the round's metrics. A function
+    `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
+    if not hasattr(nodes, "layout"):
+        from ldpfed.protocols.nodes import ClientNodes
+
+        nodes = ClientNodes(nodes)
     plan = server.configure_round(server_round)
     replies, failures = {}, {}
     for node, partitions in nodes.layout.group(plan.partitions).items():

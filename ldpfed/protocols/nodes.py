@@ -94,3 +94,17 @@ class NodeSet:
         if index not in self._nodes:
             self._nodes[index] = self.build(self.layout.hosted(index))
         return self._nodes[index]
+
+
+class ClientNodes:
+    """Each client its own node, from a function `client(pid)` returning its client half (what
+    `local_round` took before nodes existed; kept for callers that hold client halves)."""
+
+    def __init__(self, client: Callable[[int], ClientHalf]) -> None:
+        self.layout, self.client = self, client
+
+    def group(self, partitions: list[int]) -> dict[int, list[int]]:
+        return {int(pid): [int(pid)] for pid in partitions}
+
+    def node(self, index: int) -> ClientsNode:
+        return ClientsNode(self.client)

@@ -224,6 +224,10 @@ class TrainClient:
         self.partition_id = partition_id
         self.node = TrainNode(config, [partition_id], data_seed, {partition_id: secret})
 
+    @property
+    def privatizer(self):
+        return self.node.privatizer
+
     def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
         if self.partition_id in self.node.config.failing_partitions:
             raise InjectedFailure(f"injected failure of client {self.partition_id} in round {server_round}")
