@@ -1,102 +1,144 @@
-"""Flower ClientApp: a thin adapter around ldpfed's client halves (ldpfed.protocols).
+"""Flower ClientApp: a thin adapter around ldpfed's node halves (ldpfed.protocols.nodes).
 
-A node holds one partition (Flower's `partition-id` in the node config). It reads the options once
-(`make_client_app`'s config in `ldpfed simulate`; the run config under `flwr run`) and builds its
-client half with its secret, which never comes from the server:
-- `ldpfed simulate`: the harness hands each node its secret inside the ClientApp it builds
-  (`make_client_app(..., secrets)`), outside the run config and the messages;
-- `flwr run` / real SuperNodes: the node config's `noise-seed` if set, else OS entropy.
-Messages carry only the round number and the broadcast arrays. Diagnostics (clean values) are
-written to `diagnostics_dir` (the run's local output) when the harness gives one, never sent.
+A Flower node hosts a cohort of simulated clients: node `partition-id` of `num-partitions`
+(Flower's node config) holds the contiguous block `ldpfed.protocols.nodes.hosted(...)` of the
+federation's `clients` partition ids, and answers one message per round for its sampled clients
+(listed in the message) with their replies stacked and each failed client's reason. It reads the
+options once (`make_client_app`'s config in `ldpfed simulate`; the run config under `flwr run`) and
+builds its node half with its clients' secrets, which never come from the server:
+- `ldpfed simulate`: the harness hands each node its clients' secrets inside the ClientApp it
+  builds (`make_client_app(..., secrets)`), outside the run config and the messages;
+- `flwr run` / real SuperNodes: the node config's `noise-seed` if set (the secret of a node's one
+  client; a node of several spawns one per client, `seeds.client_secrets`), else OS entropy.
+Messages carry only the round number, the broadcast arrays and the sampled partition ids.
+Diagnostics (clean values) are written to `diagnostics_dir` (the run's local output) when the
+harness gives one, one file per node and round, never sent.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from clients.records import read_round, reply_record
+from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config, from_flat
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import client_half
+from ldpfed.protocols.nodes import hosted
+from ldpfed.protocols.session import node_half
 
 QUERY = "query"
 
 
-def partition_id(context: Context) -> int:
-    return int(context.node_config["partition-id"])
+def hosted_partitions(context: Context, clients: int) -> list[int]:
+    """The partition ids this node hosts (node `partition-id` of `num-partitions`)."""
+    node = int(context.node_config["partition-id"])
+    nodes = int(context.node_config.get("num-partitions", clients))
+    return hosted(node, nodes, clients)
 
 
-def diagnostics_path(directory: str | Path, server_round: int, pid: int) -> Path:
-    return Path(directory) / f"round-{server_round:05d}-client-{pid}.npz"
+def diagnostics_path(directory: str | Path, server_round: int, node: int) -> Path:
+    return Path(directory) / f"round-{server_round:05d}-node-{node}.npz"
 
 
-def write_diagnostics(directory: str | Path, server_round: int, pid: int, values: dict) -> None:
-    path = diagnostics_path(directory, server_round, pid)
+def write_diagnostics(directory: str | Path, server_round: int, node: int, diagnostics: dict[int, dict]) -> None:
+    """One file per node and round: `ids` and each diagnostic stacked over those clients."""
+    path = diagnostics_path(directory, server_round, node)
     temporary = path.with_name(f".{path.name}")  # hidden until complete: the harness globs "round-*"
-    np.savez(temporary, **{key: np.asarray(value) for key, value in values.items()})
+    pids = sorted(diagnostics)
+    values = {key: np.stack([np.asarray(diagnostics[pid][key]) for pid in pids]) for key in diagnostics[pids[0]]}
+    np.savez(temporary, ids=np.asarray(pids, dtype=np.int64), **values)
     temporary.replace(path)
+
+
+def read_diagnostics(path: str | Path) -> dict[int, dict]:
+    """{partition id: diagnostics} of a file written by `write_diagnostics`."""
+    with np.load(path) as stored:
+        values = {key: stored[key] for key in stored.files}  # each access of an npz entry reads it again
+    ids = values.pop("ids")
+    return {int(pid): {key: rows[row] for key, rows in values.items()} for row, pid in enumerate(ids)}
+
+
+def partition_record(pids: list[int]) -> RecordDict:
+    return RecordDict({"partition": MetricRecord({"partition-ids": [int(pid) for pid in pids]})})
+
+
+# Node halves built in this worker process, by (app token, node): Flower's simulation hands each
+# message a fresh copy of the ClientApp, so a cache inside it would rebuild the node (data, model)
+# every round. Only the latest app's nodes are kept.
+_built: dict[tuple[str, int], object] = {}
 
 
 def make_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None,
                     diagnostics_dir: str | None = None) -> ClientApp:
     """The ClientApp of `ldpfed simulate`: options and secrets given by the harness."""
     app = ClientApp()
-    halves: dict[int, object] = {}
+    token = uuid.uuid4().hex
 
-    def half(pid: int):
-        if pid not in halves:
-            secret = seeds.fresh_secret() if secrets is None else secrets[pid]
-            halves[pid] = client_half(config, pid, data_seed, secret)
-        return halves[pid]
+    def half(context: Context):
+        key = (token, int(context.node_config["partition-id"]))
+        if key not in _built:
+            for other in [other for other in _built if other[0] != token]:
+                del _built[other]
+            pids = hosted_partitions(context, config.federation.clients)
+            node_secrets = {pid: seeds.fresh_secret() if secrets is None else secrets[pid] for pid in pids}
+            _built[key] = node_half(config, pids, data_seed, node_secrets)
+        return _built[key]
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
-        return Message(partition_record(partition_id(context)), reply_to=message)
+        return Message(partition_record(hosted_partitions(context, config.federation.clients)), reply_to=message)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        pid = partition_id(context)
-        server_round, broadcast = read_round(message.content)
-        reply, diagnostics = half(pid).reply(server_round, broadcast)
-        if diagnostics_dir and diagnostics:
-            write_diagnostics(diagnostics_dir, server_round, pid, diagnostics)
-        return Message(reply_record(reply), reply_to=message)
+        server_round, broadcast, pids = read_node_round(message.content)
+        answer = half(context).reply(server_round, broadcast, pids)
+        if diagnostics_dir and any(answer.diagnostics.values()):
+            write_diagnostics(diagnostics_dir, server_round, int(context.node_config["partition-id"]), answer.diagnostics)
+        return Message(node_reply_record(answer), reply_to=message)
 
     return app
 
 
-def partition_record(pid: int) -> RecordDict:
-    return RecordDict({"partition": MetricRecord({"partition-id": int(pid)})})
-
-
-# ---- `flwr run .`: options from the run config, secret from the node -------------------------
+# ---- `flwr run .`: options from the run config, secrets from the node ------------------------
 app = ClientApp()
 _deployed: dict[tuple, object] = {}
 
 
+def _run_config(context: Context) -> Config:
+    return from_flat(dict(context.run_config), source="run config").validated()
+
+
 def _deployed_half(context: Context):
-    """Built once per run and node: data seed from the run config, secret from the node config
-    (`noise-seed`) or OS entropy."""
-    key = (context.run_id, partition_id(context))
+    """Built once per run and node: data seed from the run config, the clients' secrets spawned
+    from the node config's `noise-seed`, or OS entropy."""
+    key = (context.run_id, int(context.node_config["partition-id"]))
     if key not in _deployed:
-        config = from_flat(dict(context.run_config), source="run config").validated()
+        config = _run_config(context)
+        clients = config.federation.clients
+        pids = hosted_partitions(context, clients)
         node_seed = context.node_config.get("noise-seed")
-        secret = seeds.fresh_secret() if node_seed is None else int(node_seed)
-        _deployed[key] = client_half(config, partition_id(context), seeds.data_seed(config.run.seed), secret)
+        if node_seed is None:
+            secrets = {pid: seeds.fresh_secret() for pid in pids}
+        elif len(pids) == 1:  # a node of one client: the node's seed is its client's secret
+            secrets = {pids[0]: int(node_seed)}
+        else:  # one secret per hosted client, spawned from the node's seed
+            spawned = seeds.client_secrets(int(node_seed), clients)
+            secrets = {pid: spawned[pid] for pid in pids}
+        _deployed[key] = node_half(config, pids, seeds.data_seed(config.run.seed), secrets)
     return _deployed[key]
 
 
 @app.query()
 def deployed_query(message: Message, context: Context) -> Message:
-    return Message(partition_record(partition_id(context)), reply_to=message)
+    return Message(partition_record(hosted_partitions(context, _run_config(context).federation.clients)), reply_to=message)
 
 
 @app.train()
 def deployed_train(message: Message, context: Context) -> Message:
-    server_round, broadcast = read_round(message.content)
-    reply, _ = _deployed_half(context).reply(server_round, broadcast)
-    return Message(reply_record(reply), reply_to=message)
+    server_round, broadcast, pids = read_node_round(message.content)
+    answer = _deployed_half(context).reply(server_round, broadcast, pids)
+    return Message(node_reply_record(answer), reply_to=message)

@@ -1,7 +1,10 @@
 """ldpfed's protocol values <-> Flower records: the wire format of both adapters.
 
-A broadcast or a reply is a RecordDict with one ArrayRecord per named array and, for a reply, a
-MetricRecord "metrics"; the round number travels in the ConfigRecord "config". Nothing else.
+A broadcast is a RecordDict with one ArrayRecord per named array; the round number and the
+sampled partition ids of the node travel in the ConfigRecord "config". A node's reply stacks its
+clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their ids ("client-ids"),
+their metrics as lists (MetricRecord "metrics") and each failed client's reason (ConfigRecord
+"failures"). Nothing else.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from ldpfed.protocols.base import ClientReply
+from ldpfed.protocols.nodes import NodeReply
 
 ROUND, CONFIG, METRICS = "round", "config", "metrics"
 
@@ -26,13 +30,44 @@ def read_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray]]:
     return int(record[CONFIG][ROUND]), arrays
 
 
-def reply_record(reply: ClientReply) -> RecordDict:
-    record = RecordDict({METRICS: MetricRecord(dict(reply.metrics))})
-    for name, array in reply.arrays.items():
-        record[name] = ArrayRecord([np.asarray(array)])
+# ---- cohort nodes (ldpfed.protocols.nodes): one message per node, per-client rows -----------
+PARTITIONS, CLIENT_IDS, FAILURES = "partitions", "client-ids", "failures"
+
+
+def node_round_record(server_round: int, broadcast: dict[str, np.ndarray], partitions: list[int]) -> RecordDict:
+    """The round's broadcast to a node, with the partition ids of its clients sampled this round."""
+    record = round_record(server_round, broadcast)
+    record[CONFIG][PARTITIONS] = [int(pid) for pid in partitions]
     return record
 
 
-def read_reply(record: RecordDict) -> ClientReply:
-    arrays = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items()}
-    return ClientReply(arrays, dict(record[METRICS]))
+def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], list[int]]:
+    server_round, arrays = read_round(record)
+    return server_round, arrays, [int(pid) for pid in record[CONFIG][PARTITIONS]]
+
+
+def node_reply_record(answer: NodeReply) -> RecordDict:
+    """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
+    the clients' ids, their metrics as lists, and each failed client's reason."""
+    pids = sorted(answer.replies)
+    record = RecordDict({
+        CLIENT_IDS: ArrayRecord([np.asarray(pids, dtype=np.int64)]),
+        FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
+    })
+    if pids:
+        first = answer.replies[pids[0]]
+        record[METRICS] = MetricRecord({name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics})
+        for name in first.arrays:
+            record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
+    return record
+
+
+def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
+    """({partition id: ClientReply}, {partition id: failure reason}) of a node's reply."""
+    pids = [int(pid) for pid in record[CLIENT_IDS].to_numpy_ndarrays()[0]]
+    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items() if name != CLIENT_IDS}
+    metrics = dict(record[METRICS]) if pids else {}
+    replies = {pid: ClientReply({name: rows[row] for name, rows in stacked.items()},
+                                {name: values[row] for name, values in metrics.items()})
+               for row, pid in enumerate(pids)}
+    return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}

@@ -46,6 +46,7 @@ MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which
 PERTURBATIONS = ("numeric", "ldpvec")
 LDPVEC_AGGREGATORS = ("mean", FEDAVG)  # no per-coordinate noise model for the re-calibrating ones
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
+DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
 
@@ -80,6 +81,9 @@ class FederationConfig:
     cpus: int = 0  # CPUs Ray may use in total; 0 = all of the machine
     cpus_per_client: float = 1.0
     fail_clients: str = ""  # fault injection: comma-separated partition ids that raise
+    nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0 = min(clients, CPUs)
+    device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
+    gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class TrainingConfig:
     lr: float = 0.1
     batch_size: int = 32
     clip: float = 0.05
+    chunk_clients: int = 0  # clients a node trains at once; 0 = as many as a memory budget allows
     # issue 13: how the update is perturbed: numeric (per coordinate, or a gradient noise) or
     # ldpvec (directional, ldpfed.directional; --mechanism is its base randomizer)
     perturbation: str = "numeric"
@@ -218,6 +223,12 @@ class Config:
         check_positive_int(fed.clients, "clients")
         check_positive_int(fed.cpus, "cpus", minimum=0)
         _positive("cpus-per-client", fed.cpus_per_client)
+        check_positive_int(fed.nodes, "nodes", minimum=0)
+        if fed.nodes > fed.clients:
+            raise LDPValueError(f"nodes ({fed.nodes}) must be <= clients ({fed.clients}) (0 = min(clients, CPUs))")
+        _choice("device", fed.device, DEVICES)
+        if not (math.isfinite(fed.gpus_per_node) and fed.gpus_per_node >= 0.0):
+            raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
         _check_perturbation_options(self)
@@ -290,6 +301,7 @@ class Config:
         _positive("lr", train.lr)
         check_positive_int(train.batch_size, "batch-size")
         _positive("clip", train.clip)
+        check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         try:
             failing = self.failing_partitions
         except ValueError:

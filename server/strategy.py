@@ -19,7 +19,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients.records import read_reply, round_record
+from clients.records import node_round_record, read_node_reply
 from ldpfed.protocols.base import short_reason
 
 QUERY = "query"
@@ -28,20 +28,28 @@ logger = logging.getLogger("ldpfed.strategy")
 
 
 def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SECONDS) -> dict[int, int]:
-    """{partition id: node id} for all `expected` nodes (asks each node its partition id)."""
+    """{partition id: node id} for all `expected` clients: asks each connected node which
+    partition ids it hosts (a cohort node hosts several), until every client is hosted."""
     deadline = time.monotonic() + timeout
-    node_ids = list(grid.get_node_ids())
-    while len(node_ids) < expected:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {len(node_ids)} of {expected} Flower nodes connected within {timeout:.0f}s")
-        time.sleep(0.05)
-        node_ids = list(grid.get_node_ids())
-    queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in node_ids]
-    mapping = {}
-    for reply in grid.send_and_receive(queries):
-        if reply.has_error():
-            raise RuntimeError(f"node {reply.metadata.src_node_id} did not report its partition id: {reply.error.reason}")
-        mapping[int(reply.content["partition"]["partition-id"])] = reply.metadata.src_node_id
+    mapping: dict[int, int] = {}
+    asked: set[int] = set()
+    while len(mapping) < expected:
+        new = [node for node in grid.get_node_ids() if node not in asked]
+        if not new:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(mapping)} of {expected} clients were hosted by the "
+                                   f"{len(asked)} Flower nodes connected within {timeout:.0f}s")
+            time.sleep(0.05)
+            continue
+        asked.update(new)
+        queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in new]
+        for reply in grid.send_and_receive(queries):
+            if reply.has_error():
+                raise RuntimeError(f"node {reply.metadata.src_node_id} did not report its partition ids: {reply.error.reason}")
+            for pid in reply.content["partition"]["partition-ids"]:
+                if int(pid) in mapping:
+                    raise RuntimeError(f"partition {pid} is hosted by two nodes")
+                mapping[int(pid)] = reply.metadata.src_node_id
     if sorted(mapping) != list(range(expected)):
         raise RuntimeError(f"expected partition ids 0..{expected - 1}, got {sorted(mapping)}")
     return mapping
@@ -104,21 +112,28 @@ class LDPStrategy(Strategy):
         self.metrics: dict = {}
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+        """One message per node hosting sampled clients, listing them (ldpfed.protocols.nodes)."""
         if self.nodes is None:
             self.nodes = discover_partitions(grid, self.clients)
         plan = self.half.configure_round(server_round)
-        self._planned = {self.nodes[pid]: pid for pid in plan.partitions}
-        return [Message(round_record(server_round, plan.broadcast), dst_node_id=self.nodes[pid],
-                        message_type="train", group_id=str(server_round)) for pid in plan.partitions]
+        self._planned: dict[int, list[int]] = {}
+        for pid in plan.partitions:
+            self._planned.setdefault(self.nodes[pid], []).append(pid)
+        return [Message(node_round_record(server_round, plan.broadcast, pids), dst_node_id=node,
+                        message_type="train", group_id=str(server_round)) for node, pids in self._planned.items()]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Each node's reply unpacked into its clients' replies and failures; an error reply is the
+        failure of every client the node was asked for (a missing one too: `participation`)."""
         received, failures = {}, {}
         for reply in replies:
-            pid = self._planned[reply.metadata.src_node_id]
+            pids = self._planned[reply.metadata.src_node_id]
             if reply.has_error():
-                failures[pid] = short_reason(reply.error.reason)
-            else:
-                received[pid] = read_reply(reply.content)
+                failures.update(dict.fromkeys(pids, short_reason(reply.error.reason)))
+                continue
+            node_replies, node_failures = read_node_reply(reply.content)
+            received.update(node_replies)
+            failures.update(node_failures)
         self.metrics = self.half.aggregate(server_round, received, failures)
         return None, numeric(self.metrics)
 

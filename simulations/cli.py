@@ -52,11 +52,14 @@ def simulate(
     classes_per_client: Optional[int] = typer.Option(None, help="k for --partition k-classes."),
     dirichlet_alpha: Optional[float] = typer.Option(None, help="alpha for --partition dirichlet."),
     # [federation]
-    clients: Optional[int] = typer.Option(None, help="Number of Flower clients (supernodes)."),
+    clients: Optional[int] = typer.Option(None, help="Number of simulated clients (each with its own data, secret and privacy ledger)."),
     fraction: Optional[float] = typer.Option(None, help="train: fraction of clients sampled per round."),
     cpus: Optional[int] = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
-    cpus_per_client: Optional[float] = typer.Option(None, help="CPUs Ray reserves per client."),
+    cpus_per_client: Optional[float] = typer.Option(None, help="CPUs Ray reserves per node (a Flower node hosts a cohort of clients)."),
     fail_clients: Optional[str] = typer.Option(None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."),
+    nodes: Optional[int] = typer.Option(None, help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node)."),
+    device: Optional[str] = typer.Option(None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."),
+    gpus_per_node: Optional[float] = typer.Option(None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."),
     # [privacy]
     mechanism: Optional[str] = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
     epsilon: Optional[float] = typer.Option(None, help="Budget per user and round (mean) or per client and round (train)."),
@@ -79,6 +82,7 @@ def simulate(
     window: Optional[str] = typer.Option(None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."),
     magnitude: Optional[str] = typer.Option(None, help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private)."),
     rotation: Optional[str] = typer.Option(None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."),
+    chunk_clients: Optional[int] = typer.Option(None, help="train: clients a node trains at once (0 = as many as a 512 MiB working memory allows)."),
     # [output]
     out: Optional[str] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
     overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),

@@ -30,6 +30,7 @@ import pandas as pd
 from ldpfed.cli.common import parse_list, progress_steps, show_results
 from ldpfed.config import NO_MECHANISM, Config
 from ldpfed.outputs import OutputDir
+from ldpfed.protocols.train import check_device
 from ldpfed.validation import check_epsilon, check_positive_int
 
 DEFAULTS = {
@@ -44,7 +45,7 @@ DEFAULTS = {
 # by tests/test_config.py).
 PASS_THROUGH = (
     "model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
-    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir", "data",
+    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir", "data", "nodes", "device",
 )
 RUN_COLUMNS = [
     "mechanism", "epsilon", "aggregator", "repeat", "seed", "final_accuracy", "best_accuracy", "final_loss",
@@ -231,6 +232,7 @@ def resolve(options: dict) -> tuple[Config, list[str], list[float], list[str], i
     overrides = {name: given[name] for name in PASS_THROUGH if name in given}
     base = Config().with_options({"task": "train", "data": merged["data"], **overrides})
     base.validated()
+    check_device(base)
     return base, mechanisms, epsilons, aggregators, repeats, seed
 
 

@@ -5,10 +5,11 @@ From the run seed it spawns the data seed, the server's seed and one secret per 
 (`World`); the server half gets its seed and the data seed, each client half its secret (OS
 entropy with `--fresh-noise`). Two engines run the same halves in the same order:
 - `flower`: the ServerApp (an `LDPStrategy` around the server half) and the ClientApps on Ray
-  workers (simulations.runner); each node writes its diagnostics (clean clipped update, loss) to
+  workers (simulations.runner), K = `federation.nodes` Flower nodes each hosting a contiguous
+  block of the clients (ldpfed.protocols.nodes); each node writes its clients' diagnostics (clean clipped update, loss) to
   the run's local output (`DIR/diagnostics`, or a temporary directory), and after each round the
   harness joins them with the server's aggregate and removes them;
-- `local`: the same halves called in this process (`ldpfed.protocols.base.local_round`), the
+- `local`: the same node halves called in this process (`ldpfed.protocols.base.local_round`), the
   diagnostics handed over in memory. Same seed, same numbers as `flower`.
 """
 
@@ -21,12 +22,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-import numpy as np
 
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.base import local_round
-from ldpfed.protocols.session import Session, World, client_half, server_half, without_seed
+from ldpfed.protocols.nodes import NodeSet
+from ldpfed.protocols.session import Session, World, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 
 
@@ -100,7 +101,7 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
     if ours:
         shutil.rmtree(directory, ignore_errors=True)
         return
-    for path in [*directory.glob("round-*-client-*.npz"), *directory.glob(".round-*-client-*.npz*")]:
+    for path in [*directory.glob("round-*-node-*.npz"), *directory.glob(".round-*-node-*.npz*")]:
         path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         directory.rmdir()
@@ -109,24 +110,18 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
     from simulations.runner import showing
 
-    clients: dict[int, object] = {}
-
-    def client(pid: int):
-        if pid not in clients:
-            clients[pid] = client_half(config, pid, world.data, world.secret(pid))
-        return clients[pid]
-
+    nodes = NodeSet(layout(config), lambda partitions: node_half(config, partitions, world.data, world.secrets_of(partitions)))
     with showing(progress, None):
         for server_round in range(1, config.run.rounds + 1):
             diagnostics: dict[int, dict] = {}
-            metrics = local_round(half, client, server_round, lambda r, pid, values: diagnostics.__setitem__(pid, values))
+            metrics = local_round(half, nodes, server_round, lambda r, pid, values: diagnostics.__setitem__(pid, values))
             row = session.after_round(server_round, metrics, diagnostics if config.output.diagnostics else {})
             if progress is not None:
                 progress.update(row)
 
 
 def run_flower(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
-    from clients.client_app import make_client_app
+    from clients.client_app import make_client_app, read_diagnostics
     from server.server_app import make_server_app
     from simulations.runner import run_simulation
 
@@ -136,10 +131,8 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
 
     def on_round(server_round: int, metrics: dict) -> None:
         diagnostics = {}
-        for path in sorted(directory.glob(f"round-{server_round:05d}-client-*.npz")):
-            pid = int(path.stem.rsplit("-", 1)[1])
-            with np.load(path) as values:
-                diagnostics[pid] = {key: values[key] for key in values.files}
+        for path in sorted(directory.glob(f"round-{server_round:05d}-node-*.npz")):
+            diagnostics.update(read_diagnostics(path))
             path.unlink()
         row = session.after_round(server_round, metrics, diagnostics)
         if progress is not None:
@@ -150,7 +143,7 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
     stop, done = threading.Event(), threading.Event()
     server_app = make_server_app(half, config.federation.clients, config.run.rounds, on_round, stop, done)
     try:
-        run_simulation(config, server_app, client_app, progress, verbose)
+        run_simulation(config, server_app, client_app, progress, verbose, nodes=layout(config).nodes)
     except KeyboardInterrupt:
         with _sigint_ignored():
             _stop_flower(stop, done)

@@ -3,8 +3,8 @@
 `flwr.simulation.run_simulation` is the in-process entry point Flower 1.41 still ships (marked
 deprecated in favour of `flwr run`, which needs a background SuperLink; both work with the same
 apps here). The ServerApp runs in a thread of this process, so its per-round callback can drive
-the progress display; ClientApps run in Ray actors with `cpus-per-client` CPUs each, on at most
-`cpus` CPUs (0 = all).
+the progress display; ClientApps (one per Flower node, each hosting a cohort of clients) run in Ray
+actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
@@ -36,18 +36,26 @@ QUIET_ENVIRONMENT = {
 
 
 def backend_config(config: Config, verbose: bool = False) -> dict:
-    """Ray backend options: resources per client and the CPUs Ray may use."""
+    """Ray backend options: resources per node (`cpus-per-client` CPUs, `gpus-per-node` GPUs, a
+    fraction letting several nodes share one GPU) and the CPUs and GPUs Ray may use."""
+    gpus = config.federation.gpus_per_node
     init_args = {
         "num_cpus": config.federation.cpus or os.cpu_count() or 1,
-        "num_gpus": 0,
+        "num_gpus": _visible_gpus() if gpus > 0 else 0,
         "include_dashboard": False,
         "logging_level": "INFO" if verbose else "ERROR",
         "log_to_driver": verbose,
     }
     return {
-        "client_resources": {"num_cpus": config.federation.cpus_per_client, "num_gpus": 0.0},
+        "client_resources": {"num_cpus": config.federation.cpus_per_client, "num_gpus": float(gpus)},
         "init_args": init_args,
     }
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 @contextlib.contextmanager
@@ -67,13 +75,14 @@ def _stderr_to(log_path: Path):
             terminal.close()
 
 
-def run_simulation(config: Config, server_app, client_app, progress=None, verbose: bool = False) -> None:
-    """Run `server_app` and `client_app` under Flower's simulation runtime (Ray), quietly unless
-    `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` with
+def run_simulation(config: Config, server_app, client_app, progress=None, verbose: bool = False,
+                   nodes: int | None = None) -> None:
+    """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
+    Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` with
     the terminal's stderr before the simulation starts, `stop()` at the end."""
     from flwr.simulation import run_simulation as flower_run_simulation
 
-    clients = config.federation.clients
+    clients = nodes or config.federation.clients
     if verbose:
         with showing(progress, sys.stderr):
             flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, True))

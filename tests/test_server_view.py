@@ -20,6 +20,7 @@ from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import local_round
 from ldpfed.protocols.mean import MeanClient
+from ldpfed.protocols.nodes import ClientsNode, Layout, NodeSet
 from ldpfed.protocols.session import World, client_half, server_half, without_seed
 from ldpfed.protocols.train import privatizer
 
@@ -48,25 +49,24 @@ def observed_run(task: str):
         return original(server_round, replies, failures)
 
     half.aggregate = aggregate
+    nodes = NodeSet(Layout(CLIENTS, CLIENTS), lambda pids: ClientsNode(lambda pid: _Spy(clients[pid], clean, pid)))
     for server_round in range(1, ROUNDS + 1):
-        def client(pid, r=server_round):
-            return _Spy(clients[pid], clean, r, pid)
-        local_round(half, client, server_round)
+        local_round(half, nodes, server_round)
     return config, seen, clean, world
 
 
 class _Spy:
     """Keeps the client's clean value (the test's ground truth, never seen by the server)."""
 
-    def __init__(self, half, clean, server_round, pid):
-        self.half, self.clean, self.key = half, clean, (server_round, pid)
+    def __init__(self, half, clean, pid):
+        self.half, self.clean, self.pid = half, clean, pid
 
     def reply(self, server_round, broadcast):
         reply, diagnostics = self.half.reply(server_round, broadcast)
         if isinstance(self.half, MeanClient):
-            self.clean[self.key] = self.half.values.sum(axis=0)
+            self.clean[server_round, self.pid] = self.half.values.sum(axis=0)
         else:
-            self.clean[self.key] = diagnostics["clean"]
+            self.clean[server_round, self.pid] = diagnostics["clean"]
         return reply, diagnostics
 
 

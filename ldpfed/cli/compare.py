@@ -58,7 +58,7 @@ MEAN_DEFAULTS = {
 MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
 MEAN_FILES = ["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
 TRAIN_ONLY = ("model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
-              "engine", "cpus", "data_dir")
+              "engine", "cpus", "data_dir", "nodes", "device")
 
 
 def _task_runner(task: str):
@@ -129,6 +129,8 @@ def compare(
     engine: str | None = typer.Option(None, "--engine", help="train: flower (default; Ray) | local (same code, no Flower; for big sweeps)."),
     cpus: int | None = typer.Option(None, "--cpus", help="train, flower engine: CPUs Ray may use (0 = all)."),
     data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
+    nodes: int | None = typer.Option(None, "--nodes", help="train: Flower nodes hosting the clients, each training its clients at once (0 = min(clients, CPUs))."),
+    device: str | None = typer.Option(None, "--device", help="train: where the nodes train: auto | cpu | cuda."),
     categories: str | None = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
     task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes)."),
     out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),

@@ -53,23 +53,31 @@ def short_reason(reason: str) -> str:
 
 
 def local_round(
-    server: ServerHalf, client: Callable[[int], ClientHalf], server_round: int,
+    server: ServerHalf, nodes, server_round: int,
     on_diagnostics: Callable[[int, int, dict], None] | None = None,
 ) -> dict:
     """One round in this process (engine `local`), in the order a Flower Strategy runs it:
-    configure, each sampled client's reply (an exception is that client's failure), aggregate,
-    evaluate. Returns the round's metrics."""
+    configure, each node's reply for its sampled clients (`nodes`: a `NodeSet`, see
+    ldpfed.protocols.nodes; a failing client is that client's failure, an exception of a whole node
+    the failure of its clients), aggregate, evaluate. Returns the round's metrics. A function
+    `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
+    if not hasattr(nodes, "layout"):
+        from ldpfed.protocols.nodes import ClientNodes
+
+        nodes = ClientNodes(nodes)
     plan = server.configure_round(server_round)
     replies, failures = {}, {}
-    for pid in plan.partitions:
+    for node, partitions in nodes.layout.group(plan.partitions).items():
         try:
-            reply, diagnostics = client(pid).reply(server_round, plan.broadcast)
-        except Exception as error:  # noqa: BLE001 - a failing client must not abort the round
-            failures[pid] = short_reason(f"{type(error).__name__}: {error}")
+            answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
+        except Exception as error:  # noqa: BLE001 - a failing node must not abort the round
+            failures.update(dict.fromkeys(partitions, short_reason(f"{type(error).__name__}: {error}")))
             continue
-        replies[pid] = reply
+        replies.update(answer.replies)
+        failures.update(answer.failures)
         if on_diagnostics is not None:
-            on_diagnostics(server_round, pid, diagnostics)
+            for pid, values in answer.diagnostics.items():
+                on_diagnostics(server_round, pid, values)
     metrics = server.aggregate(server_round, replies, failures)
     return {**metrics, **server.evaluate(server_round)}
 

@@ -22,6 +22,7 @@ from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import frequency, mean, seeds, train
 from ldpfed.protocols.privacy import privacy_status, round_event
+from ldpfed.protocols.nodes import ClientsNode, Layout, default_nodes
 from ldpfed.protocols.recorder import Recorder
 from ldpfed.validation import LDPValueError
 
@@ -42,6 +43,10 @@ class World:
 
     def secret(self, partition_id: int) -> int:
         return seeds.fresh_secret() if self.secrets is None else self.secrets[partition_id]
+
+    def secrets_of(self, partitions: list[int]) -> dict[int, int]:
+        """The secrets a node hosting `partitions` is given (OS entropy with fresh noise)."""
+        return {pid: self.secret(pid) for pid in partitions}
 
 
 def without_seed(config: Config) -> Config:
@@ -67,12 +72,32 @@ def server_half(config: Config, data_seed: int, server_seed: int, fedavg: Callab
 
 
 def client_half(config: Config, partition_id: int, data_seed: int, secret: int):
-    public = without_seed(bind_data(config, data_seed))
-    if config.run.task == "mean":
+    return _client(without_seed(bind_data(config, data_seed)), partition_id, data_seed, secret)
+
+
+def _client(public: Config, partition_id: int, data_seed: int, secret: int):
+    if public.run.task == "mean":
         return mean.client_from_config(public, partition_id, data_seed, secret)
-    if config.run.task == "frequency":
+    if public.run.task == "frequency":
         return frequency.client_from_config(public, partition_id, data_seed, secret)
     return train.TrainClient(public, partition_id, data_seed, secret)
+
+
+def node_half(config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
+    """The half of a node hosting `partitions` (ldpfed.protocols.nodes), each client with its
+    secret: train trains them at once (`TrainNode`); the mean and frequency clients answer one
+    after another (each vectorized over its cohort of users)."""
+    public = without_seed(bind_data(config, data_seed))
+    if public.run.task == "train":
+        return train.TrainNode(public, partitions, data_seed, secrets)
+    halves = {pid: _client(public, pid, data_seed, secrets[pid]) for pid in partitions}
+    return ClientsNode(halves.__getitem__)
+
+
+def layout(config: Config) -> Layout:
+    """The run's nodes: `federation.nodes`, or min(clients, CPUs) when 0."""
+    federation = config.federation
+    return Layout(federation.clients, federation.nodes or default_nodes(federation.clients, federation.cpus))
 
 
 def preflight(config: Config) -> tuple[Config, str | None]:

@@ -3,8 +3,9 @@ analysis.md, federated rounds; issue 6 for the aggregators).
 
 Client (round r, from the broadcast global weights w): E local SGD steps on its partition with
 minibatches from its secret stream (secret, MINIBATCHES, r), on one torch thread (reproducible
-across engines); update u = w_k - w; a non-finite coordinate (diverged training) becomes 0 (NaN)
-or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
+across engines); a node trains all its sampled clients of the round at once (`TrainNode`,
+ldpfed.training.cohort; spec: scale.md), each with its own streams; update u = w_k - w; a
+non-finite coordinate (diverged training) becomes 0 (NaN) or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
 cannot show up as a failure; u is clipped per coordinate to [-C, C] and perturbed
 (`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). With `perturbation = ldpvec` the
 update is instead clipped to L2 norm C and perturbed by LDPVec (`DirectionalPrivatizer`,
@@ -34,12 +35,14 @@ from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
+from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation, short_reason
+from ldpfed.protocols.nodes import NodeReply
 from ldpfed.accounting import not_private
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.training.privatize import UpdatePrivatizer
+from ldpfed.validation import LDPValueError
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
 
@@ -104,8 +107,21 @@ def check_setup(config: Config, data_seed: int):
     one client's round event (for the accounting checks of the preflight)."""
     from ldpfed.training.parameters import flatten, get_weights
 
+    check_device(config)
     model = new_model(config, data_seed)
     return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
+
+
+def check_device(config: Config):
+    """The nodes' torch device: `--device cuda` without a GPU is an LDPValueError, and so is a
+    node asking Ray for GPUs (`gpus-per-node`) that would train on the CPU."""
+    from ldpfed.training.cohort import resolve_device
+
+    device = resolve_device(config.federation.device)
+    if config.federation.gpus_per_node > 0 and device.type != "cuda":
+        raise LDPValueError(f"gpus-per-node {config.federation.gpus_per_node:g} needs --device cuda (or auto with a GPU); "
+                            f"this run trains on {device.type}")
+    return device
 
 
 def client_round_event(config: Config, update_privatizer: Privatizer, dims: int):
@@ -118,34 +134,107 @@ def client_round_event(config: Config, update_privatizer: Privatizer, dims: int)
                        mechanism_event=update_privatizer.mechanism_event(dims))
 
 
-# ---- client half -----------------------------------------------------------------------------
-class TrainClient:
-    def __init__(self, config: Config, partition_id: int, data_seed: int, secret: int) -> None:
-        self.config, self.partition_id, self.secret = config, partition_id, secret
-        self.X, self.y = federated_data(config, data_seed).client(partition_id)
-        self.model = new_model(config, data_seed)
+# ---- client half: a node's cohort of clients --------------------------------------------------
+class TrainNode:
+    """The clients of one node, trained together (spec: scale.md): for the sampled clients of a
+    round, E SGD steps as one batched computation (ldpfed.training.cohort, chunks of at most
+    `chunk` clients, on `device`), each client's minibatches from its stream (secret, MINIBATCHES,
+    r) and its noise from (secret, NOISE, r), so a client's reply does not depend on its node.
+    A client in `fail-clients`, or a chunk whose training raised, fails alone; the others reply."""
+
+    def __init__(self, config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]) -> None:
+        from ldpfed.training.cohort import CohortTrainer, chunk_size, padded_data, resolve_device
+
+        self.config, self.secrets = config, secrets
+        data = federated_data(config, data_seed)
+        self.partitions = list(partitions)
+        self.row = {pid: row for row, pid in enumerate(self.partitions)}
+        self.sizes = {pid: data.client_sizes[pid] for pid in self.partitions}
+        training = config.training
+        self.width = min(training.batch_size, max(data.client_sizes))  # the federation's largest batch
+        self.device = resolve_device(config.federation.device)
+        model = new_model(config, data_seed)
+        self.chunk = training.chunk_clients or chunk_size(model, data.input_shape, self.width)
+        self.trainer = CohortTrainer(model, self.device)
+        self.x, self.y = (t.to(self.device) for t in padded_data([data.client(pid) for pid in self.partitions]))
         self.privatizer = privatizer(config)
-        self.fail = partition_id in config.failing_partitions
+
+    def reply(self, server_round: int, broadcast: dict, partitions: list[int] | None = None) -> NodeReply:
+        from ldpfed.training.local import single_thread
+
+        answer = NodeReply()
+        todo = []
+        for pid in self.partitions if partitions is None else partitions:
+            if pid in self.config.failing_partitions:
+                answer.failures[pid] = short_reason(
+                    f"InjectedFailure: injected failure of client {pid} in round {server_round}")
+            else:
+                todo.append(pid)
+        start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
+        with single_thread():
+            for first in range(0, len(todo), self.chunk):
+                chunk = todo[first : first + self.chunk]
+                try:
+                    updates, losses = self._train(chunk, start, server_round)
+                except Exception as error:  # noqa: BLE001 - a failing chunk must not fail the node
+                    answer.failures.update(dict.fromkeys(chunk, short_reason(f"{type(error).__name__}: {error}")))
+                    continue
+                self._privatize(chunk, updates, losses, server_round, broadcast, answer)
+        return answer
+
+    def _train(self, chunk: list[int], start: np.ndarray, server_round: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's updates u_k = w_k - w (clients, d) float64 and mean training losses."""
+        import torch
+
+        from ldpfed.training.cohort import batch_plan
+        from ldpfed.training.parameters import unflatten
+
+        training = self.config.training
+        like = [p.detach().cpu().numpy() for p in self.trainer.model.parameters()]
+        begin = [torch.as_tensor(array) for array in unflatten(start, like)]
+        index, weight = batch_plan([self.sizes[pid] for pid in chunk],
+                                   [seeds.torch_seed(self.secrets[pid], seeds.MINIBATCHES, server_round) for pid in chunk],
+                                   training.local_steps, training.batch_size, self.width)
+        rows = torch.tensor([self.row[pid] for pid in chunk])
+        params, losses = self.trainer.train(begin, self.x, self.y, rows, index, weight, training.lr)
+        weights = torch.cat([p.reshape(len(chunk), -1) for p in params], dim=1).cpu().numpy().astype(np.float64)
+        return weights - start, losses.double().mean(dim=1).cpu().numpy()
+
+    def _privatize(self, chunk: list[int], updates: np.ndarray, losses: np.ndarray, server_round: int,
+                   broadcast: dict, answer: NodeReply) -> None:
+        """Each client's update privatized with its own noise stream; the reply and diagnostics."""
+        clip = self.config.training.clip
+        updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
+        clean = self.privatizer.clip_only(updates)
+        for row, pid in enumerate(chunk):
+            try:
+                noisy = privatize(self.privatizer, updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round), broadcast)
+            except Exception as error:  # noqa: BLE001 - that client fails, not its node
+                answer.failures[pid] = short_reason(f"{type(error).__name__}: {error}")
+                continue
+            count = int(self.sizes[pid])
+            answer.replies[pid] = ClientReply({UPDATE: np.asarray(noisy, dtype=np.float64)}, {NUM_EXAMPLES: count})
+            answer.diagnostics[pid] = {"clean": clean[row], "loss": float(losses[row]), NUM_EXAMPLES: count}
+
+
+class TrainClient:
+    """One client as a node of one (`TrainNode`); `reply` raises the client's failure."""
+
+    def __init__(self, config: Config, partition_id: int, data_seed: int, secret: int) -> None:
+        self.partition_id = partition_id
+        self.node = TrainNode(config, [partition_id], data_seed, {partition_id: secret})
+
+    @property
+    def privatizer(self):
+        return self.node.privatizer
 
     def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
-        from ldpfed.training.local import single_thread, train_local
-        from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
-
-        if self.fail:
+        if self.partition_id in self.node.config.failing_partitions:
             raise InjectedFailure(f"injected failure of client {self.partition_id} in round {server_round}")
-        training = self.config.training
-        start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
-        set_weights(self.model, unflatten(start, get_weights(self.model)))
-        with single_thread():
-            stats = train_local(
-                self.model, self.X, self.y, steps=training.local_steps, lr=training.lr, batch_size=training.batch_size,
-                seed=seeds.torch_seed(self.secret, seeds.MINIBATCHES, server_round),
-            )
-        update = np.nan_to_num(flatten(get_weights(self.model)) - start, nan=0.0, posinf=training.clip, neginf=-training.clip)
-        noisy = privatize(self.privatizer, update, seeds.rng(self.secret, seeds.NOISE, server_round), broadcast)
-        reply = ClientReply({UPDATE: np.asarray(noisy, dtype=np.float64)}, {NUM_EXAMPLES: int(self.y.size)})
-        diagnostics = {"clean": self.privatizer.clip_only(update), "loss": float(stats["loss"]), NUM_EXAMPLES: int(self.y.size)}
-        return reply, diagnostics
+        answer = self.node.reply(server_round, broadcast)
+        if self.partition_id in answer.failures:
+            raise RuntimeError(answer.failures[self.partition_id])
+        return answer.replies[self.partition_id], answer.diagnostics[self.partition_id]
 
 
 # ---- server half -----------------------------------------------------------------------------

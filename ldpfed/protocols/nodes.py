@@ -1,0 +1,110 @@
+"""Cohort nodes: K Flower nodes host the N simulated clients (spec: scale.md, Design).
+
+Placement (docs/decisions.md, engineer C): node i hosts the contiguous block
+`np.array_split(range(N), K)[i]` of partition ids, as the mean task's clients hold contiguous
+blocks of users. K = N is one client per node. The default K is min(N, CPUs): one node per core.
+
+A node half answers `reply(round, broadcast, partitions)` for the sampled clients it hosts with a
+`NodeReply`: each client's reply, each failing client's reason (a failure of that client only:
+the node still replies for the others) and each client's diagnostics (never sent). Every client
+keeps its own secret and streams (ldpfed.protocols.seeds), so which node runs it changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from ldpfed.protocols.base import ClientHalf, ClientReply, short_reason
+
+
+def default_nodes(clients: int, cpus: int = 0) -> int:
+    """min(N, CPUs) (`cpus` 0 = this machine's)."""
+    return max(1, min(clients, cpus or os.cpu_count() or 1))
+
+
+def hosted(node: int, nodes: int, clients: int) -> list[int]:
+    """The partition ids node `node` of `nodes` hosts (a contiguous block)."""
+    return [int(pid) for pid in np.array_split(np.arange(clients), nodes)[node]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which node hosts which client: `nodes` contiguous blocks of `clients` partition ids."""
+
+    clients: int
+    nodes: int
+
+    def hosted(self, node: int) -> list[int]:
+        return hosted(node, self.nodes, self.clients)
+
+    def group(self, partitions: list[int]) -> dict[int, list[int]]:
+        """{node: its partitions among `partitions`} (nodes with none left out)."""
+        ends = np.cumsum([len(block) for block in np.array_split(np.arange(self.clients), self.nodes)])
+        partitions = np.asarray(partitions, dtype=np.int64)
+        owners = np.searchsorted(ends, partitions, side="right")
+        return {int(node): partitions[owners == node].tolist() for node in np.unique(owners)}
+
+
+@dataclass(frozen=True)
+class NodeReply:
+    """A node's answer for its sampled clients: replies, failures (reasons), diagnostics."""
+
+    replies: dict[int, ClientReply] = field(default_factory=dict)
+    failures: dict[int, str] = field(default_factory=dict)
+    diagnostics: dict[int, dict] = field(default_factory=dict)
+
+
+class NodeHalf(Protocol):
+    def reply(self, server_round: int, broadcast: dict[str, np.ndarray], partitions: list[int]) -> NodeReply: ...
+
+
+class ClientsNode:
+    """A node whose clients answer one after another (each client's work is vectorized inside
+    it, e.g. the mean task's cohort of users); an exception is that client's failure."""
+
+    def __init__(self, client: Callable[[int], ClientHalf]) -> None:
+        self.client = client
+
+    def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
+        answer = NodeReply()
+        for pid in partitions:
+            try:
+                reply, diagnostics = self.client(pid).reply(server_round, broadcast)
+            except Exception as error:  # noqa: BLE001 - a failing client must not fail the node
+                answer.failures[pid] = short_reason(f"{type(error).__name__}: {error}")
+                continue
+            answer.replies[pid] = reply
+            answer.diagnostics[pid] = diagnostics
+        return answer
+
+
+class NodeSet:
+    """The nodes of a run in this process (engine `local`): `layout` and `node(i)`, built on
+    first use by `build(partitions)`."""
+
+    def __init__(self, layout: Layout, build: Callable[[list[int]], NodeHalf]) -> None:
+        self.layout, self.build = layout, build
+        self._nodes: dict[int, NodeHalf] = {}
+
+    def node(self, index: int) -> NodeHalf:
+        if index not in self._nodes:
+            self._nodes[index] = self.build(self.layout.hosted(index))
+        return self._nodes[index]
+
+
+class ClientNodes:
+    """Each client its own node, from a function `client(pid)` returning its client half (what
+    `local_round` took before nodes existed; kept for callers that hold client halves)."""
+
+    def __init__(self, client: Callable[[int], ClientHalf]) -> None:
+        self.layout, self.client = self, client
+
+    def group(self, partitions: list[int]) -> dict[int, list[int]]:
+        return {int(pid): [int(pid)] for pid in partitions}
+
+    def node(self, index: int) -> ClientsNode:
+        return ClientsNode(self.client)

@@ -1,0 +1,235 @@
+"""Cohort nodes (issue 15; spec: scale.md): K nodes host the N clients and train each round's
+sampled clients at once, and every client's result depends on its own streams only.
+
+Tolerances: for the same chunk size the per-client results are bit-identical for any K (each
+client's rows of the batched kernels do not depend on the other rows here); across chunk sizes,
+and against the per-client `train_local`, the float32 training differs by rounding only. The
+updates are sums of E steps of lr * gradient with |gradient| <= ~1 per coordinate: a few float32
+ulps of the weights (|w| <~ 1, ulp 6e-8) per step, so 1e-5 for E <= 10 is a rounding bound that a
+wrong minibatch (a change of order lr * |gradient| ~ 1e-2) cannot meet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ldpfed.cli.main import app
+from ldpfed.config import Config
+from ldpfed.protocols import seeds
+from ldpfed.protocols.base import local_round
+from ldpfed.protocols.nodes import Layout, NodeReply, NodeSet, default_nodes, hosted
+from ldpfed.protocols.session import World, node_half, server_half
+from ldpfed.protocols.train import federated_data, new_model
+from ldpfed.validation import LDPValueError
+
+CLIENTS = 6
+ROUNDING = 1e-5
+runner = CliRunner()
+
+
+def train_config(**options) -> Config:
+    base = {"task": "train", "clients": CLIENTS, "rounds": 2, "engine": "local", "seed": 3, "local-steps": 5,
+            "mechanism": "laplace", "epsilon": 4.0, "partition": "dirichlet", "fraction": 0.7}
+    return Config().with_options({**base, **options}).validated()
+
+
+def per_client_run(config: Config, nodes: int) -> dict:
+    """{(round, pid): (privatized update, clean update)} of a local run with `nodes` nodes."""
+    world = World.from_config(config)
+    half = server_half(config, world.data, world.server)
+    node_set = NodeSet(Layout(config.federation.clients, nodes),
+                       lambda pids: node_half(config, pids, world.data, world.secrets_of(pids)))
+    noisy, clean = {}, {}
+    original = half.aggregate
+
+    def aggregate(server_round, replies, failures):
+        noisy.update({(server_round, pid): reply.arrays["update"] for pid, reply in replies.items()})
+        return original(server_round, replies, failures)
+
+    half.aggregate = aggregate
+    for server_round in (1, 2):
+        local_round(half, node_set, server_round, lambda r, pid, values: clean.__setitem__((r, pid), values["clean"]))
+    assert noisy.keys() == clean.keys()
+    return {key: (noisy[key], clean[key]) for key in noisy}
+
+
+# ---- placement ---------------------------------------------------------------------------------
+def test_nodes_host_contiguous_blocks_covering_every_client_once():
+    for clients, nodes in [(10, 3), (7, 7), (5, 1), (1000, 16)]:
+        blocks = [hosted(node, nodes, clients) for node in range(nodes)]
+        assert sorted(pid for block in blocks for pid in block) == list(range(clients))
+        assert all(block == list(range(block[0], block[-1] + 1)) for block in blocks)
+        layout = Layout(clients, nodes)
+        sampled = sorted(np.random.default_rng(0).choice(clients, size=clients // 2, replace=False).tolist())
+        groups = layout.group(sampled)
+        assert all(set(pids) <= set(blocks[node]) for node, pids in groups.items())
+        assert sorted(pid for pids in groups.values() for pid in pids) == sampled
+    assert default_nodes(1000, 2) == 2 and default_nodes(3, 16) == 3
+
+
+# ---- same per-client results for any K and any chunking ----------------------------------------
+@pytest.mark.parametrize("task", ["train", "mean"])
+def test_per_client_results_do_not_depend_on_the_nodes(task):
+    config = train_config(**{"chunk-clients": 2}) if task == "train" else Config().with_options(
+        {"task": "mean", "clients": CLIENTS, "users": 120, "rounds": 2, "engine": "local", "seed": 3}).validated()
+    runs = {nodes: per_client_run(config, nodes) if task == "train" else _mean_replies(config, nodes)
+            for nodes in (1, 2, CLIENTS)}
+    assert runs[1].keys() == runs[2].keys() == runs[CLIENTS].keys() and runs[1]
+    for key, values in runs[1].items():
+        for nodes in (2, CLIENTS):
+            for mine, theirs in zip(values, runs[nodes][key]):
+                np.testing.assert_array_equal(mine, theirs)  # bit-identical (same chunk size)
+
+
+def _mean_replies(config: Config, nodes: int) -> dict:
+    world = World.from_config(config)
+    half = server_half(config, world.data, world.server)
+    node_set = NodeSet(Layout(CLIENTS, nodes), lambda pids: node_half(config, pids, world.data, world.secrets_of(pids)))
+    seen = {}
+    original = half.aggregate
+
+    def aggregate(server_round, replies, failures):
+        seen.update({(server_round, pid): [reply.arrays["total"]] for pid, reply in replies.items()})
+        return original(server_round, replies, failures)
+
+    half.aggregate = aggregate
+    for server_round in (1, 2):
+        local_round(half, node_set, server_round)
+    return seen
+
+
+def test_other_chunk_sizes_differ_by_float32_rounding_only():
+    runs = {chunk: per_client_run(train_config(**{"chunk-clients": chunk, "mechanism": "none"}), 2) for chunk in (1, 4)}
+    differences = [np.max(np.abs(runs[1][key][1] - runs[4][key][1])) for key in runs[1]]
+    assert 0 < len(differences) and max(differences) <= ROUNDING
+
+
+def test_a_cohort_client_takes_the_steps_of_train_local():
+    """The batched steps are train_local's steps: same minibatch order (the client's stream),
+    same SGD, per client (a shuffled order or a wrong padding weight fails by ~1e-2)."""
+    from ldpfed.training.local import single_thread, train_local
+    from ldpfed.training.parameters import flatten, get_weights
+
+    config = train_config(**{"mechanism": "none", "clip": 10.0, "batch-size": 16, "partition": "iid"})
+    world = World.from_config(config)
+    pids = [0, 2, 5]
+    node = node_half(config, pids, world.data, world.secrets_of(pids))
+    start = flatten(get_weights(new_model(config, world.data, 7)))
+    answer = node.reply(4, {"global": start}, pids)
+    data = federated_data(config, world.data)
+    for pid in pids:
+        model = new_model(config, world.data, 7)
+        with single_thread():
+            train_local(model, *data.client(pid), steps=5, lr=0.1, batch_size=16,
+                        seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 4))
+        expected = flatten(get_weights(model)) - start
+        assert np.max(np.abs(answer.replies[pid].arrays["update"] - expected)) <= ROUNDING
+        assert np.max(np.abs(expected)) > 100 * ROUNDING  # the clients did move
+
+
+def test_clients_smaller_than_a_batch_train_on_their_own_rows():
+    """A client with n_k < batch-size uses batches of n_k (padding rows weigh 0), as train_local."""
+    from ldpfed.training.local import single_thread, train_local
+    from ldpfed.training.parameters import flatten, get_weights
+
+    config = train_config(**{"clients": 600, "mechanism": "none", "clip": 10.0, "partition": "iid", "batch-size": 32})
+    world = World.from_config(config)
+    data = federated_data(config, world.data)
+    small = [pid for pid in range(600) if data.client_sizes[pid] < 3][:2]
+    assert small
+    node = node_half(config, small, world.data, world.secrets_of(small))
+    start = flatten(get_weights(new_model(config, world.data, 1)))
+    answer = node.reply(1, {"global": start}, small)
+    for pid in small:
+        model = new_model(config, world.data, 1)
+        with single_thread():
+            train_local(model, *data.client(pid), steps=5, lr=0.1, batch_size=32,
+                        seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 1))
+        assert np.max(np.abs(answer.replies[pid].arrays["update"] - (flatten(get_weights(model)) - start))) <= ROUNDING
+
+
+# ---- failures: a client, not its node ----------------------------------------------------------
+def test_a_failing_client_fails_alone_and_its_node_replies_for_the_others():
+    config = train_config(**{"fail-clients": "1", "fraction": 1.0})
+    world = World.from_config(config)
+    pids = [0, 1, 2]
+    node = node_half(config, pids, world.data, world.secrets_of(pids))
+    start = flatten_start(config, world)
+    answer = node.reply(1, {"global": start}, pids)
+    assert sorted(answer.replies) == [0, 2]
+    assert list(answer.failures) == [1] and "InjectedFailure" in answer.failures[1]
+
+
+def flatten_start(config, world):
+    from ldpfed.training.parameters import flatten, get_weights
+
+    return flatten(get_weights(new_model(config, world.data)))
+
+
+def test_a_node_reply_record_round_trips_per_client_replies_and_failures():
+    from clients.records import node_reply_record, read_node_reply
+    from ldpfed.protocols.base import ClientReply
+
+    rows = np.random.default_rng(0).normal(size=(2, 5))
+    answer = NodeReply({4: ClientReply({"update": rows[0]}, {"num-examples": 7}),
+                        9: ClientReply({"update": rows[1]}, {"num-examples": 3})}, {5: "InjectedFailure: x"})
+    replies, failures = read_node_reply(node_reply_record(answer))
+    assert failures == {5: "InjectedFailure: x"}
+    assert sorted(replies) == [4, 9]
+    np.testing.assert_array_equal(replies[9].arrays["update"], rows[1])
+    assert replies[4].metrics["num-examples"] == 7
+    empty_replies, empty_failures = read_node_reply(node_reply_record(NodeReply({}, {1: "e"})))
+    assert empty_replies == {} and empty_failures == {1: "e"}
+
+
+# ---- devices -----------------------------------------------------------------------------------
+def test_device_auto_is_cpu_without_a_gpu_and_cuda_without_one_is_refused():
+    import torch
+
+    from ldpfed.training.cohort import resolve_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert resolve_device("auto").type == "cpu"
+    with pytest.raises(LDPValueError, match="cuda"):
+        resolve_device("cuda")
+
+
+@pytest.mark.parametrize("flags", [["--device", "cuda"], ["--gpus-per-node", "0.5"], ["--device", "tpu"],
+                                   ["--nodes", "11"], ["--chunk-clients", "-1"]])
+def test_bad_device_and_node_options_are_one_line_and_exit_2(tmp_path, flags):
+    import torch
+
+    if torch.cuda.is_available() and flags[0] in ("--device", "--gpus-per-node") and flags[1] != "tpu":
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", "--task", "train", "--engine", "local", "--clients", "10",
+                                 "--out", str(out), *flags])
+    assert result.exit_code == 2, result.output
+    assert "error" in result.output.lower() and "Traceback" not in result.output
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_chunk_size_is_bounded_by_the_memory_budget():
+    from ldpfed.training.cohort import chunk_size
+
+    config = train_config(model="cnn")
+    model = new_model(config, World.from_config(config).data)
+    shape = federated_data(config, World.from_config(config).data).input_shape
+    small, large = chunk_size(model, shape, 32, budget=2**20), chunk_size(model, shape, 32, budget=2**30)
+    assert 1 <= small < large
+
+
+# ---- under Flower ------------------------------------------------------------------------------
+@pytest.mark.slow  # three Ray federations: about a minute and a half
+def test_flower_runs_with_1_2_and_n_nodes_agree():
+    from simulations.federation import run
+
+    summaries = [run(train_config(engine="flower", nodes=nodes, rounds=1, **{"fail-clients": "4"}))
+                 for nodes in (1, 2, CLIENTS)]
+    for summary in summaries[1:]:
+        for key in ("final_loss", "mean_measured_squared_distance", "clients_replied_total", "failure_reasons"):
+            assert summary[key] == summaries[0][key], key
+    assert summaries[0]["clients_replied_total"] >= 3
