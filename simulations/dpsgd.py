@@ -15,6 +15,12 @@ releases the batch gradient:
   accounted by the joint accountant through `PlrvoDpEvent`, Poisson sampling only), r1smg and
   product-noise (calibrated per step to --noise-epsilon/--noise-delta with D = C, as published;
   their guarantee does not hold, so the run is NOT private).
+Samplers (--noise-sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
+safe i.n.i.d. Gaussian of ldpfed.gradient_noise: grid rounding plus exact discrete Gaussian
+integers, one DiscreteGaussianVectorDpEvent(sigma) per release) with shuffled batches, the
+default there; under Poisson sampling, which has no subsampled bound for the discrete Gaussian,
+the default is the continuous sampler (NOT floating-point safe; labelled in the JSON), and asking
+for safe is an error (docs/decisions.md, wt-S).
 then takes an SGD step. The privacy cost of the whole run comes from dp-accounting's RDP
 accountant (`geodp.training_event`); `epsilon` is reported at `target_delta`.
 
@@ -69,7 +75,9 @@ class DPSGDConfig:
     theta: float | None = None  # plrvo: Gamma scale
     noise_epsilon: float | None = None  # r1smg, product-noise: the per-step claim; inid-laplace: per-step pure eps
     noise_delta: float | None = None
-    noise_sampler: str = "safe"  # inid-gaussian, plrvo: safe (integer noise on a grid) | continuous
+    # safe (integer noise on a grid) | continuous; None: safe, except numeric and geodp under Poisson
+    # sampling, which are continuous (the discrete Gaussian has no Poisson-subsampled bound)
+    noise_sampler: str | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -102,20 +110,24 @@ class DPSGDConfig:
             raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
         if perturbation == "product-noise" and self.k is None and self.noise_delta is None:
             raise LDPValueError("product-noise needs k or noise_delta (to search k)")
-        noise_sampler = str(self.noise_sampler).strip().lower()
+        noise_sampler = self.noise_sampler
+        if noise_sampler is None:
+            noise_sampler = "continuous" if perturbation in ("numeric", "geodp") and sampling == "poisson" else "safe"
+        noise_sampler = str(noise_sampler).strip().lower()
         if noise_sampler not in NOISE_SAMPLERS:
             raise LDPValueError(f"noise_sampler must be one of {NOISE_SAMPLERS}, got {self.noise_sampler!r}")
         set_("noise_sampler", noise_sampler)
-        if self.safe_noise and perturbation == "inid-gaussian" and sampling == "poisson":
-            raise LDPValueError("inid-gaussian's safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
+        if self.safe_noise and perturbation in ("inid-gaussian", "numeric", "geodp") and sampling == "poisson":
+            raise LDPValueError(f"{perturbation}'s safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
                                 "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)")
         if perturbation == "plrvo" and sampling != "poisson":
             raise LDPValueError("plrvo is accounted for Poisson sampling only (sampling='poisson')")
 
     @property
     def safe_noise(self) -> bool:
-        """The run's noise is a floating-point-safe gradient noise (inid-gaussian or plrvo, sampler safe)."""
-        return self.perturbation in ("inid-gaussian", "inid-laplace", "plrvo") and self.noise_sampler == "safe"
+        """The run's noise is floating-point safe (numeric, geodp, inid-gaussian, inid-laplace or plrvo, sampler safe)."""
+        return (self.perturbation in ("numeric", "geodp", "inid-gaussian", "inid-laplace", "plrvo")
+                and self.noise_sampler == "safe")
 
     @property
     def noise_sampler_description(self) -> str:
@@ -133,6 +145,8 @@ def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: flo
     from ldpfed.gradient_noise import PLRVO, InidGaussian, InidLaplace, ProductNoise, R1SMG, layer_profile
 
     dims, clip = sum(layer_sizes), config.clip
+    if config.perturbation == "numeric":  # safe numeric DP-SGD: the one-layer profile, s = sigma C (+ rounding)
+        return InidGaussian(layer_profile([clip], [dims]), noise_multiplier=config.noise_multiplier, sampler="safe"), [clip]
     if config.perturbation == "inid-gaussian":
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
         return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier,
@@ -210,11 +224,12 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     geodp = None
     if config.perturbation == "geodp":
-        geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window)
+        geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window,
+                      sampler=config.noise_sampler)
 
     per_epoch = steps_per_epoch(config, n)
     noise, layer_sizes, layer_clips = None, [size for _, _, size in shapes], [config.clip]
-    if config.perturbation in GRADIENT_NOISES:
+    if config.perturbation in GRADIENT_NOISES or (config.perturbation == "numeric" and config.safe_noise):
         noise, layer_clips = gradient_noise(config, layer_sizes, config.batch_size / n, config.epochs * per_epoch)
     if len(layer_clips) == 1:
         layer_sizes = [dims]
@@ -300,6 +315,12 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
                 "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     if config.perturbation == "inid-laplace":
         return laplace_privacy_record(config, train_examples, steps)
+    if config.safe_noise and config.perturbation in ("numeric", "geodp"):  # shuffled epochs, discrete Gaussian releases
+        event = training_event(config.perturbation, config.noise_multiplier, sampling=config.sampling, sample_rate=1.0,
+                               steps=steps, epochs=config.epochs, sampler="safe")
+        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
+                "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
+                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
         from dp_accounting import SelfComposedDpEvent
 
@@ -367,5 +388,5 @@ def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int, noise=None) -
         return {"per_coordinate": config.noise_multiplier * config.clip / config.batch_size}
     if geodp is not None:
         magnitude, angle = geodp.noise_sd(dims)
-        return {"magnitude": magnitude, "per_angle": angle}
+        return {"magnitude": magnitude, "per_angle": angle, "sampler": geodp.sampler}
     return None

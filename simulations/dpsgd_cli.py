@@ -47,9 +47,9 @@ def dpsgd(
     noise_epsilon: Optional[float] = typer.Option(
         None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."),
     noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
-    noise_sampler: str = typer.Option(
-        "safe", help="inid-gaussian, plrvo: safe (integer noise on a grid; inid-gaussian needs --sampling shuffle) | "
-        "continuous (NOT floating-point safe)."),
+    noise_sampler: Optional[str] = typer.Option(
+        None, help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
+        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson sampling."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run

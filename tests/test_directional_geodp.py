@@ -61,10 +61,15 @@ def test_shuffled_epochs_compose_without_amplification():
 
 
 def test_noise_scales_are_the_spec_formulas():
-    mechanism = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2)
+    mechanism = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2, sampler="continuous")
     magnitude_sd, angle_sd = mechanism.noise_sd(100)
     assert magnitude_sd == pytest.approx(0.5 * 1.3 / 64)
     assert angle_sd == pytest.approx(math.sqrt(102) * 0.2 * math.pi * 1.3 / 64)
+    # The safe sampler (the default): the same sds, inflated by the rounding: sqrt(d)/J <= 2^-10 (and its
+    # float slack, 2^-11 of that).
+    safe = GeoDP(noise_multiplier=1.3, clip=0.5, batch_size=64, beta=0.2).noise_sd(100)
+    for value, spec in zip(safe, (magnitude_sd, angle_sd)):
+        assert spec < value <= spec * (1 + 2.0**-10 * (1 + 2.0**-10))
 
 
 @pytest.mark.parametrize("window", ["fixed", "centred"])
@@ -108,11 +113,12 @@ def test_clean_release_of_identical_examples_is_the_clipped_gradient():
     np.testing.assert_allclose(mechanism.clean(np.tile(g, (8, 1))), clip_rows(g[None], 1.0)[0], atol=1e-12)
 
 
-def test_privatize_noise_matches_its_scale():
+@pytest.mark.parametrize("sampler", ["safe", "continuous"])
+def test_privatize_noise_matches_its_scale(sampler):
     """With identical examples and beta = 1, the released vector's norm has the magnitude noise sd."""
     rng = np.random.default_rng(2)
     g = np.r_[0.6, np.zeros(4)]  # angles (0, pi/2...) well inside beta = 1 windows
-    mechanism = GeoDP(noise_multiplier=2.0, clip=1.0, batch_size=10, beta=1.0)
+    mechanism = GeoDP(noise_multiplier=2.0, clip=1.0, batch_size=10, beta=1.0, sampler=sampler)
     outputs = np.array([mechanism.privatize(np.tile(g, (10, 1)), rng) for _ in range(2000)])
     norms = np.linalg.norm(outputs, axis=1)  # = |r + noise| whatever the angles
     assert abs(norms.mean() - 0.6) < 4 * 0.2 / math.sqrt(2000)
@@ -140,3 +146,36 @@ def test_bad_parameters_raise():
         training_event("geodp", 1.0, sampling="random", sample_rate=0.1, steps=1, epochs=1)
     with pytest.raises(LDPValueError):
         step_event("vector", 1.0)
+
+
+def test_safe_geodp_releases_its_sums_on_fixed_grids():
+    """The safe sampler's magnitude release B r* is an integer multiple of its grid step C/J,
+    whatever the batch; the continuous one's is not (the check can fail)."""
+    rng = np.random.default_rng(4)
+    for sampler, on_grid in (("safe", True), ("continuous", False)):
+        mechanism = GeoDP(noise_multiplier=1.0, clip=1.0, batch_size=8, beta=1.0, sampler=sampler)
+        step = mechanism.clip / 1024  # J = 2^10 for one coordinate
+        multiples = []
+        for batch in (np.tile(np.r_[0.6, np.zeros(4)], (8, 1)), rng.standard_normal((8, 5))):
+            norm_of_sum, _, _ = mechanism._sums(batch, None)
+            if sampler == "safe":
+                magnitude, _ = mechanism.safe_noises(5)
+                assert magnitude.steps[0] == step
+                released = magnitude.perturb(np.full(200, norm_of_sum)[:, None], rng)[:, 0]
+            else:
+                released = norm_of_sum + mechanism.noise_sd(5)[0] * 8 * rng.standard_normal(200)
+            multiples.append(released / step)
+        residual = np.abs(np.concatenate(multiples) - np.rint(np.concatenate(multiples)))
+        assert np.all(residual == 0) if on_grid else np.mean(residual > 1e-6) > 0.99
+
+
+def test_safe_training_event_is_the_discrete_gaussian_for_shuffled_epochs_only():
+    from dp_accounting import GaussianDpEvent
+    from dp_accounting.rdp import RdpAccountant
+
+    for perturbation, releases in (("numeric", 1), ("geodp", 2)):
+        event = training_event(perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe")
+        library = RdpAccountant().compose(GaussianDpEvent(1.2), 3 * releases).get_epsilon(1e-5)
+        assert rdp_epsilon(event, 1e-5) == pytest.approx(library, rel=1e-9)
+        with pytest.raises(LDPValueError, match="Poisson"):
+            training_event(perturbation, 1.2, sampling="poisson", sample_rate=0.1, steps=30, epochs=3, sampler="safe")

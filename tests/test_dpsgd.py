@@ -131,3 +131,33 @@ def test_mia_report_from_the_cli():
         assert attack["accuracy_low"] <= attack["accuracy"] <= attack["accuracy_high"]
         assert attack["auc_low"] <= attack["auc"] <= attack["auc_high"]
     assert _invoke("--shadows", "1", "--json").exit_code == 2
+
+
+@pytest.mark.parametrize("perturbation, releases", [("numeric", 1), ("geodp", 2)])
+def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases):
+    """--sampling shuffle: the safe sampler by default, labelled, accounted as `releases` discrete
+    Gaussian releases of multiplier sigma per epoch (the library's Gaussian RDP curve)."""
+    from dp_accounting.rdp import RdpAccountant
+
+    result = _invoke("--perturbation", perturbation, "--sampling", "shuffle", "--noise-multiplier", "1.5",
+                     "--batch-size", "128", "--epochs", "1", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["noise_sampler"].startswith("safe") and "floating-point safe" in summary["noise_sampler"]
+    library = RdpAccountant().compose(dp_accounting.GaussianDpEvent(1.5), releases).get_epsilon(1e-5)
+    assert summary["epsilon"] == pytest.approx(library, rel=1e-9)
+    assert "DiscreteGaussianVectorDpEvent" in summary["dp_event"]
+    if perturbation == "numeric":  # sigma C / B, inflated by the rounding's sqrt(d)/J <= 2^-10
+        assert 1.5 / 128 < summary["noise_sd"]["per_coordinate"] < 1.5 / 128 * (1 + 2.0**-9)
+    else:
+        assert summary["noise_sd"]["sampler"] == "safe"
+
+
+def test_poisson_dpsgd_defaults_to_the_continuous_sampler_and_refuses_safe():
+    config = DPSGDConfig(perturbation="numeric")
+    assert config.sampling == "poisson" and config.noise_sampler == "continuous" and not config.safe_noise
+    assert DPSGDConfig(perturbation="geodp", noise_sampler="continuous", sampling="shuffle").noise_sampler == "continuous"
+    assert DPSGDConfig(perturbation="inid-gaussian", sampling="shuffle").noise_sampler == "safe"
+    for perturbation in ("numeric", "geodp"):
+        result = _invoke("--perturbation", perturbation, "--noise-sampler", "safe", "--json")
+        assert result.exit_code == 2 and "Poisson" in result.output

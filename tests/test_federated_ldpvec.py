@@ -183,6 +183,21 @@ def test_exact_unsafe_is_not_private_and_has_no_finite_epsilon(tmp_path):
     assert split["private"] is True and split["epsilon_spent_max_per_client"] == 8.0
 
 
+# ---- the Gaussian base: floating-point-safe angle noise -------------------------------------------
+@pytest.mark.parametrize("magnitude", ["split", "normalize"])
+def test_gaussian_ldpvec_trains_with_the_safe_sampler_and_the_ledger_says_so(tmp_path, magnitude):
+    """`simulate --task train --perturbation ldpvec --mechanism gaussian`: the safe sampler by
+    default, in the summary and in every ledger event (the rdp accountant composes them)."""
+    config = config_of(mechanism="gaussian", delta=1e-5, rotation="none", magnitude=magnitude, accountant="rdp")
+    summary, rows = run_rows(config, tmp_path / "safe")
+    assert summary["private"] is True and summary["ldpvec"]["budget"]["angle_sampler"] == "safe"
+    assert "floating-point safe" in summary["ldpvec"]["angle_noise_sampler"]
+    assert 0 < summary["epsilon_spent_max_per_client"] < 2 * 8.0  # rdp: below basic composition of 2 rounds
+    privacy = json.dumps(json.loads((tmp_path / "safe" / "privacy.json").read_text()))
+    assert "DiscreteGaussianVectorDpEvent" in privacy
+    assert np.isfinite(rows["measured_squared_distance"]).all()
+
+
 # ---- bad combinations --------------------------------------------------------------------------
 @pytest.mark.parametrize("options, message", [
     ({"aggregator": "hdr4me"}, "aggregator mean or fedavg"),

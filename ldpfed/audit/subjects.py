@@ -54,6 +54,8 @@ LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion i
 TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
 DEFAULT_CATEGORIES = 4
 VECTOR_SUBJECTS = ("gaussian-vector",)
+LDPVEC = "ldpvec"  # ldpfed.directional: options base (a scalar mechanism), magnitude, dims, beta, window, release
+LDPVEC_OPTIONS = ("base", "magnitude", "dims", "beta", "window", "release")
 DEFAULT_VECTOR_DIMS = 10  # coordinates of a gradient noise audited by name (option dims)
 
 
@@ -267,7 +269,7 @@ def available() -> list[str]:
     """Names `build_subject` accepts: every scalar randomizer, frequency oracle and vector noise."""
     from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
 
-    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS, *GRADIENT_NOISES]
+    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS, *GRADIENT_NOISES, LDPVEC]
 
 
 def has_sampler_option(name: str) -> bool:
@@ -325,6 +327,15 @@ def build_subject(name, epsilon: float | None = None, delta: float | None = None
         if unknown:
             raise LDPValueError(f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity")
         return gaussian_vector_subject(epsilon, delta, **options)
+    if key == LDPVEC:  # the base mechanism's sampler option is the angle and magnitude sampler
+        from ldpfed.directional.audit_subject import ldpvec_subject
+
+        unknown = set(options) - set(LDPVEC_OPTIONS)
+        if unknown:
+            raise LDPValueError(f"ldpvec does not take option(s) {sorted(unknown)}; allowed: {', '.join(LDPVEC_OPTIONS)}")
+        base = str(options.pop("base", "laplace")).strip().lower()
+        extra = _with_sampler(mechanisms.get_class(base), f"ldpvec[{base}]", sampler)
+        return ldpvec_subject(base, epsilon, delta, **options, **extra)
     from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
 
     if key in GRADIENT_NOISES:  # ldpfed.gradient_noise: calibrated as published, audited on D e_1 (or D)

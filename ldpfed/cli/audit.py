@@ -17,10 +17,16 @@ from ldpfed.validation import LDPValueError, check_positive_int
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
 
 
-def _options(mechanism: str, estimator, calibration, categories: int, dims: int | None = None) -> dict:
+def _options(mechanism: str, estimator, calibration, categories: int, dims: int | None = None,
+             ldpvec: dict | None = None) -> dict:
     """The variant options that apply to `mechanism` (unused ones are ignored, as in `compare`)."""
     key = mechanism.strip().lower().replace("_", "-")
     options = {}
+    given = {name: value for name, value in (ldpvec or {}).items() if value is not None}
+    if given and key != "ldpvec":
+        raise LDPValueError(f"--{', --'.join(given)} apply to --mechanism ldpvec only")
+    if key == "ldpvec":
+        options.update(given)
     if estimator is not None and key == "square-wave":
         options["estimator"] = estimator
     if calibration is not None and key == "gaussian":
@@ -28,8 +34,8 @@ def _options(mechanism: str, estimator, calibration, categories: int, dims: int 
     if key in ("grr", "oue", "histogram"):
         options["k"] = categories
     if dims is not None:
-        if key not in ("gaussian-vector", *GRADIENT_NOISES):
-            raise LDPValueError(f"--dims applies to the vector noises ({', '.join(('gaussian-vector', *GRADIENT_NOISES))})")
+        if key not in ("gaussian-vector", "ldpvec", *GRADIENT_NOISES):
+            raise LDPValueError(f"--dims applies to the vector noises ({', '.join(('gaussian-vector', 'ldpvec', *GRADIENT_NOISES))})")
         options["dims"] = check_positive_int(dims, "--dims")
     return options
 
@@ -47,13 +53,18 @@ def audit_command(
     estimator: str = typer.Option(None, "--estimator", help="square-wave: raw | debiased."),
     calibration: str = typer.Option(None, "--calibration", help="gaussian: analytic | classic."),
     categories: int = typer.Option(DEFAULT_CATEGORIES, "--categories", "-k", help="Categories k of a frequency oracle."),
-    dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10)."),
+    dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10; ldpvec 4)."),
+    base: str = typer.Option(None, "--base", help="ldpvec: its base scalar mechanism (default laplace)."),
+    magnitude: str = typer.Option(None, "--magnitude", help="ldpvec: split | normalize | exact-unsafe."),
+    release: str = typer.Option(None, "--release", help="ldpvec: cartesian | polar | offsets (gaussian angles, the "
+                                "floating-point event)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""
     result = audit(mechanism, epsilon, delta, sampler=sampler, samples=samples, seed=seed, confidence=confidence,
-                   **_options(mechanism, estimator, calibration, categories, dims))
+                   **_options(mechanism, estimator, calibration, categories, dims,
+                              {"base": base, "magnitude": magnitude, "release": release}))
     if as_json:
         print_json(result.to_dict())
     else:

@@ -9,6 +9,15 @@ Algorithm 6 as printed is not private). With `release="polar"` the subject draws
 release (r*, theta*) instead and supplies its exact log density ratio (sound modes only), the
 most powerful event for them.
 
+`release="offsets"` (base gaussian) audits the angle randomizer itself, its noisy window offsets
+before the float conversion to angles (which any release is a post-processing of), for the
+floating-point event of audit.md. The neighbours are x = C e_(d-1), whose last angle is 0 exactly
+(offset 0 under both window kinds), and the worst-case x' (offsets at the window edges, +-1). The
+continuous sampler releases y = fl(t + fl(sd n)): from t = 0 any float, from t = +-1 a y with
+|y| < 1/2 is a multiple of 2^-53 (`continuous_producible`), so outputs off that lattice are never
+produced by x' and the event fires (Mironov 2012). The safe sampler releases fl(fl(m g) / half)
+for integers m whatever the input: the same test for both inputs, the event cannot fire.
+
 `ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
 """
 
@@ -20,7 +29,7 @@ from ldpfed.directional.ldpvec import LDPVec
 from ldpfed.directional.neighbours import polar_log_ratio, polar_release, worst_case_neighbours
 from ldpfed.validation import LDPValueError, check_positive_int
 
-RELEASES = ("cartesian", "polar")
+RELEASES = ("cartesian", "polar", "offsets")
 
 
 def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, magnitude: str = "split",
@@ -36,8 +45,23 @@ def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, mag
     vec = LDPVec(base, epsilon, clip=1.0, delta=delta, beta=beta, window=window, magnitude=magnitude, options=options)
     if release == "polar" and not vec.private:
         raise LDPValueError("exact-unsafe has no density ratio; audit it with release='cartesian'")
+    if release == "polar" and vec.angle_sampler == "safe":
+        raise LDPValueError("the safe gaussian angles (a mixture over roundings) have no density ratio here; audit them "
+                            "with release='cartesian' or 'offsets', or the polar release with sampler='continuous'")
     x, x_other = worst_case_neighbours(vec, dims)
-    if release == "polar":
+    producible = None
+    if release == "offsets":
+        if vec.base != "gaussian":
+            raise LDPValueError("release='offsets' audits the gaussian angle samplers; use cartesian or polar")
+        x = np.zeros(dims)
+        x[-2] = vec.clip  # last angle exactly 0: offset 0 (fixed and centred windows)
+        centres = (vec.angle_offsets(x)[0], vec.angle_offsets(x_other)[0])
+        producible = _offsets_producible(vec, dims, centres)
+        log_ratio = None
+
+        def draw(which, n, rng):
+            return vec.perturb_angle_offsets(np.broadcast_to((x, x_other)[which], (n, dims)), rng)
+    elif release == "polar":
         centres = tuple(np.r_[radius, angles[0]] for radius, angles in (vec.clipped_polar(v) for v in (x, x_other)))
 
         def draw(which, n, rng):
@@ -57,9 +81,33 @@ def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, mag
     return AuditSubject(
         name="ldpvec", epsilon=vec.epsilon, delta=vec.delta or 0.0,
         sampler=str(getattr(vec._randomizers(dims)[2], "sampler", "continuous")),
-        inputs=("x: norm C, angles at the low window edges", "x': norm ~0, angles at the high window edges"),
-        draw=draw, output="vector", log_ratio=log_ratio, centres=centres,
+        inputs=(("x: C e_(d-1), last angle 0" if release == "offsets" else "x: norm C, angles at the low window edges"),
+                "x': norm ~0, angles at the high window edges"),
+        draw=draw, output="vector", log_ratio=log_ratio, centres=centres, producible=producible,
         options={"base": vec.base, "magnitude": vec.magnitude, "dims": dims, "beta": vec.beta,
                  "window": vec.window, "release": release, "private": vec.private,
                  "spent_epsilon": split.spent_epsilon, **vec.options},
     )
+
+
+def _offsets_producible(vec: LDPVec, dims: int, centres):
+    """producible(y, which) for the gaussian angle offsets (module docstring): exact for both samplers."""
+    from ldpfed.gradient_noise.audit_subject import continuous_producible
+
+    randomizer = vec._randomizers(dims)[2]
+    if randomizer.sampler == "safe":
+        step, half = randomizer.step, randomizer.half
+
+        def on_grid(reports):
+            y = np.atleast_2d(reports)
+            m = np.rint(y * half / step)
+            return np.all((m * step) / half == y, axis=-1)
+
+        tests = (on_grid, on_grid)
+    else:
+        tests = tuple(continuous_producible(centre) for centre in centres)
+
+    def producible(reports, which):
+        return tests[which](np.asarray(reports, dtype=float))
+
+    return producible

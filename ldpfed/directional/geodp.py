@@ -24,6 +24,14 @@ composed twice inside the sampling event; ldpfed's RDP accountant over dp-accoun
 Theorem 7 averages the two costs ((eps1 + (d-1) eps2)/d), i.e. charges one Gaussian of multiplier
 sigma; that is not a composition (`thesis_averaged_event` exists only to show the difference).
 Numeric DP-SGD (Gaussian noise sigma C on the sum) is one GaussianDpEvent per step.
+Samplers (option `sampler`; mechanisms.md, Floating-point safety): "safe" (the default) releases
+each part with ldpfed.gradient_noise's safe i.n.i.d. Gaussian at noise multiplier sigma: the sum
+||sum g_i|| (sensitivity C, one coordinate) and the sum of the angle offsets (uniform profile, L2
+sensitivity sqrt(d+2) beta pi) are rounded to fixed grids and get exact discrete Gaussian
+integers, s = sigma (J + sqrt(d)) grid steps (the rounding's inflation); each is a
+DiscreteGaussianVectorDpEvent(sigma), whose RDP curve is the continuous one's, but which has no
+Poisson-subsampled bound: sound with shuffled batches only (`training_event` refuses the other).
+"continuous": rng.standard_normal at the spec's sds, NOT floating-point safe (Mironov 2012).
 Sampling: "poisson" (each example joins a step's batch with probability q = B/N; amplification by
 PoissonSampledDpEvent) or "shuffle" (a fresh permutation per epoch cut into batches of B; each
 example is in one batch per epoch; no amplification is claimed: one event per epoch).
@@ -42,6 +50,9 @@ from ldpfed.validation import LDPValueError, check_fraction, check_positive, che
 
 SAMPLINGS = ("poisson", "shuffle")
 PERTURBATIONS = ("numeric", "geodp")
+SAMPLERS = ("safe", "continuous")
+SAFE_POISSON = ("the safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in ldpfed: use sampling "
+                "'shuffle', or the continuous sampler (NOT floating-point safe)")
 
 
 def clip_rows(gradients, clip: float) -> np.ndarray:
@@ -60,6 +71,7 @@ class GeoDP:
     batch_size: int
     beta: float = 1.0
     window: str = "fixed"
+    sampler: str = "safe"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier"))
@@ -67,24 +79,53 @@ class GeoDP:
         object.__setattr__(self, "batch_size", check_positive_int(self.batch_size, "batch_size"))
         object.__setattr__(self, "beta", win.check_beta(self.beta))
         object.__setattr__(self, "window", win.check_window(self.window))
+        sampler = str(self.sampler).strip().lower()
+        if sampler not in SAMPLERS:
+            raise LDPValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        object.__setattr__(self, "sampler", sampler)
+        object.__setattr__(self, "_safe", {})  # dims -> (magnitude noise, angle noise) (derived)
+
+    def safe_noises(self, dims: int):
+        """(magnitude noise, angle noise) of the safe sampler: InidGaussian at noise multiplier sigma
+        for ||sum g_i|| (profile [C]) and for the sum of angle offsets (uniform profile, L2 sqrt(d+2) beta pi)."""
+        if dims not in self._safe:
+            from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+
+            _, l2 = win.sensitivities(self.beta, dims)
+            self._safe[dims] = (
+                InidGaussian(np.array([self.clip]), noise_multiplier=self.noise_multiplier, sampler="safe"),
+                InidGaussian(np.full(dims - 1, l2 / math.sqrt(dims - 1)), noise_multiplier=self.noise_multiplier,
+                             sampler="safe"),
+            )
+        return self._safe[dims]
 
     def noise_sd(self, dims: int) -> tuple[float, float]:
-        """(sd of the magnitude noise, sd of the noise on each angle)."""
+        """(sd of the magnitude noise, sd of the noise on each angle): the spec's C sigma / B and
+        sqrt(d+2) beta pi sigma / B, or the safe sampler's integer noise (inflated by the rounding,
+        <= 1 + 2^-10), its rounding (variance <= g^2/4) aside."""
+        if self.sampler == "safe":
+            magnitude, angles = self.safe_noises(dims)
+            return float(magnitude.scales[0]) / self.batch_size, float(angles.scales[0]) / self.batch_size
         _, l2 = win.sensitivities(self.beta, dims)
         return self.clip * self.noise_multiplier / self.batch_size, l2 * self.noise_multiplier / self.batch_size
 
-    def _summaries(self, gradients, reference):
+    def _sums(self, gradients, reference):
+        """(||sum g_i||, window centres, sum of the angle offsets in radians) of the clipped batch."""
         g = np.atleast_2d(np.asarray(gradients, dtype=np.float64))
         if g.ndim != 2 or g.shape[-1] < 2:
             raise LDPValueError(f"gradients must be a batch (examples, d) with d >= 2, got shape {np.shape(gradients)}")
         dims = g.shape[-1]
         clipped = clip_rows(g, self.clip)
-        radius = float(np.linalg.norm(clipped.sum(axis=0))) / self.batch_size
+        norm_of_sum = float(np.linalg.norm(clipped.sum(axis=0)))
         centre = win.centres(self.window, self.beta, dims, reference if self.window == "centred" else None)
         _, angles = to_spherical(clipped)
-        offsets = win.to_offsets(angles, centre, self.beta) * win.half_widths(self.beta, dims)
-        mean_angles = centre + offsets.sum(axis=0) / self.batch_size
-        return radius, mean_angles
+        offset_sum = (win.to_offsets(angles, centre, self.beta) * win.half_widths(self.beta, dims)).sum(axis=0)
+        return norm_of_sum, centre, offset_sum
+
+    def _summaries(self, gradients, reference):
+        """(r, mean angles): the clean magnitude and angle vector the noise is centred on."""
+        norm_of_sum, centre, offset_sum = self._sums(gradients, reference)
+        return norm_of_sum / self.batch_size, centre + offset_sum / self.batch_size
 
     def clean(self, gradients, *, reference=None) -> np.ndarray:
         """The noise-free release the noise is centred on (a diagnostic: never private)."""
@@ -95,6 +136,12 @@ class GeoDP:
         """The noisy mean gradient (d,) of a batch (examples, d); `reference` centres the windows."""
         if not isinstance(rng, np.random.Generator):
             raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        if self.sampler == "safe":  # both sums released on their grids, then divided by B
+            norm_of_sum, centre, offset_sum = self._sums(gradients, reference)
+            magnitude, angles = self.safe_noises(offset_sum.size + 1)
+            noisy_radius = magnitude.perturb(np.array([norm_of_sum]), rng)[0] / self.batch_size
+            noisy_angles = centre + angles.perturb(offset_sum, rng) / self.batch_size
+            return from_spherical(np.asarray(noisy_radius), noisy_angles)
         radius, angles = self._summaries(gradients, reference)
         magnitude_sd, angle_sd = self.noise_sd(angles.size + 1)
         noisy_radius = radius + magnitude_sd * rng.standard_normal()
@@ -134,11 +181,20 @@ def thesis_averaged_event(noise_multiplier: float):
 
 
 def training_event(perturbation: str, noise_multiplier: float, *, sampling: str, sample_rate: float,
-                   steps: int, epochs: int):
-    """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs."""
+                   steps: int, epochs: int, sampler: str = "continuous"):
+    """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs.
+    sampler "safe": each release a DiscreteGaussianVectorDpEvent(sigma) (shuffled epochs only)."""
     import dp_accounting
 
     event = step_event(perturbation, noise_multiplier)
+    if sampler == "safe":
+        from ldpfed.accounting import DiscreteGaussianVectorDpEvent
+
+        if sampling != "shuffle":
+            raise LDPValueError(f"{perturbation}: {SAFE_POISSON}")
+        releases = 2 if perturbation == "geodp" else 1
+        return dp_accounting.SelfComposedDpEvent(DiscreteGaussianVectorDpEvent(noise_multiplier),
+                                                 releases * check_positive_int(epochs, "epochs"))
     if sampling == "poisson":
         sampled = dp_accounting.PoissonSampledDpEvent(check_fraction(sample_rate, "sample_rate"), event)
         return dp_accounting.SelfComposedDpEvent(sampled, check_positive_int(steps, "steps"))

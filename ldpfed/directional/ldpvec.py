@@ -14,14 +14,20 @@ Angle budgets (basic composition, recorded in `BudgetSplit`):
 - laplace: Lap(L1/eps_dir) on every angle, L1 = beta d pi (the vector Laplace mechanism), i.e.
   per angle a budget in proportion to its window width: eps_dir/d for theta_1..theta_(d-2),
   2 eps_dir/d for the last angle;
-- gaussian: N(0, s^2) on every angle, s calibrated by the analytic Gaussian mechanism for
-  L2 = beta pi sqrt(d+2) at (eps_dir, delta_dir);
+- gaussian: N(0, s^2) on every angle for L2 = beta pi sqrt(d+2) at (eps_dir, delta_dir). Sampler
+  (the base mechanism's option `sampler`): "safe" (default) is ldpfed.gradient_noise's safe
+  i.n.i.d. Gaussian with a uniform profile on the d-1 angles in radians: every angle rounded
+  (unbiased, randomized) to one fixed grid g = L2 / J plus exact discrete Gaussian integers, the
+  rounding's sqrt(d-1) steps added to the sensitivity, z calibrated to (eps_dir, delta_dir) by
+  dp_accounting's RdpAccountant (inid_gaussian.py, safe_grid.py): the released angles are
+  centre + g m for integers m, a set that does not depend on the input. "continuous": s by the
+  analytic Gaussian mechanism, rng.standard_normal, NOT floating-point safe (Mironov 2012);
 - bounded mechanisms (piecewise, square-wave, duchi, hybrid): each angle's window is mapped to
   [-1, 1] and perturbed with eps_dir/(d-1).
 Every non-Gaussian angle randomizer, and every magnitude randomizer, is ldpfed's registered scalar
 mechanism on [-1, 1] (`ldpfed.mechanisms.get`), so its sampler (floating-point safe where the
-registry's is) and its exact bias/variance are reused. The Gaussian angle noise, whose sd is set
-by the vector calibration, is drawn here with rng.standard_normal (a continuous sampler).
+registry's is) and its exact bias/variance are reused; the Gaussian angle noise is the vector
+noise above (its moments: `angle_noise_moments`, `expected_output`, exact for either sampler).
 
 With rotation, d above means D, the padded dimension of the rotation (a power of two).
 """
@@ -36,7 +42,7 @@ import numpy as np
 import ldpfed.mechanisms as mechanisms
 from ldpfed.directional import rotation as rot
 from ldpfed.directional import windows as win
-from ldpfed.directional.spherical import from_spherical, to_spherical
+from ldpfed.directional.spherical import exact_sin_cos, from_spherical, to_spherical
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive
 
@@ -63,6 +69,9 @@ class BudgetSplit:
     angle_sigma: float | None  # gaussian: sd of the noise on every angle (radians)
     private: bool
     spent_epsilon: float  # what the ledger is charged: epsilon, or inf when not private
+    angle_sampler: str | None = None  # gaussian: safe | continuous
+    angle_grid_step: float | None = None  # gaussian, safe sampler: the angles' grid step (radians)
+    angle_noise_multiplier: float | None = None  # gaussian, safe sampler: z of the RDP calibration
 
     def angles_total(self) -> float:
         """Sum of the per-angle budgets (gaussian: the vector calibration's eps_dir)."""
@@ -75,10 +84,17 @@ class BudgetSplit:
 
 
 class _AngleGaussian:
-    """N(0, sd^2) added to offsets t (the vector Gaussian calibration, in one window's units)."""
+    """N(0, sd^2) added to offsets t (the vector Gaussian calibration, in one window's units);
+    continuous sampler, NOT floating-point safe."""
+
+    sampler = "continuous"
 
     def __init__(self, sd: float) -> None:
         self.sd = sd
+
+    def characteristic(self, t):
+        """E[exp(i N)] of the noise in radians, given sd in radians: exp(-sd^2/2)."""
+        return np.full(np.shape(t), math.exp(-0.5 * self.sd**2), dtype=complex)
 
     def perturb(self, t, rng, out_of_domain="clip"):
         return t + self.sd * rng.standard_normal(np.shape(t))
@@ -92,6 +108,51 @@ class _AngleGaussian:
     def log_density(self, y, t):
         z = (np.asarray(y, dtype=float) - t) / self.sd
         return -0.5 * z * z - np.log(self.sd * np.sqrt(2.0 * np.pi))
+
+
+class _SafeAngleGaussian:
+    """The floating-point-safe Gaussian on all d-1 angles at once (one vector release; module
+    docstring): InidGaussian's safe sampler with the uniform profile L2 / sqrt(d-1), on the offsets
+    t scaled to radians by the half-widths. Offsets in and out (shape (clients, d-1))."""
+
+    sampler = "safe"
+
+    def __init__(self, epsilon: float, delta: float, l2: float, half: np.ndarray) -> None:
+        from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+
+        try:
+            self.noise = InidGaussian(np.full(half.size, l2 / math.sqrt(half.size)), epsilon=epsilon, delta=delta,
+                                      sampler="safe")
+        except LDPValueError as error:
+            raise LDPValueError(f"ldpvec gaussian angles ({error}); use the base option sampler='continuous' "
+                                "(NOT floating-point safe) for such budgets") from None
+        self.half = half
+        self.step = float(self.noise.steps[0])  # one grid step g = L2 / J for every angle (radians)
+        self.sd = float(self.noise.scales[0])  # sd of the integer noise times g (radians)
+
+    def perturb(self, t, rng, out_of_domain="clip"):
+        released = self.noise._release(np.asarray(t) * self.half, rng)  # g (K + N): on the grid
+        released /= self.half
+        return released
+
+    def bias(self, t):
+        return np.zeros(np.shape(t))  # unbiased rounding, symmetric integer noise
+
+    def variance(self, t):
+        """(s^2 + g^2 f (1 - f)) / half^2: noise plus the rounding's two-point variance."""
+        from ldpfed.gradient_noise.safe_grid import rounding_variance
+
+        radians = np.asarray(t) * self.half
+        return (self.sd**2 + rounding_variance(radians, self.step)) / self.half**2
+
+    def characteristic(self, t):
+        """E[exp(i (released - angle))] in radians: the rounding's (1-f) e^(-i f g) + f e^(i (1-f) g)
+        times the discrete Gaussian's, exp(-sd^2/2) (Poisson summation: the aliased terms are below
+        exp(-2 pi^2 s^2) for s grid steps, zero in double precision at s >= 10 steps)."""
+        scaled = np.asarray(t) * self.half / self.step
+        f = scaled - np.floor(scaled)
+        rounding = (1.0 - f) * np.exp(-1j * f * self.step) + f * np.exp(1j * (1.0 - f) * self.step)
+        return rounding * math.exp(-0.5 * self.sd**2)
 
 
 @dataclass(frozen=True)
@@ -133,6 +194,13 @@ class LDPVec:
         return self.magnitude != "exact-unsafe"
 
     @property
+    def angle_sampler(self) -> str | None:
+        """gaussian: the angle noise's sampler, the base mechanism's `sampler` option (default safe)."""
+        if self.base != GAUSSIAN:
+            return None
+        return str(self.options.get("sampler", "safe")).strip().lower()
+
+    @property
     def name(self) -> str:
         return f"ldpvec[{self.base},{self.magnitude},{self.window},beta={self.beta:g},rotation={self.rotation}]"
 
@@ -163,12 +231,17 @@ class LDPVec:
         magnitude = None
         if self.magnitude == "split":
             magnitude = mechanisms.get(self.base, eps_mag, delta_mag or None, **self.options)
-        sigma = eps_inner = eps_last = None
+        sigma = eps_inner = eps_last = sampler = step = multiplier = None
         if self.base == GAUSSIAN:
             _, l2 = win.sensitivities(self.beta, dims)
-            sigma = analytic_sigma(eps_dir, delta_dir, sensitivity=l2)
-            half = win.half_widths(self.beta, 3)  # (inner, last)
-            inner, last = _AngleGaussian(sigma / half[0]), _AngleGaussian(sigma / half[1])
+            sampler = self.angle_sampler
+            if sampler == "safe":
+                inner = last = _SafeAngleGaussian(eps_dir, delta_dir, l2, win.half_widths(self.beta, dims))
+                sigma, step, multiplier = inner.sd, inner.step, inner.noise.noise_multiplier
+            else:
+                sigma = analytic_sigma(eps_dir, delta_dir, sensitivity=l2)
+                half = win.half_widths(self.beta, 3)  # (inner, last)
+                inner, last = _AngleGaussian(sigma / half[0]), _AngleGaussian(sigma / half[1])
         else:
             if self.base == LAPLACE:  # budget in proportion to the window widths (vector Laplace, L1)
                 eps_inner, eps_last = eps_dir / dims, 2.0 * eps_dir / dims
@@ -182,6 +255,7 @@ class LDPVec:
             direction_epsilon=eps_dir, direction_delta=delta_dir,
             inner_angle_epsilon=eps_inner, last_angle_epsilon=eps_last, angle_sigma=sigma,
             private=self.private, spent_epsilon=eps if self.private else math.inf,
+            angle_sampler=sampler, angle_grid_step=step, angle_noise_multiplier=multiplier,
         )
         return split, magnitude, inner, last
 
@@ -261,13 +335,33 @@ class LDPVec:
         if magnitude is not None:
             t = np.clip(2.0 * radius / self.clip - 1.0, -1.0, 1.0)
             radius = 0.5 * self.clip * (magnitude.perturb(t, rng, out_of_domain="clip") + 1.0)
-        if inner is last:  # one budget for every angle (bounded bases): one call
-            noisy = inner.perturb(offsets, rng, out_of_domain="clip")
-        else:
-            noisy = np.empty_like(offsets)
-            noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
-            noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
+        noisy = self._perturb_offsets(offsets, inner, last, rng)
         return radius, win.from_offsets(noisy, centre, self.beta, overwrite=True), signs
+
+    @staticmethod
+    def _perturb_offsets(offsets, inner, last, rng):
+        if inner is last:  # one randomizer for every angle (bounded bases, safe Gaussian): one call
+            return inner.perturb(offsets, rng, out_of_domain="clip")
+        noisy = np.empty_like(offsets)
+        noisy[:, :-1] = inner.perturb(offsets[:, :-1], rng, out_of_domain="clip")
+        noisy[:, -1] = last.perturb(offsets[:, -1], rng, out_of_domain="clip")
+        return noisy
+
+    def angle_offsets(self, updates, *, reference=None, rotation_seed=None) -> np.ndarray:
+        """The clean window offsets t in [-1, 1] of every angle, shape (clients, D-1)."""
+        rows = np.atleast_2d(updates)
+        signs = self._signs(self.converted_dims(rows.shape[-1]), None, rotation_seed)
+        return self._polar(rows, reference, signs)[2]
+
+    def perturb_angle_offsets(self, updates, rng: np.random.Generator, *, reference=None, rotation_seed=None):
+        """What the angle randomizer releases, the noisy offsets (clients, D-1), before the float
+        conversion to angles: for audits of the sampler itself (audit_subject.py, release "offsets")."""
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        rows = np.atleast_2d(updates)
+        _, _, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
+        offsets = self.angle_offsets(rows, reference=reference, rotation_seed=rotation_seed)
+        return self._perturb_offsets(offsets, inner, last, rng)
 
     # --- exact statistics --------------------------------------------------------------------------
     def angle_noise_moments(self, updates, *, reference=None, rotation_seed=None) -> tuple[np.ndarray, np.ndarray]:
@@ -278,13 +372,15 @@ class LDPVec:
         signs = self._signs(budget.dims, None, rotation_seed)
         _, _, offsets, _ = self._polar(rows, reference, signs)
         half = win.half_widths(self.beta, budget.dims)
+        if inner is last:  # one randomizer for every angle (bounded bases, safe Gaussian)
+            return inner.bias(offsets) * half, inner.variance(offsets) * half**2
         bias, variance = np.empty_like(offsets), np.empty_like(offsets)
         bias[:, :-1], variance[:, :-1] = inner.bias(offsets[:, :-1]), inner.variance(offsets[:, :-1])
         bias[:, -1], variance[:, -1] = last.bias(offsets[:, -1]), last.variance(offsets[:, -1])
         return bias * half, variance * half**2
 
     def expected_output(self, updates, *, reference=None, rotation_seed=None) -> np.ndarray:
-        """Exact E[perturb(g)] for additive angle noise (laplace, gaussian; continuous samplers).
+        """Exact E[perturb(g)] for additive angle noise (laplace, gaussian with either sampler).
 
         For independent additive noise N on an angle, E[cos(theta + N)] = phi cos(theta) and
         E[sin(theta + N)] = phi sin(theta) with phi = E[cos N] (1/(1+b^2) for Laplace of scale b,
@@ -292,6 +388,9 @@ class LDPVec:
             E[g*_z] = E[r*] (prod_{i<z} phi_i sin theta_i) phi_z cos theta_z,
         i.e. coordinate z of the clean (angle-clipped) vector shrunk by prod_{i<=z} phi_i: the
         exact bias, which grows along the coordinates (spec: directional.md, last section).
+        The safe Gaussian's noise (rounding plus integers) depends on the angle through its
+        fractional grid position: E[exp(i theta*)] = exp(i theta) c(theta) with the complex factor
+        c of `_SafeAngleGaussian.characteristic`, in the same product form.
         """
         if self.base not in ADDITIVE:
             raise LDPValueError(f"expected_output needs additive angle noise (laplace, gaussian), not {self.base}")
@@ -305,6 +404,19 @@ class LDPVec:
             t = np.clip(2.0 * radius / self.clip - 1.0, -1.0, 1.0)
             mean_radius = radius + 0.5 * self.clip * magnitude.bias(t)
         half = win.half_widths(self.beta, budget.dims)
+        if self.base == GAUSSIAN and budget.angle_sampler == "safe":
+            angles = win.from_offsets(offsets, centre, self.beta)
+            sines, cosines = exact_sin_cos(angles)
+            factor = inner.characteristic(offsets)
+            mean_cos = cosines * factor.real - sines * factor.imag  # Re, Im of exp(i theta) c
+            mean_sin = sines * factor.real + cosines * factor.imag
+            y = np.empty((offsets.shape[0], budget.dims))
+            prefix = np.ones_like(mean_cos)
+            np.cumprod(mean_sin[:, :-1], axis=-1, out=prefix[:, 1:])
+            prefix *= np.reshape(mean_radius, (-1, 1))
+            y[:, :-1] = prefix * mean_cos
+            y[:, -1] = prefix[:, -1] * mean_sin[:, -1]
+            return y if signs is None else rot.unrotate(y, signs, dims)
         if self.base == GAUSSIAN:
             phi = np.exp(-0.5 * budget.angle_sigma**2) * np.ones(budget.dims - 1)
         else:
@@ -316,14 +428,30 @@ class LDPVec:
         y = from_spherical(mean_radius, win.from_offsets(offsets, centre, self.beta)) * shrink
         return y if signs is None else rot.unrotate(y, signs, dims)
 
-    def round_event(self):
+    def round_event(self, dims: int | None = None):
         """One update's privacy event for `ldpfed.accounting` (the ledger): (eps, delta) by basic
-        composition of the magnitude and angle parts, or a not-private event for exact-unsafe."""
-        from ldpfed.accounting import EpsilonDeltaDpEvent, not_private
+        composition of the magnitude and angle parts, or a not-private event for exact-unsafe.
+        With the safe Gaussian sampler and `dims` given, the parts are named: the angles'
+        DiscreteGaussianVectorDpEvent(z) calibrated to (eps_dir, delta_dir), composed (split) with
+        the magnitude's scalar discrete Gaussian event calibrated to (eps_mag, delta_mag): basic,
+        advanced and rdp account it; pld refuses it (no PLD bound for the vector discrete Gaussian)."""
+        from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, EpsilonDeltaDpEvent, not_private
+        from ldpfed.accounting.events import gaussian_mechanism_event
 
         if not self.private:
             return not_private("ldpvec magnitude exact-unsafe: ||g|| is released without noise")
-        return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
+        if dims is None or self.angle_sampler != "safe":
+            return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
+        split, magnitude, _, _ = self._randomizers(self.converted_dims(dims))
+        angles = CalibratedDpEvent(DiscreteGaussianVectorDpEvent(split.angle_noise_multiplier),
+                                   split.direction_epsilon, split.direction_delta)
+        if self.magnitude != "split":
+            return angles
+        from dp_accounting import ComposedDpEvent
+
+        magnitude_event = CalibratedDpEvent(gaussian_mechanism_event(magnitude), split.magnitude_epsilon,
+                                            split.magnitude_delta)
+        return ComposedDpEvent((magnitude_event, angles))  # a tuple: hashable (the ledger counts events)
 
     def describe(self, dims: int | None = None) -> dict:
         record = {
@@ -334,8 +462,11 @@ class LDPVec:
         }
         if not self.private:
             record["not_private_reason"] = "magnitude exact-unsafe: ||g|| is released without noise"
-        if self.base == GAUSSIAN:
-            record["angle_noise_sampler"] = "continuous (numpy standard_normal; not floating-point safe)"
+        if self.angle_sampler == "safe":
+            record["angle_noise_sampler"] = ("safe (one grid for every angle, exact discrete Gaussian integers, "
+                                             "RDP-calibrated with the rounding inflation; floating-point safe)")
+        elif self.angle_sampler == "continuous":
+            record["angle_noise_sampler"] = "continuous (numpy standard_normal; NOT floating-point safe)"
         if dims is not None:
             record["budget"] = self.budget(dims).to_dict()
         return record

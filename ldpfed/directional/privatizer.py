@@ -67,7 +67,7 @@ class DirectionalPrivatizer:
         """One round's privacy event: (eps, delta) by basic composition of the magnitude and angle
         parts, or not private (exact-unsafe). Checks the per-angle budgets for d = `dims` now."""
         self.ldpvec.budget(dims)
-        return self.ldpvec.round_event()
+        return self.ldpvec.round_event(dims)
 
     def describe(self, dims: int | None = None) -> dict:
         return self.ldpvec.describe(dims)
