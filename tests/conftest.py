@@ -8,6 +8,7 @@ capability shows up within the first minutes; `python -m pytest -m "not slow"` i
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 # The environment as the test session started, before any in-process run changed it (an in-process
 # `simulate` sets Flower's and Ray's quiet variables for the rest of the process): tests that start
@@ -18,3 +19,18 @@ PRISTINE_ENVIRONMENT = dict(os.environ)
 def pytest_collection_modifyitems(config, items):
     """Stable reorder: every test without the `slow` marker before every test with it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """PIDs of processes whose environment has key=value: what a test started, including the
+    processes Flower and Ray start in sessions of their own (found by an environment marker)."""
+    needle = f"{key}={value}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids

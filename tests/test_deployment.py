@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import processes_with_env
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
@@ -46,21 +47,6 @@ def free_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.bind(("127.0.0.1", 0))
         return [sock.getsockname()[1] for sock in sockets]
-
-
-def processes_with_env(key: str, value: str) -> list[int]:
-    """PIDs of processes whose environment has key=value: what this test started, including the
-    SuperExec, ServerApp and ClientApp processes Flower starts in sessions of their own."""
-    needle = f"{key}={value}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 def signal_all(pids, signum) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import processes_with_env
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -210,20 +211,6 @@ def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(t
     assert not (out / "diagnostics").exists()  # joined after each round and removed
 
 
-def _processes_with_env(key: str, value: str) -> list[int]:
-    """PIDs of processes whose environment has key=value (what this test started)."""
-    needle = f"{key}={value}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 def _kill(pids) -> None:
     import os
     import signal
@@ -276,7 +263,7 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
         deadline = time.monotonic() + STARTUP_SECONDS
         while not any(line.startswith("round 1:") for line in seen):
             seen.append(lines.get(timeout=max(deadline - time.monotonic(), 0.1)))
-        started = set(_processes_with_env(*marker)) - {process.pid}
+        started = set(processes_with_env(*marker)) - {process.pid}
         assert started, "the check of leftover processes must see Ray's processes while the run goes on"
         process.send_signal(signal.SIGINT)
         sent = time.monotonic()
@@ -295,13 +282,13 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
         assert (out / "plot.png").exists() and not list(out.glob(".*.tmp*"))
         assert not (out / "diagnostics").exists()  # the unfinished round's clean values are removed
         for _ in range(20):  # Ray's processes exit within moments of the shutdown
-            left = set(_processes_with_env(*marker))
+            left = set(processes_with_env(*marker))
             if not left:
                 break
             time.sleep(0.5)
         assert not left, f"processes left running: {sorted(left)}"
     finally:
-        _kill([process.pid, *_processes_with_env(*marker)])
+        _kill([process.pid, *processes_with_env(*marker)])
         process.wait(timeout=30)
 
 
@@ -333,7 +320,7 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
         )
     finally:
-        for pid in _processes_with_env("FLWR_HOME", str(home)):
+        for pid in processes_with_env("FLWR_HOME", str(home)):
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
