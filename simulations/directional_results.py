@@ -38,8 +38,8 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 BASES = ("laplace", "piecewise", "gaussian")
 EPSILONS = (1.5, 4.9, 15.3)
 DELTA = 1e-5
-# Every randomizer uses ldpfed's default, floating-point-safe sampler (LDPVec's Gaussian angle noise
-# excepted: it is drawn with numpy's standard_normal, `LDPVec.describe`). A configuration whose
+# Every randomizer uses ldpfed's default, floating-point-safe sampler (LDPVec's Gaussian angles: the
+# safe grid discrete Gaussian of ldpfed.gradient_noise, `LDPVec.describe`). A configuration whose
 # per-angle budget eps/d falls below the safe sampler's range (1e-4 for Laplace and Piecewise,
 # 1e-2 for the Gaussian magnitude of `split`) is refused and shown as "-".
 SAMPLER: dict = {}
@@ -167,7 +167,7 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "update; cos(mean) = cosine between the mean of the privatized updates and the mean of the clean ones "
         "(what FedAvg applies); energy = share of the energy in the first 1% of coordinates (0.01 when "
         "spread evenly). Samplers: ldpfed's defaults, floating-point safe (LDPVec's Gaussian angle noise: "
-        "numpy's continuous standard_normal); \"-\": the configuration is refused because its per-angle "
+        "the safe grid discrete Gaussian); \"-\": the configuration is refused because its per-angle "
         "budget eps/d is below the safe sampler's range (1e-4 for Laplace and Piecewise; 1e-2 for the "
         "Gaussian magnitude of split). Numeric: today's per-coordinate path (coordinates clipped to 3/sqrt(d), Wang's m "
         "coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
