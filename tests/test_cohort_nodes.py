@@ -185,13 +185,17 @@ def test_a_node_reply_record_round_trips_per_client_replies_and_failures():
 
 
 # ---- devices -----------------------------------------------------------------------------------
-def test_device_auto_is_cpu_without_a_gpu_and_cuda_without_one_is_refused():
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """A machine without CUDA, also where the tests run on one (the checks need no real GPU)."""
     import torch
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_device_auto_is_cpu_without_a_gpu_and_cuda_without_one_is_refused(no_gpu):
     from ldpfed.training.cohort import resolve_device
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
     assert resolve_device("auto").type == "cpu"
     with pytest.raises(LDPValueError, match="cuda"):
         resolve_device("cuda")
@@ -199,11 +203,7 @@ def test_device_auto_is_cpu_without_a_gpu_and_cuda_without_one_is_refused():
 
 @pytest.mark.parametrize("flags", [["--device", "cuda"], ["--gpus-per-node", "0.5"], ["--device", "tpu"],
                                    ["--nodes", "11"], ["--chunk-clients", "-1"]])
-def test_bad_device_and_node_options_are_one_line_and_exit_2(tmp_path, flags):
-    import torch
-
-    if torch.cuda.is_available() and flags[0] in ("--device", "--gpus-per-node") and flags[1] != "tpu":
-        pytest.skip("this machine has a GPU")
+def test_bad_device_and_node_options_are_one_line_and_exit_2(tmp_path, flags, no_gpu):
     out = tmp_path / "run"
     result = runner.invoke(app, ["simulate", "--task", "train", "--engine", "local", "--clients", "10",
                                  "--out", str(out), *flags])
