@@ -264,26 +264,14 @@ class Config:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
             aggregation.get_class(agg.aggregator)
-            # 0 = from the data: checked again once the data is read (ldpfed.protocols.mean.bound).
-            check_positive_int(data.users, "users", minimum=0)
-            check_positive_int(data.dims, "dims", minimum=0)
-            if 0 < data.users < fed.clients:
-                raise LDPValueError(f"users ({data.users}) must be >= clients ({fed.clients})")
-            if data.dims and privacy.report_dims > data.dims:
-                raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
+            _check_tuple_shape(data, fed, privacy)
             if self.data_name in FEDERATED_DATASETS and self.data_name not in available_synthetic():
                 raise LDPValueError(f"data {self.data_name!r} is a training data set; --task mean takes tuples")
         elif run.task == "frequency":
             from ldpfed.protocols.frequency import check_aggregators
 
             check_aggregators([agg.aggregator])
-            # users / dims (attributes) 0 = from the data (ldpfed.protocols.frequency.bound)
-            check_positive_int(data.users, "users", minimum=0)
-            check_positive_int(data.dims, "dims", minimum=0)
-            if 0 < data.users < fed.clients:
-                raise LDPValueError(f"users ({data.users}) must be >= clients ({fed.clients})")
-            if data.dims and privacy.report_dims > data.dims:
-                raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
+            _check_tuple_shape(data, fed, privacy)
         else:
             _choice("aggregator", agg.aggregator, (*aggregation.available(), FEDAVG))
             _choice("deviation", agg.deviation, TRAIN_DEVIATIONS)
@@ -395,6 +383,17 @@ def _coerce(section: str, name: str, value, source: str, key: str):
         article = "an" if expected[0] in "aeiou" else "a"
         raise LDPValueError(f"{source}: option {key!r} must be {article} {expected}, got {value!r}")
     return float(value) if expected == "float" else value
+
+
+def _check_tuple_shape(data: DataConfig, fed: FederationConfig, privacy: PrivacyConfig) -> None:
+    """Users and dims (attributes, for frequency) of the tuple tasks; 0 = from the data, checked again
+    once the data is read (ldpfed.protocols.mean.bound, ldpfed.protocols.frequency.bound)."""
+    check_positive_int(data.users, "users", minimum=0)
+    check_positive_int(data.dims, "dims", minimum=0)
+    if 0 < data.users < fed.clients:
+        raise LDPValueError(f"users ({data.users}) must be >= clients ({fed.clients})")
+    if data.dims and privacy.report_dims > data.dims:
+        raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
 
 
 def _choice(name: str, value: str, allowed) -> None:

@@ -34,3 +34,19 @@ def processes_with_env(key: str, value: str) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def run_collecting_rows(config):
+    """(summary, one DataFrame row per round) of `simulations.federation.run(config)` in this process."""
+    import pandas as pd
+
+    from simulations.federation import run
+
+    rows = []
+
+    class Collect:
+        def start(self, stream): pass
+        def update(self, row): rows.append(row)
+        def stop(self): pass
+
+    return run(config, Collect()), pd.DataFrame(rows)

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import run_collecting_rows
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -23,18 +24,8 @@ def config_of(**options) -> Config:
 
 
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
-    from simulations.federation import run
-
-    rows = []
-
-    class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
-
     preflight(config)
-    summary = run(config, Collect())
-    return summary, pd.DataFrame(rows)
+    return run_collecting_rows(config)
 
 
 def test_train_clients_stop_before_exceeding_the_budget(tmp_path):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_collecting_rows
 from typer.testing import CliRunner
 
 from ldpfed.accounting import NotPrivateDpEvent
@@ -33,18 +34,9 @@ def config_of(**options) -> Config:
 
 
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
-    from simulations.federation import run
-
-    rows = []
-
-    class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
-
     if out is not None:
         config = config.with_options({"out": str(out)})
-    return run(config, Collect()), pd.DataFrame(rows)
+    return run_collecting_rows(config)
 
 
 # ---- the options reach the client --------------------------------------------------------------
