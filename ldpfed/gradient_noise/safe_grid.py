@@ -33,7 +33,9 @@ Float slack. x / g is a float division and x / g + U a float sum: with |x / g| <
 move the rounding probability by at most 2^(bits - 52) (< 2^-10 at bits = 40, 2^-22 at 30), which
 the bounds above include (`rounding_slack`). The discrete Gaussian's accept/reject decision has a
 relative float error rho = 2^-36 (ldpfed.mechanisms.discrete_gaussian), charged per coordinate as
-an eps and delta slack (`gaussian_float_slack`) before the calibration.
+an eps and delta slack (`gaussian_float_slack`) before the calibration to an (eps, delta), and
+carried by every release's event (`gaussian_sampler_slack`), so that the rdp accountant composes
+it into its result whatever the releases (ldpfed.accounting.float_slack).
 """
 
 from __future__ import annotations
