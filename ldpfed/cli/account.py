@@ -241,5 +241,8 @@ def account_command(
     shown = "not private" if not spent.private else f"{spent.epsilon:.6g}"
     table.add_row(chosen.name, shown, "" if spent.delta is None else f"{spent.delta:.3g}", str(spent.private))
     console.print(table)
+    if spent.private and spent.float_slack_epsilon:
+        console.print(f"included: the sampler's float slack, eps {spent.float_slack_epsilon:.3g} and delta "
+                      f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.accounting.float_slack)")
     for why in spent.reasons:
         console.print(f"not private: {why}")
