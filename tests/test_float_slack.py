@@ -156,3 +156,15 @@ def test_the_rule_bounds_a_real_law_as_far_from_the_ideal_as_the_slack_allows(re
     assert max(hockey_stick(x_real, y_real, ideal_alone), hockey_stick(y_real, x_real, ideal_alone)) > target
     without_delta_part = ideal_alone + slack.epsilon  # the slack's delta part is needed too
     assert max(hockey_stick(x_real, y_real, without_delta_part), hockey_stick(y_real, x_real, without_delta_part)) > target
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "--layers or --profile"),
+    (["--layers", "1:100", "--sample-rate", "0.1"], "Poisson"),
+    (["--layers", "1:100", "--accountant", "pld"], "rdp accountant only"),
+    (["--layers", "1:100", "--delta", "1e-6"], "--noise-multiplier alone"),
+])
+def test_account_refuses_what_the_safe_inid_gaussian_has_no_bound_for(extra, message):
+    result = CliRunner().invoke(app, ["account", "--mechanism", "inid-gaussian", "--noise-multiplier", "1.1",
+                                      "--rounds", "3", "--sampler", "safe", *extra])
+    assert result.exit_code == 2 and message in result.output
