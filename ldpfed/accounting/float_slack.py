@@ -10,7 +10,8 @@ samplers draw it up to a float error bounded per draw (ldpfed.gradient_noise.saf
 whatever the input (`FloatSlack(over, under, mass)`; per draw over = ln r2, under = ln r1 and mass
 the float and tail terms e, summed over the draws of the release).
 
-Composition rule (the hybrid argument, the "basic composition" of the slack). Take T releases,
+Composition rule (the hybrid argument, the "basic composition" of the slack: the argument of
+Dwork & Roth 2014, Theorem 3.16, applied to the real-vs-ideal closeness). Take T releases,
 adaptively composed, and two neighbouring inputs x, x'. Swap the real sampler for the ideal one
 draw by draw (each swap is one draw's closeness, applied to the conditional probability of S given
 the other draws, a function in [0, 1]); after all swaps
