@@ -92,7 +92,10 @@ class Mechanism(ABC):
         _check_generators(rngs)
         t = check_values(values)
         if t.ndim != 2 or t.shape[0] != len(rngs):
-            raise LDPValueError(f"perturb_rows needs a (rows, k) array and one Generator per row, got shape {t.shape} and {len(rngs)} Generators")
+            raise LDPValueError(
+                f"perturb_rows needs a (rows, k) array and one Generator per row, "
+                f"got shape {t.shape} and {len(rngs)} Generators"
+            )
         return self._sample_rows(t, rngs)
 
     def _sample_rows(self, t: np.ndarray, rngs) -> np.ndarray:

@@ -54,9 +54,9 @@ def next_word(handle):
 
 @numba.njit(cache=True, nogil=True)
 def draw_words(handle, words, count) -> None:
-    """words[:count] = the next `count` raw words, in order. Drawing in a loop of its own, apart
-    from the arithmetic, matters for speed: every call through the pointer clobbers the vector
-    registers, so the arithmetic runs ~3x faster (and vectorized) in call-free loops."""
+    """words[:count] = the next `count` raw words, in order. A loop of its own, so that the
+    arithmetic on the words runs in loops free of calls (a call through the pointer clobbers the
+    vector registers and blocks vectorization)."""
     for i in range(count):
         words[i] = next_word(handle)
 
