@@ -4,13 +4,14 @@ A broadcast is a RecordDict with one ArrayRecord per named array; the round numb
 sampled partition ids of the node travel in the ConfigRecord "config". A node's reply stacks its
 clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their ids ("client-ids"),
 their metrics as lists (MetricRecord "metrics") and each failed client's reason (ConfigRecord
-"failures"). Nothing else.
+"failures"). With `node-reply sum` the clients' rows are replaced by their count-weighted sum (one
+ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes). Nothing else.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import NodeReply
@@ -31,7 +32,7 @@ def read_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray]]:
 
 
 # ---- cohort nodes (ldpfed.protocols.nodes): one message per node, per-client rows -----------
-PARTITIONS, CLIENT_IDS, FAILURES = "partitions", "client-ids", "failures"
+PARTITIONS, CLIENT_IDS, FAILURES, SUMMED = "partitions", "client-ids", "failures", "summed"
 
 
 def node_round_record(server_round: int, broadcast: dict[str, np.ndarray], partitions: list[int]) -> RecordDict:
@@ -59,15 +60,25 @@ def node_reply_record(answer: NodeReply) -> RecordDict:
         record[METRICS] = MetricRecord({name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics})
         for name in first.arrays:
             record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
+    if answer.summed:
+        record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
     return record
 
 
 def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
     """({partition id: ClientReply}, {partition id: failure reason}) of a node's reply."""
     pids = [int(pid) for pid in record[CLIENT_IDS].to_numpy_ndarrays()[0]]
-    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items() if name != CLIENT_IDS}
+    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items()
+               if name not in (CLIENT_IDS, SUMMED)}
     metrics = dict(record[METRICS]) if pids else {}
     replies = {pid: ClientReply({name: rows[row] for name, rows in stacked.items()},
                                 {name: values[row] for name, values in metrics.items()})
                for row, pid in enumerate(pids)}
     return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+
+
+def read_node_sum(record: RecordDict) -> dict[str, np.ndarray]:
+    """The count-weighted sums of a node's `node-reply sum` reply ({} for a per-client reply)."""
+    if SUMMED not in record.array_records:
+        return {}
+    return {name: array.numpy() for name, array in record[SUMMED].items()}

@@ -8,6 +8,11 @@ A node half answers `reply(round, broadcast, partitions)` for the sampled client
 `NodeReply`: each client's reply, each failing client's reason (a failure of that client only:
 the node still replies for the others) and each client's diagnostics (never sent). Every client
 keeps its own secret and streams (ldpfed.protocols.seeds), so which node runs it changes nothing.
+
+With `node-reply sum` (spec: scale.md, Design) a train node sends, instead of its clients' rows,
+their count-weighted sum (`NodeReply.summed`) and each client's count only; the server adds the
+nodes' sums (`ServerHalf.aggregate(..., sums=...)`), keyed by each node's first replying client so
+the order of the additions does not depend on the order the replies arrive in.
 """
 
 from __future__ import annotations
@@ -56,6 +61,15 @@ class NodeReply:
     replies: dict[int, ClientReply] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     diagnostics: dict[int, dict] = field(default_factory=dict)
+    # node-reply sum: {name: sum over the replying clients of count * array}; the replies then
+    # carry the clients' counts only
+    summed: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def collect_sum(sums: dict[int, dict], answer: NodeReply) -> None:
+    """Add a node's summed reply to `sums`, keyed by its first replying client (a stable order)."""
+    if answer.summed and answer.replies:
+        sums[min(answer.replies)] = answer.summed
 
 
 class NodeHalf(Protocol):
