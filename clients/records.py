@@ -6,12 +6,22 @@ clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their i
 their metrics as lists (MetricRecord "metrics") and each failed client's reason (ConfigRecord
 "failures"). With `node-reply sum` the clients' rows are replaced by their count-weighted sum (one
 ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes). Nothing else.
+
+Reply size (docs/decisions.md, Engineer B, third session): Flower (1.41) sends a message as separate
+objects, one gRPC call each, and splits every array into chunks of at most
+FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE bytes (5 MiB), so a node's (clients, d) reply does not meet
+gRPC's message limit (GRPC_MAX_MESSAGE_LENGTH, 2 GiB) however large it is; a config or metric
+record is one object. `node_reply_record` checks that no object exceeds the limit (a Flower that
+stopped chunking, a chunk size set beyond it, or a node's metric lists beyond 2 GiB) and fails
+with one line naming the fixes.
 """
 
 from __future__ import annotations
 
+import flwr.app.message.array as flower_array
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 
 from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import NodeReply
@@ -62,7 +72,36 @@ def node_reply_record(answer: NodeReply) -> RecordDict:
             record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
     if answer.summed:
         record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
+    check_reply_size(record)
     return record
+
+
+MESSAGE_LIMIT = GRPC_MAX_MESSAGE_LENGTH  # bytes of one gRPC message (Flower's default on both ends)
+
+
+class ReplyTooLarge(RuntimeError):
+    """A node's reply holds an object that one gRPC message cannot carry."""
+
+
+def largest_object_bytes(record: RecordDict) -> int:
+    """Bytes of the largest object Flower sends for `record` (one gRPC call each): an array's
+    chunk (at most Flower's chunk size) or a whole config or metric record."""
+    chunk = flower_array.FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE
+    sizes = [0]
+    for value in record.values():
+        if isinstance(value, ArrayRecord):
+            sizes += [min(len(array.data), chunk) for array in value.values()]
+        else:
+            sizes.append(len(value.deflate()))
+    return max(sizes)
+
+
+def check_reply_size(record: RecordDict) -> None:
+    largest = largest_object_bytes(record)
+    if largest > MESSAGE_LIMIT:
+        raise ReplyTooLarge(f"a node's reply holds an object of {largest:,} bytes, beyond the gRPC message limit of "
+                            f"{MESSAGE_LIMIT:,} bytes: use more nodes (--nodes), so that each hosts fewer clients, "
+                            "or --node-reply sum (one d-vector per node)")
 
 
 def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
