@@ -94,6 +94,12 @@ def privatizer(config: Config) -> Privatizer:
                        config.delta_or_none, config.report_dims_or_none, directional)
 
 
+def privatize(update_privatizer: Privatizer, update: np.ndarray, rng: np.random.Generator, broadcast: dict) -> np.ndarray:
+    """One client's privatized update (d,), with the round's public inputs from the broadcast: the
+    row a node's batched `privatize_rows` gives this client."""
+    return update_privatizer.privatize_rows(np.asarray(update, dtype=np.float64)[None, :], [rng], broadcast)[0]
+
+
 def check_setup(config: Config, data_seed: int):
     """Load the data, build the model and the privatizer once, so bad options fail early; returns
     one client's round event (for the accounting checks of the preflight)."""
