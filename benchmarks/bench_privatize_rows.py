@@ -25,9 +25,9 @@ from ldpfed.training.privatize import UpdatePrivatizer
 
 CASES = {  # name: privatizer for updates of d coordinates
     "laplace, m = Wang's (1)": lambda dims: UpdatePrivatizer("laplace", 2.0, 0.05),
-    "piecewise, m = d": lambda dims: UpdatePrivatizer("piecewise", 2.0, 0.05, report_dims=dims),
+    "piecewise, m = min(d, 1000)": lambda dims: UpdatePrivatizer("piecewise", 2.0, 0.05, report_dims=min(dims, 1000)),
     "inid-gaussian (safe)": lambda dims: NoisePrivatizer("inid-gaussian", epsilon=2.0, delta=1e-5, clip=0.05),
-    "ldpvec laplace": lambda dims: DirectionalPrivatizer("laplace", 2.0, 0.05),
+    "ldpvec laplace, eps 8": lambda dims: DirectionalPrivatizer("laplace", 8.0, 0.05),
 }
 
 
