@@ -85,7 +85,7 @@ class FederationConfig:
     nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0 = min(clients, CPUs)
     device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
-    node_reply: str = "clients"  # train: a node replies with its clients' updates | their count-weighted "sum"
+    node_reply: str = "clients"  # a node replies per client | with their "sum" (train: count-weighted; mean/fedavg)
 
 
 @dataclass(frozen=True)
@@ -303,17 +303,13 @@ class Config:
 
 
 def _check_node_reply(config: "Config") -> None:
-    """node-reply sum (spec: scale.md, Design): only where the server needs no client's own update,
-    i.e. training with the plain weighted mean (mean, fedavg); the re-calibrating aggregators model
+    """node-reply sum (spec: scale.md, Design): only where the server needs no client's own reply:
+    the tuple tasks (the server adds the clients' report sums whatever the aggregator) and training
+    with the plain weighted mean (mean, fedavg); the re-calibrating aggregators of training model
     the noise from the clients' spread."""
     reply = config.federation.node_reply
     _choice("node-reply", reply, NODE_REPLIES)
-    if reply != "sum":
-        return
-    if config.run.task != "train":
-        raise LDPValueError(f"node-reply sum is for --task train (the {config.run.task} task's nodes reply per client); "
-                            "use --node-reply clients")
-    if config.aggregation.aggregator not in ("mean", FEDAVG):
+    if reply == "sum" and config.run.task == "train" and config.aggregation.aggregator not in ("mean", FEDAVG):
         raise LDPValueError(f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
                             "re-calibrates from each client's update, which a summed reply does not carry "
                             "(use --node-reply clients)")

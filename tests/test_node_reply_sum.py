@@ -104,6 +104,25 @@ def assert_same_run(expected: dict, actual: dict) -> None:
             assert math.isclose(actual[key], expected[key], rel_tol=1e-9), (key, actual[key], expected[key])
 
 
+@pytest.mark.parametrize("task, options", [("mean", {"aggregator": "hdr4me", "users": 600, "dims": 4}),
+                                           ("frequency", {"users": 600, "dims": 2})])
+def test_tuple_task_sum_replies_give_the_per_client_replies_summary(task, options):
+    """The tuple tasks: a node adds up its clients' report sums (any aggregator: the server only
+    ever adds them); the same estimates to rtol 1e-9 (sums of <= N rounded terms, reordered)."""
+    runs = {}
+    for reply in ("clients", "sum"):
+        config = Config().with_options({"task": task, "clients": CLIENTS, "nodes": NODES, "rounds": 2, "engine": "local",
+                                        "seed": 5, "epsilon": 1.0, "fail-clients": "4", "max-epsilon": 1.5,
+                                        "node-reply": reply, **options}).validated()
+        runs[reply] = run_collecting_rows(config)
+    (clients_summary, clients_rows), (sum_summary, sum_rows) = runs["clients"], runs["sum"]
+    for key in EXACT_KEYS + ("epsilon_spent_max_per_client",):
+        assert sum_summary[key] == clients_summary[key], key
+    assert clients_summary["clients_failed_total"] >= 1 and sum_rows["clients_stopped_by_budget"].sum() > 0
+    for column in ("mse", "mse_plain_mean", "predicted_mse", "users_reported"):
+        np.testing.assert_allclose(sum_rows[column], clients_rows[column], rtol=1e-9, err_msg=column)
+
+
 def test_a_summing_node_sends_no_clients_update():
     """What leaves a summing node: its clients' ids and counts, its failures, and one d-vector, the
     count-weighted sum of the privatized updates it would otherwise send (equal up to the
@@ -134,7 +153,6 @@ def test_a_summing_node_sends_no_clients_update():
 @pytest.mark.parametrize("options, message", [
     ({"aggregator": "hdr4me"}, "node-reply sum needs --aggregator mean or fedavg"),
     ({"aggregator": "james-stein"}, "re-calibrates"),
-    ({"task": "mean", "users": 60}, "node-reply sum is for --task train"),
     ({"node-reply": "rows"}, "node-reply"),
 ])
 def test_sum_is_refused_where_the_server_needs_each_client(options, message):
@@ -151,12 +169,22 @@ def test_cli_refuses_sum_with_a_recalibrating_aggregator_in_one_line(tmp_path):
     assert not out.exists() or not any(out.iterdir())
 
 
-@pytest.mark.slow  # two Ray federations: about a minute
+@pytest.mark.slow  # four Ray federations: about three minutes
 def test_sum_replies_give_the_per_client_replies_summary_under_flower():
+    """Flower: the summed reply travels as a record of its own (clients/records.py) and the
+    strategy hands the nodes' sums to the server half; train and the mean task."""
     from simulations.federation import run
 
     clients_summary, sum_summary = (run(train_config(reply, engine="flower", rounds=2)) for reply in ("clients", "sum"))
     assert_same_run(clients_summary, sum_summary)
+    mean = {"task": "mean", "clients": CLIENTS, "nodes": NODES, "rounds": 2, "engine": "flower", "seed": 5,
+            "users": 300, "dims": 3, "aggregator": "hdr4me", "fail-clients": "4"}
+    clients_summary, sum_summary = (run(Config().with_options({**mean, "node-reply": reply}).validated())
+                                    for reply in ("clients", "sum"))
+    for key in EXACT_KEYS:
+        assert sum_summary[key] == clients_summary[key], key
+    for key in ("final_mse", "final_mse_plain_mean", "mean_mse_over_rounds"):
+        assert math.isclose(sum_summary[key], clients_summary[key], rel_tol=1e-9), key
 
 
 # ---- reply size (clients/records.py) -----------------------------------------------------------

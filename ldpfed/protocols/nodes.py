@@ -78,10 +78,12 @@ class NodeHalf(Protocol):
 
 class ClientsNode:
     """A node whose clients answer one after another (each client's work is vectorized inside
-    it, e.g. the mean task's cohort of users); an exception is that client's failure."""
+    it, e.g. the mean task's cohort of users); an exception is that client's failure. `summing`
+    (node-reply sum, for additive replies such as the tuple tasks' report sums): the node sends
+    the sum of its clients' arrays, added in client order, and their metrics only."""
 
-    def __init__(self, client: Callable[[int], ClientHalf]) -> None:
-        self.client = client
+    def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False) -> None:
+        self.client, self.summing = client, summing
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
         answer = NodeReply()
@@ -93,6 +95,14 @@ class ClientsNode:
                 continue
             answer.replies[pid] = reply
             answer.diagnostics[pid] = diagnostics
+        if self.summing and answer.replies:
+            pids = sorted(answer.replies)
+            for name in answer.replies[pids[0]].arrays:
+                total = np.zeros_like(np.asarray(answer.replies[pids[0]].arrays[name], dtype=np.float64))
+                for pid in pids:
+                    total += answer.replies[pid].arrays[name]
+                answer.summed[name] = total
+            answer.replies.update({pid: ClientReply({}, answer.replies[pid].metrics) for pid in pids})
         return answer
 
 
