@@ -263,3 +263,20 @@ def test_a_client_whose_privatization_fails_fails_alone_and_the_others_keep_thei
     assert sorted(answer.replies) == [0, 2]
     for pid in (0, 2):
         np.testing.assert_array_equal(answer.replies[pid].arrays["update"], expected.replies[pid].arrays["update"])
+
+
+def test_privatization_blocks_do_not_change_a_clients_noise(monkeypatch):
+    """A chunk is privatized in calls of at most PRIVATIZE_BLOCK values; one row per call gives
+    every client the same reply bit for bit (each row from its own generator)."""
+    import ldpfed.protocols.train as train
+
+    config = train_config(**{"fraction": 1.0, "chunk-clients": 5, "mechanism": "piecewise", "report-dims": 7})
+    world = World.from_config(config)
+    pids = [0, 1, 2, 3, 4]
+    start = flatten_start(config, world)
+    whole = node_half(config, pids, world.data, world.secrets_of(pids)).reply(1, {"global": start}, pids)
+    monkeypatch.setattr(train, "PRIVATIZE_BLOCK", 1)
+    rows = node_half(config, pids, world.data, world.secrets_of(pids)).reply(1, {"global": start}, pids)
+    assert sorted(rows.replies) == pids
+    for pid in pids:
+        np.testing.assert_array_equal(rows.replies[pid].arrays["update"], whole.replies[pid].arrays["update"])

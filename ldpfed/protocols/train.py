@@ -45,6 +45,9 @@ from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
+# Values per batched privatization call: its (rows, d) float64 temporaries stay at 32 MiB each
+# (results do not depend on the blocks: each row is privatized from its own generator).
+PRIVATIZE_BLOCK = 2**22
 
 
 # ---- world: data, model, privatizer ---------------------------------------------------------
@@ -232,14 +235,18 @@ class TrainNode:
                                                leading_energy_share=float(shares[index]))
 
     def _noisy(self, chunk: list[int], updates: np.ndarray, server_round: int, broadcast: dict):
-        """(privatized rows, {pid: reason} of the clients whose privatization failed). One batched
-        call; if it raises, each row again alone with a fresh generator of its stream, so that a
-        failing client fails alone and the others' noise is what it would have been."""
+        """(privatized rows, {pid: reason} of the clients whose privatization failed). Batched calls
+        of at most PRIVATIZE_BLOCK values; if one raises, each row again alone with a fresh generator
+        of its stream, so that a failing client fails alone and the others' noise is what it would
+        have been."""
         def rngs(pids):
             return [seeds.rng(self.secrets[pid], seeds.NOISE, server_round) for pid in pids]
 
+        step = max(1, PRIVATIZE_BLOCK // updates.shape[1])
         try:
-            return self.privatizer.privatize_rows(updates, rngs(chunk), broadcast), {}
+            return np.concatenate([self.privatizer.privatize_rows(updates[first : first + step],
+                                                                  rngs(chunk[first : first + step]), broadcast)
+                                   for first in range(0, len(chunk), step)]), {}
         except Exception:  # noqa: BLE001 - find the failing clients below
             pass
         noisy, failed = np.zeros_like(updates), {}
