@@ -46,7 +46,7 @@ MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which
 PERTURBATIONS = ("numeric", "ldpvec")
 LDPVEC_AGGREGATORS = ("mean", FEDAVG)  # no per-coordinate noise model for the re-calibrating ones
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
-NODE_REPLIES = ("clients", "sum")  # what a node sends (ldpfed.protocols.nodes): per-client rows | their weighted sum
+NODE_REPLIES = ("clients", "sum")  # what a node sends (ldpfed.protocols.nodes): per-client arrays | their sum
 DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
@@ -85,7 +85,7 @@ class FederationConfig:
     nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0 = min(clients, CPUs)
     device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
-    node_reply: str = "clients"  # a node replies per client | with their "sum" (train: count-weighted; mean/fedavg)
+    node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ A node half answers `reply(round, broadcast, partitions)` for the sampled client
 the node still replies for the others) and each client's diagnostics (never sent). Every client
 keeps its own secret and streams (ldpfed.protocols.seeds), so which node runs it changes nothing.
 
-With `node-reply sum` (spec: scale.md, Design) a train node sends, instead of its clients' rows,
-their count-weighted sum (`NodeReply.summed`) and each client's count only; the server adds the
-nodes' sums (`ServerHalf.aggregate(..., sums=...)`), keyed by each node's first replying client so
-the order of the additions does not depend on the order the replies arrive in.
+With `node-reply sum` (spec: scale.md, Design) a node sends, instead of its clients' arrays, the
+sum the server would form of them (`NodeReply.summed`: a train node's count-weighted sum of
+updates, a tuple node's summed report counts) and each client's metrics (counts) only; the server
+adds the nodes' sums (`ServerHalf.aggregate(..., sums=...)`), keyed by each node's first replying
+client so the order of the additions does not depend on the order the replies arrive in.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class NodeReply:
     replies: dict[int, ClientReply] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     diagnostics: dict[int, dict] = field(default_factory=dict)
-    # node-reply sum: {name: sum over the replying clients of count * array}; the replies then
-    # carry the clients' counts only
+    # node-reply sum: {name: the replying clients' arrays summed (train: weighted by their counts)};
+    # the replies then carry the clients' metrics only
     summed: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -98,10 +99,7 @@ class ClientsNode:
         if self.summing and answer.replies:
             pids = sorted(answer.replies)
             for name in answer.replies[pids[0]].arrays:
-                total = np.zeros_like(np.asarray(answer.replies[pids[0]].arrays[name], dtype=np.float64))
-                for pid in pids:
-                    total += answer.replies[pid].arrays[name]
-                answer.summed[name] = total
+                answer.summed[name] = np.stack([answer.replies[pid].arrays[name] for pid in pids]).sum(axis=0)
             answer.replies.update({pid: ClientReply({}, answer.replies[pid].metrics) for pid in pids})
         return answer
 
