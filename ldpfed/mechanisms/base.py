@@ -91,6 +91,20 @@ class Mechanism(ABC):
             out[start : start + _BLOCK] = self._sample(flat[start : start + _BLOCK], rng)
         return out.reshape(t.shape)
 
+    def perturb_rows(self, values, rngs) -> np.ndarray:
+        """Row i of `values` (clients, k) randomized with its own generator `rngs[i]`: bit for bit
+        `perturb(values[i], rngs[i])` row by row, so each client's noise comes from its own stream
+        however clients are batched (spec: scale.md). Values must lie in [-1, 1]. This default
+        loops over the rows (each a vectorized draw); a sampler may override it with one call over
+        the block that draws each row's randomness from that row's generator."""
+        table = np.asarray(values, dtype=float)
+        if table.ndim != 2 or len(rngs) != table.shape[0]:
+            raise LDPValueError(f"perturb_rows needs a (rows, k) array and one generator per row, got shape "
+                                f"{table.shape} and {len(rngs)} generators")
+        if not table.shape[0]:
+            return table.copy()
+        return np.stack([self.perturb(row, rng) for row, rng in zip(table, rngs)])
+
     def _sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Vectorized sampler on validated inputs in [-1, 1]."""
         safe = self.safe_sampler
