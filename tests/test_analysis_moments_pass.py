@@ -103,10 +103,12 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_moments_are_the_row_order_sums_bit_for_bit(layout):
+def test_moments_are_the_row_order_sums_bit_for_bit(layout, monkeypatch):
     """The accuracy contract (from_array): each power sum is the float64 sum in row order, on any
     array layout or dtype (converted tiles included), whichever implementation: checked against
-    plain Python additions, bit for bit. 43 rows: groups of four plus a remainder."""
+    plain Python additions, bit for bit. 43 rows: groups of four plus a remainder; converted tiles
+    of 3 columns in strips of 4."""
+    monkeypatch.setattr(moments_module, "_TILE_WIDTH", 3)
     values = LAYOUTS[layout](np.random.default_rng(14).uniform(-1, 1, size=(43, 9)))
     moments = ColumnMoments.from_array(values, ranges=True, **SMALL_TILES)
     columns = np.asarray(values, dtype=float).T.tolist()
@@ -141,3 +143,20 @@ def test_power_sums_are_within_the_documented_rounding_bound_of_the_exact_sums()
         assert np.all(error <= bound), (name, error, bound)
     sequential = np.array([sequential_sum(column) for column in values.T])
     assert np.any(sequential != [math.fsum(column) for column in values.T])  # the bound is not vacuous here
+
+
+def test_small_data_never_loads_the_compiled_kernel(monkeypatch, implementation):
+    """Below _COMPILED_MINIMUM values the pass stays in numpy: no numba import, no compile (the
+    CLI's default data set, 10,000 x 10, pays neither); from it on the kernel is used."""
+    loads = []
+    kernel = moments_module._compiled_kernel
+    monkeypatch.setattr(moments_module, "_compiled_kernel", lambda: loads.append(1) or kernel())
+    monkeypatch.setattr(moments_module, "_COMPILED_MINIMUM", 1 << 20)  # the shipped threshold
+    values = np.random.default_rng(16).uniform(-1, 1, size=(10_000, 10))
+    small = ColumnMoments.from_array(values)
+    assert loads == []
+    monkeypatch.setattr(moments_module, "_COMPILED_MINIMUM", values.size)
+    large = ColumnMoments.from_array(values)
+    assert loads == [1]
+    for name in FIELDS[:4]:
+        np.testing.assert_array_equal(getattr(large, name), getattr(small, name), err_msg=name)
