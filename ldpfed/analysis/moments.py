@@ -151,8 +151,9 @@ class ColumnMoments:
             elif in_place:
                 kernel(table, first, *outputs(columns))
             else:  # converted in narrow tiles (they copy fast from any layout); each column's row order is kept
-                for left in range(first, min(first + width, dims), tile_width):
-                    tile_columns = slice(left, left + tile_width)
+                end = min(first + width, dims)
+                for left in range(first, end, tile_width):
+                    tile_columns = slice(left, min(left + tile_width, end))
                     for start in range(0, users, rows):
                         tile = np.array(table[start : start + rows, tile_columns], dtype=float, order="C")
                         kernel(tile, 0, *outputs(tile_columns))
