@@ -136,7 +136,8 @@ class ColumnMoments:
         low, high = np.full(dims, np.inf), np.full(dims, -np.inf)
         compiled = users * dims >= _COMPILED_MINIMUM
         kernel = _compiled_kernel() if compiled else None
-        in_place = table.dtype in (np.float64, np.float32) and table.flags.c_contiguous and table.flags.writeable
+        flags = table.flags
+        in_place = table.dtype in (np.float64, np.float32) and flags.c_contiguous and flags.writeable and flags.aligned
         tile_width = min(width, _TILE_WIDTH)
         rows = max(1, block // tile_width)
 
@@ -319,7 +320,10 @@ def _compiled_kernel():
     later processes load it instead of compiling (one signature per dtype, float64 and float32)."""
     import numba
 
-    return numba.njit(cache=True, nogil=True)(_accumulate_rows)
+    try:
+        return numba.njit(cache=True, nogil=True)(_accumulate_rows)
+    except RuntimeError:  # no writable cache directory anywhere: compile in memory, once per process
+        return numba.njit(nogil=True)(_accumulate_rows)
 
 
 def _numpy_strip(strip, sum_t, sum_t2, sum_t4, low, high) -> None:
