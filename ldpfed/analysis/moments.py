@@ -45,8 +45,9 @@ _TOLERANCE = 1e-9
 MOMENT_COLUMNS = ("mean", "mean_sq", "variance")
 # Below this many values the data pass runs on one thread (starting threads would cost more than they save).
 _PARALLEL_MINIMUM = 1 << 20
-# From this many values on the data pass runs the compiled kernel; below it numpy (8 MiB of float64
-# take ~10 ms in numpy, less than importing numba), so small inputs never import or compile numba.
+# From this many values on the data pass runs the compiled kernel; below it numpy (2^20 values take
+# 10-50 ms there, 20-50x the kernel's time but far less than numba's ~1 s start-up in a new process),
+# so small inputs, such as the CLI's default data set, never import or compile numba.
 _COMPILED_MINIMUM = 1 << 20
 # Columns of a converted tile (arrays the kernel cannot read in place, e.g. Fortran-ordered ones as
 # pandas returns): 512 copies ~3x faster from column-major data than 4096 (measured).
