@@ -21,8 +21,9 @@ column strips on a thread pool. Each sum is added in row order, so the result is
 bit on any number of threads and in either implementation of a strip: a compiled kernel (numba,
 `_accumulate_rows`) for large arrays, numpy below _COMPILED_MINIMUM values, where importing numba
 would cost more than the pass. The kernel is compiled on its first call in a process unless
-numba's on-disk cache (cache=True) already holds it: about 1 s to compile per dtype, the import of
-numba (~0.4 s) plus tens of ms to load from the cache. S_j^2 then comes from the power sums,
+numba's on-disk cache (cache=True) already holds it: 1-3 s to compile per dtype (measured on a
+loaded machine), else ~0.4 s of CPU to import numba plus ~0.2 s to start it and load the kernel,
+once per process (docs/decisions.md, Engineer M). S_j^2 then comes from the power sums,
 (sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute rounding error is at most about
 3 n u (u = 2^-53; 3e-10 at n = 10^6), far below any LDP noise variance.
 """
@@ -114,7 +115,7 @@ class ColumnMoments:
         _PARALLEL_MINIMUM values on, else one); each strip's sums stay in L1/L2 while the rows
         stream past. From _COMPILED_MINIMUM values on a strip is one call of the compiled kernel
         (numba, nogil; its first call in a process loads or compiles it, see the module
-        docstring), below it a few numpy operations. An array that is not a writeable,
+        docstring), below it a few numpy operations. An array that is not an aligned, writeable,
         C-ordered float64/float32 array is converted in tiles of `block` values (no full copy).
 
         Accuracy contract: each column sum is the float64 sum of its terms added in row order,
