@@ -114,7 +114,7 @@ def test_perturb_rows_equals_perturb_row_by_row(name, sampler):
 
 def test_perturb_rows_checks_its_arguments():
     m = mech.get("piecewise", 1.0)
-    with pytest.raises(LDPValueError, match="one Generator per row"):
+    with pytest.raises(LDPValueError, match="one generator per row"):
         m.perturb_rows(np.zeros((2, 3)), [np.random.default_rng(0)])
     with pytest.raises(TypeError, match="Generator"):
         m.perturb_rows(np.zeros((1, 3)), [0])

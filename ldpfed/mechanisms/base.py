@@ -86,17 +86,17 @@ class Mechanism(ABC):
         return self._sample_rows(t.reshape(1, -1), [rng]).reshape(t.shape)
 
     def perturb_rows(self, values, rngs) -> np.ndarray:
-        """Randomize each row of `values` (c, k) with its own Generator rngs[i]: bit for bit
-        `np.stack([self.perturb(row, rng) for row, rng in zip(values, rngs)])`, in one compiled
-        pass where the sampler has one (every safe sampler but Duchi's)."""
+        """Row i of `values` (clients, k) randomized with its own generator `rngs[i]`: bit for bit
+        `perturb(values[i], rngs[i])` row by row, so each client's noise comes from its own stream
+        however clients are batched (spec: scale.md). Values must lie in [-1, 1]. One compiled
+        pass over the block where the sampler has one (every safe sampler but Duchi's), else a
+        loop over the rows (each a vectorized draw)."""
+        table = np.asarray(values, dtype=float)
+        if table.ndim != 2 or len(rngs) != table.shape[0]:
+            raise LDPValueError(f"perturb_rows needs a (rows, k) array and one generator per row, got shape "
+                                f"{table.shape} and {len(rngs)} generators")
         _check_generators(rngs)
-        t = check_values(values)
-        if t.ndim != 2 or t.shape[0] != len(rngs):
-            raise LDPValueError(
-                f"perturb_rows needs a (rows, k) array and one Generator per row, "
-                f"got shape {t.shape} and {len(rngs)} Generators"
-            )
-        return self._sample_rows(t, rngs)
+        return self._sample_rows(check_values(table), rngs)
 
     def _sample_rows(self, t: np.ndarray, rngs) -> np.ndarray:
         """Validated rows, each in blocks of _BLOCK values. Cache blocking, not a loop over users:
