@@ -20,7 +20,8 @@ import pytest
 
 import ldpfed.mechanisms as mech
 import reference_safe_samplers as reference
-from ldpfed.mechanisms.discrete_gaussian import _EXP_BAND, exp_bounds
+from ldpfed.mechanisms import discrete_gaussian, words
+from ldpfed.mechanisms.discrete_gaussian import _EXP_BAND
 from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.mechanisms.hybrid import EPSILON_STAR
 from ldpfed.validation import LDPValueError
@@ -126,6 +127,8 @@ def test_exp_bounds_bracket_any_float_exp_within_2_to_minus_48():
     """low < e^b (1 - 2^-48) and e^b (1 + 2^-48) < high (mpmath, 60 digits) over the bounded
     range and its edges, so u < low and u > high give the verdict of u < fl(exp(b)) for any exp
     within 2^-48 (libm's and numpy's are within 2 ulp); outside the range the bounds decide nothing."""
+    words.compiled()
+    exp_bounds = discrete_gaussian.exp_bounds  # the compiled kernel
     rng = np.random.default_rng(3)
     b = np.concatenate([
         rng.uniform(-30.5, 0.5, 3000), -rng.exponential(1.0, 3000),
@@ -146,6 +149,8 @@ def test_exp_bounds_bracket_any_float_exp_within_2_to_minus_48():
 def test_exp_bounds_give_the_verdict_of_the_exp_next_to_it():
     """At u one ulp either side of fl(exp(b)) the bounds decide nothing (the exp decides), and
     far from it they decide what the exp would."""
+    words.compiled()
+    exp_bounds = discrete_gaussian.exp_bounds
     for x in np.random.default_rng(4).uniform(-30.0, 0.0, 2000):
         e = math.exp(x)
         low, high = exp_bounds(x)
@@ -176,3 +181,14 @@ def test_mt19937_rounding_is_unbiased_at_the_grid_scale():
     n = 200_000
     k = round_to_grid(np.full(n, 0.3), np.random.Generator(np.random.MT19937(2)))
     assert abs(k.mean() - 0.3) <= 5 * 0.5 / math.sqrt(n)
+
+
+def test_importing_the_mechanisms_does_not_import_numba():
+    """numba (~0.4 s) is imported on the first sampling call, not by `import ldpfed.mechanisms`
+    (commands that never sample, e.g. `ldpfed mechanisms` or `account`, do not pay it)."""
+    import subprocess
+    import sys
+
+    code = "import sys, ldpfed.mechanisms, ldpfed.cli.main; print('numba' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -40,7 +40,6 @@ import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-import numba
 import numpy as np
 from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 from scipy.optimize import brentq
@@ -48,7 +47,7 @@ from scipy.special import logsumexp
 
 from ldpfed.mechanisms.grid import rounding_weights
 from ldpfed.mechanisms.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
-from ldpfed.mechanisms.words import UNIT, draw_words, handles, locked
+from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked
 
 _LN2 = math.log(2.0)
 _RHO = 2.0**-36  # relative error bound of the float acceptance probability (module docstring)
@@ -240,6 +239,7 @@ class _Proposal:
 
     def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """The accepted values among `size` attempts, in order (`_attempts`)."""
+        compiled()
         out = np.empty(int(size) + 1)  # a spare slot (_attempts)
         with locked([rng]):
             accepted = _attempt_fill(out, handles([rng])[0], *self.kernel_arguments)
@@ -252,7 +252,7 @@ _EXP_TABLE = np.array([math.exp(-i) for i in range(31)])  # fl(e^-i), within 1 u
 _EXP_RANGE = (-30.5, 0.5)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(inline=True)
 def exp_bounds(b):
     """(low, high) with low < fl(exp(b)) < high for every float exp within relative 2^-48 of e^b
     (libm's and numpy's are within 1-2 ulp), or (-1, 2) outside -30.5 < b < 0.5.
@@ -273,7 +273,7 @@ def exp_bounds(b):
     return (p * (1.0 - _EXP_BAND) if inside else -1.0), (p * (1.0 + _EXP_BAND) if inside else 2.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _proposals(raw, q, values, exponents, size, bits, length, scale, log_envelope) -> None:
     """values[a] = n (the proposal) and exponents[a] = b = -n^2/2s^2 + Q ln2 - c, in the numpy
     sampler's order of float operations; scale = -1/(2 s^2)."""
@@ -290,7 +290,7 @@ def _proposals(raw, q, values, exponents, size, bits, length, scale, log_envelop
         exponents[a] = exponent
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _verdicts(words, exponents, verdicts, size) -> None:
     """verdicts[a] = [u < exp(b)], u = (word >> 11) 2^-53, b the exponents: decided by
     `exp_bounds`, and by the exp only where u lies within 2^-16 of exp(b) (~1e-5 of the
@@ -305,7 +305,7 @@ def _verdicts(words, exponents, verdicts, size) -> None:
             verdicts[a] = np.float64(np.int64(words[a] >> np.uint64(11))) * UNIT < math.exp(exponents[a])
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _attempts(out, filled, wanted, size, handle, bits, length, scale, log_envelope, raw, q, values, chances, scratch):
     """`size` attempts; the accepted values go to out[filled:wanted] in order (the rest are
     dropped; out needs a spare slot out[wanted]); returns the new fill. raw: uint64 scratch; q,
@@ -330,21 +330,21 @@ def _attempts(out, filled, wanted, size, handle, bits, length, scale, log_envelo
     return min(filled, wanted)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _attempt_scratch(size):
     """Scratch for `size` attempts: raw words, Q, values, acceptance chances, indices."""
     return (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
             np.empty(size), np.empty(size, dtype=np.int64))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _attempt_fill(out, handle, bits, length, scale, log_envelope, acceptance):
     size = out.size - 1  # out: one spare slot
     raw, q, values, chances, scratch = _attempt_scratch(size)
     return _attempts(out, 0, size, size, handle, bits, length, scale, log_envelope, raw, q, values, chances, scratch)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _gaussian_noise(out, size, handle, bits, length, scale, log_envelope, acceptance, raw, q, values, chances, scratch):
     """out[:size]: batches of int(need / Z * 1.05) + 16 attempts until `size` are accepted
     (scratch for the first batch, the largest)."""
@@ -355,7 +355,7 @@ def _gaussian_noise(out, size, handle, bits, length, scale, log_envelope, accept
                            chances, scratch)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _gaussian_fill(out, handle, bits, length, scale, log_envelope, acceptance):
     raw, q, values, chances, scratch = _attempt_scratch(int(out.size / acceptance * 1.05) + 16)
     noise = np.empty(out.size + 1)  # a spare slot (_attempts)
@@ -364,7 +364,7 @@ def _gaussian_fill(out, handle, bits, length, scale, log_envelope, acceptance):
     out[:] = noise[: out.size]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _gaussian_rows(t, out, rows, block, grid, bits, length, scale, log_envelope, acceptance):
     """Per row and block: K (dither words), then N (attempt words); report (K + N) * (1/J)."""
     size = min(block, t.shape[1])

@@ -28,12 +28,11 @@ import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-import numba
 import numpy as np
 
 from ldpfed.mechanisms.grid import rounding_weights
 from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS, GridNoiseSampler, add_noise, geometric_half, round_block
-from ldpfed.mechanisms.words import draw_words, redraw_at_or_above
+from ldpfed.mechanisms.words import draw_words, kernel, redraw_at_or_above
 
 # raw word: bits 0-7 trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
 _TABLE_BITS = 64 - _Q_BITS - 1
@@ -201,7 +200,7 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
 
 
 # --- compiled sampling --------------------------------------------------------------------------------
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _laplace_noise(noise, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide, raw, below,
                    q, scratch, pending):
     """noise[i], i < size: N = S G with (G = 0, S = -1) drawn again (module docstring).
@@ -241,7 +240,7 @@ def _laplace_noise(noise, size, handle, keep, alias, capacity, length, column_bi
         count = again
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below_bits, wide):
     size = out.size
     _laplace_noise(out, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide,
@@ -249,7 +248,7 @@ def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below
                    np.empty(size, np.int64), np.empty(size, np.int64))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _laplace_rows(t, out, rows, block, scale, keep, alias, capacity, length, column_bits, below_bits, wide):
     """Per row and block: K (dither words), then N (noise words); report (K + N) * (1/J)."""
     size = min(block, t.shape[1])

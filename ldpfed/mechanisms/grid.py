@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
 
-import numba
 import numpy as np
 
-from ldpfed.mechanisms.words import UNIT, draw_words, handles, locked, next_word, redraw_at_or_above
+from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked, next_word, redraw_at_or_above
 
 GRID_BITS = 16  # J = 2^16 input steps per unit: rounding variance J^-2/4 ~ 6e-11
 _TOTAL_BITS = 53  # integer weights sum to at most 2^53 (one 53-bit uniform per value)
@@ -74,6 +73,7 @@ def round_to_grid(x: np.ndarray, rng: np.random.Generator, shift: float = 0.0) -
     |E[K] - x| <= 2^-33 (Hermite's identity: E[floor(y + a/N)] = floor(N y)/N over a uniform a),
     below the float rounding of the sum (2^-35 of a step for |x + shift| <= 2^17).
     """
+    compiled()
     flat = np.ascontiguousarray(x, dtype=float).reshape(-1)
     out = np.empty(flat.size)
     with locked([rng]):
@@ -81,7 +81,7 @@ def round_to_grid(x: np.ndarray, rng: np.random.Generator, shift: float = 0.0) -
     return out.reshape(np.shape(x))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(inline=True)
 def tpdf_round(word, x, offset):
     """floor(x + offset + U1 - U2) from one raw word (round_to_grid's law): U1 - U2 is the low
     half minus the high half, times 2^-32, added in this order (bit-identical to the numpy form)."""
@@ -92,7 +92,7 @@ def tpdf_round(word, x, offset):
     return np.floor(dither)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _round_kernel(x, out, handle, offset):
     for i in range(x.size):
         out[i] = tpdf_round(next_word(handle), x[i], offset)
@@ -220,6 +220,7 @@ class WindowLaw:
         r = `uniform_below(total)` (rng.random: tests feed every r through a stand-in), mapped
         by the compiled `window_report` that the fused GridSampler kernel uses too.
         """
+        compiled()
         r = uniform_below(self.total, window_start.size, rng)
         start = np.ascontiguousarray(window_start, dtype=float)
         _map_kernel(r, start, self.map_constants(step, atom_value))
@@ -266,7 +267,7 @@ class WindowLaw:
         ) / self.window_total
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(inline=True)
 def window_report(r, start, c):
     """The report of one draw r (k / 2^53, k < T) given the window start K - P; c = map_constants.
 
@@ -298,13 +299,13 @@ def window_report(r, start, c):
     return slot
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _map_kernel(r, start, constants):
     for i in range(r.size):
         r[i] = window_report(r[i], start[i], constants)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _grid_kernel(t, out, rows, block, scale, offset, total, constants):
     """GridSampler.sample_rows: per row and block, the dither words, then the draws
     k = word >> 11 (r = k 2^-53) with k >= T drawn again after the block, in index order."""
@@ -361,6 +362,7 @@ class GridSampler:
         """Reports for the rows of t (c, k), row i from rngs[i], each row in blocks of `block`
         values: per block the dither words of all its values, then their draws r (with the rare
         redraws r >= T), as the numpy sampler drew them; one compiled pass (`_grid_kernel`)."""
+        compiled()
         t = np.ascontiguousarray(t, dtype=float)
         out = np.empty(t.shape)
         constants = self.law.map_constants(self.step, self.atom_value)

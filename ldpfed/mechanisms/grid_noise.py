@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from ldpfed.mechanisms.grid import rounding_weights, tpdf_round
-from ldpfed.mechanisms.words import draw_words, handles, locked, next_word
+from ldpfed.mechanisms.words import compiled, draw_words, handles, kernel, locked, next_word
 
 Q_BITS = 8  # raw word bits 0-7 count Q through a 256-entry table
 _TRAILING_ONES = np.array([(~i & (i + 1)).bit_length() - 1 for i in range(256)], dtype=np.int64)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def trailing_ones(word) -> int:
     """Number of trailing one-bits of a uint64 word (64 when all are ones)."""
     count = 0
@@ -33,7 +32,7 @@ def trailing_ones(word) -> int:
     return count
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def geometric_half(raw, q, count, handle, full) -> None:
     """q[j] ~ Geometric(1/2) for the raw words raw[j], j < count: the trailing ones of bits 0-7,
     counted on through fresh words (one per unfinished j, in index order, pass after pass) when
@@ -56,7 +55,7 @@ def geometric_half(raw, q, count, handle, full) -> None:
         unfinished = still
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def round_block(inputs, out, first, count, handle, scale, words) -> None:
     """out[first:first + count] = K, the inputs t J rounded to the grid (grid.round_to_grid,
     shift 0), from `count` fresh words (`words`: uint64 scratch)."""
@@ -65,7 +64,7 @@ def round_block(inputs, out, first, count, handle, scale, words) -> None:
         out[first + i] = tpdf_round(words[i], inputs[first + i] * scale, 0.5)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def add_noise(out, first, count, noise, scale) -> None:
     """Report (K + N) * (1/J), in the numpy sampler's order of operations."""
     for i in range(count):
@@ -86,6 +85,7 @@ class GridNoiseSampler:
 
     def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
         """Reports for the rows of t (c, k), row i from rngs[i], in blocks of `block` values."""
+        compiled()
         t = np.ascontiguousarray(t, dtype=float)
         out = np.empty(t.shape)
         with locked(rngs):
@@ -94,6 +94,7 @@ class GridNoiseSampler:
 
     def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """`size` draws of N (floats holding integers)."""
+        compiled()
         out = np.empty(int(size))
         with locked([rng]):
             self._noise_kernel(out, handles([rng])[0])

@@ -20,21 +20,33 @@ locks while a kernel (compiled with nogil) advances their states, as numpy's own
 from __future__ import annotations
 
 import ctypes
+import sys
 from contextlib import ExitStack, contextmanager
+from functools import lru_cache
 
-import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 UNIT = 2.0**-53  # a 53-bit uniform is (word >> 11) * 2^-53, exactly numpy's Generator.random()
+_KERNELS: dict[int, tuple] = {}  # id(function) -> (function, inline option)
 
 
-@intrinsic
-def _call_next(typingctx, function, state):
-    """next_uint64(state) through a C function pointer given as an integer address."""
-    signature = types.uint64(types.uintp, types.uintp)
+def kernel(function=None, *, inline: bool = False):
+    """Marks a module-level function as a compiled kernel. It is compiled (numba, nogil, cached on
+    disk, no fastmath) by `compiled()`, on the first sampling call of a process: importing
+    ldpfed.mechanisms does not import numba (~0.4 s), as the predictor's data pass does not."""
+
+    def mark(function):
+        _KERNELS[id(function)] = (function, "always" if inline else "never")
+        return function
+
+    return mark if function is None else mark(function)
+
+
+def _call_next_typing(typingctx, function, state):
+    """next_uint64(state) through a C function pointer given as an integer address (an
+    llvmlite intrinsic, made by `compiled`)."""
+    from llvmlite import ir
+    from numba import types
 
     def codegen(context, builder, sig, args):
         address, state_address = args
@@ -43,16 +55,40 @@ def _call_next(typingctx, function, state):
         pointer = builder.inttoptr(address, function_type.as_pointer())
         return builder.call(pointer, [builder.inttoptr(state_address, byte_pointer)])
 
-    return signature, codegen
+    return types.uint64(types.uintp, types.uintp), codegen
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@lru_cache(maxsize=1)
+def compiled() -> bool:
+    """Imports numba and swaps every `kernel` for its compiled dispatcher, wherever a kernel
+    module holds it (kernels call each other by those names). Call before a kernel."""
+    import numba
+    from numba.extending import intrinsic
+
+    globals()["_call_next"] = intrinsic(_call_next_typing)
+    dispatchers = {
+        key: (function, numba.njit(cache=True, nogil=True, inline=inline)(function))
+        for key, (function, inline) in _KERNELS.items()
+    }
+    for module in {sys.modules[function.__module__] for function, _ in dispatchers.values()}:
+        for name, value in list(vars(module).items()):
+            found = dispatchers.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, name, found[1])
+    return True
+
+
+def _call_next(function, state):  # replaced by the intrinsic in `compiled`
+    raise RuntimeError("call ldpfed.mechanisms.words.compiled() before a kernel")
+
+
+@kernel(inline=True)
 def next_word(handle):
     """The next raw 64-bit word of the Generator behind `handle` (a row of `handles`)."""
     return _call_next(handle[0], handle[1])
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def draw_words(handle, words, count) -> None:
     """words[:count] = the next `count` raw words, in order. A loop of its own, so that the
     arithmetic on the words runs in loops free of calls (a call through the pointer clobbers the
@@ -61,7 +97,7 @@ def draw_words(handle, words, count) -> None:
         words[i] = next_word(handle)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def redraw_at_or_above(handle, values, count, limit, shift, scratch) -> None:
     """Rejection sampling of values[:count] (uint64) below `limit`: each value >= limit is drawn
     again as (fresh word >> shift), one word per rejected index in index order, pass after pass
