@@ -15,12 +15,14 @@ kernels take full 64-bit words from every bit generator, so that bug is gone (do
 
 `handles(rngs)` packs (function pointer, state address) per Generator; `locked(rngs)` holds their
 locks while a kernel (compiled with nogil) advances their states, as numpy's own methods do.
+`kernel` marks the kernels of ldpfed.mechanisms; `compiled()` compiles them on first use.
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 
@@ -28,6 +30,7 @@ import numpy as np
 
 UNIT = 2.0**-53  # a 53-bit uniform is (word >> 11) * 2^-53, exactly numpy's Generator.random()
 _KERNELS: dict[int, tuple] = {}  # id(function) -> (function, inline option)
+_COMPILING = threading.Lock()
 
 
 def kernel(function=None, *, inline: bool = False):
@@ -58,10 +61,16 @@ def _call_next_typing(typingctx, function, state):
     return types.uint64(types.uintp, types.uintp), codegen
 
 
-@lru_cache(maxsize=1)
 def compiled() -> bool:
     """Imports numba and swaps every `kernel` for its compiled dispatcher, wherever a kernel
-    module holds it (kernels call each other by those names). Call before a kernel."""
+    module holds it (kernels call each other by those names). Call before a kernel; once per
+    process (threads wait for the first)."""
+    with _COMPILING:
+        return _swap_in_dispatchers()
+
+
+@lru_cache(maxsize=1)
+def _swap_in_dispatchers() -> bool:
     import numba
     from numba.extending import intrinsic
 
