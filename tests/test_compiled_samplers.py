@@ -131,10 +131,11 @@ def test_exp_bounds_bracket_any_float_exp_within_2_to_minus_48():
     exp_bounds = discrete_gaussian.exp_bounds  # the compiled kernel
     rng = np.random.default_rng(3)
     b = np.concatenate([
-        rng.uniform(-30.5, 0.5, 3000), -rng.exponential(1.0, 3000),
-        [-30.5 + 1e-12, -30.0, -29.5, -29.5 + 1e-15, -0.5, -0.5 - 1e-16, 0.0, -0.0, 1e-300, -1e-300, 0.5 - 1e-16, -1e-9],
+        rng.uniform(-30.5, 0.125, 3000), -rng.exponential(1.0, 3000),
+        [-30.5 + 1e-12, -30.375, -30.0, -29.5, -0.125, -0.125 - 1e-16, -0.375, 0.0, -0.0, 1e-300, -1e-300, 1e-16,
+         0.125 - 1e-16, -1e-9],
     ])
-    b = b[(b > -30.5) & (b < 0.5)]
+    b = b[(b > -30.5) & (b < 0.125)]
     margin = mpmath.mpf(2) ** -48
     with mpmath.workdps(60):
         for x in b:
@@ -142,7 +143,7 @@ def test_exp_bounds_bracket_any_float_exp_within_2_to_minus_48():
             exact = mpmath.exp(mpmath.mpf(float(x)))
             assert mpmath.mpf(low) < exact * (1 - margin) and mpmath.mpf(high) > exact * (1 + margin), x
             assert (high - low) / math.exp(x) < 4.0 * _EXP_BAND  # narrow: few attempts need the exp
-    for x in (-30.5, -40.0, -745.5, 0.5, 3.0):
+    for x in (-30.5, -40.0, -745.5, 0.125, 0.5, 3.0):
         assert exp_bounds(x) == (-1.0, 2.0)
 
 

@@ -247,29 +247,30 @@ class _Proposal:
 
 
 # --- compiled sampling --------------------------------------------------------------------------------
-_EXP_BAND = 2.0**-16  # > the polynomial's 4.3e-6 + any float exp's 2^-48 + the roundings (exp_bounds)
-_EXP_TABLE = np.array([math.exp(-i) for i in range(31)])  # fl(e^-i), within 1 ulp
-_EXP_RANGE = (-30.5, 0.5)
+_EXP_BAND = 2.0**-16  # > the polynomial's 3.3e-7 + any float exp's 2^-48 + the roundings (exp_bounds)
+_EXP_TABLE = np.array([math.exp(-j / 4.0) for j in range(123)])  # fl(e^(-j/4)), within 1 ulp
+_EXP_RANGE = (-30.5, 0.125)
 
 
 @kernel(inline=True)
 def exp_bounds(b):
     """(low, high) with low < fl(exp(b)) < high for every float exp within relative 2^-48 of e^b
-    (libm's and numpy's are within 1-2 ulp), or (-1, 2) outside -30.5 < b < 0.5.
+    (libm's and numpy's are within 1-2 ulp), or (-1, 2) outside -30.5 < b < 1/8 (b <= 0 here, up
+    to rounding: a(n) <= 1).
 
     Why: the accept test u < fl(exp(b)) cost ~8 ns per attempt in libm, half the discrete
-    Gaussian's time; u < low and u > high decide it with the same verdict by a cheap vectorizable
-    bound, and only u in [low, high] (~1e-5 of the attempts) calls exp, so the decisions are the
-    former ones exactly. p = e^-i P6(f) with i = rint(-b) (table, 1 ulp), f = b + i in [-1/2, 1/2]
-    and P6 the degree-6 Taylor polynomial of e^f (Horner): truncation <= (1/2)^7/7! e^(1/2) / e^(-1/2)
-    = 4.3e-6 relative, float evaluation ~1e-14; so |p - e^b| <= 4.4e-6 e^b, and
+    Gaussian's time; u < low and u > high give the same verdict from a cheap bound, and only u in
+    [low, high] (~1e-5 of the attempts) calls exp, so the decisions are the former ones exactly.
+    p = e^(k/4) P4(f) with k = rint(4b) (table, 1 ulp), f = b - k/4 in [-1/8, 1/8] (exact,
+    Sterbenz) and P4 the degree-4 Taylor polynomial of e^f (Horner): truncation <= (1/8)^5/5!
+    e^(1/8) / e^(-1/8) = 3.3e-7 relative, float evaluation ~1e-15; so |p - e^b| <= 3.4e-7 e^b, and
     p (1 -+ 2^-16) lie below and above e^b (1 +- 2^-48) with room for their own rounding.
     """
-    inside = (b > _EXP_RANGE[0]) & (b < _EXP_RANGE[1])  # selects, not branches: the loop vectorizes
-    steps = np.rint(min(max(b, -30.0), 0.0))
-    f = b - steps  # exact (Sterbenz), |f| <= 1/2 inside
-    p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6.0 + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0))))))
-    p *= _EXP_TABLE[int(-steps)]
+    inside = (b > _EXP_RANGE[0]) & (b < _EXP_RANGE[1])  # selects, not branches
+    quarters = np.rint(min(max(b, -30.5), 0.0) * 4.0)
+    f = b - quarters * 0.25
+    p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6.0 + f * (1.0 / 24.0))))
+    p *= _EXP_TABLE[int(-quarters)]
     return (p * (1.0 - _EXP_BAND) if inside else -1.0), (p * (1.0 + _EXP_BAND) if inside else 2.0)
 
 
