@@ -133,8 +133,7 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
     def _noise_kernel(self, out, handle):
         _laplace_fill(out, handle, *self._kernel_arguments)
 
-    def _signed_noise(self, size: int, rng: np.random.Generator) -> np.ndarray:  # the name ldpfed.gradient_noise uses
-        return self.noise(size, rng)
+    _signed_noise = GridNoiseSampler.noise  # the name ldpfed.gradient_noise uses
 
     # --- exact law and statistics -----------------------------------------------------------------
     @cached_property
