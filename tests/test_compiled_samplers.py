@@ -187,9 +187,13 @@ def test_mt19937_rounding_is_unbiased_at_the_grid_scale():
 def test_importing_the_mechanisms_does_not_import_numba():
     """numba (~0.4 s) is imported on the first sampling call, not by `import ldpfed.mechanisms`
     (commands that never sample, e.g. `ldpfed mechanisms` or `account`, do not pay it)."""
+    import os
     import subprocess
     import sys
+    from pathlib import Path
 
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's ldpfed
     code = "import sys, ldpfed.mechanisms, ldpfed.cli.main; print('numba' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                            env={**os.environ, "PYTHONPATH": root})
     assert result.stdout.strip() == "False"
