@@ -20,6 +20,7 @@ import pytest
 
 import ldpfed.mechanisms as mech
 import reference_safe_samplers as reference
+from ldpfed.gradient_noise.safe_grid import gaussian_integers
 from ldpfed.mechanisms import discrete_gaussian, words
 from ldpfed.mechanisms.discrete_gaussian import _EXP_BAND
 from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
@@ -98,6 +99,7 @@ def test_noise_alone_is_bit_identical(epsilon):
         assert same_draws(gaussian.noise(size, a), reference.gaussian_noise(gaussian, size, b), a, b)
         proposal = gaussian._proposal
         assert same_draws(proposal.attempt(size, a), reference.gaussian_attempt(proposal, size, b), a, b)
+        assert same_draws(gaussian_integers(gaussian.sigma, (1, size), a)[0], reference.gaussian_noise(gaussian, size, b), a, b)
 
 
 @pytest.mark.parametrize("name", ["laplace", "piecewise", "hybrid", "gaussian", "duchi"])

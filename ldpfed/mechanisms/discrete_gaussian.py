@@ -237,6 +237,15 @@ class _Proposal:
         """(l, L, -1/(2 s^2), c, acceptance Z) for the compiled attempts."""
         return self.bits, self.length, -1.0 / (2.0 * self.sigma**2), self.log_envelope, self.acceptance
 
+    def draw(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """`size` draws of N_Z(0, s^2) (floats holding integers): batches of int(need / Z * 1.05)
+        + 16 attempts, the first accepted values kept, in order (one compiled call)."""
+        compiled()
+        out = np.empty(int(size))
+        with locked([rng]):
+            _gaussian_fill(out, handles([rng])[0], *self.kernel_arguments)
+        return out
+
     def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """The accepted values among `size` attempts, in order (`_attempts`)."""
         compiled()
