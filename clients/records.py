@@ -4,13 +4,24 @@ A broadcast is a RecordDict with one ArrayRecord per named array; the round numb
 sampled partition ids of the node travel in the ConfigRecord "config". A node's reply stacks its
 clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their ids ("client-ids"),
 their metrics as lists (MetricRecord "metrics") and each failed client's reason (ConfigRecord
-"failures"). Nothing else.
+"failures"). With `node-reply sum` the clients' rows are replaced by their count-weighted sum (one
+ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes). Nothing else.
+
+Reply size (docs/decisions.md, Engineer B, third session): Flower (1.41) sends a message as separate
+objects, one gRPC call each, and splits every array into chunks of at most
+FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE bytes (5 MiB), so a node's (clients, d) reply does not meet
+gRPC's message limit (GRPC_MAX_MESSAGE_LENGTH, 2 GiB) however large it is; a config or metric
+record is one object. `node_reply_record` checks that no object exceeds the limit (a Flower that
+stopped chunking, a chunk size set beyond it, or a node's metric lists beyond 2 GiB) and fails
+with one line naming the fixes.
 """
 
 from __future__ import annotations
 
+import flwr.app.message.array as flower_array
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 
 from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import NodeReply
@@ -31,7 +42,7 @@ def read_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray]]:
 
 
 # ---- cohort nodes (ldpfed.protocols.nodes): one message per node, per-client rows -----------
-PARTITIONS, CLIENT_IDS, FAILURES = "partitions", "client-ids", "failures"
+PARTITIONS, CLIENT_IDS, FAILURES, SUMMED = "partitions", "client-ids", "failures", "summed"
 
 
 def node_round_record(server_round: int, broadcast: dict[str, np.ndarray], partitions: list[int]) -> RecordDict:
@@ -59,15 +70,54 @@ def node_reply_record(answer: NodeReply) -> RecordDict:
         record[METRICS] = MetricRecord({name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics})
         for name in first.arrays:
             record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
+    if answer.summed:
+        record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
+    check_reply_size(record)
     return record
+
+
+MESSAGE_LIMIT = GRPC_MAX_MESSAGE_LENGTH  # bytes of one gRPC message (Flower's default on both ends)
+
+
+class ReplyTooLarge(RuntimeError):
+    """A node's reply holds an object that one gRPC message cannot carry."""
+
+
+def largest_object_bytes(record: RecordDict) -> int:
+    """Bytes of the largest object Flower sends for `record` (one gRPC call each): an array's
+    chunk (at most Flower's chunk size) or a whole config or metric record."""
+    chunk = flower_array.FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE
+    sizes = [0]
+    for value in record.values():
+        if isinstance(value, ArrayRecord):
+            sizes += [min(len(array.data), chunk) for array in value.values()]
+        else:
+            sizes.append(len(value.deflate()))
+    return max(sizes)
+
+
+def check_reply_size(record: RecordDict) -> None:
+    largest = largest_object_bytes(record)
+    if largest > MESSAGE_LIMIT:
+        raise ReplyTooLarge(f"a node's reply holds an object of {largest:,} bytes, beyond the gRPC message limit of "
+                            f"{MESSAGE_LIMIT:,} bytes: use more nodes (--nodes), so that each hosts fewer clients, "
+                            "or --node-reply sum (one d-vector per node)")
 
 
 def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
     """({partition id: ClientReply}, {partition id: failure reason}) of a node's reply."""
     pids = [int(pid) for pid in record[CLIENT_IDS].to_numpy_ndarrays()[0]]
-    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items() if name != CLIENT_IDS}
+    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items()
+               if name not in (CLIENT_IDS, SUMMED)}
     metrics = dict(record[METRICS]) if pids else {}
     replies = {pid: ClientReply({name: rows[row] for name, rows in stacked.items()},
                                 {name: values[row] for name, values in metrics.items()})
                for row, pid in enumerate(pids)}
     return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+
+
+def read_node_sum(record: RecordDict) -> dict[str, np.ndarray]:
+    """The count-weighted sums of a node's `node-reply sum` reply ({} for a per-client reply)."""
+    if SUMMED not in record.array_records:
+        return {}
+    return {name: array.numpy() for name, array in record[SUMMED].items()}

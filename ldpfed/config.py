@@ -46,6 +46,7 @@ MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which
 PERTURBATIONS = ("numeric", "ldpvec")
 LDPVEC_AGGREGATORS = ("mean", FEDAVG)  # no per-coordinate noise model for the re-calibrating ones
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
+NODE_REPLIES = ("clients", "sum")  # what a node sends (ldpfed.protocols.nodes): per-client arrays | their sum
 DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
@@ -84,6 +85,7 @@ class FederationConfig:
     nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0 = min(clients, CPUs)
     device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
+    node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,7 @@ class Config:
         _choice("device", fed.device, DEVICES)
         if not (math.isfinite(fed.gpus_per_node) and fed.gpus_per_node >= 0.0):
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
+        _check_node_reply(self)
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
         _check_perturbation_options(self)
@@ -297,6 +300,19 @@ class Config:
         if any(not 0 <= pid < fed.clients for pid in failing):
             raise LDPValueError(f"fail-clients ids must be in [0, {fed.clients - 1}], got {fed.fail_clients!r}")
         return self
+
+
+def _check_node_reply(config: "Config") -> None:
+    """node-reply sum (spec: scale.md, Design): only where the server needs no client's own reply:
+    the tuple tasks (the server adds the clients' report sums whatever the aggregator) and training
+    with the plain weighted mean (mean, fedavg); the re-calibrating aggregators of training model
+    the noise from the clients' spread."""
+    reply = config.federation.node_reply
+    _choice("node-reply", reply, NODE_REPLIES)
+    if reply == "sum" and config.run.task == "train" and config.aggregation.aggregator not in ("mean", FEDAVG):
+        raise LDPValueError(f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
+                            "re-calibrates from each client's update, which a summed reply does not carry "
+                            "(use --node-reply clients)")
 
 
 def _check_ldpvec(config: "Config") -> None:

@@ -58,8 +58,26 @@ def sample_report_mask(users: int, dims: int, report_dims: int, rng: np.random.G
         raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
     if m == dims:
         return np.ones((users, dims), dtype=bool)
-    chosen = np.argpartition(rng.random((users, dims)), m - 1, axis=1)[:, :m]
-    mask = np.zeros((users, dims), dtype=bool)
+    return _mask_of_smallest(rng.random((users, dims)), m)
+
+
+def sample_report_masks(dims: int, report_dims: int, rngs) -> np.ndarray:
+    """One row per generator in `rngs`: row i is `sample_report_mask(1, dims, report_dims, rngs[i])`
+    (bit for bit), each user's mask from her own stream; the selection runs once over the block."""
+    dims = check_positive_int(dims, "dims")
+    m = check_report_dims(report_dims, dims)
+    if m == dims:
+        return np.ones((len(rngs), dims), dtype=bool)
+    draws = np.empty((len(rngs), dims))
+    for row, rng in enumerate(rngs):  # one vectorized draw per user, from her own generator
+        draws[row] = rng.random(dims)
+    return _mask_of_smallest(draws, m)
+
+
+def _mask_of_smallest(draws: np.ndarray, m: int) -> np.ndarray:
+    """True at the m smallest uniforms of each row: a uniform m-subset per row."""
+    chosen = np.argpartition(draws, m - 1, axis=1)[:, :m]
+    mask = np.zeros(draws.shape, dtype=bool)
     np.put_along_axis(mask, chosen, True, axis=1)
     return mask
 

@@ -19,8 +19,9 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients.records import node_round_record, read_node_reply
+from clients.records import node_round_record, read_node_reply, read_node_sum
 from ldpfed.protocols.base import short_reason
+from ldpfed.protocols.nodes import NodeReply, collect_sum
 
 QUERY = "query"
 NODE_WAIT_SECONDS = 120.0
@@ -124,8 +125,9 @@ class LDPStrategy(Strategy):
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Each node's reply unpacked into its clients' replies and failures; an error reply is the
-        failure of every client the node was asked for (a missing one too: `participation`)."""
-        received, failures = {}, {}
+        failure of every client the node was asked for (a missing one too: `participation`). A
+        summed reply (`node-reply sum`) goes to the half with the other nodes' sums."""
+        received, failures, sums = {}, {}, {}
         for reply in replies:
             pids = self._planned[reply.metadata.src_node_id]
             if reply.has_error():
@@ -134,7 +136,8 @@ class LDPStrategy(Strategy):
             node_replies, node_failures = read_node_reply(reply.content)
             received.update(node_replies)
             failures.update(node_failures)
-        self.metrics = self.half.aggregate(server_round, received, failures)
+            collect_sum(sums, NodeReply(node_replies, summed=read_node_sum(reply.content)))
+        self.metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
         return None, numeric(self.metrics)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:

@@ -60,6 +60,7 @@ def simulate(
     nodes: Optional[int] = typer.Option(None, help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node)."),
     device: Optional[str] = typer.Option(None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."),
     gpus_per_node: Optional[float] = typer.Option(None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."),
+    node_reply: Optional[str] = typer.Option(None, help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report counts)."),
     # [privacy]
     mechanism: Optional[str] = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
     epsilon: Optional[float] = typer.Option(None, help="Budget per user and round (mean) or per client and round (train)."),

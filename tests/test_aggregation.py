@@ -151,7 +151,11 @@ class ShrunkLaplace(Laplace):
 
     name = "shrunk-laplace"
 
-    def _sample(self, t, rng):
+    @property
+    def safe_sampler(self):  # its own formula below, not Laplace's (compiled) safe sampler
+        return None
+
+    def _sample_continuous(self, t, rng):
         return 0.6 * t + 0.1 + rng.laplace(0.0, self.scale, size=t.shape)
 
     @property

@@ -77,6 +77,7 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--data", "uniform", "--domain", "0,10"], ["--data", outside, "--users", "3"], ["--data", outside],
             ["--data", str(tmp_path / "nowhere.csv")], ["--data", outside, "--domain", "0,5", "--report-dims", "3"],
             ["--out", a_file], ["--out", f"{a_file}/sub"], ["--config", _file(tmp_path, "header.toml", '[data]\nheader = true')],
+            ["--node-reply", "rows"], ["--node-reply", "sum", "--task", "train", "--aggregator", "hdr4me"],
         ],
     }
 

@@ -233,3 +233,50 @@ def test_flower_runs_with_1_2_and_n_nodes_agree():
         for key in ("final_loss", "mean_measured_squared_distance", "clients_replied_total", "failure_reasons"):
             assert summary[key] == summaries[0][key], key
     assert summaries[0]["clients_replied_total"] >= 3
+
+
+def test_a_client_whose_privatization_fails_fails_alone_and_the_others_keep_their_noise():
+    """The node privatizes a chunk in one batched call; when it raises (here: for client 1's
+    generator), each row is privatized again alone from a fresh generator of its stream, so the
+    other clients' replies are bit for bit those of a run without the failure."""
+    config = train_config(**{"fraction": 1.0, "chunk-clients": 3})
+    world = World.from_config(config)
+    pids = [0, 1, 2]
+    start = flatten_start(config, world)
+    expected = node_half(config, pids, world.data, world.secrets_of(pids)).reply(1, {"global": start}, pids)
+    node = node_half(config, pids, world.data, world.secrets_of(pids))
+    poisoned = seeds.rng(world.secret(1), seeds.NOISE, 1).bit_generator.state
+    honest = node.privatizer
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(honest, name)
+
+        def privatize_rows(self, updates, rngs, broadcast=None):
+            if any(rng.bit_generator.state == poisoned for rng in rngs):
+                raise RuntimeError("privatization of client 1 failed")
+            return honest.privatize_rows(updates, rngs, broadcast)
+
+    node.privatizer = Failing()
+    answer = node.reply(1, {"global": start}, pids)
+    assert list(answer.failures) == [1] and "privatization of client 1 failed" in answer.failures[1]
+    assert sorted(answer.replies) == [0, 2]
+    for pid in (0, 2):
+        np.testing.assert_array_equal(answer.replies[pid].arrays["update"], expected.replies[pid].arrays["update"])
+
+
+def test_privatization_blocks_do_not_change_a_clients_noise(monkeypatch):
+    """A chunk is privatized in calls of at most PRIVATIZE_BLOCK values; one row per call gives
+    every client the same reply bit for bit (each row from its own generator)."""
+    import ldpfed.protocols.train as train
+
+    config = train_config(**{"fraction": 1.0, "chunk-clients": 5, "mechanism": "piecewise", "report-dims": 7})
+    world = World.from_config(config)
+    pids = [0, 1, 2, 3, 4]
+    start = flatten_start(config, world)
+    whole = node_half(config, pids, world.data, world.secrets_of(pids)).reply(1, {"global": start}, pids)
+    monkeypatch.setattr(train, "PRIVATIZE_BLOCK", 1)
+    rows = node_half(config, pids, world.data, world.secrets_of(pids)).reply(1, {"global": start}, pids)
+    assert sorted(rows.replies) == pids
+    for pid in pids:
+        np.testing.assert_array_equal(rows.replies[pid].arrays["update"], whole.replies[pid].arrays["update"])

@@ -15,19 +15,26 @@ bounded mechanisms; berry_esseen.py bounds it from above by a polynomial in 1, t
 keeps the mean fourth power of each column (and, on request, its range, for region checks).
 Summary moments give a quadratic bound (looser, still valid).
 
-The data pass (`from_array`) is the predictor's only O(nd) work: one blocked pass over
-cache-sized tiles computes the per-column power sums, column strips on a thread pool
-(issue 11 item 9; the result is the same bit for bit on any number of threads). S_j^2 then
-comes from the power sums, (sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute
-rounding error is about 1e-16, far below any LDP noise variance.
+The data pass (`from_array`) is the predictor's only O(nd) work (issue 11 item 9): it reads each
+value once and keeps per column the sums of t, t^2 and t^4 and the extremes (the domain check), in
+column strips on a thread pool. Each sum is added in row order, so the result is the same bit for
+bit on any number of threads and in either implementation of a strip: a compiled kernel (numba,
+`_accumulate_rows`) for large arrays, numpy below _COMPILED_MINIMUM values, where importing numba
+would cost more than the pass. The kernel is compiled on its first call in a process unless
+numba's on-disk cache (cache=True) already holds it: 1-3 s to compile per dtype (measured on a
+loaded machine), else ~0.4 s of CPU to import numba plus ~0.2 s to start it and load the kernel,
+once per process (docs/decisions.md, Engineer M). S_j^2 then comes from the power sums,
+(sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute rounding error is at most about
+3 n u (u = 2^-53; 3e-10 at n = 10^6), far below any LDP noise variance.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +46,13 @@ _TOLERANCE = 1e-9
 MOMENT_COLUMNS = ("mean", "mean_sq", "variance")
 # Below this many values the data pass runs on one thread (starting threads would cost more than they save).
 _PARALLEL_MINIMUM = 1 << 20
+# From this many values on the data pass runs the compiled kernel; below it numpy (2^20 values take
+# 10-50 ms there, 20-50x the kernel's time but far less than numba's ~1 s start-up in a new process),
+# so small inputs, such as the CLI's default data set, never import or compile numba.
+_COMPILED_MINIMUM = 1 << 20
+# Columns of a converted tile (arrays the kernel cannot read in place, e.g. Fortran-ordered ones as
+# pandas returns): 512 copies ~3x faster from column-major data than 4096 (measured).
+_TILE_WIDTH = 512
 
 
 def usable_cores() -> int:
@@ -88,24 +102,28 @@ class ColumnMoments:
     # --- constructors -----------------------------------------------------------------------------
     @classmethod
     def from_array(
-        cls, values, *, ranges: bool = False, block: int = 1 << 18, width: int = 8192, workers: int | None = None
+        cls, values, *, ranges: bool = False, block: int = 1 << 18, width: int = 4096, workers: int | None = None
     ) -> "ColumnMoments":
         """Moments of a (users, dims) array of values in [-1, 1] (rows = users), in one pass.
 
-        The array goes in tiles of `width` columns by `block / width` rows (cache-sized, with a
-        preallocated temporary), a few vectorized operations per tile: the column sums of t, t^2
-        and t^4, and the largest t^2 (the domain check: |t| <= 1, and no NaN). Tall tiles keep
-        the per-tile column accumulations small next to the tile's own work, also for wide data.
-        `ranges=True` also keeps each column's minimum and maximum (two more operations per
-        tile), which personalized-LDP groups check against their regions. The default tile,
-        32 x 8192 (2 MiB), is the fastest measured that OpenBLAS still sums on the calling thread:
-        from about 460,800 values a matrix-vector product spreads over OpenBLAS's own threads, which
-        on a busy machine costs 10x in waiting.
+        Per column the pass keeps the sums of t, t^2 and t^4 and the minimum and maximum: the
+        domain check (NaN and inf make a sum non-finite; the extremes must lie in [-1, 1]; the
+        validation's own message is raised). `ranges=True` also returns each column's minimum and
+        maximum, which personalized-LDP groups check against their regions.
 
-        Column strips of `width` columns go to `workers` threads (default: the usable cores;
-        numpy releases the GIL in ufuncs and BLAS). Each strip's sums are written only to its
-        own columns and summed in the same order as by one thread, so the result does not depend
-        on `workers`, bit for bit.
+        Column strips of `width` columns go to `workers` threads (default: the usable cores from
+        _PARALLEL_MINIMUM values on, else one); each strip's sums stay in L1/L2 while the rows
+        stream past. From _COMPILED_MINIMUM values on a strip is one call of the compiled kernel
+        (numba, nogil; its first call in a process loads or compiles it, see the module
+        docstring), below it a few numpy operations. An array that is not an aligned, writeable,
+        C-ordered float64/float32 array is converted in tiles of `block` values (no full copy).
+
+        Accuracy contract: each column sum is the float64 sum of its terms added in row order,
+        ((s_1 + s_2) + s_3) + ..., with s_i = t_i, t_i^2 or (t_i^2)^2, whatever `workers`,
+        `width`, `block` or implementation: the result is the same bit for bit (tested). Its error
+        is at most (n - 1) u sum_i |s_i| with u = 2^-53 (Higham 2002, eq. 4.4), i.e. below
+        n * 1.2e-16 on each power mean for values in [-1, 1]: far below any LDP noise variance,
+        so no compensated summation is needed.
         """
         table = np.asarray(values)
         if table.ndim == 1:
@@ -116,48 +134,52 @@ class ColumnMoments:
             table = check_values(table)  # a clear error for non-numeric data
         users, dims = table.shape
         width = min(dims, width)
-        rows = max(1, block // width)
         sums = np.zeros((3, dims))  # sum t, sum t^2, sum t^4
-        low, high = (np.full(dims, np.inf), np.full(dims, -np.inf)) if ranges else (None, None)
+        low, high = np.full(dims, np.inf), np.full(dims, -np.inf)
+        compiled = users * dims >= _COMPILED_MINIMUM
+        kernel = _compiled_kernel() if compiled else None
+        flags = table.flags
+        in_place = table.dtype in (np.float64, np.float32) and flags.c_contiguous and flags.writeable and flags.aligned
+        tile_width = min(width, _TILE_WIDTH)
+        rows = max(1, block // tile_width)
 
-        def strip_pass(first: int) -> float:
-            """Sums of columns [first, first + width) into `sums` (and the range); returns the largest t^2."""
+        def outputs(columns: slice) -> tuple[np.ndarray, ...]:
+            return sums[0, columns], sums[1, columns], sums[2, columns], low[columns], high[columns]
+
+        def strip_pass(first: int) -> None:
+            """Sums and extremes of columns [first, first + width), written only to those columns."""
             columns = slice(first, first + width)
-            largest_square = 0.0
-            square = np.empty((rows, min(width, dims - first)))
-            ones = np.ones(rows)
-            for start in range(0, users, rows):
-                tile = np.asarray(table[start : start + rows, columns], dtype=float)
-                t2 = square[: tile.shape[0]]
-                np.multiply(tile, tile, out=t2)
-                # column sums as products with a ones vector (BLAS): ~1.7x cheaper than sum(axis=0)
-                sums[0, columns] += ones[: tile.shape[0]] @ tile
-                sums[1, columns] += ones[: tile.shape[0]] @ t2
-                sums[2, columns] += np.einsum("ij,ij->j", t2, t2)
-                largest_square = np.maximum(largest_square, t2.max())  # propagates NaN (builtin max would not)
-                if ranges:
-                    np.minimum(low[columns], tile.min(axis=0), out=low[columns])
-                    np.maximum(high[columns], tile.max(axis=0), out=high[columns])
-            return largest_square
+            if not compiled:
+                _numpy_strip(table[:, columns], *outputs(columns))
+            elif in_place:
+                kernel(table, first, *outputs(columns))
+            else:  # converted in narrow tiles (they copy fast from any layout); each column's row order is kept
+                end = min(first + width, dims)
+                for left in range(first, end, tile_width):
+                    tile_columns = slice(left, min(left + tile_width, end))
+                    for start in range(0, users, rows):
+                        tile = np.array(table[start : start + rows, tile_columns], dtype=float, order="C")
+                        kernel(tile, 0, *outputs(tile_columns))
 
         strips = range(0, dims, width)
         if workers is None:
             workers = usable_cores() if users * dims >= _PARALLEL_MINIMUM else 1
         workers = min(len(strips), check_positive_int(workers, "workers"))
         if workers == 1:
-            largest = [strip_pass(first) for first in strips]
+            for first in strips:
+                strip_pass(first)
         else:
             pool = ThreadPoolExecutor(workers)
             try:
-                largest = list(pool.map(strip_pass, strips))
+                list(pool.map(strip_pass, strips))
             finally:  # on an error or Ctrl-C, drop the strips not started yet
                 pool.shutdown(cancel_futures=True)
-        if not np.max(largest) <= 1.0:  # also NaN (np.max propagates it; every comparison with it is False)
+        if not (np.isfinite(sums).all() and low.min() >= -1.0 and high.max() <= 1.0):
             check_values(table)  # raises the validation's own message (NaN/inf or out of domain)
         mean, mean_sq, mean_fourth = sums / users
         spread = np.maximum(sums[1] - users * mean * mean, 0.0)
         variance = spread / (users - 1) if users > 1 else np.zeros(dims)
-        return cls(users, mean, mean_sq, variance, mean_fourth, low, high)
+        return cls(users, mean, mean_sq, variance, mean_fourth, *((low, high) if ranges else (None, None)))
 
     @classmethod
     def from_summary(cls, users: int, mean, mean_sq=None, variance=None) -> "ColumnMoments":
@@ -253,3 +275,69 @@ def _finite_vector(values, name: str, like: np.ndarray | None = None) -> np.ndar
     if like is not None and vector.shape != like.shape:
         raise LDPValueError(f"{name} has {vector.size} entries but mean has {like.size}")
     return vector
+
+
+# --- the data pass's strip kernels: both compute the same sums in the same order (from_array) ------
+def _accumulate_rows(values, first, sum_t, sum_t2, sum_t4, low, high):
+    """Adds rows of values[:, first:first + len(sum_t)] to the column sums of t, t^2, (t^2)^2 (each
+    in row order) and updates the column minimum and maximum. Compiled by `_compiled_kernel`.
+
+    Four rows per sweep over the strip, so the sums are loaded and stored once per four values
+    (the vectorized loop runs over columns; no sum is reassociated, so the bits are those of
+    adding row by row). The value is read once, as float64.
+    """
+    width = sum_t.shape[0]
+    stop = first + width
+    rows = values.shape[0]
+    grouped = rows - rows % 4
+    for i in range(0, grouped, 4):
+        row0, row1 = values[i, first:stop], values[i + 1, first:stop]
+        row2, row3 = values[i + 2, first:stop], values[i + 3, first:stop]
+        for j in range(width):
+            t0, t1 = np.float64(row0[j]), np.float64(row1[j])
+            t2, t3 = np.float64(row2[j]), np.float64(row3[j])
+            q0, q1, q2, q3 = t0 * t0, t1 * t1, t2 * t2, t3 * t3
+            sum_t[j] = (((sum_t[j] + t0) + t1) + t2) + t3
+            sum_t2[j] = (((sum_t2[j] + q0) + q1) + q2) + q3
+            sum_t4[j] = (((sum_t4[j] + q0 * q0) + q1 * q1) + q2 * q2) + q3 * q3
+            low[j] = min(low[j], min(min(t0, t1), min(t2, t3)))
+            high[j] = max(high[j], max(max(t0, t1), max(t2, t3)))
+    for i in range(grouped, rows):
+        row = values[i, first:stop]
+        for j in range(width):
+            t = np.float64(row[j])
+            q = t * t
+            sum_t[j] += t
+            sum_t2[j] += q
+            sum_t4[j] += q * q
+            low[j] = min(low[j], t)
+            high[j] = max(high[j], t)
+
+
+@lru_cache(maxsize=1)
+def _compiled_kernel():
+    """`_accumulate_rows` compiled (numba; no fastmath: IEEE arithmetic, the accuracy contract).
+
+    numba is imported here, on the first large pass. cache=True keeps the machine code on disk, so
+    later processes load it instead of compiling (one signature per dtype, float64 and float32)."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=True)(_accumulate_rows)
+    except RuntimeError:  # no writable cache directory anywhere: compile in memory, once per process
+        return numba.njit(nogil=True)(_accumulate_rows)
+
+
+def _numpy_strip(strip, sum_t, sum_t2, sum_t4, low, high) -> None:
+    """`_accumulate_rows` on a whole strip (starting from zero sums) in numpy, for small inputs.
+
+    ufunc.accumulate adds in row order by definition (r_i = r_(i-1) + s_i), the kernel's order.
+    It keeps every partial sum: fine below _COMPILED_MINIMUM values."""
+    t = np.asarray(strip, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):  # out-of-domain data: from_array's check reports it
+        squares = t * t
+        sum_t[:] = np.add.accumulate(t, axis=0)[-1]
+        sum_t2[:] = np.add.accumulate(squares, axis=0)[-1]
+        sum_t4[:] = np.add.accumulate(squares * squares, axis=0)[-1]
+    np.minimum(low, t.min(axis=0), out=low)
+    np.maximum(high, t.max(axis=0), out=high)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -229,9 +230,14 @@ def inverse_report_moment(users: int, fraction: float) -> tuple[float, float]:
 
     E[1/r; r > 0] = sum_k pmf(k)/k, summed as one vectorized pass over the k that carry mass:
     within 40 (sd + 1) of the mean n q, where the binomial tail beyond is below e^-50 (Bernstein),
-    so the sum is exact to float precision; at most ~80 sqrt(nq) + 80 terms whatever n.
+    so the sum is exact to float precision; at most ~80 sqrt(nq) + 80 terms whatever n. Cached
+    per (n, q): a prediction asks for the same pair again and again (scipy's pmf costs ~2 ms).
     """
-    users = check_positive_int(users, "users")
+    return _inverse_report_moment(check_positive_int(users, "users"), float(fraction))
+
+
+@lru_cache(maxsize=256)
+def _inverse_report_moment(users: int, fraction: float) -> tuple[float, float]:
     if fraction >= 1.0:
         return 0.0, 1.0 / users
     log_none = users * math.log1p(-fraction)

@@ -113,7 +113,9 @@ def read_table(
         details.append(f"{outside} value(s) outside the domain clipped")
     rows, columns = table.shape
     description = f"read {rows} rows x {columns} columns from {path}" + (f" ({'; '.join(details)})" if details else "")
-    return Tuples(2.0 * (table - low) / (high - low) - 1.0, f"file {path}", description)
+    if (low, high) != (-1.0, 1.0):  # the default domain needs no map: (t + 1) - 1 would round small values
+        table = 2.0 * (table - low) / (high - low) - 1.0
+    return Tuples(table, f"file {path}", description)
 
 
 def load_table(path: str | Path, domain: tuple[float, float] = (-1.0, 1.0), **options) -> np.ndarray:

@@ -99,6 +99,10 @@ class _AngleGaussian:
     def perturb(self, t, rng, out_of_domain="clip"):
         return t + self.sd * rng.standard_normal(np.shape(t))
 
+    def perturb_rows(self, values, rngs):
+        """Row i with its own generator rngs[i] (as `Mechanism.perturb_rows`)."""
+        return np.stack([self.perturb(row, rng) for row, rng in zip(values, rngs)]).reshape(np.shape(values))
+
     def bias(self, t):
         return np.zeros(np.shape(t))
 
@@ -132,6 +136,12 @@ class _SafeAngleGaussian:
 
     def perturb(self, t, rng, out_of_domain="clip"):
         released = self.noise._release(np.asarray(t) * self.half, rng)  # g (K + N): on the grid
+        released /= self.half
+        return released
+
+    def perturb_rows(self, values, rngs):
+        """Row i with its own generator rngs[i] (as `Mechanism.perturb_rows`): one vector release each."""
+        released = self.noise.perturb_rows(np.asarray(values) * self.half, rngs)
         released /= self.half
         return released
 
@@ -311,6 +321,36 @@ class LDPVec:
         rows = np.atleast_2d(updates)
         radius, angles, signs = self._perturb_polar(rows, rng, reference, rotation_seed)
         y = from_spherical(radius, angles)
+        return y if signs is None else rot.unrotate(y, signs, rows.shape[-1])
+
+    def perturb_rows(self, updates, rngs, *, reference=None, rotation_seed=None) -> np.ndarray:
+        """Row k of `updates` (clients, d) privatized with its own generator `rngs[k]`: bit for bit
+        `perturb(updates[k], rngs[k], ...)`, so each client's noise comes from its own stream
+        whichever clients share the block (spec: scale.md). Clipping, rotation and the polar
+        transforms run over the block; each randomizer's `perturb_rows` draws row k from rngs[k]
+        (magnitude, then the angles: each generator's order of draws is that of `perturb`). With
+        the Hadamard rotation the public `rotation_seed` is required (one rotation for the block)."""
+        rows = np.asarray(updates, dtype=np.float64)
+        if rows.ndim != 2 or len(rngs) != rows.shape[0]:
+            raise LDPValueError(f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
+                                f"{rows.shape} and {len(rngs)} generators")
+        if self.rotation == "hadamard" and rotation_seed is None:
+            raise LDPValueError("perturb_rows with rotation='hadamard' needs the public rotation_seed")
+        if not all(isinstance(rng, np.random.Generator) for rng in rngs):
+            raise TypeError("rngs must be numpy.random.Generator objects (e.g. np.random.default_rng(seed))")
+        budget, magnitude, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
+        signs = self._signs(budget.dims, None, rotation_seed)
+        _, radius, offsets, centre = self._polar(rows, reference, signs)
+        if magnitude is not None:
+            t = np.clip(2.0 * radius / self.clip - 1.0, -1.0, 1.0)
+            radius = 0.5 * self.clip * (magnitude.perturb_rows(t[:, None], rngs)[:, 0] + 1.0)
+        if inner is last:
+            noisy = inner.perturb_rows(offsets, rngs)
+        else:
+            noisy = np.empty_like(offsets)
+            noisy[:, :-1] = inner.perturb_rows(offsets[:, :-1], rngs)
+            noisy[:, -1] = last.perturb_rows(offsets[:, -1:], rngs)[:, 0]
+        y = from_spherical(radius, win.from_offsets(noisy, centre, self.beta, overwrite=True))
         return y if signs is None else rot.unrotate(y, signs, rows.shape[-1])
 
     def perturb_polar(self, updates, rng: np.random.Generator, *, reference=None, rotation_seed=None):

@@ -52,12 +52,25 @@ class DirectionalPrivatizer:
 
     def privatize(self, update, rng: np.random.Generator, *, reference=None, rotation_seed=None) -> np.ndarray:
         """LDPVec of one update (d,) or a batch (clients, d), with the round's public inputs."""
+        array = np.asarray(update, dtype=np.float64)
+        reference, seed = self._public(reference, rotation_seed)
+        return self.ldpvec.perturb(array, rng, reference=reference, rotation_seed=seed).reshape(array.shape)
+
+    def privatize_rows(self, updates, rngs, broadcast: dict | None = None) -> np.ndarray:
+        """Row k privatized with its own generator `rngs[k]`: bit for bit `privatize(updates[k],
+        rngs[k], ...)` (spec: scale.md), with the round's public inputs from the `broadcast`."""
+        broadcast = broadcast or {}
+        reference, seed = self._public(broadcast.get(REFERENCE), broadcast.get(ROTATION_SEED))
+        return self.ldpvec.perturb_rows(np.asarray(updates, dtype=np.float64), list(rngs), reference=reference,
+                                        rotation_seed=seed)
+
+    def _public(self, reference, rotation_seed) -> tuple[np.ndarray | None, list[int] | None]:
+        """The round's public inputs as LDPVec takes them (the reference only for centred windows)."""
         if self.ldpvec.rotation == "hadamard" and rotation_seed is None:
             raise LDPValueError("rotation hadamard needs the round's public rotation seed (broadcast by the server)")
-        array = np.asarray(update, dtype=np.float64)
         seed = None if rotation_seed is None else [int(word) for word in np.ravel(rotation_seed)]
         reference = None if self.ldpvec.window != "centred" or reference is None else np.asarray(reference, dtype=np.float64)
-        return self.ldpvec.perturb(array, rng, reference=reference, rotation_seed=seed).reshape(array.shape)
+        return reference, seed
 
     def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]:
         """No per-coordinate noise model exists for LDPVec: NaN (the round's prediction is NaN)."""

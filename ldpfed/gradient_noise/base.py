@@ -71,6 +71,20 @@ class GradientNoise(ABC):
         rows = np.atleast_2d(array)
         return self._release(rows, check_rng(rng)).reshape(array.shape)
 
+    def perturb_rows(self, updates, rngs) -> np.ndarray:
+        """Row i of `updates` (clients, d) released with its own generator `rngs[i]`: bit for bit
+        `perturb(updates[i], rngs[i])`, so each client's noise comes from its own stream however
+        clients are batched (spec: scale.md). A loop over the rows: each release is one vector
+        draw from that row's generator."""
+        rows = check_updates(updates, self.dims)
+        if rows.ndim != 2 or len(rngs) != rows.shape[0]:
+            raise LDPValueError(f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
+                                f"{rows.shape} and {len(rngs)} generators")
+        released = np.empty_like(rows)
+        for row, rng in enumerate(rngs):
+            released[row] = self._release(rows[row : row + 1], check_rng(rng))[0]
+        return released
+
     def _release(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """rows + noise (continuous samplers); a safe sampler rounds the rows to its grid first."""
         return rows + self.sample(rows.shape[0], rng)

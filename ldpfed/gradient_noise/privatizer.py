@@ -82,6 +82,14 @@ class NoisePrivatizer:
         clipped = self.clip_only(update)
         return self.noise(clipped.shape[-1]).perturb(clipped, check_rng(rng))
 
+    def privatize_rows(self, updates, rngs, broadcast: dict | None = None) -> np.ndarray:
+        """Row k privatized with its own generator `rngs[k]`: bit for bit `privatize(updates[k],
+        rngs[k])` (spec: scale.md); the clipping runs over the block. `broadcast`: unused here."""
+        clipped = self.clip_only(updates)
+        if clipped.ndim != 2:
+            raise LDPValueError(f"privatize_rows needs a (clients, d) block, got shape {clipped.shape}")
+        return self.noise(clipped.shape[-1]).perturb_rows(clipped, list(rngs))
+
     def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]:
         """(mean, variance) of the added noise per coordinate (unbiased: mean 0; a safe sampler's
         variance at the worst input, its rounding counted as g^2 / 4)."""

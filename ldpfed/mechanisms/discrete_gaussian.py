@@ -46,7 +46,8 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from ldpfed.mechanisms.grid import rounding_weights
-from ldpfed.mechanisms.grid_noise import GridNoiseSampler, geometric_half
+from ldpfed.mechanisms.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
+from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked
 
 _LN2 = math.log(2.0)
 _RHO = 2.0**-36  # relative error bound of the float acceptance probability (module docstring)
@@ -133,19 +134,14 @@ class DiscreteGaussianSampler(GridNoiseSampler):
     def _proposal(self) -> "_Proposal":
         return _Proposal.for_sigma(self.sigma)
 
-    # --- sampling ---------------------------------------------------------------------------------
-    def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """`size` draws of N ~ N_Z(0, s^2) (floats holding integers): i.i.d. attempts, the first
-        `size` accepted ones kept (their order does not depend on their values)."""
-        out = np.empty(size)
-        filled = 0
-        while filled < size:
-            need = size - filled
-            accepted = self._proposal.attempt(int(need / self._proposal.acceptance * 1.05) + 16, rng)
-            take = min(need, accepted.size)
-            out[filled : filled + take] = accepted[:take]
-            filled += take
-        return out
+    # --- sampling (compiled: `_gaussian_noise`) -------------------------------------------------------
+    def _sample_rows_kernel(self, t, out, rows, block):
+        _gaussian_rows(t, out, rows, block, float(self.grid_steps), *self._proposal.kernel_arguments)
+
+    def _noise_kernel(self, out, handle):
+        """N ~ N_Z(0, s^2): i.i.d. attempts, the first accepted ones kept (their order does not
+        depend on their values)."""
+        _gaussian_fill(out, handle, *self._proposal.kernel_arguments)
 
     # --- exact law and statistics -----------------------------------------------------------------
     @cached_property
@@ -236,26 +232,161 @@ class _Proposal:
         a, b, c = scale, -_LN2 / self.length, _LN2 * (1.0 + 1.0 / self.length) + self.log_envelope - _UNDERFLOW_NATS
         return math.floor((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a))
 
-    def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """The accepted values among `size` attempts, in order.
+    @cached_property
+    def kernel_arguments(self) -> tuple:
+        """(l, L, -1/(2 s^2), c, acceptance Z) for the compiled attempts."""
+        return self.bits, self.length, -1.0 / (2.0 * self.sigma**2), self.log_envelope, self.acceptance
 
-        One raw word per attempt: bits 0-7 count Q (trailing ones, continued on fresh words when
-        all 8 are ones), the top bit is the sign S and the next l bits R. G = L Q + R >= 0 gives
-        n = G (S = 0) or n = -G - 1 = ~G (S = 1): every integer has exactly one way in, and
-        (n + 1)^2 >= n^2 on the negative side keeps a(n) <= 1 with the same c.
-        """
-        raw = rng.bit_generator.random_raw(size)
-        q = geometric_half(raw, rng)
-        n = ((raw << np.uint64(1)) >> np.uint64(64 - self.bits)).view(np.int64) if self.bits else np.zeros(size, np.int64)
-        n += q * self.length  # G = R + L Q
-        n ^= raw.view(np.int64) >> 63  # the sign: ~G = -G - 1 when the top bit is set
-        bound = n.astype(np.float64)
-        bound *= bound
-        bound *= -1.0 / (2.0 * self.sigma**2)
-        bound += q * _LN2
-        bound -= self.log_envelope
-        np.exp(bound, out=bound)  # a(n) = exp(-n^2/2s^2 + Q ln2 - c)
-        return n[rng.random(size) < bound].astype(np.float64)
+    def draw(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """`size` draws of N_Z(0, s^2) (floats holding integers): batches of int(need / Z * 1.05)
+        + 16 attempts, the first accepted values kept, in order (one compiled call)."""
+        compiled()
+        out = np.empty(int(size))
+        with locked([rng]):
+            _gaussian_fill(out, handles([rng])[0], *self.kernel_arguments)
+        return out
+
+    def attempt(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """The accepted values among `size` attempts, in order (`_attempts`)."""
+        compiled()
+        out = np.empty(int(size) + 1)  # a spare slot (_attempts)
+        with locked([rng]):
+            accepted = _attempt_fill(out, handles([rng])[0], *self.kernel_arguments)
+        return out[:accepted].copy()
+
+
+# --- compiled sampling --------------------------------------------------------------------------------
+_EXP_BAND = 2.0**-16  # > the polynomial's 3.3e-7 + any float exp's 2^-48 + the roundings (exp_bounds)
+_EXP_TABLE = np.array([math.exp(-j / 4.0) for j in range(123)])  # fl(e^(-j/4)), within 1 ulp
+_EXP_RANGE = (-30.5, 0.125)
+
+
+@kernel(inline=True)
+def exp_bounds(b):
+    """(low, high) with low < fl(exp(b)) < high for every float exp within relative 2^-48 of e^b
+    (libm's and numpy's are within 1-2 ulp), or (-1, 2) outside -30.5 < b < 1/8 (b <= 0 here, up
+    to rounding: a(n) <= 1).
+
+    Why: the accept test u < fl(exp(b)) cost ~8 ns per attempt in libm, half the discrete
+    Gaussian's time; u < low and u > high give the same verdict from a cheap bound, and only u in
+    [low, high] (~1e-5 of the attempts) calls exp, so the decisions are the former ones exactly.
+    p = e^(k/4) P4(f) with k = rint(4b) (table, 1 ulp), f = b - k/4 in [-1/8, 1/8] (exact,
+    Sterbenz) and P4 the degree-4 Taylor polynomial of e^f (Horner): truncation <= (1/8)^5/5!
+    e^(1/8) / e^(-1/8) = 3.3e-7 relative, float evaluation ~1e-15; so |p - e^b| <= 3.4e-7 e^b, and
+    p (1 -+ 2^-16) lie below and above e^b (1 +- 2^-48) with room for their own rounding.
+    """
+    inside = (b > _EXP_RANGE[0]) & (b < _EXP_RANGE[1])  # selects, not branches
+    quarters = np.rint(min(max(b, -30.5), 0.0) * 4.0)
+    f = b - quarters * 0.25
+    p = 1.0 + f * (1.0 + f * (0.5 + f * (1.0 / 6.0 + f * (1.0 / 24.0))))
+    p *= _EXP_TABLE[int(-quarters)]
+    return (p * (1.0 - _EXP_BAND) if inside else -1.0), (p * (1.0 + _EXP_BAND) if inside else 2.0)
+
+
+@kernel
+def _proposals(raw, q, values, exponents, size, bits, length, scale, log_envelope) -> None:
+    """values[a] = n (the proposal) and exponents[a] = b = -n^2/2s^2 + Q ln2 - c, in the numpy
+    sampler's order of float operations; scale = -1/(2 s^2)."""
+    for a in range(size):
+        n = np.int64((raw[a] << np.uint64(1)) >> np.uint64(64 - bits)) if bits else np.int64(0)
+        n += q[a] * length  # G = R + L Q
+        n ^= np.int64(raw[a]) >> np.int64(63)  # the sign: ~G = -G - 1 when the top bit is set
+        values[a] = n
+        exponent = np.float64(n)
+        exponent *= exponent
+        exponent *= scale
+        exponent += np.float64(q[a]) * _LN2
+        exponent -= log_envelope
+        exponents[a] = exponent
+
+
+@kernel
+def _verdicts(words, exponents, verdicts, size) -> None:
+    """verdicts[a] = [u < exp(b)], u = (word >> 11) 2^-53, b the exponents: decided by
+    `exp_bounds`, and by the exp only where u lies within 2^-16 of exp(b) (~1e-5 of the
+    attempts). The bound loop is kept free of calls and of the compaction: merged with either it
+    ran 1.5-2x slower."""
+    for a in range(size):
+        u = np.float64(np.int64(words[a] >> np.uint64(11))) * UNIT
+        low, high = exp_bounds(exponents[a])
+        verdicts[a] = (u < low) + 2 * ((u >= low) & (u <= high))
+    for a in range(size):
+        if verdicts[a] == 2:  # u within 2^-16 of exp(b): the exp decides
+            verdicts[a] = np.float64(np.int64(words[a] >> np.uint64(11))) * UNIT < math.exp(exponents[a])
+
+
+@kernel
+def _attempts(out, filled, wanted, size, handle, bits, length, scale, log_envelope, raw, q, values, chances, scratch):
+    """`size` attempts; the accepted values go to out[filled:wanted] in order (the rest are
+    dropped; out needs a spare slot out[wanted]); returns the new fill. raw: uint64 scratch; q,
+    values, scratch: int64; chances: float64.
+
+    One raw word per attempt: bits 0-7 count Q (trailing ones, continued on fresh words when all
+    8 are ones), the top bit is the sign S and the next l bits R. G = L Q + R >= 0 gives n = G
+    (S = 0) or n = -G - 1 = ~G (S = 1): every integer has exactly one way in, and (n + 1)^2 >= n^2
+    on the negative side keeps a(n) <= 1 with the same c. Then one 53-bit uniform u per attempt
+    (all of them, accepted or not), accepted when u < a(n) = exp(-n^2/2s^2 + Q ln2 - c). Words in
+    the order of the numpy sampler: the raw words, the continuations, the uniforms; the float
+    operations in its order too (the exp is libm's, as numpy's on x86-64 without AVX-512).
+    """
+    draw_words(handle, raw, size)
+    geometric_half(raw, q, size, handle, scratch)
+    _proposals(raw, q, values, chances, size, bits, length, scale, log_envelope)
+    draw_words(handle, raw, size)  # the uniforms
+    _verdicts(raw, chances, q, size)  # q is free now: the verdicts
+    for a in range(size):  # branch-free: each value is written at the fill, which advances if accepted
+        out[min(filled, wanted)] = np.float64(values[a])  # out[wanted]: a spare slot for the surplus
+        filled += q[a]
+    return min(filled, wanted)
+
+
+@kernel
+def _attempt_scratch(size):
+    """Scratch for `size` attempts: raw words, Q, values, acceptance chances, indices."""
+    return (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
+            np.empty(size), np.empty(size, dtype=np.int64))
+
+
+@kernel
+def _attempt_fill(out, handle, bits, length, scale, log_envelope, acceptance):
+    size = out.size - 1  # out: one spare slot
+    raw, q, values, chances, scratch = _attempt_scratch(size)
+    return _attempts(out, 0, size, size, handle, bits, length, scale, log_envelope, raw, q, values, chances, scratch)
+
+
+@kernel
+def _gaussian_noise(out, size, handle, bits, length, scale, log_envelope, acceptance, raw, q, values, chances, scratch):
+    """out[:size]: batches of int(need / Z * 1.05) + 16 attempts until `size` are accepted
+    (scratch for the first batch, the largest)."""
+    filled = 0
+    while filled < size:
+        batch = int((size - filled) / acceptance * 1.05) + 16
+        filled = _attempts(out, filled, size, batch, handle, bits, length, scale, log_envelope, raw, q, values,
+                           chances, scratch)
+
+
+@kernel
+def _gaussian_fill(out, handle, bits, length, scale, log_envelope, acceptance):
+    raw, q, values, chances, scratch = _attempt_scratch(int(out.size / acceptance * 1.05) + 16)
+    noise = np.empty(out.size + 1)  # a spare slot (_attempts)
+    _gaussian_noise(noise, out.size, handle, bits, length, scale, log_envelope, acceptance, raw, q, values, chances,
+                    scratch)
+    out[:] = noise[: out.size]
+
+
+@kernel
+def _gaussian_rows(t, out, rows, block, grid, bits, length, scale, log_envelope, acceptance):
+    """Per row and block: K (dither words), then N (attempt words); report (K + N) * (1/J)."""
+    size = min(block, t.shape[1])
+    noise = np.empty(size + 1)  # a spare slot (_attempts)
+    raw, q, values, chances, scratch = _attempt_scratch(int(size / acceptance * 1.05) + 16)
+    for row in range(t.shape[0]):
+        for first in range(0, t.shape[1], block):
+            count = min(block, t.shape[1] - first)
+            round_block(t[row], out[row], first, count, rows[row], grid, raw)
+            _gaussian_noise(noise, count, rows[row], bits, length, scale, log_envelope, acceptance, raw, q, values,
+                            chances, scratch)
+            add_noise(out[row], first, count, noise, grid)
 
 
 @lru_cache(maxsize=256)

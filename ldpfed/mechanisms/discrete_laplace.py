@@ -31,7 +31,8 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from ldpfed.mechanisms.grid import rounding_weights
-from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS, GridNoiseSampler, geometric_half
+from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS, GridNoiseSampler, add_noise, geometric_half, round_block
+from ldpfed.mechanisms.words import draw_words, kernel, redraw_at_or_above
 
 # raw word: bits 0-7 trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
 _TABLE_BITS = 64 - _Q_BITS - 1
@@ -117,40 +118,22 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
         """eps' = (2J + 2) gamma' from the integer weights (module docstring)."""
         return (2 * self.grid_steps + 2) * _worst_log_ratio(self._table[0])
 
-    # --- sampling ---------------------------------------------------------------------------------
-    def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """N = S G as float64 (integers), with (G = 0, S = -1) redrawn."""
+    # --- sampling (compiled: `_laplace_noise`) ---------------------------------------------------------
+    @cached_property
+    def _kernel_arguments(self) -> tuple:
+        """(keep, alias, capacity, L, column bits, bits of a redrawn alias threshold, wide)."""
         keep, alias, capacity = self._alias
-        length = self._table[1]
         column_bits = (len(keep) - 1).bit_length()
-        below_bits = _TABLE_BITS - column_bits
-        raw = rng.bit_generator.random_raw(size)
-        column = (raw >> np.uint64(64 - column_bits)).view(np.int64)
-        if self._wide:
-            below_bits = 62
-            below = (rng.bit_generator.random_raw(size) >> np.uint64(2)).view(np.int64)
-        else:
-            below = ((raw << np.uint64(column_bits)) >> np.uint64(column_bits + _Q_BITS + 1)).view(np.int64)
-        if size and below.max() >= capacity:  # y uniform in [0, capacity): rare rejections (one cheap pass)
-            bad = np.flatnonzero(below >= capacity)
-            while bad.size:
-                below[bad] = (rng.bit_generator.random_raw(bad.size) >> np.uint64(64 - below_bits)).view(np.int64)
-                bad = bad[below[bad] >= capacity]
-        g = np.where(below < keep[column], column, alias[column])
-        q = geometric_half(raw, rng)
-        q *= length
-        g += q
-        # the sign in integers: s = -bit 8 (0 or -1), N = (G ^ s) - s is G or -G
-        sign = ((raw << np.uint64(63 - _Q_BITS)).view(np.int64)) >> 63
-        g ^= sign
-        redo = np.flatnonzero(g == -1)  # G ^ -1 = -1 only for G = 0: the (G = 0, S = -1) draws
-        g -= sign
-        noise = g.astype(np.float64)
-        if redo.size:  # P(G = 0)/2 ~ 1/(3L): draw these again
-            noise[redo] = self.noise(redo.size, rng)
-        return noise
+        below_bits = 62 if self._wide else _TABLE_BITS - column_bits
+        return keep, alias, capacity, self._table[1], column_bits, below_bits, self._wide
 
-    _signed_noise = noise  # the name ldpfed.gradient_noise uses
+    def _sample_rows_kernel(self, t, out, rows, block):
+        _laplace_rows(t, out, rows, block, float(self.grid_steps), *self._kernel_arguments)
+
+    def _noise_kernel(self, out, handle):
+        _laplace_fill(out, handle, *self._kernel_arguments)
+
+    _signed_noise = GridNoiseSampler.noise  # the name ldpfed.gradient_noise uses
 
     # --- exact law and statistics -----------------------------------------------------------------
     @cached_property
@@ -213,3 +196,68 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
             shift = low + d - x  # report - t in steps is shift + N
             moment = moment + w * (zero * np.abs(shift) ** 3 + self._one_side(shift) + self._one_side(-shift))
         return moment / float(self.grid_steps) ** 3
+
+
+# --- compiled sampling --------------------------------------------------------------------------------
+@kernel
+def _laplace_noise(noise, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide, raw, below,
+                   q, scratch, pending):
+    """noise[i], i < size: N = S G with (G = 0, S = -1) drawn again (module docstring).
+
+    Words in the order of the numpy sampler: one raw word per value (the wide tables: then one
+    more per value for the threshold), the redraws of thresholds >= capacity (top bits of fresh
+    words, pass after pass), the geometric continuations, and last the values to draw again, as
+    a new pass of the same procedure. raw, below: uint64 scratch; q, scratch, pending: int64.
+    """
+    for j in range(size):
+        pending[j] = j  # where each draw goes; then the (G = 0, S = -1) ones again
+    count = size
+    while count:
+        draw_words(handle, raw, count)
+        if wide:
+            draw_words(handle, below, count)
+            for j in range(count):
+                below[j] >>= np.uint64(2)
+        else:
+            for j in range(count):
+                below[j] = (raw[j] << np.uint64(column_bits)) >> np.uint64(column_bits + _Q_BITS + 1)
+        redraw_at_or_above(handle, below, count, np.uint64(capacity), np.uint64(64 - below_bits), scratch)
+        geometric_half(raw, q, count, handle, scratch)
+        again = 0
+        for j in range(count):
+            column = np.int64(raw[j] >> np.uint64(64 - column_bits)) if column_bits else np.int64(0)
+            kept, other = keep[column], alias[column]  # both loaded: a select, not a branch
+            g = column if below[j] < np.uint64(kept) else other
+            g += q[j] * length
+            sign = np.int64(raw[j] << np.uint64(63 - _Q_BITS)) >> np.int64(63)  # -bit 8: 0 or -1
+            g ^= sign
+            if g == -1:  # G = 0 with S = -1: drawn again in the next pass
+                pending[again] = pending[j]
+                again += 1
+            else:
+                noise[pending[j]] = np.float64(g - sign)
+        count = again
+
+
+@kernel
+def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below_bits, wide):
+    size = out.size
+    _laplace_noise(out, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide,
+                   np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.int64),
+                   np.empty(size, np.int64), np.empty(size, np.int64))
+
+
+@kernel
+def _laplace_rows(t, out, rows, block, scale, keep, alias, capacity, length, column_bits, below_bits, wide):
+    """Per row and block: K (dither words), then N (noise words); report (K + N) * (1/J)."""
+    size = min(block, t.shape[1])
+    noise = np.empty(size)
+    raw, below = np.empty(size, np.uint64), np.empty(size, np.uint64)
+    q, scratch, pending = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
+    for row in range(t.shape[0]):
+        for first in range(0, t.shape[1], block):
+            count = min(block, t.shape[1] - first)
+            round_block(t[row], out[row], first, count, rows[row], scale, raw)
+            _laplace_noise(noise, count, rows[row], keep, alias, capacity, length, column_bits, below_bits, wide,
+                           raw, below, q, scratch, pending)
+            add_noise(out[row], first, count, noise, scale)

@@ -39,6 +39,8 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked, next_word, redraw_at_or_above
+
 GRID_BITS = 16  # J = 2^16 input steps per unit: rounding variance J^-2/4 ~ 6e-11
 _TOTAL_BITS = 53  # integer weights sum to at most 2^53 (one 53-bit uniform per value)
 _MARGIN = 1.0 - 4.0 * 2.0**-52  # covers the rounding of math.exp when checking A/B <= e^eps
@@ -71,12 +73,29 @@ def round_to_grid(x: np.ndarray, rng: np.random.Generator, shift: float = 0.0) -
     |E[K] - x| <= 2^-33 (Hermite's identity: E[floor(y + a/N)] = floor(N y)/N over a uniform a),
     below the float rounding of the sum (2^-35 of a step for |x + shift| <= 2^17).
     """
-    halves = rng.bit_generator.random_raw(x.size).view(np.uint32)
-    dither = np.subtract(halves[0::2], halves[1::2], dtype=np.float64)  # U1 - U2, times 2^32: exact
+    compiled()
+    flat = np.ascontiguousarray(x, dtype=float).reshape(-1)
+    out = np.empty(flat.size)
+    with locked([rng]):
+        _round_kernel(flat, out, handles([rng])[0], 0.5 + shift)
+    return out.reshape(np.shape(x))
+
+
+@kernel(inline=True)
+def tpdf_round(word, x, offset):
+    """floor(x + offset + U1 - U2) from one raw word (round_to_grid's law): U1 - U2 is the low
+    half minus the high half, times 2^-32, added in this order (bit-identical to the numpy form)."""
+    dither = np.float64(word & np.uint64(0xFFFFFFFF)) - np.float64(word >> np.uint64(32))
     dither *= 2.0**-32
     dither += x
-    dither += 0.5 + shift
-    return np.floor(dither, out=dither)
+    dither += offset
+    return np.floor(dither)
+
+
+@kernel
+def _round_kernel(x, out, handle, offset):
+    for i in range(x.size):
+        out[i] = tpdf_round(next_word(handle), x[i], offset)
 
 
 def uniform_below(total: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -179,46 +198,33 @@ class WindowLaw:
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
+    def map_constants(self, step: float = 1.0, atom_value: float | None = None) -> tuple[float, ...]:
+        """The constants of `window_report`, computed as the numpy sampler did: every integer
+        constant scaled by 2^-53 like r (exact), the atom value +-(I+1) step by default. A tuple:
+        numba keeps it in registers (read from an array, the map ran 3x slower, unvectorized)."""
+        unit = UNIT
+        value = (self.half_range + 1) * step if atom_value is None else atom_value
+        plus = (self.window_total + self.atom_base + self.atom_slope * (self.grid_steps + 1 + self.window_half)) * unit
+        return (
+            self.high * unit, self.width * (self.high - self.low) * unit, self.low * unit,
+            1.0 / self.points, float(self.points), float(step),
+            float(self.atom_total > 0), self.window_total * unit, self.atom_slope * unit, plus, float(value),
+        )
+
     def sample(self, window_start: np.ndarray, rng: np.random.Generator, step: float = 1.0,
                atom_value: float | None = None) -> np.ndarray:
         """Reports given the window starts K - P (integer floats, K the grid input): index * step
         for a window/background index in [-I, I], +-atom_value for the atoms (default: the atom
         codes +-(I+1) * step). With the defaults the reports are the codes themselves.
 
-        Slots z in [0, M) counted from K - P, cyclically over [-I, I]: r < W A gives the window
-        slot z = floor(r / A), else the background slot z = W + floor((r - W A) / B) =
-        floor((r - W (A - B)) / B). Both lines are increasing in r and meet at r = W A (slope
-        1/B > 1/A), so z = floor(max(r / A, (r - W (A - B)) / B)): no branch. Every division is
-        of integers below 2^53 (both scaled by 2^-53: the same quotient), whose floor is exact in
-        floats (a quotient within half an ulp below an integer k would need a numerator >= 2^53). The index is
-        (K - P + z) mod M, mapped to [-I, I]: v = K - P + z lies in [-I, I + M), and
-        rint(v / M) is 1 exactly when v > I (M odd: v / M is never near 1/2 within rounding).
+        r = `uniform_below(total)` (rng.random: tests feed every r through a stand-in), mapped
+        by the compiled `window_report` that the fused GridSampler kernel uses too.
         """
-        unit = 2.0**-53  # r arrives as r / 2^53: every integer constant is scaled alike (exact)
+        compiled()
         r = uniform_below(self.total, window_start.size, rng)
-        if self.atom_total:  # decided on r before it is reused below
-            atom = r >= self.window_total * unit
-            # plus: r - T_w < E0 + E1 (J + 1 + K), with K = window start + P
-            plus_limit = window_start * (self.atom_slope * unit)
-            plus_limit += (self.window_total + self.atom_base + self.atom_slope * (self.grid_steps + 1 + self.window_half)) * unit
-            plus = r < plus_limit
-        slot = r / (self.high * unit)
-        r -= self.width * (self.high - self.low) * unit
-        r /= self.low * unit
-        np.maximum(slot, r, out=slot)
-        np.floor(slot, out=slot)
-        slot += window_start
-        np.multiply(slot, 1.0 / self.points, out=r)
-        np.rint(r, out=r)
-        r *= float(self.points)
-        slot -= r
-        slot *= step
-        if self.atom_total:
-            value = (self.half_range + 1) * step if atom_value is None else atom_value
-            signed = np.multiply(plus, 2.0 * value)  # +value for plus, -value otherwise
-            signed -= value
-            slot = np.where(atom, signed, slot)
-        return slot
+        start = np.ascontiguousarray(window_start, dtype=float)
+        _map_kernel(r, start, self.map_constants(step, atom_value))
+        return r
 
     def probability(self, index, grid_input) -> np.ndarray:
         """P(code | K), vectorized."""
@@ -261,6 +267,66 @@ class WindowLaw:
         ) / self.window_total
 
 
+@kernel(inline=True)
+def window_report(r, start, c):
+    """The report of one draw r (k / 2^53, k < T) given the window start K - P; c = map_constants.
+
+    Slots z in [0, M) counted from K - P, cyclically over [-I, I]: r < W A gives the window slot
+    z = floor(r / A), else the background slot z = W + floor((r - W A) / B) = floor((r - W (A - B))
+    / B). Both lines are increasing in r and meet at r = W A (slope 1/B > 1/A), so
+    z = floor(max(r / A, (r - W (A - B)) / B)): no branch on the law. Every division is of integers
+    below 2^53 (both scaled by 2^-53: the same quotient), whose floor is exact in floats (a
+    quotient within half an ulp below an integer k would need a numerator >= 2^53). The index is
+    (K - P + z) mod M, mapped to [-I, I]: v = K - P + z lies in [-I, I + M), and rint(v / M) is 1
+    exactly when v > I (M odd: v / M is never near 1/2 within rounding). Atoms (Hybrid): r >= T_w,
+    plus when r - T_w < E0 + E1 (J + 1 + K). The float operations and their order are those of
+    the numpy sampler, so reports are bit-identical.
+    """
+    slot = r / c[0]
+    background = (r - c[1]) / c[2]
+    if background > slot:
+        slot = background
+    slot = np.floor(slot)
+    slot += start
+    wrap = np.rint(slot * c[3])
+    wrap *= c[4]
+    slot -= wrap
+    slot *= c[5]
+    if c[6] != 0.0 and r >= c[7]:
+        limit = start * c[8]
+        limit += c[9]
+        slot = c[10] if r < limit else -c[10]
+    return slot
+
+
+@kernel
+def _map_kernel(r, start, constants):
+    for i in range(r.size):
+        r[i] = window_report(r[i], start[i], constants)
+
+
+@kernel
+def _grid_kernel(t, out, rows, block, scale, offset, total, constants):
+    """GridSampler.sample_rows: per row and block, the dither words, then the draws
+    k = word >> 11 (r = k 2^-53) with k >= T drawn again after the block, in index order."""
+    size = min(block, t.shape[1])
+    dither = np.empty(size, dtype=np.uint64)
+    draws = np.empty(size, dtype=np.uint64)
+    scratch = np.empty(size, dtype=np.int64)
+    for row in range(t.shape[0]):
+        handle, inputs, reports = rows[row], t[row], out[row]
+        for first in range(0, t.shape[1], block):
+            count = min(block, t.shape[1] - first)
+            draw_words(handle, dither, count)
+            draw_words(handle, draws, count)
+            for i in range(count):
+                draws[i] >>= np.uint64(11)
+            redraw_at_or_above(handle, draws, count, np.uint64(total), np.uint64(11), scratch)
+            for i in range(count):
+                start = tpdf_round(dither[i], inputs[first + i] * scale, offset)
+                reports[first + i] = window_report(np.float64(draws[i]) * UNIT, start, constants)
+
+
 # --- a whole safe mechanism: rounding + window law + report values ------------------------------
 @dataclass(frozen=True)
 class GridSampler:
@@ -289,8 +355,21 @@ class GridSampler:
         return self.law.log_ratio
 
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        start = round_to_grid(t * float(self.grid_steps), rng, shift=-self.law.window_half)  # K - P
-        return self.law.sample(start, rng, self.step, self.atom_value)
+        """Reports for the inputs t (one block: all dither words, then all draws r)."""
+        return self.sample_rows(t.reshape(1, -1), [rng], max(t.size, 1)).reshape(t.shape)
+
+    def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
+        """Reports for the rows of t (c, k), row i from rngs[i], each row in blocks of `block`
+        values: per block the dither words of all its values, then their draws r (with the rare
+        redraws r >= T), as the numpy sampler drew them; one compiled pass (`_grid_kernel`)."""
+        compiled()
+        t = np.ascontiguousarray(t, dtype=float)
+        out = np.empty(t.shape)
+        constants = self.law.map_constants(self.step, self.atom_value)
+        with locked(rngs):
+            _grid_kernel(t, out, handles(rngs), block, float(self.grid_steps), 0.5 - self.law.window_half,
+                         self.law.total, constants)
+        return out
 
     @cached_property
     def _shares(self) -> tuple[float, float]:

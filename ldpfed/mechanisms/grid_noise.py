@@ -6,7 +6,8 @@ A sampler provides `grid_steps` (J), `noise(size, rng)`, `noise_log_mass(n)` and
 (E[N^2]); the statistics that follow from them alone live here: unbiased, V = (1/4 + E[N^2]) / J^2
 (K and N independent), and log P(report = y | t) as a mixture over the rounding of t. Both noises
 draw block counts Q ~ Geometric(1/2) (P(Q = q) = 2^-(q+1)) exactly, as trailing one-bits of raw
-random words (`geometric_half`).
+random words (`geometric_half`). Sampling runs in compiled kernels (ldpfed.mechanisms.words) that
+draw the words in the order of the former numpy code: the same reports for the same Generator.
 """
 
 from __future__ import annotations
@@ -15,39 +16,89 @@ import math
 
 import numpy as np
 
-from ldpfed.mechanisms.grid import round_to_grid, rounding_weights
+from ldpfed.mechanisms.grid import rounding_weights, tpdf_round
+from ldpfed.mechanisms.words import compiled, draw_words, handles, kernel, locked, next_word
 
 Q_BITS = 8  # raw word bits 0-7 count Q through a 256-entry table
 _TRAILING_ONES = np.array([(~i & (i + 1)).bit_length() - 1 for i in range(256)], dtype=np.int64)
 
 
-def trailing_ones(words: np.ndarray, cap: int) -> np.ndarray:
-    """Number of trailing one-bits of uint64 words, at most `cap` (int64)."""
-    lowest_zero = ~words & (words + np.uint64(1))  # the lowest zero bit alone (0 if all ones)
-    count = np.frexp(lowest_zero.astype(np.float64))[1].astype(np.int64) - 1
-    return np.where(lowest_zero == 0, cap, np.minimum(count, cap))
+@kernel
+def trailing_ones(word) -> int:
+    """Number of trailing one-bits of a uint64 word (64 when all are ones)."""
+    count = 0
+    while count < 64 and (word >> np.uint64(count)) & np.uint64(1):
+        count += 1
+    return count
 
 
-def geometric_half(raw: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Q ~ Geometric(1/2) per raw uint64 word (int64): the trailing ones of its bits 0-7, counted
-    on through fresh words when all 8 are ones (probability 1/256). Exact: each bit is fair."""
-    q = _TRAILING_ONES[(raw & np.uint64(255)).view(np.int64)]
-    full = np.flatnonzero(q == Q_BITS)
-    while full.size:
-        more = trailing_ones(rng.bit_generator.random_raw(full.size), 64)
-        q[full] += more
-        full = full[more == 64]
-    return q
+@kernel
+def geometric_half(raw, q, count, handle, full) -> None:
+    """q[j] ~ Geometric(1/2) for the raw words raw[j], j < count: the trailing ones of bits 0-7,
+    counted on through fresh words (one per unfinished j, in index order, pass after pass) when
+    all 8 are ones (probability 1/256). Exact: each bit is fair. `full`: int64 scratch."""
+    unfinished = 0
+    for j in range(count):
+        q[j] = _TRAILING_ONES[raw[j] & np.uint64(255)]
+        if q[j] == Q_BITS:
+            full[unfinished] = j
+            unfinished += 1
+    while unfinished:
+        still = 0
+        for b in range(unfinished):
+            j = full[b]
+            more = trailing_ones(next_word(handle))
+            q[j] += more
+            if more == 64:
+                full[still] = j
+                still += 1
+        unfinished = still
+
+
+@kernel
+def round_block(inputs, out, first, count, handle, scale, words) -> None:
+    """out[first:first + count] = K, the inputs t J rounded to the grid (grid.round_to_grid,
+    shift 0), from `count` fresh words (`words`: uint64 scratch)."""
+    draw_words(handle, words, count)
+    for i in range(count):
+        out[first + i] = tpdf_round(words[i], inputs[first + i] * scale, 0.5)
+
+
+@kernel
+def add_noise(out, first, count, noise, scale) -> None:
+    """Report (K + N) * (1/J), in the numpy sampler's order of operations."""
+    for i in range(count):
+        out[first + i] = (out[first + i] + noise[i]) * (1.0 / scale)
 
 
 class GridNoiseSampler:
-    """Report (K + N) / J and its exact statistics, from the noise's law (module docstring)."""
+    """Report (K + N) / J and its exact statistics, from the noise's law (module docstring).
+
+    A subclass compiles `_sample_rows_kernel(t, out, rows, block)` (per row and block: the dither
+    words of the block, then its noise words, report (K + N) * (1/J)) and
+    `_noise_kernel(out, handle)` (noise alone), in the order the numpy samplers drew the words.
+    """
 
     def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k = round_to_grid(t * float(self.grid_steps), rng)
-        k += self.noise(t.size, rng)
-        k *= 1.0 / self.grid_steps
-        return k
+        """Reports for the inputs t (one block)."""
+        return self.sample_rows(t.reshape(1, -1), [rng], max(t.size, 1)).reshape(t.shape)
+
+    def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
+        """Reports for the rows of t (c, k), row i from rngs[i], in blocks of `block` values."""
+        compiled()
+        t = np.ascontiguousarray(t, dtype=float)
+        out = np.empty(t.shape)
+        with locked(rngs):
+            self._sample_rows_kernel(t, out, handles(rngs), block)
+        return out
+
+    def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """`size` draws of N (floats holding integers)."""
+        compiled()
+        out = np.empty(int(size))
+        with locked([rng]):
+            self._noise_kernel(out, handles([rng])[0])
+        return out
 
     @property
     def output_bound(self) -> float:

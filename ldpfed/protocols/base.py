@@ -38,7 +38,8 @@ class RoundPlan:
 
 class ServerHalf(Protocol):
     def configure_round(self, server_round: int) -> RoundPlan: ...
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict: ...
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
+                  sums: dict[int, dict] | None = None) -> dict: ...
     def evaluate(self, server_round: int) -> dict: ...
 
 
@@ -65,8 +66,10 @@ def local_round(
         from ldpfed.protocols.nodes import ClientNodes
 
         nodes = ClientNodes(nodes)
+    from ldpfed.protocols.nodes import collect_sum
+
     plan = server.configure_round(server_round)
-    replies, failures = {}, {}
+    replies, failures, sums = {}, {}, {}
     for node, partitions in nodes.layout.group(plan.partitions).items():
         try:
             answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
@@ -75,10 +78,11 @@ def local_round(
             continue
         replies.update(answer.replies)
         failures.update(answer.failures)
+        collect_sum(sums, answer)
         if on_diagnostics is not None:
             for pid, values in answer.diagnostics.items():
                 on_diagnostics(server_round, pid, values)
-    metrics = server.aggregate(server_round, replies, failures)
+    metrics = server.aggregate(server_round, replies, failures, **({"sums": sums} if sums else {}))
     return {**metrics, **server.evaluate(server_round)}
 
 

@@ -29,17 +29,24 @@ def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
     step from the clean mean, the weighted training loss, and (directional.md, last section) the
     mean over replying clients of the cosine between a privatized update and its clean clipped
     update and of the share of the energy in the first 1% of coordinates (privatized and clean).
-    NaN where a replying client's diagnostics are missing (e.g. under `flwr run`)."""
+    NaN where a replying client's diagnostics are missing (e.g. under `flwr run`). With summed node
+    replies the server holds no client's update: the per-client cosine and energy share come from
+    the nodes' diagnostics (computed there, beside the clean update)."""
     metrics = dict.fromkeys(TRAIN_COLUMNS, float("nan"))
     if outcome is None or not all(pid in diagnostics for pid in outcome.partitions):
         return metrics
     p = outcome.sizes / outcome.sizes.sum()
     clean = np.stack([diagnostics[pid]["clean"] for pid in outcome.partitions])
     losses = np.array([diagnostics[pid]["loss"] for pid in outcome.partitions])
-    noisy_mean, clean_mean = p @ outcome.updates, p @ clean
+    noisy_mean, clean_mean = outcome.mean, p @ clean
+    if outcome.updates is None:
+        cosines = np.array([diagnostics[pid]["cosine_to_clean"] for pid in outcome.partitions])
+        shares = np.array([diagnostics[pid]["leading_energy_share"] for pid in outcome.partitions])
+    else:
+        cosines, shares = cosine(outcome.updates, clean), leading_energy_share(outcome.updates)
     metrics.update(
-        cosine_to_clean=float(np.mean(cosine(outcome.updates, clean))),
-        leading_energy_share=float(np.mean(leading_energy_share(outcome.updates))),
+        cosine_to_clean=float(np.mean(cosines)),
+        leading_energy_share=float(np.mean(shares)),
         clean_leading_energy_share=float(np.mean(leading_energy_share(clean))),
         applied_squared_distance=float(np.sum((outcome.step - clean_mean) ** 2)),
         clean_update_squared_norm=float(np.sum(clean_mean**2)),

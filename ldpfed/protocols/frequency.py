@@ -31,7 +31,7 @@ from ldpfed.deviation import DeviationModel
 from ldpfed.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
-from ldpfed.protocols.mean import SUMS, cohort, sums_of
+from ldpfed.protocols.mean import SUMS, cohort, sums_of, total_sums
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
@@ -151,9 +151,11 @@ class FrequencyServer:
         self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
+                  sums: dict[int, dict] | None = None) -> dict:
+        """`sums`: the nodes' pre-added report sums (node-reply sum; `mean.total_sums`)."""
         pids = sorted(replies)
-        sums = sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(self.oracles.entries))
+        sums = total_sums(replies, sums, self.oracles.entries)
         if pids:
             f_hat, results = estimate_frequencies(sums, self.oracles, self.aggregators, deviation=self.deviation)
         else:

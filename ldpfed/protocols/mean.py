@@ -119,6 +119,18 @@ def sums_of(reply: ClientReply) -> ReportSums:
     return ReportSums(*(reply.arrays[name] for name in SUMS), int(reply.metrics["users"]))
 
 
+def total_sums(replies: dict[int, ClientReply], sums: dict[int, dict] | None, dims: int) -> ReportSums:
+    """The replying clients' report sums added up: from their replies, or (node-reply sum) from the
+    nodes' pre-added sums, in the order of their keys, and the clients' user counts."""
+    pids = sorted(replies)
+    if not sums:
+        return sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(dims))
+    total = ReportSums.zeros(dims)
+    for key in sorted(sums):
+        total = total + ReportSums(*(sums[key][name] for name in SUMS), 0)
+    return ReportSums(total.count, total.total, total.total_sq, sum(int(replies[pid].metrics["users"]) for pid in pids))
+
+
 def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> MeanClient:
     rows = cohort(config.data.users, config.federation.clients, partition_id)
     return MeanClient(tuples(config, data_seed)[rows], mechanism(config), report_dims(config), secret,
@@ -165,9 +177,11 @@ class MeanServer:
         self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
+                  sums: dict[int, dict] | None = None) -> dict:
+        """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`)."""
         pids = sorted(replies)
-        sums = sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(self.dims))
+        sums = total_sums(replies, sums, self.dims)
         if pids:
             theta_hat, _, results = estimate_once(sums, self.mechanism, self.aggregators, deviation=self.deviation)
         else:

@@ -8,6 +8,12 @@ A node half answers `reply(round, broadcast, partitions)` for the sampled client
 `NodeReply`: each client's reply, each failing client's reason (a failure of that client only:
 the node still replies for the others) and each client's diagnostics (never sent). Every client
 keeps its own secret and streams (ldpfed.protocols.seeds), so which node runs it changes nothing.
+
+With `node-reply sum` (spec: scale.md, Design) a node sends, instead of its clients' arrays, the
+sum the server would form of them (`NodeReply.summed`: a train node's count-weighted sum of
+updates, a tuple node's summed report counts) and each client's metrics (counts) only; the server
+adds the nodes' sums (`ServerHalf.aggregate(..., sums=...)`), keyed by each node's first replying
+client so the order of the additions does not depend on the order the replies arrive in.
 """
 
 from __future__ import annotations
@@ -56,6 +62,15 @@ class NodeReply:
     replies: dict[int, ClientReply] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     diagnostics: dict[int, dict] = field(default_factory=dict)
+    # node-reply sum: {name: the replying clients' arrays summed (train: weighted by their counts)};
+    # the replies then carry the clients' metrics only
+    summed: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def collect_sum(sums: dict[int, dict], answer: NodeReply) -> None:
+    """Add a node's summed reply to `sums`, keyed by its first replying client (a stable order)."""
+    if answer.summed and answer.replies:
+        sums[min(answer.replies)] = answer.summed
 
 
 class NodeHalf(Protocol):
@@ -64,10 +79,12 @@ class NodeHalf(Protocol):
 
 class ClientsNode:
     """A node whose clients answer one after another (each client's work is vectorized inside
-    it, e.g. the mean task's cohort of users); an exception is that client's failure."""
+    it, e.g. the mean task's cohort of users); an exception is that client's failure. `summing`
+    (node-reply sum, for additive replies such as the tuple tasks' report sums): the node sends
+    the sum of its clients' arrays, added in client order, and their metrics only."""
 
-    def __init__(self, client: Callable[[int], ClientHalf]) -> None:
-        self.client = client
+    def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False) -> None:
+        self.client, self.summing = client, summing
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
         answer = NodeReply()
@@ -79,6 +96,11 @@ class ClientsNode:
                 continue
             answer.replies[pid] = reply
             answer.diagnostics[pid] = diagnostics
+        if self.summing and answer.replies:
+            pids = sorted(answer.replies)
+            for name in answer.replies[pids[0]].arrays:
+                answer.summed[name] = np.stack([answer.replies[pid].arrays[name] for pid in pids]).sum(axis=0)
+            answer.replies.update({pid: ClientReply({}, answer.replies[pid].metrics) for pid in pids})
         return answer
 
 

@@ -86,12 +86,13 @@ def _client(public: Config, partition_id: int, data_seed: int, secret: int):
 def node_half(config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
     """The half of a node hosting `partitions` (ldpfed.protocols.nodes), each client with its
     secret: train trains them at once (`TrainNode`); the mean and frequency clients answer one
-    after another (each vectorized over its cohort of users)."""
+    after another (each vectorized over its cohort of users; with node-reply sum the node adds
+    their report sums up)."""
     public = without_seed(bind_data(config, data_seed))
     if public.run.task == "train":
         return train.TrainNode(public, partitions, data_seed, secrets)
     halves = {pid: _client(public, pid, data_seed, secrets[pid]) for pid in partitions}
-    return ClientsNode(halves.__getitem__)
+    return ClientsNode(halves.__getitem__, summing=public.federation.node_reply == "sum")
 
 
 def layout(config: Config) -> Layout:

@@ -45,6 +45,9 @@ from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
+# Values per batched privatization call: its (rows, d) float64 temporaries stay at 32 MiB each
+# (results do not depend on the blocks: each row is privatized from its own generator).
+PRIVATIZE_BLOCK = 2**22
 
 
 # ---- world: data, model, privatizer ---------------------------------------------------------
@@ -95,11 +98,9 @@ def privatizer(config: Config) -> Privatizer:
 
 
 def privatize(update_privatizer: Privatizer, update: np.ndarray, rng: np.random.Generator, broadcast: dict) -> np.ndarray:
-    """The privatized update; LDPVec also takes the round's public inputs from the broadcast."""
-    if isinstance(update_privatizer, DirectionalPrivatizer):
-        return update_privatizer.privatize(update, rng, reference=broadcast.get(REFERENCE),
-                                           rotation_seed=broadcast.get(ROTATION_SEED))
-    return update_privatizer.privatize(update, rng)
+    """One client's privatized update (d,), with the round's public inputs from the broadcast: the
+    row a node's batched `privatize_rows` gives this client."""
+    return update_privatizer.privatize_rows(np.asarray(update, dtype=np.float64)[None, :], [rng], broadcast)[0]
 
 
 def check_setup(config: Config, data_seed: int):
@@ -140,7 +141,11 @@ class TrainNode:
     round, E SGD steps as one batched computation (ldpfed.training.cohort, chunks of at most
     `chunk` clients, on `device`), each client's minibatches from its stream (secret, MINIBATCHES,
     r) and its noise from (secret, NOISE, r), so a client's reply does not depend on its node.
-    A client in `fail-clients`, or a chunk whose training raised, fails alone; the others reply."""
+    A chunk is privatized in one batched call (`privatize_rows`, one generator per client).
+    A client in `fail-clients`, or a chunk whose training raised, fails alone; the others reply.
+    With `node-reply sum` the node replies with sum_k n_k u_k over its replying clients and each
+    client's count n_k (spec: scale.md, Design); each client's cosine to its clean update and
+    leading-energy share then become node-side diagnostics (the server no longer sees u_k)."""
 
     def __init__(self, config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]) -> None:
         from ldpfed.training.cohort import CohortTrainer, chunk_size, padded_data, resolve_device
@@ -158,6 +163,7 @@ class TrainNode:
         self.trainer = CohortTrainer(model, self.device)
         self.x, self.y = (t.to(self.device) for t in padded_data([data.client(pid) for pid in self.partitions]))
         self.privatizer = privatizer(config)
+        self.summing = config.federation.node_reply == "sum"
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int] | None = None) -> NodeReply:
         from ldpfed.training.local import single_thread
@@ -171,6 +177,7 @@ class TrainNode:
             else:
                 todo.append(pid)
         start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
+        total = np.zeros_like(start) if self.summing else None
         with single_thread():
             for first in range(0, len(todo), self.chunk):
                 chunk = todo[first : first + self.chunk]
@@ -179,7 +186,9 @@ class TrainNode:
                 except Exception as error:  # noqa: BLE001 - a failing chunk must not fail the node
                     answer.failures.update(dict.fromkeys(chunk, short_reason(f"{type(error).__name__}: {error}")))
                     continue
-                self._privatize(chunk, updates, losses, server_round, broadcast, answer)
+                self._privatize(chunk, updates, losses, server_round, broadcast, answer, total)
+        if total is not None and answer.replies:
+            answer.summed[UPDATE] = total
         return answer
 
     def _train(self, chunk: list[int], start: np.ndarray, server_round: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,28 +210,64 @@ class TrainNode:
         return weights - start, losses.double().mean(dim=1).cpu().numpy()
 
     def _privatize(self, chunk: list[int], updates: np.ndarray, losses: np.ndarray, server_round: int,
-                   broadcast: dict, answer: NodeReply) -> None:
-        """Each client's update privatized with its own noise stream; the reply and diagnostics."""
+                   broadcast: dict, answer: NodeReply, total: np.ndarray | None) -> None:
+        """The chunk privatized at once, each client with its own noise stream; the replies (or,
+        summing, `total` += sum_k n_k u_k) and the diagnostics."""
+        from ldpfed.directional.diagnostics import cosine, leading_energy_share
+
         clip = self.config.training.clip
         updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
         clean = self.privatizer.clip_only(updates)
+        noisy, failed = self._noisy(chunk, updates, server_round, broadcast)
+        answer.failures.update(failed)
+        rows = [row for row, pid in enumerate(chunk) if pid not in failed]
+        counts = np.array([self.sizes[chunk[row]] for row in rows], dtype=np.float64)
+        if total is not None and rows:
+            total += counts @ noisy[rows]
+            cosines, shares = cosine(noisy[rows], clean[rows]), leading_energy_share(noisy[rows])
+        for index, row in enumerate(rows):
+            pid, count = chunk[row], int(counts[index])
+            arrays = {} if total is not None else {UPDATE: noisy[row]}
+            answer.replies[pid] = ClientReply(arrays, {NUM_EXAMPLES: count})
+            answer.diagnostics[pid] = {"clean": clean[row], "loss": float(losses[row]), NUM_EXAMPLES: count}
+            if total is not None:
+                answer.diagnostics[pid].update(cosine_to_clean=float(cosines[index]),
+                                               leading_energy_share=float(shares[index]))
+
+    def _noisy(self, chunk: list[int], updates: np.ndarray, server_round: int, broadcast: dict):
+        """(privatized rows, {pid: reason} of the clients whose privatization failed). Batched calls
+        of at most PRIVATIZE_BLOCK values; if one raises, each row again alone with a fresh generator
+        of its stream, so that a failing client fails alone and the others' noise is what it would
+        have been."""
+        def rngs(pids):
+            return [seeds.rng(self.secrets[pid], seeds.NOISE, server_round) for pid in pids]
+
+        step = max(1, PRIVATIZE_BLOCK // updates.shape[1])
+        try:
+            return np.concatenate([self.privatizer.privatize_rows(updates[first : first + step],
+                                                                  rngs(chunk[first : first + step]), broadcast)
+                                   for first in range(0, len(chunk), step)]), {}
+        except Exception:  # noqa: BLE001 - find the failing clients below
+            pass
+        noisy, failed = np.zeros_like(updates), {}
         for row, pid in enumerate(chunk):
             try:
-                noisy = privatize(self.privatizer, updates[row], seeds.rng(self.secrets[pid], seeds.NOISE, server_round), broadcast)
+                noisy[row] = self.privatizer.privatize_rows(updates[row : row + 1], rngs([pid]), broadcast)[0]
             except Exception as error:  # noqa: BLE001 - that client fails, not its node
-                answer.failures[pid] = short_reason(f"{type(error).__name__}: {error}")
-                continue
-            count = int(self.sizes[pid])
-            answer.replies[pid] = ClientReply({UPDATE: np.asarray(noisy, dtype=np.float64)}, {NUM_EXAMPLES: count})
-            answer.diagnostics[pid] = {"clean": clean[row], "loss": float(losses[row]), NUM_EXAMPLES: count}
+                failed[pid] = short_reason(f"{type(error).__name__}: {error}")
+        return noisy, failed
 
 
 class TrainClient:
-    """One client as a node of one (`TrainNode`); `reply` raises the client's failure."""
+    """One client as a node of one (`TrainNode`, replying per client); `reply` raises the client's
+    failure."""
 
     def __init__(self, config: Config, partition_id: int, data_seed: int, secret: int) -> None:
+        from dataclasses import replace
+
         self.partition_id = partition_id
-        self.node = TrainNode(config, [partition_id], data_seed, {partition_id: secret})
+        per_client = replace(config, federation=replace(config.federation, node_reply="clients"))
+        self.node = TrainNode(per_client, [partition_id], data_seed, {partition_id: secret})
 
     @property
     def privatizer(self):
@@ -240,11 +285,13 @@ class TrainClient:
 # ---- server half -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainOutcome:
-    """What the server holds after a round: who replied, weights p_k, the noisy mean, the step."""
+    """What the server holds after a round: who replied, their counts, their privatized updates
+    (None when the nodes sent sums: node-reply sum), the noisy weighted mean, the step."""
 
     partitions: list[int]
     sizes: np.ndarray
-    updates: np.ndarray
+    updates: np.ndarray | None
+    mean: np.ndarray
     step: np.ndarray
 
 
@@ -298,8 +345,11 @@ class TrainServer:
             inputs[ROTATION_SEED] = seeds.stream(self.server_seed, seeds.ROTATION, server_round).generate_state(4)
         return inputs
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str]) -> dict:
-        """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md)."""
+    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
+                  sums: dict[int, dict] | None = None) -> dict:
+        """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md). `sums`:
+        the nodes' count-weighted sums (node-reply sum; the replies then carry counts only), added
+        in the order of their keys: the step is their total over sum_k n_k (mean and fedavg)."""
         metrics = {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
                    "predicted_noise": 0.0,
                    "predicted_noise_trace_worst_case": 0.0, "deviation_variance_trace": np.nan,
@@ -309,8 +359,13 @@ class TrainServer:
             return metrics
         pids = sorted(replies)
         sizes = np.array([replies[pid].metrics[NUM_EXAMPLES] for pid in pids], dtype=float)
-        updates = np.stack([replies[pid].arrays[UPDATE] for pid in pids])
-        step, recalibration = self._step(updates, sizes)
+        if sums:
+            updates, recalibration = None, {}
+            step = mean = self._summed_mean(sums, sizes, [replies[pid] for pid in pids])
+        else:
+            updates = np.stack([replies[pid].arrays[UPDATE] for pid in pids])
+            step, recalibration = self._step(updates, sizes)
+            mean = (sizes / sizes.sum()) @ updates
         self.weights = self.weights + step
         self.previous_step = step
         p = sizes / sizes.sum()
@@ -320,8 +375,18 @@ class TrainServer:
         metrics.update(recalibration)
         for pid in pids:
             self.ledger.record_event(pid, server_round, self.round_event, self.privatizer.mechanism)
-        self.outcome = TrainOutcome(pids, sizes, updates, step)
+        self.outcome = TrainOutcome(pids, sizes, updates, mean, step)
         return metrics
+
+    def _summed_mean(self, sums: dict[int, dict], sizes: np.ndarray, replies: list[ClientReply]) -> np.ndarray:
+        """(sum over nodes of sum_k n_k u_k) / sum_k n_k: the FedAvg mean from summed replies."""
+        if self.config.aggregation.aggregator not in ("mean", FEDAVG) or any(UPDATE in r.arrays for r in replies):
+            raise LDPValueError("summed node replies need --aggregator mean or fedavg and every node replying with "
+                                "its sum (node-reply sum)")
+        total = np.zeros_like(self.weights)
+        for key in sorted(sums):
+            total += sums[key][UPDATE]
+        return total / sizes.sum()
 
     def _step(self, updates: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, dict]:
         config = self.config.aggregation

@@ -37,7 +37,7 @@ import numpy as np
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import per_value_mechanism, sample_report_mask, wang_report_dims
+from ldpfed.multidim import per_value_mechanism, sample_report_mask, sample_report_masks, wang_report_dims
 from ldpfed.validation import (
     LDPValueError,
     check_delta,
@@ -50,6 +50,17 @@ from ldpfed.validation import (
 UPDATE_MECHANISMS = ("none",) + tuple(mechanisms.available())
 GAUSSIAN = "gaussian"
 SENSITIVITY = 2.0  # width of [-1, 1], the per-coordinate domain after dividing by C
+
+
+def check_row_rngs(rngs, rows: np.ndarray) -> list[np.random.Generator]:
+    """One numpy Generator per row of a (clients, d) block (each client's own noise stream)."""
+    rngs = list(rngs)
+    if rows.ndim != 2 or len(rngs) != rows.shape[0]:
+        raise LDPValueError(f"give a (clients, d) block and one generator per client, got shape {rows.shape} "
+                            f"and {len(rngs)} generators")
+    if not all(isinstance(rng, np.random.Generator) for rng in rngs):
+        raise TypeError("rngs must be numpy.random.Generator objects (e.g. np.random.default_rng(seed))")
+    return rngs
 
 
 class UpdatePrivatizer:
@@ -145,6 +156,26 @@ class UpdatePrivatizer:
         scale = self.clip * dims / m
         estimate[mask] = scale * mechanism.perturb(rows[mask] / self.clip, rng, out_of_domain="clip")
         return estimate.reshape(clipped.shape)
+
+    def privatize_rows(self, updates, rngs, broadcast: dict | None = None) -> np.ndarray:
+        """Row k of `updates` (clients, d) privatized with its own generator `rngs[k]`: bit for bit
+        `privatize(updates[k], rngs[k])`, so a client's noise and coordinate sample come from its
+        stream whichever clients share the block (spec: scale.md). Clipping, the m-of-d masks'
+        selection, scaling and assembly run over the whole block; each row's draws come from its
+        generator (`sample_report_masks`, `Mechanism.perturb_rows`). `broadcast`: unused here."""
+        rows = self.clip_only(updates)
+        rngs = check_row_rngs(rngs, rows)
+        if not self.private:
+            return rows
+        clients, dims = rows.shape
+        m = self.dims_reported(dims)
+        mask = sample_report_masks(dims, m, rngs)
+        estimate = np.zeros_like(rows)
+        scale = self.clip * dims / m
+        reported = rows[mask].reshape(clients, m)  # each row's m reported coordinates, in order
+        reported /= self.clip
+        estimate[mask] = (scale * self.per_value_mechanism(dims).perturb_rows(reported, rngs)).ravel()
+        return estimate
 
     # --- noise moments (analysis.md, Federated rounds) -------------------------------------------
     def noise_moments(self, clipped_update) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,148 @@
+"""Raw 64-bit random words of a numpy Generator, drawn inside compiled (numba) kernels.
+
+The safe samplers turn raw words into reports by exact integer and float steps (grid.py,
+discrete_laplace.py, discrete_gaussian.py). Their numpy versions drew the words in batches
+(`bit_generator.random_raw(n)`, `random(n)`) and spent ~20 array passes on the transform; the
+kernels draw each word where it is needed, in the SAME order as those batches, so the reports are
+bit-identical for the same Generator state (tests/test_compiled_samplers.py).
+
+A word is the bit generator's `next_uint64`, called through numpy's documented ctypes interface
+(`BitGenerator.ctypes`: the C function pointer and the state address). For PCG64 (numpy's
+default), PCG64DXSM, Philox and SFC64, `random_raw` and `random()` are that same word (random() =
+(word >> 11) 2^-53). MT19937's `random_raw` returns 32-bit words, which the numpy samplers used
+as if they were 64 bits (a dither with a zero half, an alias column always 0: a wrong law); the
+kernels take full 64-bit words from every bit generator, so that bug is gone (docs/decisions.md).
+
+`handles(rngs)` packs (function pointer, state address) per Generator; `locked(rngs)` holds their
+locks while a kernel (compiled with nogil) advances their states, as numpy's own methods do.
+`kernel` marks the kernels of ldpfed.mechanisms; `compiled()` compiles them on first use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from contextlib import ExitStack, contextmanager
+from functools import lru_cache
+
+import numpy as np
+
+UNIT = 2.0**-53  # a 53-bit uniform is (word >> 11) * 2^-53, exactly numpy's Generator.random()
+_KERNELS: dict[int, tuple] = {}  # id(function) -> (function, inline option)
+_COMPILING = threading.Lock()
+
+
+def kernel(function=None, *, inline: bool = False):
+    """Marks a module-level function as a compiled kernel. It is compiled (numba, nogil, cached on
+    disk, no fastmath) by `compiled()`, on the first sampling call of a process: importing
+    ldpfed.mechanisms does not import numba (~0.4 s), as the predictor's data pass does not."""
+
+    def mark(function):
+        _KERNELS[id(function)] = (function, "always" if inline else "never")
+        return function
+
+    return mark if function is None else mark(function)
+
+
+def _call_next_typing(typingctx, function, state):
+    """next_uint64(state) through a C function pointer given as an integer address (an
+    llvmlite intrinsic, made by `compiled`)."""
+    from llvmlite import ir
+    from numba import types
+
+    def codegen(context, builder, sig, args):
+        address, state_address = args
+        byte_pointer = ir.IntType(8).as_pointer()
+        function_type = ir.FunctionType(ir.IntType(64), [byte_pointer])
+        pointer = builder.inttoptr(address, function_type.as_pointer())
+        return builder.call(pointer, [builder.inttoptr(state_address, byte_pointer)])
+
+    return types.uint64(types.uintp, types.uintp), codegen
+
+
+def compiled() -> bool:
+    """Imports numba and swaps every `kernel` for its compiled dispatcher, wherever a kernel
+    module holds it (kernels call each other by those names). Call before a kernel; once per
+    process (threads wait for the first)."""
+    with _COMPILING:
+        return _swap_in_dispatchers()
+
+
+@lru_cache(maxsize=1)
+def _swap_in_dispatchers() -> bool:
+    import numba
+    from numba.extending import intrinsic
+
+    globals()["_call_next"] = intrinsic(_call_next_typing)
+    dispatchers = {
+        key: (function, numba.njit(cache=True, nogil=True, inline=inline)(function))
+        for key, (function, inline) in _KERNELS.items()
+    }
+    for module in {sys.modules[function.__module__] for function, _ in dispatchers.values()}:
+        for name, value in list(vars(module).items()):
+            found = dispatchers.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, name, found[1])
+    return True
+
+
+def _call_next(function, state):  # replaced by the intrinsic in `compiled`
+    raise RuntimeError("call ldpfed.mechanisms.words.compiled() before a kernel")
+
+
+@kernel(inline=True)
+def next_word(handle):
+    """The next raw 64-bit word of the Generator behind `handle` (a row of `handles`)."""
+    return _call_next(handle[0], handle[1])
+
+
+@kernel
+def draw_words(handle, words, count) -> None:
+    """words[:count] = the next `count` raw words, in order. A loop of its own, so that the
+    arithmetic on the words runs in loops free of calls (a call through the pointer clobbers the
+    vector registers and blocks vectorization)."""
+    for i in range(count):
+        words[i] = next_word(handle)
+
+
+@kernel
+def redraw_at_or_above(handle, values, count, limit, shift, scratch) -> None:
+    """Rejection sampling of values[:count] (uint64) below `limit`: each value >= limit is drawn
+    again as (fresh word >> shift), one word per rejected index in index order, pass after pass
+    (the numpy samplers' `bad = bad[values[bad] >= limit]` loops). `scratch`: int64, >= count."""
+    rejected = 0
+    for j in range(count):  # branch-free: a rejection is not predictable (28% in Laplace's table)
+        scratch[rejected] = j
+        rejected += values[j] >= limit
+    while rejected:
+        still = 0
+        for b in range(rejected):
+            j = scratch[b]
+            values[j] = next_word(handle) >> shift
+            scratch[still] = j
+            still += values[j] >= limit
+        rejected = still
+
+
+def handles(rngs) -> np.ndarray:
+    """(len(rngs), 2) uintp: each Generator's next_uint64 address and state address."""
+    rows = np.empty((len(rngs), 2), dtype=np.uintp)
+    for row, rng in zip(rows, rngs):  # a few attribute reads per Generator; no array op exists
+        interface = rng.bit_generator.ctypes
+        row[0] = ctypes.cast(interface.next_uint64, ctypes.c_void_p).value
+        row[1] = interface.state_address
+    return rows
+
+
+@contextmanager
+def locked(rngs):
+    """Hold the bit generators' locks (each once, even if a Generator is listed twice)."""
+    with ExitStack() as stack:
+        seen = set()
+        for rng in rngs:
+            generator = rng.bit_generator
+            if id(generator) not in seen:
+                seen.add(id(generator))
+                stack.enter_context(generator.lock)
+        yield
