@@ -110,7 +110,8 @@ def safe_inid_event(noise, epsilon, delta, sample_rate, accountant: str):
                             "with the number of coordinates)")
     if epsilon is not None or delta is not None or sample_rate is not None:
         raise LDPValueError("inid-gaussian --sampler safe is accounted by --noise-multiplier alone (no --epsilon, "
-                            "--delta or --sample-rate: the discrete Gaussian has no Poisson-subsampled bound in ldpfed)")
+                            "--delta or --sample-rate: the discrete Gaussian has no Poisson-subsampled bound in "
+                            "ldpfed)")
     if accountant != "rdp":
         raise LDPValueError(f"inid-gaussian --sampler safe is accounted by the rdp accountant only, not {accountant}")
     return noise.event()
@@ -198,7 +199,8 @@ def account_command(
     if sampler is not None and key != "inid-gaussian":
         raise LDPValueError("--sampler applies to plrvo and inid-gaussian only")
     safe = key == "inid-gaussian" and check_sampler(sampler or "continuous") == "safe"
-    chosen = create_accountant(("rdp" if safe else "pld") if accountant is None else accountant)  # unknown names fail here
+    default = "rdp" if safe else "pld"
+    chosen = create_accountant(default if accountant is None else accountant)  # unknown names fail here
     noise = None
     if key == "inid-gaussian" and (noise_multiplier is not None or safe):
         if noise_multiplier is None:
@@ -224,7 +226,8 @@ def account_command(
         "sample_rate": sample_rate,
         "target_delta": target_delta,
         "event": event_to_dict(event),
-        **{name: value for name, value in spent.to_dict().items() if name != "accountant" and not name.startswith("float_slack")},
+        **{name: value for name, value in spent.to_dict().items()
+           if name != "accountant" and not name.startswith("float_slack")},
     }
     if spent.private:  # the samplers' float slack composed into epsilon (ldpfed.accounting.float_slack)
         result["float_slack"] = {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta,
