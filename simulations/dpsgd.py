@@ -292,6 +292,17 @@ def laplace_privacy_record(config: DPSGDConfig, train_examples: int, steps: int)
             "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
 
 
+def safe_epsilon(event, target_delta: float) -> dict:
+    """epsilon of a safe-sampler run by ldpfed's rdp accountant, and its samplers' float slack on its
+    own (the eps it adds to the ideal discrete Gaussian's curve, the part of delta it takes)."""
+    from ldpfed.accounting import create_accountant
+    from ldpfed.accounting.float_slack import SLACK_RULE
+
+    spent = create_accountant("rdp").compose(event).spent(target_delta)
+    return {"epsilon": spent.epsilon, "float_slack": {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta,
+                                                      "rule": SLACK_RULE}}
+
+
 def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
     """The run's privacy cost from dp-accounting (or the not-private record)."""
     if config.perturbation in ("r1smg", "product-noise"):
@@ -315,19 +326,13 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
                 "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     if config.perturbation == "inid-laplace":
         return laplace_privacy_record(config, train_examples, steps)
-    if config.safe_noise and config.perturbation in ("numeric", "geodp"):  # shuffled epochs, discrete Gaussian releases
-        event = training_event(config.perturbation, config.noise_multiplier, sampling=config.sampling, sample_rate=1.0,
-                               steps=steps, epochs=config.epochs, sampler="safe")
-        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
-                "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
-                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
-    if config.safe_noise:  # shuffled epochs, each one release of the discrete Gaussian (RDP only)
-        from dp_accounting import SelfComposedDpEvent
-
-        from ldpfed.accounting import DiscreteGaussianVectorDpEvent
-
-        event = SelfComposedDpEvent(DiscreteGaussianVectorDpEvent(config.noise_multiplier), config.epochs)
-        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
+    if config.safe_noise and config.perturbation in ("numeric", "geodp", "inid-gaussian"):
+        # shuffled epochs, discrete Gaussian releases (RDP only), with the samplers' float slack;
+        # inid-gaussian: one release of d coordinates per epoch, as numeric (the profile sets scales only)
+        perturbation = "numeric" if config.perturbation == "inid-gaussian" else config.perturbation
+        event = training_event(perturbation, config.noise_multiplier, sampling=config.sampling, sample_rate=1.0,
+                               steps=steps, epochs=config.epochs, sampler="safe", dims=parameters)
+        return {"private": True, **safe_epsilon(event, config.target_delta),
                 "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
                 "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
     event = training_event(

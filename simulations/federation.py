@@ -27,7 +27,7 @@ from ldpfed.config import Config
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.base import local_round
 from ldpfed.protocols.nodes import NodeSet
-from ldpfed.protocols.session import Session, World, layout, node_half, server_half, without_seed
+from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 
 
@@ -48,6 +48,9 @@ def run(config: Config, progress=None, *, output: OutputDir | None = None, verbo
     rounds' files are written (summary marked interrupted), Ray is shut down and `Interrupted` is
     raised; a further Ctrl-C during that cleanup is ignored."""
     world = World.from_config(config)
+    # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
+    # get the config without its seed and could not bind it themselves (bind_data re-validates)
+    config = bind_data(config, world.data)
     half = server_half(config, world.data, world.server, flower_fedavg)
     session = Session(config, half, world.data, engine=config.run.engine, output=output)
     runner = run_local if config.run.engine == "local" else run_flower

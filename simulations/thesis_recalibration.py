@@ -51,14 +51,13 @@ COMPARATORS = ("mean", "l1", "l2", "james-stein")
 CHANGE_THRESHOLD = 0.01  # relative MSE change listed against the previous page
 CELL_KEYS = ["data", "mechanism", "options", "epsilon", "aggregator"]
 CHANGE_NOTE = (
-    "Issue 12: the randomizers now use their floating-point-safe samplers by default (Laplace: "
-    "exact discrete Laplace noise on a fixed grid after dithered rounding of the input; Piecewise "
-    "and Square wave: outputs on a fixed grid drawn from integer weights; docs/decisions.md, "
-    "Floating-point-safe randomizers). Their laws differ from the continuous ones by grid terms "
-    "(variance +0.13% for Laplace at eps 1, less for the others), and every draw is new, so MSEs "
-    "move within their sampling error and a verdict can flip only where it was a tie or near one. "
-    "(Earlier versions: issue 10 moved this page to `ldpfed simulate`'s seed scheme; issue 11 "
-    "item 1 corrected the plug-in bias of Square wave's raw estimator.)"
+    "Regenerated after the safe samplers' speed work (docs/decisions.md, Speed of prediction and of "
+    "the safe samplers, wt-P): the rounding dither now comes from one raw 64-bit word, which changes "
+    "every sampler's random stream (and the rounding weights by at most 2^-32), not the laws the "
+    "moments state. Every draw is new, so MSEs move within their sampling error and a verdict can "
+    "flip only where it was a tie or near one. (Earlier versions: issue 12 moved the randomizers to "
+    "their floating-point-safe samplers; issue 10 moved this page to `ldpfed simulate`'s seed "
+    "scheme; issue 11 item 1 corrected the plug-in bias of Square wave's raw estimator.)"
 )
 
 

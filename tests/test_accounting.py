@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import attr
 import dp_accounting
 import mpmath
 import numpy as np
@@ -158,13 +159,19 @@ def test_one_gaussian_round_against_dp_accounting(noise_multiplier):
     assert pld < rdp
 
 
+def _ideal(event):
+    """The event without its sampler's float slack (the ideal law's fields only)."""
+    return attr.evolve(event, slack_over=0.0, slack_under=0.0, slack_mass=0.0)
+
+
 def test_calibrated_gaussian_round_uses_the_mechanisms_sigma():
     """The default (safe) Gaussian's round is its discrete Gaussian (s and 2J + 2 in grid steps),
     accounted by dp_accounting's discrete Gaussian PLD; the continuous sampler's a GaussianDpEvent."""
     event = round_event("gaussian", epsilon=1.0, delta=1e-6)
     assert isinstance(event, CalibratedDpEvent) and (event.epsilon, event.delta) == (1.0, 1e-6)
     safe = Gaussian(epsilon=1.0, delta=1e-6).safe_sampler
-    assert event.event == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, 1, 1.0)
+    assert _ideal(event.event) == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, 1, 1.0)
+    assert 0 < event.event.slack_under < event.event.slack_over < 1e-10 and 0 < event.event.slack_mass < 1e-15
     continuous = Gaussian(epsilon=1.0, delta=1e-6, sampler="continuous")
     assert gaussian_mechanism_event(continuous) == GaussianDpEvent(continuous.sigma / SENSITIVITY)
     # the analytic calibration is exact: one round's PLD eps at 1e-6 is 1.0 (up to discretization)
@@ -199,7 +206,9 @@ def test_privatizer_round_event_is_the_discrete_gaussian_of_its_m_values():
     mechanism = privatizer.per_value_mechanism(100)
     m = privatizer.dims_reported(100)
     safe = mechanism.safe_sampler
-    assert privatizer.mechanism_event(100) == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, m, 1.0)
+    event = privatizer.mechanism_event(100)
+    assert _ideal(event) == DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, m, 1.0)
+    assert 0 < event.slack_over < 1e-10  # per value; the event composes it over its m values
     assert privatizer.noise_multiplier(100) == pytest.approx(safe.sigma / safe.sensitivity / math.sqrt(m))
 
 
@@ -277,7 +286,8 @@ def test_a_not_private_round_gives_private_false_and_no_epsilon():
     assert state["private"] is False and state["totals"]["open"]["pld_epsilon"] is None
     for name in ("basic", "advanced", "rdp", "pld"):
         assert create_accountant(name).compose(not_private("x"), 3).spent().to_dict() == {
-            "accountant": name, "epsilon": None, "delta": None, "private": False, "reasons": ["x"]}
+            "accountant": name, "epsilon": None, "delta": None, "private": False, "reasons": ["x"],
+            "float_slack_epsilon": None, "float_slack_delta": None}
 
 
 def test_dp_accountings_own_accountants_agree_that_it_is_not_private():

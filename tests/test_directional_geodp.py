@@ -174,8 +174,11 @@ def test_safe_training_event_is_the_discrete_gaussian_for_shuffled_epochs_only()
     from dp_accounting.rdp import RdpAccountant
 
     for perturbation, releases in (("numeric", 1), ("geodp", 2)):
-        event = training_event(perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe")
+        event = training_event(perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe",
+                               dims=50)
         library = RdpAccountant().compose(GaussianDpEvent(1.2), 3 * releases).get_epsilon(1e-5)
-        assert rdp_epsilon(event, 1e-5) == pytest.approx(library, rel=1e-9)
+        # the ideal curve plus the samplers' float slack (~7e-11 per draw, 50 draws per step): just above
+        assert library < rdp_epsilon(event, 1e-5) < library * (1 + 1e-6)
         with pytest.raises(LDPValueError, match="Poisson"):
-            training_event(perturbation, 1.2, sampling="poisson", sample_rate=0.1, steps=30, epochs=3, sampler="safe")
+            training_event(perturbation, 1.2, sampling="poisson", sample_rate=0.1, steps=30, epochs=3, sampler="safe",
+                           dims=50)

@@ -109,12 +109,27 @@ def test_the_cosine_and_energy_columns_exist_and_are_sane(tmp_path):
     assert (metrics["clean_leading_energy_share"] < 0.5).all()
     assert summary["mean_cosine_to_clean"] == pytest.approx(metrics["cosine_to_clean"].mean())
     assert summary["perturbation"] == "ldpvec" and summary["ldpvec"]["budget"]["direction_epsilon"] == 8.0
+    assert summary["deviation"] == "not used"  # the plain mean: no aggregator uses a deviation model
     assert np.isnan(metrics["predicted_squared_distance"]).all()  # no per-coordinate noise model
     assert (metrics["measured_squared_distance"] > 0).all()
     # Noise-free: the privatized update IS the clean clipped one (cosine 1, same energy share).
-    _, clean = run_rows(config_of(perturbation="numeric", mechanism="none", rotation="none"))
+    clean_summary, clean = run_rows(config_of(perturbation="numeric", mechanism="none", rotation="none"))
+    assert clean_summary["deviation"] == "not used"
     np.testing.assert_allclose(clean["cosine_to_clean"], 1.0, rtol=1e-12)
     np.testing.assert_allclose(clean["leading_energy_share"], clean["clean_leading_energy_share"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("options, shown", [
+    ({}, "not used"),  # ldpvec: the plain mean
+    ({"aggregator": "fedavg"}, "not used"),
+    ({"perturbation": "numeric", "aggregator": "mean"}, "not used"),
+    ({"perturbation": "numeric", "aggregator": "hdr4me"}, "plug-in"),
+    ({"perturbation": "numeric", "aggregator": "l2", "deviation": "model"}, "model"),
+])
+def test_the_summary_names_a_deviation_model_only_where_an_aggregator_uses_one(options, shown):
+    from ldpfed.protocols.session import deviation_used
+
+    assert deviation_used(config_of(**options)) == shown
 
 
 # ---- what the server sees ----------------------------------------------------------------------

@@ -180,6 +180,18 @@ def _assert_ray_stopped():
     assert not ray.is_initialized()
 
 
+def test_run_called_directly_under_flower_binds_the_data_shape_itself():
+    """Without the CLI's preflight, users/dims 0 ("from the data") reached the ClientApps unbound and
+    seedless: every client failed re-validating the config and final_mse was NaN."""
+    config = Config().with_options({"task": "mean", "engine": "flower", "clients": 2, "users": 200, "rounds": 1,
+                                    "cpus": 2, "cpus-per-client": 1, "epsilon": 4}).validated()
+    assert config.data.dims == 0  # "from the data": only the harness can bind it
+    summary, _ = run_rows(config)
+    _assert_ray_stopped()
+    assert summary["clients_failed_total"] == 0, summary["failure_reasons"]
+    assert summary["dims"] == 10 and np.isfinite(summary["final_mse"])
+
+
 def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(tmp_path):
     out = tmp_path / "run"
     args = [

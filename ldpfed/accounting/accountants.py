@@ -21,6 +21,11 @@ distribution as pld (on Opacus's test vector they agree within PRV's own eps err
 tests/test_accounting.py), and Opacus is not a dependency.
 
 A NotPrivateDpEvent makes every accountant report `private: False`, its reasons and no epsilon.
+
+rdp and pld account an event's IDEAL law (e.g. the exact discrete Gaussian); the float slack of
+the sampler that draws it (an event's `float_slack()`) is composed into their result by the rule
+of ldpfed.accounting.float_slack: eps_ideal(delta_i) + slack eps at the target delta, reported
+separately in `Spent.float_slack_epsilon` / `float_slack_delta`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from ldpfed.accounting.events import (
     event_from_dict,
     event_to_dict,
 )
+from ldpfed.accounting.float_slack import NONE as NO_SLACK
+from ldpfed.accounting.float_slack import FloatSlack, composed_slack
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
@@ -63,6 +70,11 @@ class Spent:
     delta: float | None
     private: bool
     reasons: tuple[str, ...] = ()
+    # the samplers' float slack composed into (epsilon, delta) by rdp/pld (ldpfed.accounting.float_slack):
+    # eps added to the ideal curves' and the part of delta it takes; 0 where none (basic/advanced:
+    # the calibrated per-round guarantees include it already); None when not private
+    float_slack_epsilon: float | None = None
+    float_slack_delta: float | None = None
 
     def to_dict(self) -> dict:
         return {**asdict(self), "reasons": list(self.reasons)}
@@ -137,7 +149,13 @@ class Accountant(ABC):
             return Spent(self.name, None, None, False, self.reasons)
         pairs = tuple(sorted(self.history.items(), key=lambda pair: repr(pair[0])))
         epsilon, delta = _cached_spent(type(self), pairs, target_delta)
-        return Spent(self.name, epsilon, delta, True)
+        slack = self.float_slack(pairs)
+        return Spent(self.name, epsilon, delta, True, (), slack.epsilon, target_delta - slack.ideal_delta(target_delta))
+
+    @classmethod
+    def float_slack(cls, pairs) -> FloatSlack:
+        """The samplers' slack this accountant adds to its ideal result (none: the default)."""
+        return NO_SLACK
 
     def get_epsilon(self, target_delta: float = DEFAULT_DELTA_TARGET) -> float | None:
         return self.spent(target_delta).epsilon
@@ -249,7 +267,12 @@ class RdpAccountant(Accountant):
         )
 
     @classmethod
+    def float_slack(cls, pairs) -> FloatSlack:
+        return composed_slack((_mechanism_event(leaf), count) for leaf, count in pairs)
+
+    @classmethod
     def compute(cls, pairs, target_delta):
+        """The ideal curves' eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack)."""
         orders = list(cls.orders)
         library = LibraryRdpAccountant(orders)
         own = np.zeros(len(orders))
@@ -259,8 +282,9 @@ class RdpAccountant(Accountant):
                 own += count * np.asarray(event.rdp(np.asarray(orders)), dtype=float)
             else:
                 library.compose(event, count)
-        epsilon, _ = compute_epsilon(orders, library.rdp + own, target_delta)
-        return float(epsilon), target_delta
+        slack = cls.float_slack(pairs)
+        epsilon, _ = compute_epsilon(orders, library.rdp + own, slack.ideal_delta(target_delta))
+        return float(epsilon) + slack.epsilon, target_delta
 
 
 class PldAccountant(Accountant):
@@ -294,7 +318,12 @@ class PldAccountant(Accountant):
         return step
 
     @classmethod
+    def float_slack(cls, pairs) -> FloatSlack:
+        return composed_slack((_mechanism_event(leaf), count) for leaf, count in pairs)
+
+    @classmethod
     def compute(cls, pairs, target_delta):
+        """The composed PLD's eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack)."""
         interval = cls.discretization(pairs)
         composed = pld_lib.identity(value_discretization_interval=interval)
         for leaf, count in pairs:
@@ -311,7 +340,8 @@ class PldAccountant(Accountant):
                     value_discretization_interval=interval,
                 ).self_compose(count)
             composed = composed.compose(one)
-        return float(composed.get_epsilon_for_delta(target_delta)), target_delta
+        slack = cls.float_slack(pairs)
+        return float(composed.get_epsilon_for_delta(slack.ideal_delta(target_delta))) + slack.epsilon, target_delta
 
 
 ACCOUNTANTS: dict[str, type[Accountant]] = {

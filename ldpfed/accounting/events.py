@@ -82,6 +82,11 @@ class CalibratedDpEvent(dp_event.DpEvent):
         return self.epsilon, self.delta
 
 
+def pld_truncation(sigma: float, sensitivity: int) -> int:
+    """The noise range [-T, T] of the discrete Gaussian's PLD (dp-accounting truncates the noise there)."""
+    return math.ceil(11.6 * sigma) + int(sensitivity)
+
+
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class DiscreteGaussianDpEvent(dp_event.DpEvent):
     """`count` values, each an integer (grid steps) plus N_Z(0, sigma^2), whose inputs differ by at
@@ -99,10 +104,19 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     sensitivity: int
     count: int = 1
     sampling_prob: float = 1.0
+    # the sampler's float slack per value (ldpfed.accounting.float_slack), 0 in records made before it
+    slack_over: float = 0.0
+    slack_under: float = 0.0
+    slack_mass: float = 0.0
+
+    def float_slack(self):
+        from ldpfed.accounting.float_slack import FloatSlack
+
+        return FloatSlack(self.slack_over, self.slack_under, self.slack_mass).times(self.count)
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
         one = pld_lib.from_discrete_gaussian_mechanism(  # the library's 11.6 s tail bound, past the shift
-            self.sigma, sensitivity=int(self.sensitivity), truncation_bound=math.ceil(11.6 * self.sigma) + int(self.sensitivity),
+            self.sigma, sensitivity=int(self.sensitivity), truncation_bound=pld_truncation(self.sigma, self.sensitivity),
             sampling_prob=self.sampling_prob,
             value_discretization_interval=value_discretization_interval,
         )
@@ -128,9 +142,20 @@ class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
     RDP: the continuous Gaussian's curve alpha / (2 z^2) (CKS 2020, Proposition 5, composed over the
     coordinates). No PLD (the continuous Gaussian's does not bound the discrete one) and no Poisson
     sampling: the pld accountant refuses it; basic/advanced use its calibrated (eps, delta).
+    The slack_* fields: the sampler's float slack over the release's coordinates
+    (`safe_grid.gaussian_sampler_slack`), which the rdp accountant composes into its result
+    (ldpfed.accounting.float_slack); 0 in records made before it was accounted.
     """
 
     noise_multiplier: float
+    slack_over: float = 0.0
+    slack_under: float = 0.0
+    slack_mass: float = 0.0
+
+    def float_slack(self):
+        from ldpfed.accounting.float_slack import FloatSlack
+
+        return FloatSlack(self.slack_over, self.slack_under, self.slack_mass)
 
     def rdp(self, orders) -> np.ndarray:
         from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
@@ -219,12 +244,16 @@ def gaussian_round(
 
 def round_epsilon(event: dp_event.DpEvent, delta: float) -> float:
     """The per-round eps of a Gaussian (or sampled, or discrete Gaussian) event at per-round `delta`,
-    from dp_accounting's PLD (accountant) (for basic/advanced composition of such rounds)."""
+    from dp_accounting's PLD (accountant) (for basic/advanced composition of such rounds), with the
+    sampler's float slack where the event has one."""
     from dp_accounting.pld import PLDAccountant
 
+    from ldpfed.accounting.float_slack import event_slack
+
     delta = check_fraction(delta, "delta")
+    slack = event_slack(event)  # the sampler's float slack (ldpfed.accounting.float_slack), if any
     if hasattr(event, "pld"):  # ldpfed's own events (e.g. the discrete Gaussian)
-        return float(event.pld(1e-4).get_epsilon_for_delta(delta))  # dp_accounting's default grid
+        return float(event.pld(1e-4).get_epsilon_for_delta(slack.ideal_delta(delta))) + slack.epsilon
     return float(PLDAccountant().compose(event).get_epsilon(delta))
 
 
@@ -271,13 +300,18 @@ def _gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_ev
 
 def gaussian_mechanism_event(mechanism, count: int = 1, sample_rate: float = 1.0) -> dp_event.DpEvent:
     """The event of `count` values of a Gaussian mechanism object: the discrete Gaussian of its safe
-    sampler (noise parameter s and sensitivity 2J + 2 in grid steps), or, for the continuous
+    sampler (noise parameter s and sensitivity 2J + 2 in grid steps, with the sampler's float slack
+    per value, dp-accounting's truncation included), or, for the continuous
     sampler, one Gaussian with noise multiplier (sigma/2)/sqrt(count) (m Gaussians compose exactly
     into one), Poisson-sampled when sample_rate < 1."""
     rate = check_fraction(sample_rate, "sample_rate") if sample_rate != 1.0 else 1.0
     safe = mechanism.safe_sampler
     if safe is not None:
-        return DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, int(count), rate)
+        from ldpfed.gradient_noise.safe_grid import gaussian_sampler_slack
+
+        slack = gaussian_sampler_slack(safe.sigma, 1, safe.sensitivity,
+                                       truncation=pld_truncation(safe.sigma, safe.sensitivity))
+        return DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, int(count), rate, slack.over, slack.under, slack.mass)
     return gaussian_round(mechanism.noise_multiplier / math.sqrt(count), sample_rate=None if rate == 1.0 else rate)
 
 

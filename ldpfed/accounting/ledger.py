@@ -150,8 +150,9 @@ class PrivacyLedger:
             return Spent(accountant, None, None, False, reasons)
         spents = [self.spent(client, accountant, delta_target) for client in self._events]
         if not spents:
-            return Spent(accountant, 0.0, 0.0, True)
-        return Spent(accountant, max(s.epsilon for s in spents), max(s.delta for s in spents), True)
+            return Spent(accountant, 0.0, 0.0, True, (), 0.0, 0.0)
+        return Spent(accountant, max(s.epsilon for s in spents), max(s.delta for s in spents), True, (),
+                     max(s.float_slack_epsilon for s in spents), max(s.float_slack_delta for s in spents))
 
     @property
     def private(self) -> bool:

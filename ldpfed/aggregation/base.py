@@ -53,6 +53,7 @@ class Aggregator(ABC):
     """Maps (theta_hat, deviation model, domain half-width) to a re-calibrated estimate."""
 
     name: ClassVar[str]
+    uses_deviation: ClassVar[bool] = True  # False: the estimate ignores the deviation model (the plain mean)
 
     def __call__(
         self, theta_hat, deviation: DeviationModel, halfwidth: float = 1.0

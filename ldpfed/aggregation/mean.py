@@ -10,6 +10,7 @@ from ldpfed.aggregation.base import Aggregator
 @dataclass(frozen=True)
 class PlainMean(Aggregator):
     name = "mean"
+    uses_deviation = False
 
     def _recalibrate(self, theta_hat, deviation, halfwidth):
         return theta_hat.copy(), {}

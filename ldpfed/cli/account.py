@@ -11,6 +11,7 @@ from ldpfed.accounting import (
     DEFAULT_DELTA_TARGET,
     CalibratedDpEvent,
     DiscreteGaussianDpEvent,
+    DiscreteGaussianVectorDpEvent,
     GaussianDpEvent,
     PoissonSampledDpEvent,
     SelfComposedDpEvent,
@@ -20,8 +21,10 @@ from ldpfed.accounting import (
     round_epsilon,
     round_event,
 )
+from ldpfed.accounting.float_slack import SLACK_RULE
 from ldpfed.cli.common import console, handle_errors, print_json
 from ldpfed.cli.main import app
+from ldpfed.gradient_noise.safe_grid import check_sampler
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 GUARANTEE_ACCOUNTANTS = ("basic", "advanced")  # compose each round's stated (eps, delta)
@@ -63,21 +66,55 @@ def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, acc
     }
 
 
-def inid_profile_record(layers, profile, noise_multiplier) -> dict | None:
-    """i.n.i.d. Gaussian: the per-coordinate scales the profile gets at noise multiplier z."""
-    from ldpfed.gradient_noise import InidGaussian, parse_layers, read_profile
+def read_sensitivities(layers, profile):
+    """The i.n.i.d. Gaussian's profile D_i from --layers or --profile (None when neither is given)."""
+    from ldpfed.gradient_noise import parse_layers, read_profile
 
     if layers is not None and profile is not None:
         raise LDPValueError("give --layers or --profile, not both")
     if layers is None and profile is None:
         return None
-    sensitivities = parse_layers(layers) if layers is not None else read_profile(profile)
-    noise = InidGaussian(sensitivities, noise_multiplier=noise_multiplier, sampler="continuous")
-    return {"dims": noise.dims, "l1_profile": float(sensitivities.sum()), "scale_min": float(noise.scales.min()),
-            "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(),
-            "sampler": ("continuous: this command accounts the (Poisson-sampled) continuous Gaussian; the safe sampler "
-                        "(discrete Gaussian) has the same RDP curve without sampling, see `ldpfed calibrate`"),
+    return parse_layers(layers) if layers is not None else read_profile(profile)
+
+
+def inid_noise(layers, profile, noise_multiplier, sampler: str):
+    """The i.n.i.d. Gaussian of the profile at noise multiplier z (None without a profile)."""
+    from ldpfed.gradient_noise import InidGaussian
+
+    sensitivities = read_sensitivities(layers, profile)
+    if sensitivities is None:
+        return None
+    return InidGaussian(sensitivities, noise_multiplier=noise_multiplier, sampler=sampler)
+
+
+def inid_profile_record(noise) -> dict | None:
+    """i.n.i.d. Gaussian: the per-coordinate scales the profile gets at noise multiplier z."""
+    if noise is None:
+        return None
+    if noise.floating_point_safe:
+        sampler = (f"{noise.sampler_description}: accounted as its discrete Gaussian's RDP curve plus the "
+                   "sampler's float slack (float_slack)")
+    else:
+        sampler = ("continuous: this command accounts the (Poisson-sampled) continuous Gaussian, NOT floating-point "
+                   "safe; --sampler safe accounts the safe sampler (discrete Gaussian, rdp, no sampling)")
+    return {"dims": noise.dims, "l1_profile": float(noise.profile.sum()), "scale_min": float(noise.scales.min()),
+            "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(), "sampler": sampler,
             "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile"}
+
+
+def safe_inid_event(noise, epsilon, delta, sample_rate, accountant: str):
+    """One round of the safe i.n.i.d. Gaussian given by its noise multiplier: its own event (the
+    discrete Gaussian with its sampler's float slack over the profile's d coordinates)."""
+    if noise is None:
+        raise LDPValueError(f"inid-gaussian --sampler safe needs {' or '.join(PROFILE_OPTIONS)} (its float slack grows "
+                            "with the number of coordinates)")
+    if epsilon is not None or delta is not None or sample_rate is not None:
+        raise LDPValueError("inid-gaussian --sampler safe is accounted by --noise-multiplier alone (no --epsilon, "
+                            "--delta or --sample-rate: the discrete Gaussian has no Poisson-subsampled bound in "
+                            "ldpfed)")
+    if accountant != "rdp":
+        raise LDPValueError(f"inid-gaussian --sampler safe is accounted by the rdp accountant only, not {accountant}")
+    return noise.event()
 
 
 def round_cost(mechanism: str, epsilon, delta, noise_multiplier, sample_rate, accountant: str):
@@ -107,7 +144,7 @@ def noise_multiplier_of(event) -> float | None:
     inner = inner.event if isinstance(inner, PoissonSampledDpEvent) else inner
     if isinstance(inner, DiscreteGaussianDpEvent):
         return inner.sigma / inner.sensitivity
-    return inner.noise_multiplier if isinstance(inner, GaussianDpEvent) else None
+    return inner.noise_multiplier if isinstance(inner, (GaussianDpEvent, DiscreteGaussianVectorDpEvent)) else None
 
 
 @app.command("account")
@@ -133,7 +170,8 @@ def account_command(
     profile: str = typer.Option(None, "--profile", help="inid-gaussian: file of per-coordinate sensitivities D_i."),
     sampler: str = typer.Option(
         None, "--sampler", help="plrvo: safe (default; accounts what the safe sampler draws) | continuous (NOT "
-        "floating-point safe)."),
+        "floating-point safe). inid-gaussian: continuous (default; the sampled Gaussian) | safe (the discrete "
+        "Gaussian with its float slack; needs --layers/--profile, rdp, no --sample-rate)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
@@ -158,10 +196,21 @@ def account_command(
                       f"{result['accountant_description']}: "
                       f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}")
         return
-    if sampler is not None:
-        raise LDPValueError("--sampler applies to plrvo only (inid-gaussian is accounted by its noise multiplier)")
-    chosen = create_accountant("pld" if accountant is None else accountant)  # unknown names fail here
-    event = round_cost(mechanism, epsilon, delta, noise_multiplier, sample_rate, chosen.name)
+    if sampler is not None and key != "inid-gaussian":
+        raise LDPValueError("--sampler applies to plrvo and inid-gaussian only")
+    safe = key == "inid-gaussian" and check_sampler(sampler or "continuous") == "safe"
+    default = "rdp" if safe else "pld"
+    chosen = create_accountant(default if accountant is None else accountant)  # unknown names fail here
+    noise = None
+    if key == "inid-gaussian" and (noise_multiplier is not None or safe):
+        if noise_multiplier is None:
+            raise LDPValueError("inid-gaussian is accounted by its --noise-multiplier")
+        noise = inid_noise(layers, profile, check_positive(noise_multiplier, "--noise-multiplier"),
+                           "safe" if safe else "continuous")
+    if safe:
+        event = safe_inid_event(noise, epsilon, delta, sample_rate, chosen.name)
+    else:
+        event = round_cost(mechanism, epsilon, delta, noise_multiplier, sample_rate, chosen.name)
     reason = chosen.unsupported(event)
     if reason is not None:
         raise LDPValueError(reason)
@@ -177,10 +226,15 @@ def account_command(
         "sample_rate": sample_rate,
         "target_delta": target_delta,
         "event": event_to_dict(event),
-        **{name: value for name, value in spent.to_dict().items() if name != "accountant"},
+        **{name: value for name, value in spent.to_dict().items()
+           if name != "accountant" and not name.startswith("float_slack")},
     }
+    if spent.private:  # the samplers' float slack composed into epsilon (ldpfed.accounting.float_slack)
+        result["float_slack"] = {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta,
+                                 "rule": SLACK_RULE if spent.float_slack_epsilon else "no sampler slack to compose"}
     if key == "inid-gaussian":
-        result["profile"] = inid_profile_record(layers, profile, noise_multiplier_of(event))
+        result["sampler"] = "safe" if safe else "continuous"
+        result["profile"] = inid_profile_record(noise)
     if as_json:
         print_json(result)
         return
@@ -190,5 +244,8 @@ def account_command(
     shown = "not private" if not spent.private else f"{spent.epsilon:.6g}"
     table.add_row(chosen.name, shown, "" if spent.delta is None else f"{spent.delta:.3g}", str(spent.private))
     console.print(table)
+    if spent.private and spent.float_slack_epsilon:
+        console.print(f"included: the sampler's float slack, eps {spent.float_slack_epsilon:.3g} and delta "
+                      f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.accounting.float_slack)")
     for why in spent.reasons:
         console.print(f"not private: {why}")

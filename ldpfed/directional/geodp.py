@@ -31,6 +31,8 @@ sensitivity sqrt(d+2) beta pi) are rounded to fixed grids and get exact discrete
 integers, s = sigma (J + sqrt(d)) grid steps (the rounding's inflation); each is a
 DiscreteGaussianVectorDpEvent(sigma), whose RDP curve is the continuous one's, but which has no
 Poisson-subsampled bound: sound with shuffled batches only (`training_event` refuses the other).
+Each event carries its sampler's float slack, which the rdp accountant composes into the reported
+eps (ldpfed.accounting.float_slack).
 "continuous": rng.standard_normal at the spec's sds, NOT floating-point safe (Mironov 2012).
 Sampling: "poisson" (each example joins a step's batch with probability q = B/N; amplification by
 PoissonSampledDpEvent) or "shuffle" (a fresh permutation per epoch cut into batches of B; each
@@ -180,21 +182,37 @@ def thesis_averaged_event(noise_multiplier: float):
     return dp_accounting.GaussianDpEvent(noise_multiplier)
 
 
+def safe_step_event(perturbation: str, noise_multiplier: float, dims: int):
+    """One step's event with the safe sampler on d = `dims` parameters: the releases' own
+    DiscreteGaussianVectorDpEvent(sigma), with their samplers' float slack (numeric: one release of
+    d coordinates; geodp: the magnitude (1) and the angle offsets (d - 1), composed)."""
+    import dp_accounting
+
+    from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+
+    if perturbation not in PERTURBATIONS:
+        raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
+    dims = check_positive_int(dims, "dims", minimum=2)
+    if perturbation == "numeric":  # the slack depends on (sigma, d) only, not on the profile's scale
+        return InidGaussian(np.ones(dims), noise_multiplier=noise_multiplier, sampler="safe").event()
+    magnitude, angles = GeoDP(noise_multiplier, 1.0, 1).safe_noises(dims)
+    return dp_accounting.ComposedDpEvent([magnitude.event(), angles.event()])
+
+
 def training_event(perturbation: str, noise_multiplier: float, *, sampling: str, sample_rate: float,
-                   steps: int, epochs: int, sampler: str = "continuous"):
+                   steps: int, epochs: int, sampler: str = "continuous", dims: int | None = None):
     """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs.
-    sampler "safe": each release a DiscreteGaussianVectorDpEvent(sigma) (shuffled epochs only)."""
+    sampler "safe": each epoch one `safe_step_event` on `dims` parameters (shuffled epochs only)."""
     import dp_accounting
 
     event = step_event(perturbation, noise_multiplier)
     if sampler == "safe":
-        from ldpfed.accounting import DiscreteGaussianVectorDpEvent
-
         if sampling != "shuffle":
             raise LDPValueError(f"{perturbation}: {SAFE_POISSON}")
-        releases = 2 if perturbation == "geodp" else 1
-        return dp_accounting.SelfComposedDpEvent(DiscreteGaussianVectorDpEvent(noise_multiplier),
-                                                 releases * check_positive_int(epochs, "epochs"))
+        if dims is None:
+            raise LDPValueError("the safe sampler's event needs the number of parameters (dims)")
+        return dp_accounting.SelfComposedDpEvent(safe_step_event(perturbation, noise_multiplier, dims),
+                                                 check_positive_int(epochs, "epochs"))
     if sampling == "poisson":
         sampled = dp_accounting.PoissonSampledDpEvent(check_fraction(sample_rate, "sample_rate"), event)
         return dp_accounting.SelfComposedDpEvent(sampled, check_positive_int(steps, "steps"))

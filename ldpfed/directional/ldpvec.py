@@ -473,18 +473,18 @@ class LDPVec:
         composition of the magnitude and angle parts, or a not-private event for exact-unsafe.
         With the safe Gaussian sampler and `dims` given, the parts are named: the angles'
         DiscreteGaussianVectorDpEvent(z) calibrated to (eps_dir, delta_dir), composed (split) with
-        the magnitude's scalar discrete Gaussian event calibrated to (eps_mag, delta_mag): basic,
-        advanced and rdp account it; pld refuses it (no PLD bound for the vector discrete Gaussian)."""
-        from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, EpsilonDeltaDpEvent, not_private
+        the magnitude's scalar discrete Gaussian event calibrated to (eps_mag, delta_mag), each with
+        its sampler's float slack (for rdp): basic, advanced and rdp account it; pld refuses it (no
+        PLD bound for the vector discrete Gaussian)."""
+        from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent, not_private
         from ldpfed.accounting.events import gaussian_mechanism_event
 
         if not self.private:
             return not_private("ldpvec magnitude exact-unsafe: ||g|| is released without noise")
         if dims is None or self.angle_sampler != "safe":
             return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
-        split, magnitude, _, _ = self._randomizers(self.converted_dims(dims))
-        angles = CalibratedDpEvent(DiscreteGaussianVectorDpEvent(split.angle_noise_multiplier),
-                                   split.direction_epsilon, split.direction_delta)
+        split, magnitude, angle_noise, _ = self._randomizers(self.converted_dims(dims))
+        angles = angle_noise.noise.event()  # carries the sampler's float slack (ldpfed.accounting.float_slack)
         if self.magnitude != "split":
             return angles
         from dp_accounting import ComposedDpEvent

@@ -22,7 +22,10 @@ float slack of the discrete Gaussian sampler (`gaussian_float_slack`) is set asi
 profile shape s_i ~ sqrt(D_i) is kept. It costs: RDP instead of the analytic Gaussian (about
 +15-25% noise sd at eps = 1, delta = 1e-5) and (1 + sqrt(d)/J) <= 1 + 2^-10 for the grid.
 Its event is `DiscreteGaussianVectorDpEvent(z)` (RDP, basic/advanced via the calibrated (eps, delta);
-no PLD). "continuous": rng.standard_normal at eta*, NOT floating-point safe (Mironov 2012).
+no PLD), carrying the sampler's float slack over the d coordinates (`gaussian_sampler_slack`), which
+the rdp accountant composes into its result (ldpfed.accounting.float_slack): given a noise
+multiplier, the reported eps is the ideal curve's plus the slack, never the ideal curve alone.
+"continuous": rng.standard_normal at eta*, NOT floating-point safe (Mironov 2012).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, 
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.profile import check_profile
 from ldpfed.gradient_noise.safe_grid import (GAUSSIAN_GRID_FACTOR, GAUSSIAN_INPUT_BITS, check_sampler, gaussian_float_slack,
-                                             gaussian_integers, grid_inputs, rounding_slack, rounding_variance)
+                                             gaussian_integers, gaussian_sampler_slack, grid_inputs, rounding_slack,
+                                             rounding_variance)
 from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive
 
 
@@ -130,6 +134,7 @@ class InidGaussian(GradientNoise):
         if self.floating_point_safe:
             self.sigma_steps = self.grid_sensitivity / self.eta  # s = z (J + sqrt(d)) in grid steps
             self.float_slack = gaussian_float_slack(self.sigma_steps, self.dims, self.grid_steps, self.delta or 1.0)
+            self.sampler_slack = gaussian_sampler_slack(self.sigma_steps, self.dims, self.grid_steps)
             if self.epsilon is not None and (self.float_slack[0] > self.calibration_slack[0]
                                              or self.float_slack[1] > self.calibration_slack[1]):
                 raise AssertionError("the realized float slack exceeds the one calibrated for")  # never: 1% margin
@@ -200,7 +205,8 @@ class InidGaussian(GradientNoise):
 
     def _private_event(self):
         if self.floating_point_safe:
-            event = DiscreteGaussianVectorDpEvent(self.noise_multiplier)
+            slack = self.sampler_slack
+            event = DiscreteGaussianVectorDpEvent(self.noise_multiplier, slack.over, slack.under, slack.mass)
             return event if self.epsilon is None else CalibratedDpEvent(event, self.epsilon, self.delta)
         if self.epsilon is None:
             return gaussian_round(self.noise_multiplier)

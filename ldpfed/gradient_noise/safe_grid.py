@@ -33,7 +33,9 @@ Float slack. x / g is a float division and x / g + U a float sum: with |x / g| <
 move the rounding probability by at most 2^(bits - 52) (< 2^-10 at bits = 40, 2^-22 at 30), which
 the bounds above include (`rounding_slack`). The discrete Gaussian's accept/reject decision has a
 relative float error rho = 2^-36 (ldpfed.mechanisms.discrete_gaussian), charged per coordinate as
-an eps and delta slack (`gaussian_float_slack`) before the calibration.
+an eps and delta slack (`gaussian_float_slack`) before the calibration to an (eps, delta), and
+carried by every release's event (`gaussian_sampler_slack`), so that the rdp accountant composes
+it into its result whatever the releases (ldpfed.accounting.float_slack).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ldpfed.accounting.float_slack import FloatSlack
 from ldpfed.mechanisms.discrete_gaussian import _RHO, _Proposal, _log_gaussian_tail
 from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.validation import LDPValueError
@@ -120,16 +123,38 @@ def gaussian_integers(sigma: float, shape: tuple[int, int], rng: np.random.Gener
     return _Proposal.for_sigma(sigma).draw(int(np.prod(shape)), rng).reshape(shape)
 
 
+def _sampler_error(sigma: float, shift: float) -> tuple[float, float, float]:
+    """(r1, r2, e) of the discrete Gaussian sampler at sigma: each realized mass lies in
+    [p / r1, r2 p + e(n)] (ldpfed.mechanisms.discrete_gaussian), e summed over n, plus the tail
+    beyond the underflow (|n| >= its start - `shift`), where p / r1 may fail."""
+    proposal = _Proposal.for_sigma(sigma)
+    r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)
+    r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
+    extra = 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
+    extra += r2 * math.exp(min(0.0, _log_gaussian_tail(proposal.underflow_start - shift - 1, sigma)))
+    return r1, r2, extra
+
+
 def gaussian_float_slack(sigma: float, dims: int, shift: float, delta: float) -> tuple[float, float]:
     """(eps, delta) added by the float accept/reject decision over `dims` coordinates: each
     realized mass lies in [p / r1, r2 p + e(n)] (ldpfed.mechanisms.discrete_gaussian), so a release
     that is (eps, delta)-DP for the exact law is (eps + d ln(r1 r2), r2^d delta + d e_total + tails)
     for the realized one (hybrid argument over the coordinates). Returned: (d ln(r1 r2),
     (r2^d - 1) delta + 1.01 d e_total), e_total including the underflow tail beyond `shift`."""
-    proposal = _Proposal.for_sigma(sigma)
-    r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)
-    r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
-    extra = 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
-    extra += r2 * math.exp(min(0.0, _log_gaussian_tail(proposal.underflow_start - shift - 1, sigma)))
+    r1, r2, extra = _sampler_error(sigma, shift)
     eps = dims * math.log(r1 * r2)
     return eps, math.expm1(dims * math.log(r2)) * delta + 1.01 * dims * extra
+
+
+def gaussian_sampler_slack(sigma: float, dims: int, shift: float, truncation: int | None = None) -> FloatSlack:
+    """The release's float slack over `dims` draws for the accountants (ldpfed.accounting.float_slack):
+    over = d ln r2, under = d ln r1, mass = d e_total (the terms of `gaussian_float_slack`, the factor
+    r2^d left to the composition). `truncation`: the ideal law is the discrete Gaussian truncated to
+    [-T, T] (dp-accounting's PLD): its tail tau moves mass <= tau out and the rest up by 1/(1 - tau)."""
+    r1, r2, extra = _sampler_error(sigma, shift)
+    under = math.log(r1)
+    if truncation is not None:
+        tau = math.exp(min(0.0, _log_gaussian_tail(truncation, sigma)))
+        extra += r2 * tau
+        under -= math.log1p(-tau) if tau < 1.0 else -math.inf
+    return FloatSlack(dims * math.log(r2), dims * under, dims * extra)

@@ -228,6 +228,17 @@ def _ldpvec_record(ldpvec, dims: int) -> dict:
     return {key: value for key, value in ldpvec.describe().items() if key not in ("epsilon", "delta")}
 
 
+def deviation_used(config: Config) -> str:
+    """The deviation model (plug-in | model) the run's aggregator re-calibrates with, or "not used":
+    FedAvg and the plain mean ignore it (the only aggregators an LDPVec run allows)."""
+    from ldpfed.aggregation import get_class
+
+    aggregator = config.aggregation.aggregator
+    if aggregator == FEDAVG or not get_class(aggregator).uses_deviation:
+        return "not used"
+    return config.aggregation.deviation
+
+
 def train_summary(rows: list[dict], config: Config, server) -> dict:
     measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
     predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
@@ -245,7 +256,7 @@ def train_summary(rows: list[dict], config: Config, server) -> dict:
         "data": config.data_name,
         "model": config.training.model,
         "parameters": int(server.weights.size),
-        "deviation": config.aggregation.deviation if config.aggregation.aggregator != FEDAVG else None,
+        "deviation": deviation_used(config),
         "noise_measured_over_predicted": ratio,
         # gradient noises (ldpfed.gradient_noise): which sampler ran (safe = floating-point safe)
         "noise_sampler": (server.privatizer.noise(int(server.weights.size)).sampler_description
