@@ -261,7 +261,10 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
            "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")])}
     command = [str(Path(sys.executable).parent / "ldpfed"), "simulate", "--clients", "2", "--users", "200", "--dims", "3",
                "--rounds", "10000", "--cpus", "2", "--out", str(out)]
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as an interactive shell leaves it, even where the suite itself runs with it ignored (a
+    # background job of a non-interactive shell): Python then keeps it ignored in the child too
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: queue.Queue = queue.Queue()
 
     def read_stderr():
