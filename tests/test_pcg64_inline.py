@@ -30,5 +30,6 @@ def test_inline_pcg64_equals_numpy(count, buffered):
 
 
 def test_other_bit_generators_go_through_the_pointer():
-    others = [np.random.Generator(bit_generator(1)) for bit_generator in (np.random.PCG64DXSM, np.random.Philox, np.random.SFC64, np.random.MT19937)]
+    kinds = (np.random.PCG64DXSM, np.random.Philox, np.random.SFC64, np.random.MT19937)
+    others = [np.random.Generator(bit_generator(1)) for bit_generator in kinds]
     assert not words.handles(others)[:, 2].any()

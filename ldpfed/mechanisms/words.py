@@ -80,9 +80,11 @@ def _pcg64_step_typing(typingctx, low, high, increment_low, increment_high):
         i64, i128 = ir.IntType(64), ir.IntType(128)
 
         def joined(low, high):
-            return builder.or_(builder.shl(builder.zext(high, i128), ir.Constant(i128, 64)), builder.zext(low, i128))
+            high = builder.shl(builder.zext(high, i128), ir.Constant(i128, 64))
+            return builder.or_(high, builder.zext(low, i128))
 
-        state = builder.add(builder.mul(joined(*args[:2]), ir.Constant(i128, PCG64_MULTIPLIER)), joined(*args[2:]))
+        state = builder.mul(joined(*args[:2]), ir.Constant(i128, PCG64_MULTIPLIER))
+        state = builder.add(state, joined(*args[2:]))
         low, high = builder.trunc(state, i64), builder.trunc(builder.lshr(state, ir.Constant(i128, 64)), i64)
         rotation = builder.lshr(high, ir.Constant(i64, 58))
         left = builder.and_(builder.sub(ir.Constant(i64, 64), rotation), ir.Constant(i64, 63))
@@ -171,7 +173,8 @@ def draw_words(handle, words, count) -> None:
     vector registers and blocks vectorization)."""
     if handle[2]:  # PCG64, inline: numpy's `pcg64_state` points to {uint128 state, inc} (test)
         pcg = _word_at(handle[1], 0)  # the buffered uint32 after that pointer is left alone
-        low, high, increment_low, increment_high = _word_at(pcg, 0), _word_at(pcg, 1), _word_at(pcg, 2), _word_at(pcg, 3)
+        low, high = _word_at(pcg, 0), _word_at(pcg, 1)
+        increment_low, increment_high = _word_at(pcg, 2), _word_at(pcg, 3)
         for i in range(count):  # the state stays in registers
             low, high, words[i] = _pcg64_step(low, high, increment_low, increment_high)
         _set_word_at(pcg, 0, low)
