@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_collecting_rows
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -23,24 +24,11 @@ def _config(**options) -> Config:
     return Config().with_options({"task": "frequency", "engine": "local", **options}).validated()
 
 
-def _rows(config: Config) -> tuple[dict, pd.DataFrame]:
-    from simulations.federation import run
-
-    rows = []
-
-    class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
-
-    return run(config, Collect()), pd.DataFrame(rows)
-
-
 def test_simulate_frequency_with_one_client_is_compare():
     """One path: compare's per-repetition plain-mean MSE is simulate's per-round one (same seed)."""
     config = _config(clients=1, users=600, dims=3, categories="4", rounds=3, seed=5, epsilon=1.5,
                      mechanism="grr", report_dims=2, aggregator="hdr4me")
-    summary, rows = _rows(config)
+    summary, rows = run_collecting_rows(config)
     assert summary["task"] == "frequency" and summary["private"] is True
     data = read_categorical("zipf", users=600, attributes=3, categories="4", rng=np.random.default_rng(seeds.data_seed(5)))
     result = run_frequency_experiment(data, ["grr"], [1.5], aggregators=["mean", "hdr4me"], report_dims=2,
@@ -53,7 +41,7 @@ def test_simulate_frequency_with_one_client_is_compare():
 def test_simulate_frequency_cohorts_agree_with_the_prediction_and_account_each_round():
     """3 clients x 1,000 users, OUE at eps 1 over m = 1 of 2 attributes, 12 rounds: the measured
     plain-mean MSE is within 5 standard errors of the prediction; every client spends eps per round."""
-    summary, rows = _rows(_config(clients=3, users=3000, dims=2, categories="6", rounds=12, seed=2, epsilon=1.0,
+    summary, rows = run_collecting_rows(_config(clients=3, users=3000, dims=2, categories="6", rounds=12, seed=2, epsilon=1.0,
                                   mechanism="oue", report_dims=1))
     measured, predicted = rows["mse_plain_mean"].to_numpy(), rows["predicted_mse"].to_numpy()
     assert np.allclose(predicted, predicted[0])
@@ -90,6 +78,6 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
     metrics = pd.read_csv(out / "metrics.csv")
     assert (metrics["clients_replied"] == 3).all() and np.isfinite(metrics["mse"]).all()
     # the same halves as the local engine: the same numbers for the same seed
-    local, rows = _rows(_config(data="fair", clients=3, rounds=2, mechanism="piecewise", epsilon=2.0,
+    local, rows = run_collecting_rows(_config(data="fair", clients=3, rounds=2, mechanism="piecewise", epsilon=2.0,
                                 report_dims=2, aggregator="simplex", seed=1))
     np.testing.assert_allclose(metrics["mse"], rows["mse"], rtol=1e-12)
