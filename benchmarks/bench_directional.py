@@ -55,8 +55,10 @@ def main() -> None:
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    print(f"rows = {args.rows} updates per batch, eps = {args.epsilon:g}, best of {args.repeats}; "
-          "ratio = time / numeric time (same base)\n")
+    print(
+        f"rows = {args.rows} updates per batch, eps = {args.epsilon:g}, best of {args.repeats}; "
+        "ratio = time / numeric time (same base)\n"
+    )
     print("| d | base | perturbation | ms per batch | Mcoords/s | ratio to numeric |")
     print("|---|---|---|---|---|---|")
     for dims in args.dims:
@@ -72,11 +74,22 @@ def main() -> None:
             sampler = args.gaussian_sampler if base == "gaussian" else "safe"
             shown = base if sampler == "safe" else f"{base} ({sampler})"
             try:
-                numeric = UpdatePrivatizer(base, args.epsilon, clip=0.05, delta=delta, report_dims=dims, sampler=sampler)
+                numeric = UpdatePrivatizer(
+                    base, args.epsilon, clip=0.05, delta=delta, report_dims=dims, sampler=sampler
+                )
                 cases = {"numeric (per coordinate)": lambda p=numeric: p.privatize(updates, rng)}
                 for magnitude, window, rotation in CONFIGS:
-                    vec = LDPVec(base, args.epsilon, clip=1.0, delta=delta, beta=0.5, window=window,
-                                 magnitude=magnitude, rotation=rotation, options={"sampler": sampler})
+                    vec = LDPVec(
+                        base,
+                        args.epsilon,
+                        clip=1.0,
+                        delta=delta,
+                        beta=0.5,
+                        window=window,
+                        magnitude=magnitude,
+                        rotation=rotation,
+                        options={"sampler": sampler},
+                    )
                     label = f"ldpvec {magnitude}/{window}/rotation={rotation}"
                     vec._randomizers(vec.converted_dims(dims))  # a refused budget fails here, not mid-table
                     cases[label] = lambda v=vec: v.perturb(updates, rng, reference=reference, rotation_seed=1)
@@ -91,8 +104,10 @@ def main() -> None:
                     best[label] = min(best[label], best_time(function, 1))
             baseline = best["numeric (per coordinate)"]
             for label, elapsed in best.items():
-                print(f"| {dims:.0e} | {shown} | {label} | {1e3 * elapsed:.1f} | "
-                      f"{args.rows * dims / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} |")
+                print(
+                    f"| {dims:.0e} | {shown} | {label} | {1e3 * elapsed:.1f} | "
+                    f"{args.rows * dims / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} |"
+                )
 
 
 if __name__ == "__main__":

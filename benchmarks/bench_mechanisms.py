@@ -99,7 +99,9 @@ def main() -> None:
     print("| mechanism | bounded | Mvalues/s | ratio to rng.random | first call (ms, not in the ratio) |")
     print("|---|---|---|---|---|")
     for label, bounded, elapsed in rows:
-        print(f"| {label} | {bounded} | {n / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} | {1e3 * first_call[label]:.1f} |")
+        print(
+            f"| {label} | {bounded} | {n / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} | {1e3 * first_call[label]:.1f} |"
+        )
 
 
 if __name__ == "__main__":

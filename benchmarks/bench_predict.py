@@ -82,28 +82,59 @@ def main() -> None:
     warm_up = (time.process_time() - start_cpu, time.perf_counter() - start_wall)
 
     threads = args.workers or f"{usable_cores()} (usable cores)"
-    table = Table(title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: best of {args.repeats}, data pass on "
-                        f"{threads} thread(s); MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}")
-    for column in ("mechanism", "from summary [ms]", "raw, cpu [ms]", "raw, wall [ms]", "MC, cpu [s]",
-                   "MC, wall [s]", "MC/summary wall", "MC/raw cpu", "MC/raw wall"):
+    table = Table(
+        title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: best of {args.repeats}, data pass on "
+        f"{threads} thread(s); MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}"
+    )
+    for column in (
+        "mechanism",
+        "from summary [ms]",
+        "raw, cpu [ms]",
+        "raw, wall [ms]",
+        "MC, cpu [s]",
+        "MC, wall [s]",
+        "MC/summary wall",
+        "MC/raw cpu",
+        "MC/raw wall",
+    ):
         table.add_column(escape(column), justify="right")  # rich reads "[ms]" as markup otherwise
     for name in registry.available():
         for options in ESTIMATOR_VARIANTS.get(name, ({},)):
             delta = DELTA if registry.get_class(name).approximate else None
-            _, from_summary = best_of(args.repeats, lambda: predict(name, args.epsilon, n, d, m, summary, delta=delta, **options))
+            _, from_summary = best_of(
+                args.repeats, lambda: predict(name, args.epsilon, n, d, m, summary, delta=delta, **options)
+            )
             # predict(..., values) builds the moments with the default threads; the same call with --workers
-            from_data = best_of(args.repeats, lambda: predict(
-                name, args.epsilon, n, d, m, ColumnMoments.from_array(values, workers=args.workers), delta=delta, **options))
+            from_data = best_of(
+                args.repeats,
+                lambda: predict(
+                    name,
+                    args.epsilon,
+                    n,
+                    d,
+                    m,
+                    ColumnMoments.from_array(values, workers=args.workers),
+                    delta=delta,
+                    **options,
+                ),
+            )
             mechanism = per_value_mechanism(name, args.epsilon, m, delta, **options)
             one_repetition = best_of(1, lambda: simulate_deviations(values, mechanism, m, 1, args.seed))
             label = name + "".join(f" ({v})" for v in options.values())
-            table.add_row(label, f"{1e3 * from_summary:.2f}", *(f"{1e3 * t:.0f}" for t in from_data),
-                          *(f"{t:.2f}" for t in one_repetition), f"{one_repetition[1] / from_summary:,.0f}x",
-                          *(f"{mc / t:,.1f}x" for mc, t in zip(one_repetition, from_data)))
+            table.add_row(
+                label,
+                f"{1e3 * from_summary:.2f}",
+                *(f"{1e3 * t:.0f}" for t in from_data),
+                *(f"{t:.2f}" for t in one_repetition),
+                f"{one_repetition[1] / from_summary:,.0f}x",
+                *(f"{mc / t:,.1f}x" for mc, t in zip(one_repetition, from_data)),
+            )
     console = Console(width=max(132, Console().width))
     console.print(table)
-    console.print(f"first pass (warm-up, not in the table: numba import and kernel load or compile, plus one pass): "
-                  f"cpu {warm_up[0]:.2f} s, wall {warm_up[1]:.2f} s; load average now {os.getloadavg()[0]:.1f}")
+    console.print(
+        f"first pass (warm-up, not in the table: numba import and kernel load or compile, plus one pass): "
+        f"cpu {warm_up[0]:.2f} s, wall {warm_up[1]:.2f} s; load average now {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

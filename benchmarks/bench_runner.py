@@ -62,7 +62,9 @@ def main() -> None:
     sampling = time.perf_counter() - start
 
     per_repetition = float(np.median(times))
-    print(f"{args.mechanism} eps={args.epsilon:g}, {args.users} users x {args.dims} dims (m = d), chunk = {chunk} users")
+    print(
+        f"{args.mechanism} eps={args.epsilon:g}, {args.users} users x {args.dims} dims (m = d), chunk = {chunk} users"
+    )
     print(f"data array: {data.nbytes / 2**20:.0f} MiB (held by the caller)")
     print(f"time per repetition: {per_repetition:.2f} s (runs: {', '.join(f'{t:.2f}' for t in times)})")
     print(f"mechanism sampling alone: {sampling:.2f} s = {sampling / per_repetition:.0%} of a repetition")

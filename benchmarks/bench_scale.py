@@ -35,8 +35,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.config import Config  # noqa: E402
@@ -50,11 +48,31 @@ DEFAULT_GRID = [  # (model, N, E, paths)
 
 
 def config_for(model: str, clients: int, steps: int, nodes: int, rounds: int, cpus: int, data: str) -> Config:
-    return Config().with_options({
-        "task": "train", "data": data, "model": model, "clients": clients, "nodes": nodes, "rounds": rounds,
-        "local-steps": steps, "mechanism": "laplace", "epsilon": 2.0, "clip": 0.05, "lr": 0.1, "batch-size": 32,
-        "cpus": cpus, "cpus-per-client": 1.0, "device": "cpu", "seed": 0, "engine": "flower",
-    }).validated()
+    return (
+        Config()
+        .with_options(
+            {
+                "task": "train",
+                "data": data,
+                "model": model,
+                "clients": clients,
+                "nodes": nodes,
+                "rounds": rounds,
+                "local-steps": steps,
+                "mechanism": "laplace",
+                "epsilon": 2.0,
+                "clip": 0.05,
+                "lr": 0.1,
+                "batch-size": 32,
+                "cpus": cpus,
+                "cpus-per-client": 1.0,
+                "device": "cpu",
+                "seed": 0,
+                "engine": "flower",
+            }
+        )
+        .validated()
+    )
 
 
 def seconds_per_round(config: Config) -> float:
@@ -64,9 +82,14 @@ def seconds_per_round(config: Config) -> float:
     times: list[float] = []
 
     class Clock:
-        def start(self, stream): times.append(time.perf_counter())
-        def update(self, row): times.append(time.perf_counter())
-        def stop(self): pass
+        def start(self, stream):
+            times.append(time.perf_counter())
+
+        def update(self, row):
+            times.append(time.perf_counter())
+
+        def stop(self):
+            pass
 
     run(config, Clock())
     return float(times[-1] - times[-2])
@@ -86,8 +109,14 @@ def loop_seconds(config: Config, clients: int) -> float:
     with single_thread():
         for pid in range(clients):
             model.load_state_dict(initial)
-            train_local(model, *data.client(pid), steps=training.local_steps, lr=training.lr,
-                        batch_size=training.batch_size, seed=pid)
+            train_local(
+                model,
+                *data.client(pid),
+                steps=training.local_steps,
+                lr=training.lr,
+                batch_size=training.batch_size,
+                seed=pid,
+            )
     return time.perf_counter() - started
 
 
@@ -109,15 +138,24 @@ def node_peak(model: str, clients: int, steps: int, nodes: int, data: str) -> di
     node = node_half(config, pids, world.data, world.secrets_of(pids))
     before = _resident_mib()
     node.reply(1, plan.broadcast, pids)
-    return {"model": model, "clients": clients, "local_steps": steps, "nodes": nodes, "clients_on_node": len(pids),
-            "chunk_clients": node.chunk, "resident_before_round_mib": before,
-            "peak_resident_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "model": model,
+        "clients": clients,
+        "local_steps": steps,
+        "nodes": nodes,
+        "clients_on_node": len(pids),
+        "chunk_clients": node.chunk,
+        "resident_before_round_mib": before,
+        "peak_resident_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def node_peak_memory(model: str, clients: int, steps: int, nodes: int, data: str) -> dict:
     """`node_peak` in a fresh Python process (so the peak is that node's, not this run's)."""
-    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_scale; "
-            f"print(json.dumps(bench_scale.node_peak({model!r}, {clients}, {steps}, {nodes}, {data!r})))")
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_scale; "
+        f"print(json.dumps(bench_scale.node_peak({model!r}, {clients}, {steps}, {nodes}, {data!r})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -134,8 +172,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=0, help="cohort path's K (0 = min(N, cpus))")
     parser.add_argument("--loop-clients", type=int, default=100)
     parser.add_argument("--data", default="digits")
-    parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True,
-                        help="peak memory of one node at N = 1000 for the CNN")
+    parser.add_argument(
+        "--memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="peak memory of one node at N = 1000 for the CNN",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
 

@@ -27,11 +27,27 @@ from ldpfed.config import Config  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:
-    return Config().with_options({
-        "task": "train", "data": "digits", "model": "logreg", "clients": clients, "rounds": rounds,
-        "mechanism": "none", "clip": 1e9, "local-steps": 10, "lr": 0.1, "batch-size": 32,
-        "cpus": cpus, "cpus-per-client": 1.0, "seed": 0,
-    }).validated()
+    return (
+        Config()
+        .with_options(
+            {
+                "task": "train",
+                "data": "digits",
+                "model": "logreg",
+                "clients": clients,
+                "rounds": rounds,
+                "mechanism": "none",
+                "clip": 1e9,
+                "local-steps": 10,
+                "lr": 0.1,
+                "batch-size": 32,
+                "cpus": cpus,
+                "cpus-per-client": 1.0,
+                "seed": 0,
+            }
+        )
+        .validated()
+    )
 
 
 def ldpfed_seconds_per_round(config) -> float:
@@ -40,9 +56,14 @@ def ldpfed_seconds_per_round(config) -> float:
     times: list[float] = []
 
     class Clock:
-        def start(self, stream): pass
-        def update(self, row): times.append(time.perf_counter())
-        def stop(self): pass
+        def start(self, stream):
+            pass
+
+        def update(self, row):
+            times.append(time.perf_counter())
+
+        def stop(self):
+            pass
 
     run(config, Clock())
     return float(np.mean(np.diff(times)))
@@ -53,8 +74,8 @@ def plain_seconds_per_round(config) -> float:
     import os
 
     from flwr.simulation import run_simulation
-
     from plain_fedavg_app import make_apps
+
     from simulations.runner import QUIET_ENVIRONMENT, _stderr_to, backend_config
 
     os.environ.update(QUIET_ENVIRONMENT)
@@ -71,8 +92,8 @@ def local_compute_seconds(config) -> float:
     """One round's client work done serially in this process (build model, set weights, train)."""
     import torch
 
-    from ldpfed.training.local import train_local
     from ldpfed.protocols.train import federated_data, new_model
+    from ldpfed.training.local import train_local
 
     torch.set_num_threads(1)  # as in a Ray actor with 1 CPU
     data = federated_data(config, 0)
@@ -96,8 +117,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--cpus", type=int, default=2)
     args = parser.parse_args()
-    print("| clients | ldpfed s/round | plain FedAvg s/round | ratio | local compute s/round (serial) "
-          "| ldpfed overhead ms/client | plain overhead ms/client |")
+    print(
+        "| clients | ldpfed s/round | plain FedAvg s/round | ratio | local compute s/round (serial) "
+        "| ldpfed overhead ms/client | plain overhead ms/client |"
+    )
     print("|---|---|---|---|---|---|---|")
     for clients in (int(c) for c in args.clients.split(",")):
         config = options_for(clients, args.rounds, args.cpus)
@@ -106,8 +129,11 @@ def main() -> None:
         compute = local_compute_seconds(config)
         workers = min(args.cpus / config.federation.cpus_per_client, clients)
         overhead = lambda t: 1000 * (t - compute / workers) / clients  # noqa: E731
-        print(f"| {clients} | {ours:.3f} | {plain:.3f} | {ours / plain:.2f} | {compute:.3f} "
-              f"| {overhead(ours):.1f} | {overhead(plain):.1f} |", flush=True)
+        print(
+            f"| {clients} | {ours:.3f} | {plain:.3f} | {ours / plain:.2f} | {compute:.3f} "
+            f"| {overhead(ours):.1f} | {overhead(plain):.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,13 @@ def _data(config):
 def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
     """(server, client) for the ldpfed config (task train); round end times go to `round_times`."""
     training = config.training
-    options = {"model": training.model, "local-steps": training.local_steps, "lr": training.lr,
-               "batch-size": training.batch_size, "clients": config.federation.clients}
+    options = {
+        "model": training.model,
+        "local-steps": training.local_steps,
+        "lr": training.lr,
+        "batch-size": training.batch_size,
+        "clients": config.federation.clients,
+    }
     client_app = ClientApp()
 
     @client_app.train()
@@ -38,12 +43,21 @@ def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
         X, y = data.client(int(context.node_config["partition-id"]))
         model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
-        train_local(model, X, y, steps=options["local-steps"], lr=options["lr"], batch_size=options["batch-size"],
-                    seed=int(message.content["config"]["server-round"]))
-        reply = RecordDict({
-            "arrays": ArrayRecord(model.state_dict()),
-            "metrics": MetricRecord({"num-examples": int(y.size)}),
-        })
+        train_local(
+            model,
+            X,
+            y,
+            steps=options["local-steps"],
+            lr=options["lr"],
+            batch_size=options["batch-size"],
+            seed=int(message.content["config"]["server-round"]),
+        )
+        reply = RecordDict(
+            {
+                "arrays": ArrayRecord(model.state_dict()),
+                "metrics": MetricRecord({"num-examples": int(y.size)}),
+            }
+        )
         return Message(reply, reply_to=message)
 
     server_app = ServerApp()
@@ -53,7 +67,9 @@ def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
         data = _data(config)
         model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
         clients = options["clients"]
-        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=clients, min_available_nodes=clients)
+        strategy = FedAvg(
+            fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=clients, min_available_nodes=clients
+        )
 
         def central_evaluation(server_round: int, arrays: ArrayRecord) -> MetricRecord:
             model.load_state_dict(arrays.to_torch_state_dict())
@@ -61,7 +77,12 @@ def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
             round_times.append(time.perf_counter())
             return MetricRecord({"loss": loss, "accuracy": accuracy})
 
-        strategy.start(grid, ArrayRecord(model.state_dict()), num_rounds=options["rounds"],
-                       train_config=ConfigRecord({}), evaluate_fn=central_evaluation)
+        strategy.start(
+            grid,
+            ArrayRecord(model.state_dict()),
+            num_rounds=options["rounds"],
+            train_config=ConfigRecord({}),
+            evaluate_fn=central_evaluation,
+        )
 
     return server_app, client_app

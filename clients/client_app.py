@@ -72,8 +72,9 @@ def partition_record(pids: list[int]) -> RecordDict:
 _built: dict[tuple[str, int], object] = {}
 
 
-def make_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None,
-                    diagnostics_dir: str | None = None) -> ClientApp:
+def make_client_app(
+    config: Config, data_seed: int, secrets: dict[int, int] | None, diagnostics_dir: str | None = None
+) -> ClientApp:
     """The ClientApp of `ldpfed simulate`: options and secrets given by the harness."""
     app = ClientApp()
     token = uuid.uuid4().hex
@@ -97,7 +98,9 @@ def make_client_app(config: Config, data_seed: int, secrets: dict[int, int] | No
         server_round, broadcast, pids = read_node_round(message.content)
         answer = half(context).reply(server_round, broadcast, pids)
         if diagnostics_dir and any(answer.diagnostics.values()):
-            write_diagnostics(diagnostics_dir, server_round, int(context.node_config["partition-id"]), answer.diagnostics)
+            write_diagnostics(
+                diagnostics_dir, server_round, int(context.node_config["partition-id"]), answer.diagnostics
+            )
         return Message(node_reply_record(answer), reply_to=message)
 
     return app
@@ -134,7 +137,9 @@ def _deployed_half(context: Context):
 
 @app.query()
 def deployed_query(message: Message, context: Context) -> Message:
-    return Message(partition_record(hosted_partitions(context, _run_config(context).federation.clients)), reply_to=message)
+    return Message(
+        partition_record(hosted_partitions(context, _run_config(context).federation.clients)), reply_to=message
+    )
 
 
 @app.train()

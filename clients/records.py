@@ -61,13 +61,17 @@ def node_reply_record(answer: NodeReply) -> RecordDict:
     """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
     the clients' ids, their metrics as lists, and each failed client's reason."""
     pids = sorted(answer.replies)
-    record = RecordDict({
-        CLIENT_IDS: ArrayRecord([np.asarray(pids, dtype=np.int64)]),
-        FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
-    })
+    record = RecordDict(
+        {
+            CLIENT_IDS: ArrayRecord([np.asarray(pids, dtype=np.int64)]),
+            FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
+        }
+    )
     if pids:
         first = answer.replies[pids[0]]
-        record[METRICS] = MetricRecord({name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics})
+        record[METRICS] = MetricRecord(
+            {name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics}
+        )
         for name in first.arrays:
             record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
     if answer.summed:
@@ -99,20 +103,28 @@ def largest_object_bytes(record: RecordDict) -> int:
 def check_reply_size(record: RecordDict) -> None:
     largest = largest_object_bytes(record)
     if largest > MESSAGE_LIMIT:
-        raise ReplyTooLarge(f"a node's reply holds an object of {largest:,} bytes, beyond the gRPC message limit of "
-                            f"{MESSAGE_LIMIT:,} bytes: use more nodes (--nodes), so that each hosts fewer clients, "
-                            "or --node-reply sum (one d-vector per node)")
+        raise ReplyTooLarge(
+            f"a node's reply holds an object of {largest:,} bytes, beyond the gRPC message limit of "
+            f"{MESSAGE_LIMIT:,} bytes: use more nodes (--nodes), so that each hosts fewer clients, "
+            "or --node-reply sum (one d-vector per node)"
+        )
 
 
 def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
     """({partition id: ClientReply}, {partition id: failure reason}) of a node's reply."""
     pids = [int(pid) for pid in record[CLIENT_IDS].to_numpy_ndarrays()[0]]
-    stacked = {name: value.to_numpy_ndarrays()[0] for name, value in record.array_records.items()
-               if name not in (CLIENT_IDS, SUMMED)}
+    stacked = {
+        name: value.to_numpy_ndarrays()[0]
+        for name, value in record.array_records.items()
+        if name not in (CLIENT_IDS, SUMMED)
+    }
     metrics = dict(record[METRICS]) if pids else {}
-    replies = {pid: ClientReply({name: rows[row] for name, rows in stacked.items()},
-                                {name: values[row] for name, values in metrics.items()})
-               for row, pid in enumerate(pids)}
+    replies = {
+        pid: ClientReply(
+            {name: rows[row] for name, rows in stacked.items()}, {name: values[row] for name, values in metrics.items()}
+        )
+        for row, pid in enumerate(pids)
+    }
     return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
 
 

@@ -33,7 +33,7 @@ COUNTING_ORACLES = ("grr", "oue")
 
 
 def oracle_kind(name: str) -> str:
-    """"grr", "oue", or "histogram" (any scalar mechanism name, histogram-encoded)."""
+    """ "grr", "oue", or "histogram" (any scalar mechanism name, histogram-encoded)."""
     key = str(name).strip().lower()
     if key in COUNTING_ORACLES:
         return key
@@ -57,8 +57,15 @@ class AttributeOracles:
     oracles: tuple[FrequencyOracle, ...]
 
     @classmethod
-    def build(cls, name: str, epsilon: float, categories, report_dims: int | None = None,
-              delta: float | None = None, **options) -> "AttributeOracles":
+    def build(
+        cls,
+        name: str,
+        epsilon: float,
+        categories,
+        report_dims: int | None = None,
+        delta: float | None = None,
+        **options,
+    ) -> AttributeOracles:
         epsilon = check_epsilon(epsilon)
         counts = [int(k) for k in np.asarray(categories).ravel()]
         m = check_report_dims(len(counts) if report_dims is None else report_dims, len(counts))
@@ -152,11 +159,20 @@ class AttributeOracles:
 
     @property
     def guarantee(self) -> str:
-        return (f"{self.epsilon:g}-LDP per user: {self.report_dims} of {self.attributes} attributes, "
-                f"each {self.oracles[0].guarantee}")
+        return (
+            f"{self.epsilon:g}-LDP per user: {self.report_dims} of {self.attributes} attributes, "
+            f"each {self.oracles[0].guarantee}"
+        )
 
     def describe(self) -> dict:
         first = self.oracles[0]
-        return {"name": self.name, "oracle": self.kind, "epsilon": self.epsilon, "report_dims": self.report_dims,
-                "attributes": self.attributes, "categories": self.categories.tolist(),
-                "per_attribute": first.describe() | {"k": None}, "guarantee": self.guarantee}
+        return {
+            "name": self.name,
+            "oracle": self.kind,
+            "epsilon": self.epsilon,
+            "report_dims": self.report_dims,
+            "attributes": self.attributes,
+            "categories": self.categories.tolist(),
+            "per_attribute": first.describe() | {"k": None},
+            "guarantee": self.guarantee,
+        }

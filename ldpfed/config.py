@@ -130,8 +130,13 @@ class OutputConfig:
 
 
 SECTIONS = {
-    "run": RunConfig, "data": DataConfig, "federation": FederationConfig, "privacy": PrivacyConfig,
-    "aggregation": AggregationConfig, "training": TrainingConfig, "output": OutputConfig,
+    "run": RunConfig,
+    "data": DataConfig,
+    "federation": FederationConfig,
+    "privacy": PrivacyConfig,
+    "aggregation": AggregationConfig,
+    "training": TrainingConfig,
+    "output": OutputConfig,
 }
 
 
@@ -189,7 +194,7 @@ class Config:
     def noisy(self) -> bool:
         return self.privacy.mechanism != NO_MECHANISM
 
-    def with_options(self, options: dict, source: str = "option") -> "Config":
+    def with_options(self, options: dict, source: str = "option") -> Config:
         """Overlay {flag name or 'section.key': value} (None values are skipped); types checked."""
         by_section: dict[str, dict] = {}
         for key, value in options.items():
@@ -208,7 +213,7 @@ class Config:
         """{"section.key": value}: Flower's flattened run config."""
         return {f"{s}.{k}": v for s, table in self.to_nested().items() for k, v in table.items()}
 
-    def validated(self) -> "Config":
+    def validated(self) -> Config:
         """Check every value's range and every name; returns self (raises LDPValueError)."""
         import ldpfed.aggregation as aggregation
         import ldpfed.mechanisms as mechanisms
@@ -217,7 +222,14 @@ class Config:
         from ldpfed.data.federated import FEDERATED_DATASETS
         from ldpfed.data.partition import PARTITION_SCHEMES
 
-        run, data, fed, privacy, agg, train = self.run, self.data, self.federation, self.privacy, self.aggregation, self.training
+        run, data, fed, privacy, agg, train = (
+            self.run,
+            self.data,
+            self.federation,
+            self.privacy,
+            self.aggregation,
+            self.training,
+        )
         _choice("task", run.task, TASKS)
         check_positive_int(run.rounds, "rounds")
         check_positive_int(run.seed, "seed", minimum=0)
@@ -242,8 +254,10 @@ class Config:
             if run.task != "train":
                 raise LDPValueError(f"{privacy.mechanism} is a gradient noise: --task train only")
             if agg.aggregator != FEDAVG:
-                raise LDPValueError(f"{privacy.mechanism} needs --aggregator fedavg (the re-calibrating aggregators "
-                                    "assume per-coordinate clipping to [-C, C])")
+                raise LDPValueError(
+                    f"{privacy.mechanism} needs --aggregator fedavg (the re-calibrating aggregators "
+                    "assume per-coordinate clipping to [-C, C])"
+                )
             if privacy.report_dims:
                 raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
             check_epsilon(privacy.epsilon)
@@ -296,13 +310,15 @@ class Config:
         try:
             failing = self.failing_partitions
         except ValueError:
-            raise LDPValueError(f"fail-clients must be comma-separated partition ids, got {fed.fail_clients!r}") from None
+            raise LDPValueError(
+                f"fail-clients must be comma-separated partition ids, got {fed.fail_clients!r}"
+            ) from None
         if any(not 0 <= pid < fed.clients for pid in failing):
             raise LDPValueError(f"fail-clients ids must be in [0, {fed.clients - 1}], got {fed.fail_clients!r}")
         return self
 
 
-def _check_node_reply(config: "Config") -> None:
+def _check_node_reply(config: Config) -> None:
     """node-reply sum (spec: scale.md, Design): only where the server needs no client's own reply:
     the tuple tasks (the server adds the clients' report sums whatever the aggregator) and training
     with the plain weighted mean (mean, fedavg); the re-calibrating aggregators of training model
@@ -310,29 +326,35 @@ def _check_node_reply(config: "Config") -> None:
     reply = config.federation.node_reply
     _choice("node-reply", reply, NODE_REPLIES)
     if reply == "sum" and config.run.task == "train" and config.aggregation.aggregator not in ("mean", FEDAVG):
-        raise LDPValueError(f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
-                            "re-calibrates from each client's update, which a summed reply does not carry "
-                            "(use --node-reply clients)")
+        raise LDPValueError(
+            f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
+            "re-calibrates from each client's update, which a summed reply does not carry "
+            "(use --node-reply clients)"
+        )
 
 
-def _check_ldpvec(config: "Config") -> None:
+def _check_ldpvec(config: Config) -> None:
     """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg (issue 13)."""
     import ldpfed.mechanisms as mechanisms
 
     privacy = config.privacy
     if not config.noisy or config.gradient_noise:
-        raise LDPValueError(f"--perturbation ldpvec needs a scalar base mechanism ({', '.join(mechanisms.available())}), "
-                            f"got {privacy.mechanism!r}")
+        raise LDPValueError(
+            f"--perturbation ldpvec needs a scalar base mechanism ({', '.join(mechanisms.available())}), "
+            f"got {privacy.mechanism!r}"
+        )
     mechanisms.get_class(privacy.mechanism)
     check_epsilon(privacy.epsilon)
     if config.aggregation.aggregator not in LDPVEC_AGGREGATORS:
-        raise LDPValueError(f"--perturbation ldpvec needs --aggregator mean or fedavg (no per-coordinate noise model "
-                            f"for {config.aggregation.aggregator!r}); got {config.aggregation.aggregator!r}")
+        raise LDPValueError(
+            f"--perturbation ldpvec needs --aggregator mean or fedavg (no per-coordinate noise model "
+            f"for {config.aggregation.aggregator!r}); got {config.aggregation.aggregator!r}"
+        )
     if privacy.report_dims:
         raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
 
 
-def _check_perturbation_options(config: "Config") -> None:
+def _check_perturbation_options(config: Config) -> None:
     """The perturbation's options, checked for every task (a malformed value is an error even where
     it does not apply, issue 11, item 10)."""
     from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS

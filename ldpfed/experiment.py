@@ -30,16 +30,16 @@ Flower path, which collects the same `ReportSums` from clients.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.analysis import ColumnMoments, predict
 from ldpfed.aggregation.base import Recalibrated, check_alpha, check_l2_reference
+from ldpfed.analysis import ColumnMoments, predict
 from ldpfed.deviation import DEVIATION_SOURCES, DeviationModel
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.multidim import (
@@ -227,12 +227,21 @@ def run_mean_experiment(
     secret = seeds.client_secrets(seed, 1)[0]
     run_rows, predicted = [], {}
     for choice, epsilon, choice_delta, mechanism in configurations:
-        prediction = predict(choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options)
+        prediction = predict(
+            choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options
+        )
         predicted[(choice.label, epsilon)] = prediction.mse
         model = prediction.deviation_model() if deviation == "model" else "plug-in"
         client = MeanClient(table, mechanism, report_dims, secret, chunk_users=resolved_chunk)
-        server = MeanServer(mechanism, dims, 1, [a.name for a in aggregator_objects], alpha=alpha,
-                            l2_reference=l2_reference, deviation=model)
+        server = MeanServer(
+            mechanism,
+            dims,
+            1,
+            [a.name for a in aggregator_objects],
+            alpha=alpha,
+            l2_reference=l2_reference,
+            deviation=model,
+        )
         for repeat in range(repeats):
             server_round = repeat + 1
             server.configure_round(server_round)

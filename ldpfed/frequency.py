@@ -56,9 +56,7 @@ def check_categories(categories, k: int, name: str = "categories") -> np.ndarray
         if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
             raise LDPValueError(f"{name} must be integer codes in 0..{k - 1}; found non-integers, NaN or inf")
     if array.min() < 0 or array.max() > k - 1:
-        raise LDPValueError(
-            f"{name} must lie in 0..{k - 1} (k={k}); found range [{array.min()}, {array.max()}]"
-        )
+        raise LDPValueError(f"{name} must lie in 0..{k - 1} (k={k}); found range [{array.min()}, {array.max()}]")
     return array.astype(np.int64)
 
 
@@ -302,8 +300,9 @@ def frequency_oracle(name: str, epsilon: float, k: int, **options) -> FrequencyO
         if not isinstance(mechanism, str):
             raise LDPValueError(f"mechanism must be a name from {mechanisms.available()}, got {mechanism!r}")
         # Validate the total delta before halving it (delta=1.5 must fail, not become 0.75).
-        delta = check_delta(options.pop("delta", None),
-                            approximate=mechanisms.get_class(mechanism).approximate, mechanism=mechanism)
+        delta = check_delta(
+            options.pop("delta", None), approximate=mechanisms.get_class(mechanism).approximate, mechanism=mechanism
+        )
         entry = mechanisms.get(mechanism, epsilon / 2, None if delta is None else delta / 2, **options)
         return HistogramEncoding(epsilon, k, entry)
     if key in ("grr", "oue"):

@@ -16,8 +16,8 @@ prediction is the model's approximation of it. The simplex projection has no pre
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -49,15 +49,24 @@ class FrequencyExperimentResult:
     config: dict
 
 
-def build_oracles(names: Sequence[str], epsilons: Sequence[float], categories, report_dims: int,
-                  delta: float | None, options: dict[str, dict]) -> list[AttributeOracles]:
+def build_oracles(
+    names: Sequence[str],
+    epsilons: Sequence[float],
+    categories,
+    report_dims: int,
+    delta: float | None,
+    options: dict[str, dict],
+) -> list[AttributeOracles]:
     """Every (mechanism, epsilon) configuration, built before any work (a bad option fails first)."""
     built = []
     for name in names:
         approximate_delta = delta if _is_approximate(name) else None
         for epsilon in epsilons:
-            built.append(AttributeOracles.build(name, epsilon, categories, report_dims, approximate_delta,
-                                                **options.get(name, {})))
+            built.append(
+                AttributeOracles.build(
+                    name, epsilon, categories, report_dims, approximate_delta, **options.get(name, {})
+                )
+            )
     return built
 
 
@@ -102,8 +111,12 @@ def run_frequency_experiment(
     configurations = build_oracles(names, eps_list, data.categories, m, delta, options or {})
     truth = data.frequencies()
     secret = seeds.client_secrets(seed, 1)[0]
-    elementwise = {a.name: a for a in aggregation.get_many([n for n in aggregator_names if n != SIMPLEX],
-                                                           alpha=alpha, l2_reference=l2_reference)}
+    elementwise = {
+        a.name: a
+        for a in aggregation.get_many(
+            [n for n in aggregator_names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference
+        )
+    }
 
     run_rows, predicted, estimates = [], {}, []
     for oracles in configurations:
@@ -111,12 +124,21 @@ def run_frequency_experiment(
         model = prediction.deviation_model()
         for name in aggregator_names:
             predicted[(oracles.name, oracles.epsilon, name)] = (
-                prediction.mse if name == "mean"
-                else math.nan if name == SIMPLEX
-                else recalibrated_mse(elementwise[name], truth, model))
+                prediction.mse
+                if name == "mean"
+                else math.nan
+                if name == SIMPLEX
+                else recalibrated_mse(elementwise[name], truth, model)
+            )
         client = FrequencyClient(data.codes, oracles, secret, chunk_users=chunk_users)
-        server = FrequencyServer(oracles, 1, aggregator_names, alpha=alpha, l2_reference=l2_reference,
-                                 deviation=model if deviation == "model" else "plug-in")
+        server = FrequencyServer(
+            oracles,
+            1,
+            aggregator_names,
+            alpha=alpha,
+            l2_reference=l2_reference,
+            deviation=model if deviation == "model" else "plug-in",
+        )
         collected = {name: [] for name in aggregator_names}
         for repeat in range(repeats):
             server.configure_round(repeat + 1)
@@ -124,9 +146,16 @@ def run_frequency_experiment(
             server.aggregate(repeat + 1, {0: reply}, {})
             for name, estimate in server.outcome.estimates.items():
                 collected[name].append(estimate)
-                run_rows.append({"mechanism": oracles.name, "oracle": oracles.kind, "epsilon": oracles.epsilon,
-                                 "aggregator": name, "repeat": repeat,
-                                 "mse": float(np.mean((estimate - truth) ** 2))})
+                run_rows.append(
+                    {
+                        "mechanism": oracles.name,
+                        "oracle": oracles.kind,
+                        "epsilon": oracles.epsilon,
+                        "aggregator": name,
+                        "repeat": repeat,
+                        "mse": float(np.mean((estimate - truth) ** 2)),
+                    }
+                )
             if progress is not None:
                 progress()
         for name, rows in collected.items():
@@ -136,11 +165,22 @@ def run_frequency_experiment(
     runs = pd.DataFrame(run_rows)
     summary = _summarize(runs, predicted)
     config = {
-        "task": "frequency", "mechanisms": [c.describe() for c in configurations[:: len(eps_list)]],
-        "epsilons": eps_list, "aggregators": aggregator_names, "users": data.users,
-        "attributes": data.attributes, "categories": data.categories.tolist(), "report_dims": m,
-        "delta": delta, "deviation": deviation, "alpha": alpha, "l2_reference": l2_reference,
-        "repeats": repeats, "seed": seed, "chunk_users": chunk_users, "data": data.source,
+        "task": "frequency",
+        "mechanisms": [c.describe() for c in configurations[:: len(eps_list)]],
+        "epsilons": eps_list,
+        "aggregators": aggregator_names,
+        "users": data.users,
+        "attributes": data.attributes,
+        "categories": data.categories.tolist(),
+        "report_dims": m,
+        "delta": delta,
+        "deviation": deviation,
+        "alpha": alpha,
+        "l2_reference": l2_reference,
+        "repeats": repeats,
+        "seed": seed,
+        "chunk_users": chunk_users,
+        "data": data.source,
         "attribute_names": list(data.names),
     }
     return FrequencyExperimentResult(runs, summary, pd.concat(estimates, ignore_index=True), config)
@@ -148,15 +188,19 @@ def run_frequency_experiment(
 
 def _frequency_rows(data: CategoricalData, oracles: AttributeOracles, aggregator: str, truth, stacked) -> pd.DataFrame:
     attribute = oracles.attribute_of_entry
-    return pd.DataFrame({
-        "mechanism": oracles.name, "epsilon": oracles.epsilon, "aggregator": aggregator,
-        "attribute": [data.names[j] for j in attribute],
-        "category": [label for labels in data.labels for label in labels],
-        "true_frequency": truth,
-        "estimate": stacked.mean(axis=0),
-        "estimate_sd": stacked.std(axis=0, ddof=1) if len(stacked) > 1 else np.zeros(len(truth)),
-        "first_estimate": stacked[0],
-    })
+    return pd.DataFrame(
+        {
+            "mechanism": oracles.name,
+            "epsilon": oracles.epsilon,
+            "aggregator": aggregator,
+            "attribute": [data.names[j] for j in attribute],
+            "category": [label for labels in data.labels for label in labels],
+            "true_frequency": truth,
+            "estimate": stacked.mean(axis=0),
+            "estimate_sd": stacked.std(axis=0, ddof=1) if len(stacked) > 1 else np.zeros(len(truth)),
+            "first_estimate": stacked[0],
+        }
+    )
 
 
 def _summarize(runs: pd.DataFrame, predicted: dict) -> pd.DataFrame:
@@ -164,6 +208,7 @@ def _summarize(runs: pd.DataFrame, predicted: dict) -> pd.DataFrame:
     summary = runs.groupby(keys, sort=False)["mse"].agg(mse="mean", mse_std="std", repeats="count").reset_index()
     summary["mse_std"] = summary["mse_std"].fillna(0.0)
     summary["mse_se"] = summary["mse_std"] / np.sqrt(summary["repeats"])
-    summary["predicted_mse"] = [predicted[(m, e, a)] for m, e, a in
-                                zip(summary["mechanism"], summary["epsilon"], summary["aggregator"])]
+    summary["predicted_mse"] = [
+        predicted[(m, e, a)] for m, e, a in zip(summary["mechanism"], summary["epsilon"], summary["aggregator"])
+    ]
     return summary

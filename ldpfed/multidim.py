@@ -91,7 +91,7 @@ class ReportSums:
     total_sq: np.ndarray
     users: int
 
-    def __add__(self, other: "ReportSums") -> "ReportSums":
+    def __add__(self, other: ReportSums) -> ReportSums:
         return ReportSums(
             self.count + other.count,
             self.total + other.total,
@@ -100,7 +100,7 @@ class ReportSums:
         )
 
     @classmethod
-    def zeros(cls, dims: int) -> "ReportSums":
+    def zeros(cls, dims: int) -> ReportSums:
         return cls(np.zeros(dims), np.zeros(dims), np.zeros(dims), 0)
 
     @property

@@ -42,11 +42,25 @@ from ldpfed.validation import LDPValueError
 MANIFEST = ".ldpfed-run.json"
 # Files that ldpfed's commands write into an --out directory (compare, compare --task train,
 # simulate): a directory holding any of them holds results of an earlier run.
-RESULT_FILES = frozenset({
-    MANIFEST, "runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png", "rounds.csv",
-    "accuracy_per_round.png", "metrics.csv", "privacy.csv", "privacy.json", "config.toml", "plot.png",
-    "frequencies.csv", "frequencies.png", "mse_per_aggregator.png",
-})
+RESULT_FILES = frozenset(
+    {
+        MANIFEST,
+        "runs.csv",
+        "summary.csv",
+        "summary.json",
+        "mse_vs_epsilon.png",
+        "rounds.csv",
+        "accuracy_per_round.png",
+        "metrics.csv",
+        "privacy.csv",
+        "privacy.json",
+        "config.toml",
+        "plot.png",
+        "frequencies.csv",
+        "frequencies.png",
+        "mse_per_aggregator.png",
+    }
+)
 EXIT_INTERRUPTED = 130
 
 
@@ -133,8 +147,9 @@ def named_path(value, flag: str = "--out"):
     """`value` unchanged, unless it is empty or blank: then an error, since Path("") is the current
     directory and `--out ""` (e.g. an unset shell variable) would write results there."""
     if value is not None and not str(value).strip():
-        raise LDPValueError(f"{flag} is empty; give a directory ('.' for the current one), or leave {flag} out "
-                            "to write no files")
+        raise LDPValueError(
+            f"{flag} is empty; give a directory ('.' for the current one), or leave {flag} out to write no files"
+        )
     return value
 
 
@@ -146,7 +161,7 @@ class OutputDir:
         self.written: list[str] = []
 
     @classmethod
-    def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> "OutputDir":
+    def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> OutputDir:
         """Check `out` before any work (see the module docstring); None: write nothing."""
         if out is None:
             return cls(None, overwrite=overwrite, command=command, flag=flag)
@@ -204,7 +219,7 @@ class OutputDir:
             return f"interrupted; nothing written to {self.path}"
         return f"interrupted; {self.path} holds complete {', '.join(self.written)} (written before the interrupt)"
 
-    def __enter__(self) -> "OutputDir":
+    def __enter__(self) -> OutputDir:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
@@ -219,7 +234,7 @@ class OutputFile:
         self.path, self.flag, self.written = path, flag, False
 
     @classmethod
-    def prepare(cls, path, *, overwrite: bool = False, flag: str = "--output") -> "OutputFile":
+    def prepare(cls, path, *, overwrite: bool = False, flag: str = "--output") -> OutputFile:
         if path is None or str(path) == "":
             return cls(None, flag)
         path = Path(path)
@@ -237,7 +252,7 @@ class OutputFile:
         _commit(_stage(self.path.parent, {self.path.name: content}))
         self.written = True
 
-    def __enter__(self) -> "OutputFile":
+    def __enter__(self) -> OutputFile:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:

@@ -122,15 +122,19 @@ def _check_population(budgets, regions_low, regions_high, users: int | None = No
 
 
 def group_users(
-    budgets, regions_low, regions_high, mechanism: str, *, delta: float | None = None,
-    users: int | None = None, **options
+    budgets,
+    regions_low,
+    regions_high,
+    mechanism: str,
+    *,
+    delta: float | None = None,
+    users: int | None = None,
+    **options,
 ) -> tuple[list[PLDPGroup], np.ndarray]:
     """The distinct (budget, region) groups and each user's group index (labels, shape (n,))."""
     budgets, low, high = _check_population(budgets, regions_low, regions_high, users)
     keys, labels = np.unique(np.column_stack([budgets, low, high]), axis=0, return_inverse=True)
-    groups = [
-        PLDPGroup(mechanisms.get(mechanism, e, delta, **options), float(a), float(b)) for e, a, b in keys
-    ]
+    groups = [PLDPGroup(mechanisms.get(mechanism, e, delta, **options), float(a), float(b)) for e, a, b in keys]
     return groups, labels.reshape(-1)
 
 
@@ -142,8 +146,15 @@ def _check_user_values(values) -> np.ndarray:
 
 
 def perturb_personalized(
-    values, budgets, regions_low, regions_high, mechanism: str, rng: np.random.Generator,
-    *, delta: float | None = None, **options
+    values,
+    budgets,
+    regions_low,
+    regions_high,
+    mechanism: str,
+    rng: np.random.Generator,
+    *,
+    delta: float | None = None,
+    **options,
 ) -> np.ndarray:
     """Each user's report on the data scale, perturbed within her region at her budget."""
     if not isinstance(rng, np.random.Generator):
@@ -167,8 +178,15 @@ def perturb_personalized(
 
 
 def estimate_mean(
-    reports, budgets, regions_low, regions_high, mechanism: str, *, delta: float | None = None,
-    debiased: bool = True, **options
+    reports,
+    budgets,
+    regions_low,
+    regions_high,
+    mechanism: str,
+    *,
+    delta: float | None = None,
+    debiased: bool = True,
+    **options,
 ) -> float:
     """Overall mean sum_z n_z mean_z / n; unbiased when `debiased`, the thesis' plain mean otherwise."""
     y = np.asarray(reports, dtype=float)
@@ -183,8 +201,15 @@ def estimate_mean(
 
 
 def group_statistics(
-    values, budgets, regions_low, regions_high, mechanism: str, *, delta: float | None = None,
-    debiased: bool = True, **options
+    values,
+    budgets,
+    regions_low,
+    regions_high,
+    mechanism: str,
+    *,
+    delta: float | None = None,
+    debiased: bool = True,
+    **options,
 ) -> list[GroupStatistics]:
     """Per group: r_z, delta_z = mean bias and Var_z = mean per-report variance (data scale)."""
     x = _check_user_values(values)
@@ -194,9 +219,14 @@ def group_statistics(
         members = x[labels == z]
         if np.any((members < group.low) | (members > group.high)):
             raise LDPValueError(f"values must lie in their privacy region [{group.low:g}, {group.high:g}]")
-        statistics.append(GroupStatistics(
-            epsilon=group.epsilon, low=group.low, high=group.high, count=int(members.size),
-            bias=float(np.mean(group.bias(members, debiased=debiased))),
-            variance=float(np.mean(group.variance(members, debiased=debiased))),
-        ))
+        statistics.append(
+            GroupStatistics(
+                epsilon=group.epsilon,
+                low=group.low,
+                high=group.high,
+                count=int(members.size),
+                bias=float(np.mean(group.bias(members, debiased=debiased))),
+                variance=float(np.mean(group.variance(members, debiased=debiased))),
+            )
+        )
     return statistics

@@ -148,9 +148,7 @@ def check_values(
     NaN and inf always raise (clipping them would invent data).
     """
     if out_of_domain not in OUT_OF_DOMAIN_POLICIES:
-        raise LDPValueError(
-            f"out_of_domain must be one of {OUT_OF_DOMAIN_POLICIES}, got {out_of_domain!r}"
-        )
+        raise LDPValueError(f"out_of_domain must be one of {OUT_OF_DOMAIN_POLICIES}, got {out_of_domain!r}")
     array = np.asarray(values, dtype=float)
     if not array.size:
         return array

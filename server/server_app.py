@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
@@ -24,8 +24,14 @@ from ldpfed.validation import LDPValueError
 from server.strategy import LDPStrategy, StoppableGrid, flower_fedavg
 
 
-def make_server_app(half, clients: int, rounds: int, on_round: Callable[[int, dict], None],
-                    stop: threading.Event | None = None, done: threading.Event | None = None) -> ServerApp:
+def make_server_app(
+    half,
+    clients: int,
+    rounds: int,
+    on_round: Callable[[int, dict], None],
+    stop: threading.Event | None = None,
+    done: threading.Event | None = None,
+) -> ServerApp:
     """A ServerApp running `half` for `rounds` rounds over `clients` partitions. `stop` (set by the
     harness on Ctrl-C) ends it between pulls (`StoppableGrid`); it sets `done` when it returns."""
     server_app = ServerApp()
@@ -79,7 +85,8 @@ def main(grid: Grid, context: Context) -> None:
     except LDPValueError as error:
         raise RunFailed(str(error)) from None
     LDPStrategy(half, config.federation.clients, lambda r, metrics: session.after_round(r, metrics, {})).run(
-        grid, config.run.rounds)
+        grid, config.run.rounds
+    )
     summary = session.finish()
     print(f"ldpfed: {summary}")
     if summary["clients_replied_total"] == 0:

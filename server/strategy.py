@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -38,15 +38,19 @@ def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SE
         new = [node for node in grid.get_node_ids() if node not in asked]
         if not new:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(mapping)} of {expected} clients were hosted by the "
-                                   f"{len(asked)} Flower nodes connected within {timeout:.0f}s")
+                raise RuntimeError(
+                    f"only {len(mapping)} of {expected} clients were hosted by the "
+                    f"{len(asked)} Flower nodes connected within {timeout:.0f}s"
+                )
             time.sleep(0.05)
             continue
         asked.update(new)
         queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in new]
         for reply in grid.send_and_receive(queries):
             if reply.has_error():
-                raise RuntimeError(f"node {reply.metadata.src_node_id} did not report its partition ids: {reply.error.reason}")
+                raise RuntimeError(
+                    f"node {reply.metadata.src_node_id} did not report its partition ids: {reply.error.reason}"
+                )
             for pid in reply.content["partition"]["partition-ids"]:
                 if int(pid) in mapping:
                     raise RuntimeError(f"partition {pid} is hosted by two nodes")
@@ -112,7 +116,9 @@ class LDPStrategy(Strategy):
         self.nodes: dict[int, int] | None = None
         self.metrics: dict = {}
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         """One message per node hosting sampled clients, listing them (ldpfed.protocols.nodes)."""
         if self.nodes is None:
             self.nodes = discover_partitions(grid, self.clients)
@@ -120,10 +126,19 @@ class LDPStrategy(Strategy):
         self._planned: dict[int, list[int]] = {}
         for pid in plan.partitions:
             self._planned.setdefault(self.nodes[pid], []).append(pid)
-        return [Message(node_round_record(server_round, plan.broadcast, pids), dst_node_id=node,
-                        message_type="train", group_id=str(server_round)) for node, pids in self._planned.items()]
+        return [
+            Message(
+                node_round_record(server_round, plan.broadcast, pids),
+                dst_node_id=node,
+                message_type="train",
+                group_id=str(server_round),
+            )
+            for node, pids in self._planned.items()
+        ]
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Each node's reply unpacked into its clients' replies and failures; an error reply is the
         failure of every client the node was asked for (a missing one too: `participation`). A
         summed reply (`node-reply sum`) goes to the half with the other nodes' sums."""
@@ -140,7 +155,9 @@ class LDPStrategy(Strategy):
         self.metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
         return None, numeric(self.metrics)
 
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         return []  # the server evaluates (evaluate_fn); clients evaluate nothing
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
@@ -167,6 +184,8 @@ def flower_fedavg(updates: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     sample counts: the `fedavg` aggregator's baseline."""
     from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
-    records = [RecordDict({"update": ArrayRecord([row]), "metrics": MetricRecord({"num-examples": float(n)})})
-               for row, n in zip(updates, sizes)]
+    records = [
+        RecordDict({"update": ArrayRecord([row]), "metrics": MetricRecord({"num-examples": float(n)})})
+        for row, n in zip(updates, sizes)
+    ]
     return aggregate_arrayrecords(records, "num-examples").to_numpy_ndarrays()[0]

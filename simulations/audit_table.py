@@ -104,7 +104,7 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
     ]
     if not safe_available:
         lines += [
-            "**Pending:** the floating-point-safe samplers (`sampler=\"safe\"`, issue 12 part 1) are not on "
+            '**Pending:** the floating-point-safe samplers (`sampler="safe"`, issue 12 part 1) are not on '
             "this branch yet, so only the continuous samplers (the current ones) are audited here. Rerun "
             "this script once they are merged.",
             "",
@@ -131,11 +131,13 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
         "## Reading",
         "",
         f"{len(failed)} of {len(frame)} audits refute their claim. "
-        + ("Every failure comes from a floating-point event: the real-valued events never exceed the "
-           "claim, so those samplers follow their densities and break only through the floats they emit "
-           "(Mironov 2012; mechanisms.md, Floating-point safety)."
-           if len(failed) and (failed.epsilon_lower_real_valued.fillna(0) <= failed.claimed_epsilon).all()
-           else ""),
+        + (
+            "Every failure comes from a floating-point event: the real-valued events never exceed the "
+            "claim, so those samplers follow their densities and break only through the floats they emit "
+            "(Mironov 2012; mechanisms.md, Floating-point safety)."
+            if len(failed) and (failed.epsilon_lower_real_valued.fillna(0) <= failed.claimed_epsilon).all()
+            else ""
+        ),
         "The vector Gaussian is audited on real-valued events only (it is the reference for the "
         "vector event families; its float output is not floating-point safe either).",
         "",
@@ -168,12 +170,18 @@ def main() -> None:
             continue
         rows.append(summarize(result, time.perf_counter() - begun))
         details.append(result.to_dict())
-        console.print(f"[{index}/{len(jobs)}] {result.mechanism} ({result.sampler}) eps={epsilon:g}: "
-                      f"eps_lower={result.epsilon_lower:.3f} {result.verdict}", highlight=False, markup=False)
+        console.print(
+            f"[{index}/{len(jobs)}] {result.mechanism} ({result.sampler}) eps={epsilon:g}: "
+            f"eps_lower={result.epsilon_lower:.3f} {result.verdict}",
+            highlight=False,
+            markup=False,
+        )
     seconds = time.perf_counter() - started
     frame = pd.DataFrame(rows)
-    command = ("python simulations/audit_table.py " + f"--epsilons {args.epsilons} --delta {args.delta:g} "
-               f"--samples {args.samples} --seed {args.seed} --confidence {args.confidence:g}")
+    command = (
+        "python simulations/audit_table.py " + f"--epsilons {args.epsilons} --delta {args.delta:g} "
+        f"--samples {args.samples} --seed {args.seed} --confidence {args.confidence:g}"
+    )
     write_table(args.out / "audit.csv", frame)
     write_json(args.out / "audit.json", {"command": command, "audits": details})
     write_text(args.doc, markdown(frame, command, has_sampler_option("laplace"), seconds, unavailable))

@@ -8,7 +8,6 @@ flags and the fields agree); `--config FILE` reads a TOML file of the same optio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,62 +31,141 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def simulate(
-    config_file: Optional[Path] = typer.Option(None, "--config", help="TOML file of options, one table per section (flags override it)."),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="TOML file of options, one table per section (flags override it)."
+    ),
     # [run]
-    task: Optional[str] = typer.Option(None, help="mean | train | frequency (categorical attributes; --dims is then the attributes d)."),
-    rounds: Optional[int] = typer.Option(None, help="Federated rounds."),
-    seed: Optional[int] = typer.Option(None, help="Run seed: the data, the server's seed and every client's secret derive from it."),
-    engine: Optional[str] = typer.Option(None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."),
-    fresh_noise: Optional[bool] = typer.Option(None, "--fresh-noise/--no-fresh-noise", help="Clients draw their noise from OS entropy instead of secrets spawned from --seed."),
+    task: str | None = typer.Option(
+        None, help="mean | train | frequency (categorical attributes; --dims is then the attributes d)."
+    ),
+    rounds: int | None = typer.Option(None, help="Federated rounds."),
+    seed: int | None = typer.Option(
+        None, help="Run seed: the data, the server's seed and every client's secret derive from it."
+    ),
+    engine: str | None = typer.Option(
+        None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."
+    ),
+    fresh_noise: bool | None = typer.Option(
+        None,
+        "--fresh-noise/--no-fresh-noise",
+        help="Clients draw their noise from OS entropy instead of secrets spawned from --seed.",
+    ),
     # [data]
-    data: Optional[str] = typer.Option(None, help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits)."),
-    data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
-    users: Optional[int] = typer.Option(None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."),
-    dims: Optional[int] = typer.Option(None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."),
-    domain: Optional[str] = typer.Option(None, help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale)."),
-    header: Optional[bool] = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
-    out_of_domain: Optional[str] = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
-    categories: Optional[str] = typer.Option(None, help="frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts."),
-    partition: Optional[str] = typer.Option(None, help="train: iid | k-classes | dirichlet."),
-    classes_per_client: Optional[int] = typer.Option(None, help="k for --partition k-classes."),
-    dirichlet_alpha: Optional[float] = typer.Option(None, help="alpha for --partition dirichlet."),
+    data: str | None = typer.Option(
+        None,
+        help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits).",
+    ),
+    data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
+    users: int | None = typer.Option(
+        None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."
+    ),
+    dims: int | None = typer.Option(
+        None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."
+    ),
+    domain: str | None = typer.Option(
+        None,
+        help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale).",
+    ),
+    header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
+    out_of_domain: str | None = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
+    categories: str | None = typer.Option(
+        None, help="frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts."
+    ),
+    partition: str | None = typer.Option(None, help="train: iid | k-classes | dirichlet."),
+    classes_per_client: int | None = typer.Option(None, help="k for --partition k-classes."),
+    dirichlet_alpha: float | None = typer.Option(None, help="alpha for --partition dirichlet."),
     # [federation]
-    clients: Optional[int] = typer.Option(None, help="Number of simulated clients (each with its own data, secret and privacy ledger)."),
-    fraction: Optional[float] = typer.Option(None, help="train: fraction of clients sampled per round."),
-    cpus: Optional[int] = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
-    cpus_per_client: Optional[float] = typer.Option(None, help="CPUs Ray reserves per node (a Flower node hosts a cohort of clients)."),
-    fail_clients: Optional[str] = typer.Option(None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."),
-    nodes: Optional[int] = typer.Option(None, help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node)."),
-    device: Optional[str] = typer.Option(None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."),
-    gpus_per_node: Optional[float] = typer.Option(None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."),
-    node_reply: Optional[str] = typer.Option(None, help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report counts)."),
+    clients: int | None = typer.Option(
+        None, help="Number of simulated clients (each with its own data, secret and privacy ledger)."
+    ),
+    fraction: float | None = typer.Option(None, help="train: fraction of clients sampled per round."),
+    cpus: int | None = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
+    cpus_per_client: float | None = typer.Option(
+        None, help="CPUs Ray reserves per node (a Flower node hosts a cohort of clients)."
+    ),
+    fail_clients: str | None = typer.Option(
+        None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."
+    ),
+    nodes: int | None = typer.Option(
+        None,
+        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node).",
+    ),
+    device: str | None = typer.Option(
+        None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."
+    ),
+    gpus_per_node: float | None = typer.Option(
+        None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."
+    ),
+    node_reply: str | None = typer.Option(
+        None,
+        help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report counts).",
+    ),
     # [privacy]
-    mechanism: Optional[str] = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
-    epsilon: Optional[float] = typer.Option(None, help="Budget per user and round (mean) or per client and round (train)."),
-    delta: Optional[float] = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
-    report_dims: Optional[int] = typer.Option(None, help="Dimensions each user/client reports, m (0 = all for mean, Wang's m for train)."),
-    max_epsilon: Optional[float] = typer.Option(None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."),
-    accountant: Optional[str] = typer.Option(None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."),
+    mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
+    epsilon: float | None = typer.Option(
+        None, help="Budget per user and round (mean) or per client and round (train)."
+    ),
+    delta: float | None = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
+    report_dims: int | None = typer.Option(
+        None, help="Dimensions each user/client reports, m (0 = all for mean, Wang's m for train)."
+    ),
+    max_epsilon: float | None = typer.Option(
+        None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."
+    ),
+    accountant: str | None = typer.Option(
+        None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."
+    ),
     # [aggregation]
-    aggregator: Optional[str] = typer.Option(None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."),
-    alpha: Optional[float] = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: Optional[str] = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
+    aggregator: str | None = typer.Option(
+        None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
+    ),
+    alpha: float | None = typer.Option(None, help="Confidence level of the aggregator."),
+    deviation: str | None = typer.Option(
+        None, help="train: deviation model of the re-calibration, plug-in | model."
+    ),
     # [training]
-    model: Optional[str] = typer.Option(None, help="train: logreg | mlp | cnn."),
-    local_steps: Optional[int] = typer.Option(None, help="train: local SGD steps per round, E."),
-    lr: Optional[float] = typer.Option(None, help="train: client learning rate."),
-    batch_size: Optional[int] = typer.Option(None, help="train: client minibatch size."),
-    clip: Optional[float] = typer.Option(None, help="train: clipping bound C of a client update (per coordinate; L2 for gradient noises and ldpvec)."),
-    perturbation: Optional[str] = typer.Option(None, help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer)."),
-    beta: Optional[float] = typer.Option(None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."),
-    window: Optional[str] = typer.Option(None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."),
-    magnitude: Optional[str] = typer.Option(None, help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private)."),
-    rotation: Optional[str] = typer.Option(None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."),
-    chunk_clients: Optional[int] = typer.Option(None, help="train: clients a node trains at once (0 = as many as a 512 MiB working memory allows)."),
+    model: str | None = typer.Option(None, help="train: logreg | mlp | cnn."),
+    local_steps: int | None = typer.Option(None, help="train: local SGD steps per round, E."),
+    lr: float | None = typer.Option(None, help="train: client learning rate."),
+    batch_size: int | None = typer.Option(None, help="train: client minibatch size."),
+    clip: float | None = typer.Option(
+        None, help="train: clipping bound C of a client update (per coordinate; L2 for gradient noises and ldpvec)."
+    ),
+    perturbation: str | None = typer.Option(
+        None,
+        help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer).",
+    ),
+    beta: float | None = typer.Option(
+        None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."
+    ),
+    window: str | None = typer.Option(
+        None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."
+    ),
+    magnitude: str | None = typer.Option(
+        None,
+        help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private).",
+    ),
+    rotation: str | None = typer.Option(
+        None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."
+    ),
+    chunk_clients: int | None = typer.Option(
+        None, help="train: clients a node trains at once (0 = as many as a 512 MiB working memory allows)."
+    ),
     # [output]
-    out: Optional[str] = typer.Option(None, help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."),
-    overwrite: Optional[bool] = typer.Option(None, "--overwrite/--no-overwrite", help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."),
-    diagnostics: Optional[bool] = typer.Option(None, "--diagnostics/--no-diagnostics", help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server)."),
+    out: str | None = typer.Option(
+        None,
+        help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work).",
+    ),
+    overwrite: bool | None = typer.Option(
+        None,
+        "--overwrite/--no-overwrite",
+        help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused.",
+    ),
+    diagnostics: bool | None = typer.Option(
+        None,
+        "--diagnostics/--no-diagnostics",
+        help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server).",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
 ) -> None:
@@ -108,7 +186,11 @@ def simulate(
     try:
         summary = run(config, progress, output=output, verbose=verbose)
     except Interrupted as stop:
-        where = f"; results of the finished rounds in {config.output.out}/" if config.output.out and stop.summary["rounds_finished"] else ""
+        where = (
+            f"; results of the finished rounds in {config.output.out}/"
+            if config.output.out and stop.summary["rounds_finished"]
+            else ""
+        )
         error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
     if json_output:
@@ -116,6 +198,9 @@ def simulate(
     else:
         progress.print_summary(summary)
     if summary["clients_replied_total"] == 0:
-        error_console.print(f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",
-                            highlight=False, soft_wrap=True)
+        error_console.print(
+            f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(code=1)

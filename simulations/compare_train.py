@@ -22,7 +22,7 @@ Design decisions:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -44,13 +44,41 @@ DEFAULTS = {
 # compare's options that are simulate options of the same name (ldpfed.config.OPTIONS; checked
 # by tests/test_config.py).
 PASS_THROUGH = (
-    "model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
-    "engine", "deviation", "alpha", "delta", "report_dims", "cpus", "data_dir", "data", "nodes", "device",
+    "model",
+    "clients",
+    "rounds",
+    "local_steps",
+    "lr",
+    "batch_size",
+    "clip",
+    "partition",
+    "fraction",
+    "engine",
+    "deviation",
+    "alpha",
+    "delta",
+    "report_dims",
+    "cpus",
+    "data_dir",
+    "data",
+    "nodes",
+    "device",
 )
 RUN_COLUMNS = [
-    "mechanism", "epsilon", "aggregator", "repeat", "seed", "final_accuracy", "best_accuracy", "final_loss",
-    "noise_measured_over_predicted", "mean_predicted_squared_distance", "mean_measured_squared_distance",
-    "mean_applied_squared_distance", "engine", "seconds",
+    "mechanism",
+    "epsilon",
+    "aggregator",
+    "repeat",
+    "seed",
+    "final_accuracy",
+    "best_accuracy",
+    "final_loss",
+    "noise_measured_over_predicted",
+    "mean_predicted_squared_distance",
+    "mean_measured_squared_distance",
+    "mean_applied_squared_distance",
+    "engine",
+    "seconds",
 ]
 
 
@@ -60,8 +88,9 @@ def repeat_seeds(seed: int, repeats: int) -> list[int]:
     return [int(child.generate_state(1)[0]) for child in np.random.SeedSequence(seed).spawn(repeats)]
 
 
-def plan(base: Config, mechanisms: list[str], epsilons: list[float], aggregators: list[str],
-         repeats: int, seed: int) -> list[tuple[dict, Config]]:
+def plan(
+    base: Config, mechanisms: list[str], epsilons: list[float], aggregators: list[str], repeats: int, seed: int
+) -> list[tuple[dict, Config]]:
     """[(labels, config)] for every federation of the sweep, each config validated."""
     runs = []
     for repeat, run_seed in enumerate(repeat_seeds(seed, repeats)):
@@ -69,12 +98,22 @@ def plan(base: Config, mechanisms: list[str], epsilons: list[float], aggregators
             budgets = [None] if mechanism == NO_MECHANISM else epsilons
             for epsilon in budgets:
                 for aggregator in aggregators:
-                    config = base.with_options({
-                        "task": "train", "mechanism": mechanism, "aggregator": aggregator, "seed": run_seed,
+                    config = base.with_options(
+                        {
+                            "task": "train",
+                            "mechanism": mechanism,
+                            "aggregator": aggregator,
+                            "seed": run_seed,
+                            "epsilon": epsilon,
+                        }
+                    ).validated()
+                    labels = {
+                        "mechanism": mechanism,
                         "epsilon": epsilon,
-                    }).validated()
-                    labels = {"mechanism": mechanism, "epsilon": epsilon, "aggregator": aggregator,
-                              "repeat": repeat, "seed": run_seed}
+                        "aggregator": aggregator,
+                        "repeat": repeat,
+                        "seed": run_seed,
+                    }
                     runs.append((labels, config))
     return runs
 
@@ -126,9 +165,12 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     frame = runs.assign(epsilon=runs["epsilon"].astype(float).fillna(-1.0))  # groupby drops NaN keys
     grouped = frame.groupby(keys, sort=False)
     summary = grouped.agg(
-        final_accuracy=("final_accuracy", "mean"), final_accuracy_std=("final_accuracy", "std"),
-        best_accuracy=("best_accuracy", "mean"), best_accuracy_std=("best_accuracy", "std"),
-        final_loss=("final_loss", "mean"), final_loss_std=("final_loss", "std"),
+        final_accuracy=("final_accuracy", "mean"),
+        final_accuracy_std=("final_accuracy", "std"),
+        best_accuracy=("best_accuracy", "mean"),
+        best_accuracy_std=("best_accuracy", "std"),
+        final_loss=("final_loss", "mean"),
+        final_loss_std=("final_loss", "std"),
         noise_measured_over_predicted=("noise_measured_over_predicted", "mean"),
         mean_predicted_squared_distance=("mean_predicted_squared_distance", "mean"),
         mean_applied_squared_distance=("mean_applied_squared_distance", "mean"),
@@ -181,8 +223,11 @@ def results_table(summary: pd.DataFrame, title: str):
         cells = []
         for name in aggregators:
             row = by_name.get(name)
-            cells.append("-" if row is None else
-                         f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n({row.best_accuracy:.3f}) [{row.final_loss:.3g}]")
+            cells.append(
+                "-"
+                if row is None
+                else f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n({row.best_accuracy:.3f}) [{row.final_loss:.3g}]"
+            )
         table.add_row(mechanism, "-" if pd.isna(epsilon) else f"{epsilon:g}", *cells)
     return table
 
@@ -208,7 +253,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
         axis.set_title(mechanism if epsilon < 0 else f"{mechanism}, eps/round={epsilon:g}", fontsize=9)
         axis.set_xlabel("round")
         axis.grid(True, alpha=0.3)
-    for axis in axes.flat[len(panels):]:
+    for axis in axes.flat[len(panels) :]:
         axis.set_visible(False)
     for axis in axes[:, 0]:
         axis.set_ylabel("test accuracy")
@@ -249,8 +294,14 @@ def compare_train(options: dict) -> None:
     runs = plan(base, mechanisms, epsilons, aggregators, repeats, seed)  # validates every federation
 
     # A bar on a terminal, else one line per federation (ldpfed.cli.common.progress_steps).
-    texts = iter(" ".join([labels["mechanism"]] + ([f"eps={labels['epsilon']:g}"] if labels["epsilon"] is not None else [])
-                          + [labels["aggregator"], f"repeat {labels['repeat']} done"]) for labels, _ in runs)
+    texts = iter(
+        " ".join(
+            [labels["mechanism"]]
+            + ([f"eps={labels['epsilon']:g}"] if labels["epsilon"] is not None else [])
+            + [labels["aggregator"], f"repeat {labels['repeat']} done"]
+        )
+        for labels, _ in runs
+    )
     with progress_steps("compare --task train", len(runs)) as advance:
         frame, rounds = run_sweep(runs, lambda: advance(next(texts)))
     summary = summarize(frame)
@@ -258,8 +309,13 @@ def compare_train(options: dict) -> None:
     title = describe(base, repeats)
     if out.enabled:
         out.write(output_files(frame, rounds, summary, rows, base, repeats, seed, title))
-    show_results(rows, lambda: results_table(summary, title), as_json=as_json, out=out.path,
-                 files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"])
+    show_results(
+        rows,
+        lambda: results_table(summary, title),
+        as_json=as_json,
+        out=out.path,
+        files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"],
+    )
 
 
 def describe(base: Config, repeats: int) -> str:

@@ -35,41 +35,107 @@ SAMPLED = 20  # clients per round
 DIMS = {"logreg": 650, "mlp": 15_010, "cnn": 9_840}  # parameters of the models on digits
 SOUND_BEST = ("normalize", "centred", "hadamard")  # ldpfed's sound variant with every remedy on
 THESIS_LIKE = ("split", "fixed", "none")  # the thesis' windows, with the magnitude made sound
-ALL_VARIANTS = tuple((m, w, r) for m in ("split", "normalize") for w in ("fixed", "centred") for r in ("none", "hadamard"))
+ALL_VARIANTS = tuple(
+    (m, w, r) for m in ("split", "normalize") for w in ("fixed", "centred") for r in ("none", "hadamard")
+)
 
 
 def blocks(quick: bool) -> list[dict]:
     """The grid: one block per (model, N, E, rounds), each with its eps values and variants."""
     if quick:
-        return [dict(name="logreg N=20 E=5 (quick)", model="logreg", clients=20, steps=5, rounds=3,
-                     epsilons=(15.3,), variants=(SOUND_BEST,), all_variants_at=None)]
+        return [
+            dict(
+                name="logreg N=20 E=5 (quick)",
+                model="logreg",
+                clients=20,
+                steps=5,
+                rounds=3,
+                epsilons=(15.3,),
+                variants=(SOUND_BEST,),
+                all_variants_at=None,
+            )
+        ]
     return [
-        dict(name="logreg N=100 E=20", model="logreg", clients=100, steps=20, rounds=15,
-             epsilons=(1.5, 4.9, 15.3), variants=(SOUND_BEST, THESIS_LIKE), all_variants_at=(15.3, "gaussian")),
-        dict(name="logreg N=500 E=20", model="logreg", clients=500, steps=20, rounds=15,
-             epsilons=(15.3,), variants=(SOUND_BEST,), all_variants_at=None),
-        dict(name="logreg N=100 E=50", model="logreg", clients=100, steps=50, rounds=15,
-             epsilons=(15.3,), variants=(SOUND_BEST,), all_variants_at=None),
-        dict(name="mlp N=100 E=20", model="mlp", clients=100, steps=20, rounds=15,
-             epsilons=(1.5, 4.9, 15.3), variants=(SOUND_BEST,), all_variants_at=None),
-        dict(name="cnn N=100 E=20 beta=0.05", model="cnn", clients=100, steps=20, rounds=10,
-             epsilons=(15.3, 48.5), variants=(SOUND_BEST, THESIS_LIKE), all_variants_at=None),
+        dict(
+            name="logreg N=100 E=20",
+            model="logreg",
+            clients=100,
+            steps=20,
+            rounds=15,
+            epsilons=(1.5, 4.9, 15.3),
+            variants=(SOUND_BEST, THESIS_LIKE),
+            all_variants_at=(15.3, "gaussian"),
+        ),
+        dict(
+            name="logreg N=500 E=20",
+            model="logreg",
+            clients=500,
+            steps=20,
+            rounds=15,
+            epsilons=(15.3,),
+            variants=(SOUND_BEST,),
+            all_variants_at=None,
+        ),
+        dict(
+            name="logreg N=100 E=50",
+            model="logreg",
+            clients=100,
+            steps=50,
+            rounds=15,
+            epsilons=(15.3,),
+            variants=(SOUND_BEST,),
+            all_variants_at=None,
+        ),
+        dict(
+            name="mlp N=100 E=20",
+            model="mlp",
+            clients=100,
+            steps=20,
+            rounds=15,
+            epsilons=(1.5, 4.9, 15.3),
+            variants=(SOUND_BEST,),
+            all_variants_at=None,
+        ),
+        dict(
+            name="cnn N=100 E=20 beta=0.05",
+            model="cnn",
+            clients=100,
+            steps=20,
+            rounds=10,
+            epsilons=(15.3, 48.5),
+            variants=(SOUND_BEST, THESIS_LIKE),
+            all_variants_at=None,
+        ),
     ]
 
 
 def runs_of(block: dict):
     """(label, options) of every run of a block."""
-    yield "noise-free", {"mechanism": "none", "perturbation": "numeric", "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])}
+    yield (
+        "noise-free",
+        {"mechanism": "none", "perturbation": "numeric", "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
+    )
     for eps in block["epsilons"]:
         for base in BASES:
             variants = ALL_VARIANTS if (eps, base) == block["all_variants_at"] else block["variants"]
             common = {"mechanism": base, "epsilon": eps, "delta": DELTA if base == "gaussian" else 0.0}
-            yield f"numeric {base} eps={eps:g}", {**common, "perturbation": "numeric",
-                                                   "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])}
+            yield (
+                f"numeric {base} eps={eps:g}",
+                {**common, "perturbation": "numeric", "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
+            )
             for magnitude, window, rotation in variants:
-                yield (f"ldpvec {base} eps={eps:g} {magnitude}/{window}/{rotation}",
-                       {**common, "perturbation": "ldpvec", "clip": CLIP, "beta": BETA, "window": window,
-                        "magnitude": magnitude, "rotation": rotation})
+                yield (
+                    f"ldpvec {base} eps={eps:g} {magnitude}/{window}/{rotation}",
+                    {
+                        **common,
+                        "perturbation": "ldpvec",
+                        "clip": CLIP,
+                        "beta": BETA,
+                        "window": window,
+                        "magnitude": magnitude,
+                        "rotation": rotation,
+                    },
+                )
 
 
 def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -79,16 +145,40 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
     from simulations.federation import run
 
     rounds_rows, run_rows = [], []
-    common = {"task": "train", "engine": "local", "data": "digits", "model": block["model"],
-              "clients": block["clients"], "fraction": SAMPLED / block["clients"], "local-steps": block["steps"],
-              "rounds": block["rounds"], "lr": 0.1, "batch-size": 32, "aggregator": "fedavg", "seed": seed}
+    common = {
+        "task": "train",
+        "engine": "local",
+        "data": "digits",
+        "model": block["model"],
+        "clients": block["clients"],
+        "fraction": SAMPLED / block["clients"],
+        "local-steps": block["steps"],
+        "rounds": block["rounds"],
+        "lr": 0.1,
+        "batch-size": 32,
+        "aggregator": "fedavg",
+        "seed": seed,
+    }
     for label, options in runs_of(block):
-        record = {"block": block["name"], "run": label, "model": block["model"], "clients": block["clients"],
-                  "local_steps": block["steps"], "epsilon": options.get("epsilon"),
-                  "base": options["mechanism"], "perturbation": options["perturbation"],
-                  "magnitude": options.get("magnitude", "-"), "window": options.get("window", "-"),
-                  "rotation": options.get("rotation", "-"), "beta": options.get("beta")}
-        key = None if cache is None else cache / f"{seed}-{block['name']}-{label}.json".replace(" ", "_").replace("/", "+")
+        record = {
+            "block": block["name"],
+            "run": label,
+            "model": block["model"],
+            "clients": block["clients"],
+            "local_steps": block["steps"],
+            "epsilon": options.get("epsilon"),
+            "base": options["mechanism"],
+            "perturbation": options["perturbation"],
+            "magnitude": options.get("magnitude", "-"),
+            "window": options.get("window", "-"),
+            "rotation": options.get("rotation", "-"),
+            "beta": options.get("beta"),
+        }
+        key = (
+            None
+            if cache is None
+            else cache / f"{seed}-{block['name']}-{label}.json".replace(" ", "_").replace("/", "+")
+        )
         if key is not None and key.exists():
             saved = json.loads(key.read_text())
             rounds_rows += saved["rounds"]
@@ -97,9 +187,14 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
         rows = []
 
         class Collect:
-            def start(self, stream): pass
-            def update(self, row): rows.append(row)
-            def stop(self): pass
+            def start(self, stream):
+                pass
+
+            def update(self, row):
+                rows.append(row)
+
+            def stop(self):
+                pass
 
         started = time.perf_counter()
         try:
@@ -111,19 +206,36 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
             continue
         first = len(rounds_rows)
         for row in rows:
-            rounds_rows.append({**record, "round": row["round"], "accuracy": row["accuracy"], "loss": row["loss"],
-                                "cosine_to_clean": row["cosine_to_clean"],
-                                "leading_energy_share": row["leading_energy_share"],
-                                "clean_leading_energy_share": row["clean_leading_energy_share"]})
-        run_rows.append({**record, "status": "ok", "private": summary["private"],
-                         "final_accuracy": summary["final_accuracy"], "best_accuracy": summary["best_accuracy"],
-                         "final_loss": summary["final_loss"], "mean_cosine_to_clean": summary["mean_cosine_to_clean"],
-                         "mean_leading_energy_share": summary["mean_leading_energy_share"],
-                         "seconds": time.perf_counter() - started})
+            rounds_rows.append(
+                {
+                    **record,
+                    "round": row["round"],
+                    "accuracy": row["accuracy"],
+                    "loss": row["loss"],
+                    "cosine_to_clean": row["cosine_to_clean"],
+                    "leading_energy_share": row["leading_energy_share"],
+                    "clean_leading_energy_share": row["clean_leading_energy_share"],
+                }
+            )
+        run_rows.append(
+            {
+                **record,
+                "status": "ok",
+                "private": summary["private"],
+                "final_accuracy": summary["final_accuracy"],
+                "best_accuracy": summary["best_accuracy"],
+                "final_loss": summary["final_loss"],
+                "mean_cosine_to_clean": summary["mean_cosine_to_clean"],
+                "mean_leading_energy_share": summary["mean_leading_energy_share"],
+                "seconds": time.perf_counter() - started,
+            }
+        )
         if key is not None:
             key.write_text(json.dumps({"rounds": rounds_rows[first:], "run": run_rows[-1]}))
-        log(f"{block['name']} | {label}: acc {summary['final_accuracy']:.3f} cos {summary['mean_cosine_to_clean']:.3f} "
-            f"({time.perf_counter() - started:.0f} s)")
+        log(
+            f"{block['name']} | {label}: acc {summary['final_accuracy']:.3f} cos {summary['mean_cosine_to_clean']:.3f} "
+            f"({time.perf_counter() - started:.0f} s)"
+        )
     return pd.DataFrame(rounds_rows), pd.DataFrame(run_rows)
 
 

@@ -62,7 +62,8 @@ def spec_check(rng: np.random.Generator) -> dict:
     noisy = from_spherical(radius, angles + 0.1 * rng.standard_normal(angles.shape))
     energy = np.cumsum(noisy**2) / np.sum(noisy**2)
     return {
-        "dims": d, "angle_sd": 0.1,
+        "dims": d,
+        "angle_sd": 0.1,
         "coordinates_holding_99pct_energy": int(np.searchsorted(energy, 0.99) + 1),
         "energy_in_first_494": float(energy[493]),
         "cosine": float(cosine(noisy, g)[0]),
@@ -83,20 +84,37 @@ def part_a(dims_list, clients: int, seed: int) -> pd.DataFrame:
                 numeric = UpdatePrivatizer(base, eps, clip=coordinate_clip, delta=delta, **SAMPLER)
                 private = numeric.privatize(updates, noise_rng)
                 clipped = numeric.clip_only(updates)
-                rows.append({
-                    "dims": dims, "base": base, "epsilon": eps, "perturbation": "numeric", "magnitude": "-",
-                    "window": "-", "beta": None, "rotation": "-",
-                    "cosine_update": float(np.mean(cosine(private, clipped))),
-                    "cosine_mean": float(cosine(private.mean(axis=0), clean_mean)[0]),
-                    "leading_energy": float(np.mean(leading_energy_share(private))),
-                })
+                rows.append(
+                    {
+                        "dims": dims,
+                        "base": base,
+                        "epsilon": eps,
+                        "perturbation": "numeric",
+                        "magnitude": "-",
+                        "window": "-",
+                        "beta": None,
+                        "rotation": "-",
+                        "cosine_update": float(np.mean(cosine(private, clipped))),
+                        "cosine_mean": float(cosine(private.mean(axis=0), clean_mean)[0]),
+                        "leading_energy": float(np.mean(leading_energy_share(private))),
+                    }
+                )
                 for magnitude in ("split", "normalize"):
                     for window in ("fixed", "centred"):
                         for beta in (1.0, 0.05):
                             for rotation in ("none", "hadamard"):
                                 try:
-                                    vec = LDPVec(base, eps, clip=1.0, delta=delta, beta=beta, window=window,
-                                                 magnitude=magnitude, rotation=rotation, options=SAMPLER)
+                                    vec = LDPVec(
+                                        base,
+                                        eps,
+                                        clip=1.0,
+                                        delta=delta,
+                                        beta=beta,
+                                        window=window,
+                                        magnitude=magnitude,
+                                        rotation=rotation,
+                                        options=SAMPLER,
+                                    )
                                     private = vec.perturb(updates, noise_rng, reference=reference, rotation_seed=seed)
                                     metrics = {
                                         "cosine_update": float(np.mean(cosine(private, updates))),
@@ -104,12 +122,22 @@ def part_a(dims_list, clients: int, seed: int) -> pd.DataFrame:
                                         "leading_energy": float(np.mean(leading_energy_share(private))),
                                     }
                                 except LDPValueError:  # a per-angle budget outside the mechanism's range
-                                    metrics = dict.fromkeys(("cosine_update", "cosine_mean", "leading_energy"), math.nan)
-                                rows.append({
-                                    "dims": dims, "base": base, "epsilon": eps, "perturbation": "ldpvec",
-                                    "magnitude": magnitude, "window": window, "beta": beta, "rotation": rotation,
-                                    **metrics,
-                                })
+                                    metrics = dict.fromkeys(
+                                        ("cosine_update", "cosine_mean", "leading_energy"), math.nan
+                                    )
+                                rows.append(
+                                    {
+                                        "dims": dims,
+                                        "base": base,
+                                        "epsilon": eps,
+                                        "perturbation": "ldpvec",
+                                        "magnitude": magnitude,
+                                        "window": window,
+                                        "beta": beta,
+                                        "rotation": rotation,
+                                        **metrics,
+                                    }
+                                )
     return pd.DataFrame(rows)
 
 
@@ -121,18 +149,31 @@ def part_b(epochs: int, shadows: int, seed: int) -> pd.DataFrame:
     configs = [
         ("none", DPSGDConfig(perturbation="none", **common)),
         ("numeric", DPSGDConfig(perturbation="numeric", noise_multiplier=sigma, **common)),
-        ("geodp beta=1 fixed", DPSGDConfig(perturbation="geodp", noise_multiplier=sigma * math.sqrt(2), beta=1.0, **common)),
-        ("geodp beta=0.05 centred", DPSGDConfig(perturbation="geodp", noise_multiplier=sigma * math.sqrt(2), beta=0.05,
-                                                window="centred", **common)),
+        (
+            "geodp beta=1 fixed",
+            DPSGDConfig(perturbation="geodp", noise_multiplier=sigma * math.sqrt(2), beta=1.0, **common),
+        ),
+        (
+            "geodp beta=0.05 centred",
+            DPSGDConfig(
+                perturbation="geodp", noise_multiplier=sigma * math.sqrt(2), beta=0.05, window="centred", **common
+            ),
+        ),
     ]
     rows = []
     for label, config in configs:
         started = time.perf_counter()
         summary = run(config, mia=True, shadows=shadows)
-        row = {"run": label, "noise_multiplier": config.noise_multiplier if config.private else None,
-               "epsilon": summary["epsilon"], "accuracy": summary["accuracy"], "loss": summary["loss"],
-               "cosine_to_clean": summary["mean_cosine_to_clean"],
-               "leading_energy": summary["mean_leading_energy_share"], "seconds": time.perf_counter() - started}
+        row = {
+            "run": label,
+            "noise_multiplier": config.noise_multiplier if config.private else None,
+            "epsilon": summary["epsilon"],
+            "accuracy": summary["accuracy"],
+            "loss": summary["loss"],
+            "cosine_to_clean": summary["mean_cosine_to_clean"],
+            "leading_energy": summary["mean_leading_energy_share"],
+            "seconds": time.perf_counter() - started,
+        }
         for attack, result in summary["mia"]["attacks"].items():
             for key in ("accuracy", "accuracy_low", "accuracy_high", "auc", "auc_low", "auc_high"):
                 row[f"{attack} {key}"] = result[key]
@@ -167,7 +208,7 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "update; cos(mean) = cosine between the mean of the privatized updates and the mean of the clean ones "
         "(what FedAvg applies); energy = share of the energy in the first 1% of coordinates (0.01 when "
         "spread evenly). Samplers: ldpfed's defaults, floating-point safe (LDPVec's Gaussian angle noise: "
-        "the safe grid discrete Gaussian); \"-\": the configuration is refused because its per-angle "
+        'the safe grid discrete Gaussian); "-": the configuration is refused because its per-angle '
         "budget eps/d is below the safe sampler's range (1e-4 for Laplace and Piecewise; 1e-2 for the "
         "Gaussian magnitude of split). Numeric: today's per-coordinate path (coordinates clipped to 3/sqrt(d), Wang's m "
         "coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
@@ -175,12 +216,22 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
     ]
     for dims in sorted(diagnostics["dims"].unique()):
         frame = diagnostics[diagnostics["dims"] == dims]
-        lines += [f"### d = {dims:,}", "", "| base | eps | perturbation | cos(update) | cos(mean) | energy |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"### d = {dims:,}",
+            "",
+            "| base | eps | perturbation | cos(update) | cos(mean) | energy |",
+            "|---|---|---|---|---|---|",
+        ]
         for _, row in frame.iterrows():
-            label = "numeric" if row["perturbation"] == "numeric" else (
-                f"ldpvec {row['magnitude']}/{row['window']}/beta={row['beta']:g}/{row['rotation']}")
-            lines.append(f"| {row['base']} | {row['epsilon']:g} | {label} | {_fmt(row['cosine_update'])} | "
-                         f"{_fmt(row['cosine_mean'])} | {_fmt(row['leading_energy'])} |")
+            label = (
+                "numeric"
+                if row["perturbation"] == "numeric"
+                else (f"ldpvec {row['magnitude']}/{row['window']}/beta={row['beta']:g}/{row['rotation']}")
+            )
+            lines.append(
+                f"| {row['base']} | {row['epsilon']:g} | {label} | {_fmt(row['cosine_update'])} | "
+                f"{_fmt(row['cosine_mean'])} | {_fmt(row['leading_energy'])} |"
+            )
         lines.append("")
     lines += [
         "## B. Central DP-SGD at equal eps, with membership inference",
@@ -200,8 +251,10 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         lta = f"{row['loss-threshold auc']:.3f} [{row['loss-threshold auc_low']:.3f}, {row['loss-threshold auc_high']:.3f}]"
         li = f"{row['lira-offline accuracy']:.3f} [{row['lira-offline accuracy_low']:.3f}, {row['lira-offline accuracy_high']:.3f}]"
         lia = f"{row['lira-offline auc']:.3f} [{row['lira-offline auc_low']:.3f}, {row['lira-offline auc_high']:.3f}]"
-        lines.append(f"| {row['run']} | {_fmt(row['noise_multiplier'], 3)} | {_fmt(row['epsilon'], 2)} | "
-                     f"{row['accuracy']:.3f} | {row['cosine_to_clean']:.3f} | {lt} | {lta} | {li} | {lia} |")
+        lines.append(
+            f"| {row['run']} | {_fmt(row['noise_multiplier'], 3)} | {_fmt(row['epsilon'], 2)} | "
+            f"{row['accuracy']:.3f} | {row['cosine_to_clean']:.3f} | {lt} | {lta} | {li} | {lia} |"
+        )
     lines.append("")
     if federated is not None:
         lines += federated_section(*federated)
@@ -210,24 +263,38 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
 
 
 THESIS_TABLE_6_4 = {  # MNIST CNN, N = 1000, beta = 0.05 (spec: directional.md, What to measure)
-    15.3: {"laplace": 43.3, "piecewise": 44.9, "gaussian": 71.3, "laplace-vec": 72.1, "piecewise-vec": 76.3,
-           "gaussian-vec": 88.4},
-    48.5: {"laplace": 48.2, "piecewise": 51.4, "gaussian": 77.3, "laplace-vec": 75.6, "piecewise-vec": 79.6,
-           "gaussian-vec": 91.7},
+    15.3: {
+        "laplace": 43.3,
+        "piecewise": 44.9,
+        "gaussian": 71.3,
+        "laplace-vec": 72.1,
+        "piecewise-vec": 76.3,
+        "gaussian-vec": 88.4,
+    },
+    48.5: {
+        "laplace": 48.2,
+        "piecewise": 51.4,
+        "gaussian": 77.3,
+        "laplace-vec": 75.6,
+        "piecewise-vec": 79.6,
+        "gaussian-vec": 91.7,
+    },
 }
 
 
 def federated_section(runs: pd.DataFrame, rounds: pd.DataFrame) -> list[str]:
     """Part C's tables: per run, accuracy at the first, middle and last round, the final loss, and
     the mean cosine to the clean update and energy share over the rounds."""
-    from simulations.directional_federated import BETA, CLIP, SAMPLED, __doc__ as setting
+    from simulations.directional_federated import BETA, CLIP, SAMPLED
+    from simulations.directional_federated import __doc__ as setting
 
     lines = [
         "## C. Federated LDP-SGD: noise-free, numeric and LDPVec at equal eps per round",
         "",
         "`ldpfed simulate --task train --perturbation numeric|ldpvec` on the local engine (the same client "
         "and server halves as under Flower), by `simulations/directional_federated.py`. "
-        + " ".join(setting.split("\n\n")[1].split()) + " "
+        + " ".join(setting.split("\n\n")[1].split())
+        + " "
         + " ".join(setting.split("\n\n")[2].split())
         + f" LDPVec: beta = {BETA:g}, L2 clip C = {CLIP:g}, {SAMPLED} clients per round; variants "
         "magnitude/window/rotation. cos = mean over rounds and replying clients of the cosine between the "
@@ -240,9 +307,12 @@ def federated_section(runs: pd.DataFrame, rounds: pd.DataFrame) -> list[str]:
         per_round = rounds[rounds["block"] == block]
         last = int(per_round["round"].max()) if len(per_round) else 0
         middle = max(1, last // 2)
-        lines += [f"### {block}", "",
-                  f"| run | private | acc r1 | acc r{middle} | acc r{last} | best acc | final loss | cos | energy |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {block}",
+            "",
+            f"| run | private | acc r1 | acc r{middle} | acc r{last} | best acc | final loss | cos | energy |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for _, run in frame.iterrows():
             if run["status"] != "ok":
                 reason = str(run["status"]).split("(")[0].replace("refused: ", "")
@@ -252,7 +322,8 @@ def federated_section(runs: pd.DataFrame, rounds: pd.DataFrame) -> list[str]:
             lines.append(
                 f"| {run['run']} | {'yes' if run['private'] else 'no'} | {_fmt(curve.get(1))} | {_fmt(curve.get(middle))} | "
                 f"{_fmt(curve.get(last))} | {_fmt(run['best_accuracy'])} | {_fmt(run['final_loss'])} | "
-                f"{_fmt(run['mean_cosine_to_clean'])} | {_fmt(run['mean_leading_energy_share'])} |")
+                f"{_fmt(run['mean_cosine_to_clean'])} | {_fmt(run['mean_leading_energy_share'])} |"
+            )
         lines.append("")
     lines += thesis_comparison(runs)
     return lines
@@ -272,17 +343,24 @@ def thesis_comparison(runs: pd.DataFrame) -> list[str]:
     if not len(cnn):
         return []
     noise_free = _best(cnn, perturbation="numeric", base="none")
-    lines = ["### Table 6.4 of the thesis beside ldpfed's CNN block (final test accuracy, %)", "",
-             "| source | eps | Lap | Pie | Gau | Lap-Vec | Pie-Vec | Gau-Vec | noise-free |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "### Table 6.4 of the thesis beside ldpfed's CNN block (final test accuracy, %)",
+        "",
+        "| source | eps | Lap | Pie | Gau | Lap-Vec | Pie-Vec | Gau-Vec | noise-free |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for eps, thesis in THESIS_TABLE_6_4.items():
         keys = ("laplace", "piecewise", "gaussian", "laplace-vec", "piecewise-vec", "gaussian-vec")
-        lines.append(f"| thesis (MNIST, N = 1000) | {eps:g} | " + " | ".join(f"{thesis[k]:.1f}" for k in keys) + " | 95 |")
+        lines.append(
+            f"| thesis (MNIST, N = 1000) | {eps:g} | " + " | ".join(f"{thesis[k]:.1f}" for k in keys) + " | 95 |"
+        )
         ours = [_best(cnn, perturbation="numeric", base=b, epsilon=eps) for b in BASES]
         ours += [_best(cnn, perturbation="ldpvec", base=b, epsilon=eps) for b in BASES]
-        lines.append(f"| ldpfed (digits, N = 100) | {eps:g} | "
-                     + " | ".join("-" if v is None else f"{100 * v:.1f}" for v in ours)
-                     + f" | {'-' if noise_free is None else f'{100 * noise_free:.1f}'} |")
+        lines.append(
+            f"| ldpfed (digits, N = 100) | {eps:g} | "
+            + " | ".join("-" if v is None else f"{100 * v:.1f}" for v in ours)
+            + f" | {'-' if noise_free is None else f'{100 * noise_free:.1f}'} |"
+        )
     lines.append("")
     return lines
 
@@ -297,8 +375,15 @@ def smallest_angle_noise(dims_list) -> dict:
             for eps in EPSILONS:
                 for magnitude in ("split", "normalize"):
                     for beta in (1.0, 0.05):
-                        vec = LDPVec(base, eps, clip=1.0, delta=DELTA if base == "gaussian" else None, beta=beta,
-                                     magnitude=magnitude, options=SAMPLER)
+                        vec = LDPVec(
+                            base,
+                            eps,
+                            clip=1.0,
+                            delta=DELTA if base == "gaussian" else None,
+                            beta=beta,
+                            magnitude=magnitude,
+                            options=SAMPLER,
+                        )
                         try:
                             _, variance = vec.angle_noise_moments(g)
                         except LDPValueError:  # per-angle budget outside the mechanism's range
@@ -332,11 +417,15 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
     out.append(
         f"- Federated training (part C): in {len(wins)} of {comparisons} (block, eps, base) cells the best LDPVec "
         "variant ends above the numeric path of the same base and eps"
-        + (f" ({'; '.join(wins)})" if wins else "") + ". "
-        + (f"The best LDPVec run reaches {best['final_accuracy']:.3f} ({best['block']}, {best['run']}), with a mean "
-           f"cosine to the clean update of {best['mean_cosine_to_clean']:.3f}; LDPVec's cosine stays within "
-           f"[{vec['mean_cosine_to_clean'].min():.3f}, {vec['mean_cosine_to_clean'].max():.3f}] over all its runs. "
-           if best is not None else "")
+        + (f" ({'; '.join(wins)})" if wins else "")
+        + ". "
+        + (
+            f"The best LDPVec run reaches {best['final_accuracy']:.3f} ({best['block']}, {best['run']}), with a mean "
+            f"cosine to the clean update of {best['mean_cosine_to_clean']:.3f}; LDPVec's cosine stays within "
+            f"[{vec['mean_cosine_to_clean'].min():.3f}, {vec['mean_cosine_to_clean'].max():.3f}] over all its runs. "
+            if best is not None
+            else ""
+        )
         + f"{len(refused)} configurations were refused by the safe samplers' budget ranges (listed in the tables). "
         + f"Runs above {LEARNED:g} final accuracy: {int((vec['final_accuracy'] > LEARNED).sum())} of {len(vec)} LDPVec, "
         + f"{int((ok[(ok['perturbation'] == 'numeric') & (ok['base'] != 'none')]['final_accuracy'] > LEARNED).sum())} of "
@@ -345,18 +434,26 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
     cnn = ok[ok["model"] == "cnn"]
     if len(cnn):
         thesis_order = all(
-            (_best(cnn, perturbation="ldpvec", base=b, epsilon=eps) or 0) > (_best(cnn, perturbation="numeric", base=b, epsilon=eps) or 1)
-            for eps in THESIS_TABLE_6_4 for b in BASES)
+            (_best(cnn, perturbation="ldpvec", base=b, epsilon=eps) or 0)
+            > (_best(cnn, perturbation="numeric", base=b, epsilon=eps) or 1)
+            for eps in THESIS_TABLE_6_4
+            for b in BASES
+        )
         noise_free = _best(cnn, perturbation="numeric", base="none")
         best_vec = _best(cnn, perturbation="ldpvec")
         out.append(
             "- Table 6.4 (LDPVec 72-92% against numeric 43-77%, noise-free 95%): "
-            + ("ldpfed's CNN block shows LDPVec above numeric for every base and eps, in the direction of the thesis; "
-               if thesis_order else "ldpfed's CNN block does NOT show LDPVec above numeric for every base and eps; ")
+            + (
+                "ldpfed's CNN block shows LDPVec above numeric for every base and eps, in the direction of the thesis; "
+                if thesis_order
+                else "ldpfed's CNN block does NOT show LDPVec above numeric for every base and eps; "
+            )
             + f"its best LDPVec run ends at {best_vec:.3f} against {noise_free:.3f} noise-free, so LDPVec "
-            + ("comes within 10 points of noise-free training as the thesis claims."
-               if best_vec is not None and noise_free - best_vec < 0.10 else
-               "does not approach noise-free training here: the thesis' claim is not reproduced.")
+            + (
+                "comes within 10 points of noise-free training as the thesis claims."
+                if best_vec is not None and noise_free - best_vec < 0.10
+                else "does not approach noise-free training here: the thesis' claim is not reproduced."
+            )
             + " (Smaller data set and N than the thesis: digits, N = 100, 10 rounds.)"
         )
         private = cnn[cnn["base"] != "none"]["final_accuracy"]
@@ -400,16 +497,18 @@ def reading(diagnostics: pd.DataFrame, training: pd.DataFrame, federated=None) -
     if federated is not None:
         out += federated_reading(federated[0])
     vec_wins = [
-        dims for dims in sorted(diagnostics["dims"].unique())
+        dims
+        for dims in sorted(diagnostics["dims"].unique())
         if diagnostics[(diagnostics["dims"] == dims) & (diagnostics["perturbation"] == "ldpvec")]["cosine_mean"].max()
         > diagnostics[(diagnostics["dims"] == dims) & (diagnostics["perturbation"] == "numeric")]["cosine_mean"].max()
     ]
     out.append(
-        "- Verdict on part A: " + (
+        "- Verdict on part A: "
+        + (
             "at every d measured, the best LDPVec configuration keeps LESS of the mean update's direction than "
             "the numeric path at the same eps, so ldpfed does not reproduce the thesis' advantage of LDPVec."
-            if not vec_wins else
-            f"LDPVec keeps more of the mean update's direction than the numeric path at d = {vec_wins}, "
+            if not vec_wins
+            else f"LDPVec keeps more of the mean update's direction than the numeric path at d = {vec_wins}, "
             "in the direction of the thesis' claim."
         )
     )
@@ -422,25 +521,32 @@ def reading(diagnostics: pd.DataFrame, training: pd.DataFrame, federated=None) -
                 f"- Central DP-SGD at equal eps ({numeric['epsilon']:.2f} at delta 1e-5): numeric reaches "
                 f"{numeric['accuracy']:.3f} test accuracy (noise-free {none['accuracy']:.3f}); GeoDP reaches "
                 + ", ".join(f"{row['accuracy']:.3f} ({row['run']})" for row in geo)
-                + f", with a mean cosine to the clean gradient of "
+                + ", with a mean cosine to the clean gradient of "
                 + ", ".join(f"{row['cosine_to_clean']:.3f}" for row in geo)
                 + f" against {numeric['cosine_to_clean']:.3f} for numeric. "
-                + ("GeoDP is below numeric DP-SGD at the same guarantee here, so the paper's claim that it "
-                   "beats DP-SGD is not reproduced once both releases are charged additively."
-                   if all(row["accuracy"] < numeric["accuracy"] for row in geo) else
-                   "GeoDP matches or beats numeric DP-SGD in at least one configuration here.")
+                + (
+                    "GeoDP is below numeric DP-SGD at the same guarantee here, so the paper's claim that it "
+                    "beats DP-SGD is not reproduced once both releases are charged additively."
+                    if all(row["accuracy"] < numeric["accuracy"] for row in geo)
+                    else "GeoDP matches or beats numeric DP-SGD in at least one configuration here."
+                )
             )
 
             def at_chance(row, attack):
                 return row[f"{attack} accuracy_low"] <= 0.5 <= row[f"{attack} accuracy_high"]
 
             def describe(row):
-                return (f"loss-threshold {row['loss-threshold accuracy']:.3f} "
-                        f"[{row['loss-threshold accuracy_low']:.3f}, {row['loss-threshold accuracy_high']:.3f}], "
-                        f"LiRA {row['lira-offline accuracy']:.3f} "
-                        f"[{row['lira-offline accuracy_low']:.3f}, {row['lira-offline accuracy_high']:.3f}]"
-                        + (" (both at chance within their intervals)"
-                           if at_chance(row, "loss-threshold") and at_chance(row, "lira-offline") else ""))
+                return (
+                    f"loss-threshold {row['loss-threshold accuracy']:.3f} "
+                    f"[{row['loss-threshold accuracy_low']:.3f}, {row['loss-threshold accuracy_high']:.3f}], "
+                    f"LiRA {row['lira-offline accuracy']:.3f} "
+                    f"[{row['lira-offline accuracy_low']:.3f}, {row['lira-offline accuracy_high']:.3f}]"
+                    + (
+                        " (both at chance within their intervals)"
+                        if at_chance(row, "loss-threshold") and at_chance(row, "lira-offline")
+                        else ""
+                    )
+                )
 
             out.append(
                 "- Membership inference (Table 5.4 claims about 50% attack accuracy under DP and GeoDP, 56-68% "
@@ -458,16 +564,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="Small sizes (a smoke run, not the page's numbers).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--parts", default="A,B,C",
-                        help="Parts to compute (A: one update, B: central DP-SGD, C: federated); the others are "
-                             "read from their saved CSVs. '' rewrites the page only.")
+    parser.add_argument(
+        "--parts",
+        default="A,B,C",
+        help="Parts to compute (A: one update, B: central DP-SGD, C: federated); the others are "
+        "read from their saved CSVs. '' rewrites the page only.",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="Part C: keep each finished run here and resume.")
     args = parser.parse_args()
     parts = {part.strip().upper() for part in args.parts.split(",") if part.strip()}
     dims_list = (650,) if args.quick else (650, 21_840)
     clients, epochs, shadows = (20, 2, 2) if args.quick else (100, 10, 4)
-    settings = {"clients (part A)": clients, "dims": list(dims_list), "epochs (part B)": epochs,
-                "shadows": shadows, "seed": args.seed}
+    settings = {
+        "clients (part A)": clients,
+        "dims": list(dims_list),
+        "epochs (part B)": epochs,
+        "shadows": shadows,
+        "seed": args.seed,
+    }
     rng = np.random.default_rng(np.random.SeedSequence(args.seed).spawn(1)[0])
     check = spec_check(rng)
     data = args.out / "directional"
@@ -491,8 +605,11 @@ def main() -> None:
         write_json(provenance_path, provenance)
     settings["parts computed (date, samplers)"] = provenance
     diagnostics, training = pd.read_csv(data / "diagnostics.csv"), pd.read_csv(data / "dpsgd.csv")
-    federated = (pd.read_csv(data / "federated_runs.csv"), pd.read_csv(data / "federated.csv")) if (
-        data / "federated_runs.csv").exists() else None
+    federated = (
+        (pd.read_csv(data / "federated_runs.csv"), pd.read_csv(data / "federated.csv"))
+        if (data / "federated_runs.csv").exists()
+        else None
+    )
     write_text(args.out / "directional.md", page(check, diagnostics, training, settings, federated))
     print(f"wrote {args.out / 'directional.md'}")
 

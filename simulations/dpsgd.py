@@ -41,7 +41,7 @@ import numpy as np
 
 from ldpfed.directional import cosine, leading_energy_share
 from ldpfed.directional import windows as win
-from ldpfed.directional.geodp import SAMPLINGS, GeoDP, clip_rows, numeric_noise, rdp_epsilon, training_event
+from ldpfed.directional.geodp import SAMPLINGS, GeoDP, numeric_noise, rdp_epsilon, training_event
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
@@ -103,8 +103,12 @@ class DPSGDConfig:
                 set_(name, check_positive(getattr(self, name), name))
         if self.noise_delta is not None:
             set_("noise_delta", check_fraction(self.noise_delta, "noise_delta"))
-        needs = {"plrvo": ("k", "theta"), "r1smg": ("noise_epsilon", "noise_delta"), "product-noise": ("noise_epsilon",),
-                 "inid-laplace": ("noise_epsilon",)}
+        needs = {
+            "plrvo": ("k", "theta"),
+            "r1smg": ("noise_epsilon", "noise_delta"),
+            "product-noise": ("noise_epsilon",),
+            "inid-laplace": ("noise_epsilon",),
+        }
         missing = [name for name in needs.get(perturbation, ()) if getattr(self, name) is None]
         if missing:
             raise LDPValueError(f"perturbation {perturbation} needs {', '.join(missing)}")
@@ -118,16 +122,20 @@ class DPSGDConfig:
             raise LDPValueError(f"noise_sampler must be one of {NOISE_SAMPLERS}, got {self.noise_sampler!r}")
         set_("noise_sampler", noise_sampler)
         if self.safe_noise and perturbation in ("inid-gaussian", "numeric", "geodp") and sampling == "poisson":
-            raise LDPValueError(f"{perturbation}'s safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
-                                "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)")
+            raise LDPValueError(
+                f"{perturbation}'s safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in "
+                "ldpfed: use sampling 'shuffle', or noise_sampler 'continuous' (NOT floating-point safe)"
+            )
         if perturbation == "plrvo" and sampling != "poisson":
             raise LDPValueError("plrvo is accounted for Poisson sampling only (sampling='poisson')")
 
     @property
     def safe_noise(self) -> bool:
         """The run's noise is floating-point safe (numeric, geodp, inid-gaussian, inid-laplace or plrvo, sampler safe)."""
-        return (self.perturbation in ("numeric", "geodp", "inid-gaussian", "inid-laplace", "plrvo")
-                and self.noise_sampler == "safe")
+        return (
+            self.perturbation in ("numeric", "geodp", "inid-gaussian", "inid-laplace", "plrvo")
+            and self.noise_sampler == "safe"
+        )
 
     @property
     def noise_sampler_description(self) -> str:
@@ -142,24 +150,39 @@ class DPSGDConfig:
 
 def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: float, steps: int):
     """(noise on the sum of clipped gradients, per-layer clips) for the gradient-noise perturbations."""
-    from ldpfed.gradient_noise import PLRVO, InidGaussian, InidLaplace, ProductNoise, R1SMG, layer_profile
+    from ldpfed.gradient_noise import PLRVO, R1SMG, InidGaussian, InidLaplace, ProductNoise, layer_profile
 
     dims, clip = sum(layer_sizes), config.clip
     if config.perturbation == "numeric":  # safe numeric DP-SGD: the one-layer profile, s = sigma C (+ rounding)
-        return InidGaussian(layer_profile([clip], [dims]), noise_multiplier=config.noise_multiplier, sampler="safe"), [clip]
+        return InidGaussian(layer_profile([clip], [dims]), noise_multiplier=config.noise_multiplier, sampler="safe"), [
+            clip
+        ]
     if config.perturbation == "inid-gaussian":
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
-        return InidGaussian(layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier,
-                            sampler=config.noise_sampler), clips
+        return InidGaussian(
+            layer_profile(clips, layer_sizes), noise_multiplier=config.noise_multiplier, sampler=config.noise_sampler
+        ), clips
     if config.perturbation == "inid-laplace":  # per-layer L2 clips C/sqrt(L): profile sqrt(d_l) C_l bounds the L1 shift
         clips = [clip / math.sqrt(len(layer_sizes))] * len(layer_sizes)
-        return InidLaplace(layer_profile(clips, layer_sizes), epsilon=config.noise_epsilon, sampler=config.noise_sampler), clips
+        return InidLaplace(
+            layer_profile(clips, layer_sizes), epsilon=config.noise_epsilon, sampler=config.noise_sampler
+        ), clips
     if config.perturbation == "plrvo":
-        return PLRVO(dims, k=config.k, theta=config.theta, clip=clip, sample_rate=min(1.0, sample_rate), steps=steps,
-                     delta=config.target_delta, sampler=config.noise_sampler), [clip]
+        return PLRVO(
+            dims,
+            k=config.k,
+            theta=config.theta,
+            clip=clip,
+            sample_rate=min(1.0, sample_rate),
+            steps=steps,
+            delta=config.target_delta,
+            sampler=config.noise_sampler,
+        ), [clip]
     if config.perturbation == "r1smg":
         return R1SMG(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, sensitivity=clip), [clip]
-    return ProductNoise(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, k=config.k, sensitivity=clip), [clip]
+    return ProductNoise(dims, epsilon=config.noise_epsilon, delta=config.noise_delta, k=config.k, sensitivity=clip), [
+        clip
+    ]
 
 
 def per_example_gradients(model, params: dict, x, y):
@@ -224,8 +247,14 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     geodp = None
     if config.perturbation == "geodp":
-        geodp = GeoDP(config.noise_multiplier, config.clip, config.batch_size, config.beta, config.window,
-                      sampler=config.noise_sampler)
+        geodp = GeoDP(
+            config.noise_multiplier,
+            config.clip,
+            config.batch_size,
+            config.beta,
+            config.window,
+            sampler=config.noise_sampler,
+        )
 
     per_epoch = steps_per_epoch(config, n)
     noise, layer_sizes, layer_clips = None, [size for _, _, size in shapes], [config.clip]
@@ -266,8 +295,15 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
             if progress is not None:
                 progress(history[-1])
     return {
-        "model": model, "history": history, "steps": config.epochs * per_epoch, "train_examples": n,
-        "parameters": dims, "cosines": cosines, "shares": shares, "geodp": geodp, "noise": noise,
+        "model": model,
+        "history": history,
+        "steps": config.epochs * per_epoch,
+        "train_examples": n,
+        "parameters": dims,
+        "cosines": cosines,
+        "shares": shares,
+        "geodp": geodp,
+        "noise": noise,
     }
 
 
@@ -288,8 +324,13 @@ def laplace_privacy_record(config: DPSGDConfig, train_examples: int, steps: int)
     from ldpfed.accounting import create_accountant
 
     epsilon = create_accountant("pld").compose(event).get_epsilon(config.target_delta)
-    return {"private": True, "epsilon": float(epsilon), "accountant": "pld (dp_accounting; amplified pure eps per step)",
-            "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+    return {
+        "private": True,
+        "epsilon": float(epsilon),
+        "accountant": "pld (dp_accounting; amplified pure eps per step)",
+        "dp_event": str(event),
+        "noise_sampler": config.noise_sampler_description,
+    }
 
 
 def safe_epsilon(event, target_delta: float) -> dict:
@@ -299,8 +340,10 @@ def safe_epsilon(event, target_delta: float) -> dict:
     from ldpfed.accounting.float_slack import SLACK_RULE
 
     spent = create_accountant("rdp").compose(event).spent(target_delta)
-    return {"epsilon": spent.epsilon, "float_slack": {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta,
-                                                      "rule": SLACK_RULE}}
+    return {
+        "epsilon": spent.epsilon,
+        "float_slack": {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta, "rule": SLACK_RULE},
+    }
 
 
 def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
@@ -308,11 +351,20 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
     if config.perturbation in ("r1smg", "product-noise"):
         from ldpfed.gradient_noise import GUARANTEE_FAILS
 
-        return {"private": False, "epsilon": None, "accountant": None, "noise_sampler": config.noise_sampler_description,
-                "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"}
+        return {
+            "private": False,
+            "epsilon": None,
+            "accountant": None,
+            "noise_sampler": config.noise_sampler_description,
+            "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)",
+        }
     if not config.private:
-        return {"private": False, "epsilon": None, "accountant": None,
-                "not_private_reason": "perturbation none: gradients released without noise"}
+        return {
+            "private": False,
+            "epsilon": None,
+            "accountant": None,
+            "not_private_reason": "perturbation none: gradients released without noise",
+        }
     if config.perturbation == "plrvo":
         from dp_accounting import SelfComposedDpEvent
 
@@ -320,28 +372,53 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
 
         rate = min(1.0, config.batch_size / train_examples)
         event = SelfComposedDpEvent(
-            PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate, config.noise_sampler), steps)
-        return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta),
-                "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
-                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+            PlrvoDpEvent(config.k, config.theta, config.clip, parameters, rate, config.noise_sampler), steps
+        )
+        return {
+            "private": True,
+            "epsilon": rdp_epsilon(event, config.target_delta),
+            "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
+            "dp_event": str(event),
+            "noise_sampler": config.noise_sampler_description,
+        }
     if config.perturbation == "inid-laplace":
         return laplace_privacy_record(config, train_examples, steps)
     if config.safe_noise and config.perturbation in ("numeric", "geodp", "inid-gaussian"):
         # shuffled epochs, discrete Gaussian releases (RDP only), with the samplers' float slack;
         # inid-gaussian: one release of d coordinates per epoch, as numeric (the profile sets scales only)
         perturbation = "numeric" if config.perturbation == "inid-gaussian" else config.perturbation
-        event = training_event(perturbation, config.noise_multiplier, sampling=config.sampling, sample_rate=1.0,
-                               steps=steps, epochs=config.epochs, sampler="safe", dims=parameters)
-        return {"private": True, **safe_epsilon(event, config.target_delta),
-                "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
-                "dp_event": str(event), "noise_sampler": config.noise_sampler_description}
+        event = training_event(
+            perturbation,
+            config.noise_multiplier,
+            sampling=config.sampling,
+            sample_rate=1.0,
+            steps=steps,
+            epochs=config.epochs,
+            sampler="safe",
+            dims=parameters,
+        )
+        return {
+            "private": True,
+            **safe_epsilon(event, config.target_delta),
+            "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
+            "dp_event": str(event),
+            "noise_sampler": config.noise_sampler_description,
+        }
     event = training_event(
-        "numeric" if config.perturbation == "inid-gaussian" else config.perturbation, config.noise_multiplier,
+        "numeric" if config.perturbation == "inid-gaussian" else config.perturbation,
+        config.noise_multiplier,
         sampling=config.sampling,
-        sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples), steps=steps, epochs=config.epochs,
+        sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples),
+        steps=steps,
+        epochs=config.epochs,
     )
-    return {"private": True, "epsilon": rdp_epsilon(event, config.target_delta), "accountant": ACCOUNTANT,
-            "dp_event": str(event), "noise_sampler": NOISE_SAMPLER}
+    return {
+        "private": True,
+        "epsilon": rdp_epsilon(event, config.target_delta),
+        "accountant": ACCOUNTANT,
+        "dp_event": str(event),
+        "noise_sampler": NOISE_SAMPLER,
+    }
 
 
 def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int = 8) -> dict:
@@ -387,8 +464,12 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
 def _noise_sd(config: DPSGDConfig, geodp: GeoDP | None, dims: int, noise=None) -> dict | None:
     if noise is not None:
         sd = np.sqrt(noise.coordinate_variance()) / config.batch_size
-        return {"per_coordinate": float(np.sqrt(np.mean(sd**2))), "min": float(sd.min()), "max": float(sd.max()),
-                "noise": noise.describe()}
+        return {
+            "per_coordinate": float(np.sqrt(np.mean(sd**2))),
+            "min": float(sd.min()),
+            "max": float(sd.max()),
+            "noise": noise.describe(),
+        }
     if config.perturbation == "numeric":
         return {"per_coordinate": config.noise_multiplier * config.clip / config.batch_size}
     if geodp is not None:

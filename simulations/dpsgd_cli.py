@@ -4,8 +4,6 @@ imports simulations/."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from ldpfed.cli.common import console, error_console, handle_errors, print_json
@@ -25,44 +23,72 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def dpsgd(
     perturbation: str = typer.Option(
-        "numeric", help="numeric | geodp | none | inid-gaussian | inid-laplace | plrvo | r1smg | product-noise (the last two: "
-                        "published guarantee does not hold, run NOT private)."),
+        "numeric",
+        help="numeric | geodp | none | inid-gaussian | inid-laplace | plrvo | r1smg | product-noise (the last two: "
+        "published guarantee does not hold, run NOT private).",
+    ),
     noise_multiplier: float = typer.Option(1.0, help="sigma: noise sd / sensitivity."),
     batch_size: int = typer.Option(64, help="(Expected) batch size B."),
     epochs: int = typer.Option(5, help="Passes over the data."),
     beta: float = typer.Option(1.0, help="GeoDP bounding factor beta in (0, 1]."),
-    window: str = typer.Option("fixed", help="GeoDP angle windows: fixed (thesis) | centred (on the previous release)."),
-    data: str = typer.Option("digits", help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra [mnist])."),
-    data_dir: Optional[str] = typer.Option(None, help="Directory with mnist/cifar10 files."),
+    window: str = typer.Option(
+        "fixed", help="GeoDP angle windows: fixed (thesis) | centred (on the previous release)."
+    ),
+    data: str = typer.Option(
+        "digits", help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra [mnist])."
+    ),
+    data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     model: str = typer.Option("logreg", help="logreg | mlp | cnn."),
     lr: float = typer.Option(0.5, help="Learning rate."),
     clip: float = typer.Option(1.0, help="Per-example L2 clipping bound C."),
     sampling: str = typer.Option("poisson", help="poisson | shuffle."),
     target_delta: float = typer.Option(1e-5, help="delta at which epsilon is reported."),
     seed: int = typer.Option(0, help="Seed of the split, the model, the batches and the noise."),
-    mia: bool = typer.Option(False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."),
+    mia: bool = typer.Option(
+        False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."
+    ),
     shadows: int = typer.Option(8, help="Reference models of the LiRA attack (with --mia)."),
-    k: Optional[float] = typer.Option(None, "--k", help="plrvo: Gamma shape k; product-noise: k (else searched)."),
-    theta: Optional[float] = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
-    noise_epsilon: Optional[float] = typer.Option(
-        None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."),
-    noise_delta: Optional[float] = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
-    noise_sampler: Optional[str] = typer.Option(
-        None, help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
-        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson sampling."),
+    k: float | None = typer.Option(None, "--k", help="plrvo: Gamma shape k; product-noise: k (else searched)."),
+    theta: float | None = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
+    noise_epsilon: float | None = typer.Option(
+        None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."
+    ),
+    noise_delta: float | None = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
+    noise_sampler: str | None = typer.Option(
+        None,
+        help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
+        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson sampling.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
 
     config = DPSGDConfig(
-        perturbation=perturbation, noise_multiplier=noise_multiplier, batch_size=batch_size, epochs=epochs,
-        lr=lr, clip=clip, beta=beta, window=window, sampling=sampling, data=data, data_dir=data_dir,
-        model=model, target_delta=target_delta, seed=seed, k=k, theta=theta, noise_epsilon=noise_epsilon,
-        noise_delta=noise_delta, noise_sampler=noise_sampler,
+        perturbation=perturbation,
+        noise_multiplier=noise_multiplier,
+        batch_size=batch_size,
+        epochs=epochs,
+        lr=lr,
+        clip=clip,
+        beta=beta,
+        window=window,
+        sampling=sampling,
+        data=data,
+        data_dir=data_dir,
+        model=model,
+        target_delta=target_delta,
+        seed=seed,
+        k=k,
+        theta=theta,
+        noise_epsilon=noise_epsilon,
+        noise_delta=noise_delta,
+        noise_sampler=noise_sampler,
     )
 
     def show(row: dict) -> None:
-        error_console.print(f"epoch {row['epoch']}: test accuracy {row['test_accuracy']:.4f}, loss {row['test_loss']:.4f}")
+        error_console.print(
+            f"epoch {row['epoch']}: test accuracy {row['test_accuracy']:.4f}, loss {row['test_loss']:.4f}"
+        )
 
     if shadows < 2:
         raise LDPValueError(f"--shadows must be at least 2, got {shadows}")
@@ -72,7 +98,8 @@ def dpsgd(
         return
     privacy = (
         f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} ({summary['accountant']})"
-        if summary["private"] else f"NOT PRIVATE ({summary['not_private_reason']})"
+        if summary["private"]
+        else f"NOT PRIVATE ({summary['not_private_reason']})"
     )
     console.print(
         f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; {privacy}; "

@@ -22,14 +22,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.base import local_round
 from ldpfed.protocols.nodes import NodeSet
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
-
 
 SERVER_STOP_SECONDS = 10.0
 
@@ -113,11 +111,15 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
     from simulations.runner import showing
 
-    nodes = NodeSet(layout(config), lambda partitions: node_half(config, partitions, world.data, world.secrets_of(partitions)))
+    nodes = NodeSet(
+        layout(config), lambda partitions: node_half(config, partitions, world.data, world.secrets_of(partitions))
+    )
     with showing(progress, None):
         for server_round in range(1, config.run.rounds + 1):
             diagnostics: dict[int, dict] = {}
-            metrics = local_round(half, nodes, server_round, lambda r, pid, values: diagnostics.__setitem__(pid, values))
+            metrics = local_round(
+                half, nodes, server_round, lambda r, pid, values: diagnostics.__setitem__(pid, values)
+            )
             row = session.after_round(server_round, metrics, diagnostics if config.output.diagnostics else {})
             if progress is not None:
                 progress.update(row)
@@ -129,7 +131,9 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
     from simulations.runner import run_simulation
 
     keep = bool(config.output.out)
-    directory = Path(config.output.out) / "diagnostics" if keep else Path(tempfile.mkdtemp(prefix="ldpfed-diagnostics-"))
+    directory = (
+        Path(config.output.out) / "diagnostics" if keep else Path(tempfile.mkdtemp(prefix="ldpfed-diagnostics-"))
+    )
     directory.mkdir(parents=True, exist_ok=True)
 
     def on_round(server_round: int, metrics: dict) -> None:
@@ -141,8 +145,9 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
         if progress is not None:
             progress.update(row)
 
-    client_app = make_client_app(without_seed(config), world.data, world.secrets,
-                                 str(directory) if config.output.diagnostics else None)
+    client_app = make_client_app(
+        without_seed(config), world.data, world.secrets, str(directory) if config.output.diagnostics else None
+    )
     stop, done = threading.Event(), threading.Event()
     server_app = make_server_app(half, config.federation.clients, config.run.rounds, on_round, stop, done)
     try:

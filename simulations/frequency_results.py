@@ -32,7 +32,11 @@ from scipy.stats import t as student_t
 
 from ldpfed.cli.frequency import frequency_figure, mse_figure
 from ldpfed.data.categorical import read_categorical
-from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, FrequencyExperimentResult, run_frequency_experiment
+from ldpfed.frequency_experiment import (
+    DEFAULT_FREQUENCY_AGGREGATORS,
+    FrequencyExperimentResult,
+    run_frequency_experiment,
+)
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.results import save_figure, write_json, write_table, write_text
 
@@ -42,8 +46,12 @@ COMPARATORS = ("mean", "l1", "l2", "james-stein", "simplex")
 
 
 def data_sets(users: int, seed: int):
-    yield "zipf", read_categorical("zipf", users=users, attributes=10, categories="10",
-                                   rng=np.random.default_rng(data_seed(seed)))
+    yield (
+        "zipf",
+        read_categorical(
+            "zipf", users=users, attributes=10, categories="10", rng=np.random.default_rng(data_seed(seed))
+        ),
+    )
     yield "fair", read_categorical("fair")
 
 
@@ -56,8 +64,14 @@ def paired_verdicts(runs: pd.DataFrame) -> pd.DataFrame:
             difference = (group["hdr4me"] - group[other]).to_numpy()
             half = student_t.ppf(0.975, difference.size - 1) * difference.std(ddof=1) / np.sqrt(difference.size)
             mean = difference.mean()
-            rows.append({**dict(zip(keys, cell)), "versus": other, "ratio": group["hdr4me"].mean() / group[other].mean(),
-                         "verdict": "beats" if mean < -half else "loses" if mean > half else "ties"})
+            rows.append(
+                {
+                    **dict(zip(keys, cell)),
+                    "versus": other,
+                    "ratio": group["hdr4me"].mean() / group[other].mean(),
+                    "verdict": "beats" if mean < -half else "loses" if mean > half else "ties",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -118,26 +132,45 @@ def markdown(summary, verdicts, config, seconds, doc_dir: str) -> str:
     lines += [
         "Re-calibrated estimates, measured / predicted per aggregator (median, [min, max] over cells):",
         "",
-        _table(pd.DataFrame([{"aggregator": name,
-                              "median": float(other_ratio[others["aggregator"] == name].median()),
-                              "min": float(other_ratio[others["aggregator"] == name].min()),
-                              "max": float(other_ratio[others["aggregator"] == name].max())}
-                             for name in ["l1", "l2", "hdr4me", "james-stein"]])),
+        _table(
+            pd.DataFrame(
+                [
+                    {
+                        "aggregator": name,
+                        "median": float(other_ratio[others["aggregator"] == name].median()),
+                        "min": float(other_ratio[others["aggregator"] == name].min()),
+                        "max": float(other_ratio[others["aggregator"] == name].max()),
+                    }
+                    for name in ["l1", "l2", "hdr4me", "james-stein"]
+                ]
+            )
+        ),
         "",
     ]
     lines += ["## Which mechanism wins where (plain mean, measured MSE)", ""]
-    best = (mean_rows.loc[mean_rows.groupby(["data", "m", "epsilon"])["mse"].idxmin(),
-                          ["data", "m", "epsilon", "mechanism", "mse", "predicted_mse"]]).reset_index(drop=True)
+    best = (
+        mean_rows.loc[
+            mean_rows.groupby(["data", "m", "epsilon"])["mse"].idxmin(),
+            ["data", "m", "epsilon", "mechanism", "mse", "predicted_mse"],
+        ]
+    ).reset_index(drop=True)
     predicted_best = mean_rows.loc[mean_rows.groupby(["data", "m", "epsilon"])["predicted_mse"].idxmin()]
     best["predicted winner"] = predicted_best["mechanism"].to_numpy()
     # is the measured winner's lead over the predicted winner beyond 2 standard errors?
     gap = predicted_best["mse"].to_numpy() - best["mse"].to_numpy()
-    spread = np.hypot(predicted_best["mse_se"].to_numpy(),
-                      mean_rows.loc[mean_rows.groupby(["data", "m", "epsilon"])["mse"].idxmin(), "mse_se"].to_numpy())
+    spread = np.hypot(
+        predicted_best["mse_se"].to_numpy(),
+        mean_rows.loc[mean_rows.groupby(["data", "m", "epsilon"])["mse"].idxmin(), "mse_se"].to_numpy(),
+    )
     best["measured lead > 2 se"] = np.where(gap > 2 * spread, "yes", "no")
-    lines += ["Measured winner per cell and the predicted one (lowest predicted MSE); the last column says whether "
-              "the measured winner beats the predicted winner by more than 2 standard errors of the difference "
-              "(taken as independent, so conservative).", "", _table(best), ""]
+    lines += [
+        "Measured winner per cell and the predicted one (lowest predicted MSE); the last column says whether "
+        "the measured winner beats the predicted winner by more than 2 standard errors of the difference "
+        "(taken as independent, so conservative).",
+        "",
+        _table(best),
+        "",
+    ]
     lines += ["## Which aggregator wins where (lowest measured MSE in each cell)", ""]
     best_agg = summary.loc[summary.groupby(["data", "m", "mechanism", "epsilon"])["mse"].idxmin()]
     counts = best_agg.groupby(["data", "m", "aggregator"]).size().unstack(fill_value=0)
@@ -145,8 +178,11 @@ def markdown(summary, verdicts, config, seconds, doc_dir: str) -> str:
     lines += ["## HDR4ME* against each other aggregator (paired t-test per cell)", ""]
     tally = verdicts.groupby(["versus", "verdict"]).size().unstack(fill_value=0).reset_index()
     lines += [_table(tally), ""]
-    lines += ["Where the noise dominates (HDR4ME*'s weights p2, p3 > 0 need a deviation sd comparable to the domain "
-              "half-width 1), by eps, HDR4ME* / plain mean MSE ratio (median over data sets, m and mechanisms):", ""]
+    lines += [
+        "Where the noise dominates (HDR4ME*'s weights p2, p3 > 0 need a deviation sd comparable to the domain "
+        "half-width 1), by eps, HDR4ME* / plain mean MSE ratio (median over data sets, m and mechanisms):",
+        "",
+    ]
     versus_mean = verdicts[verdicts["versus"] == "mean"]
     lines += [_table(versus_mean.groupby("epsilon")["ratio"].median().reset_index()), ""]
     lines += claims(summary, verdicts)
@@ -154,8 +190,12 @@ def markdown(summary, verdicts, config, seconds, doc_dir: str) -> str:
     for name in config["plots"]:
         lines.append(f"![{name}]({doc_dir}/{name})")
     lines.append("")
-    lines += ["## All cells", "", _table(summary[["data", "m", "mechanism", "epsilon", "aggregator", "mse", "mse_se",
-                                                   "predicted_mse"]]), ""]
+    lines += [
+        "## All cells",
+        "",
+        _table(summary[["data", "m", "mechanism", "epsilon", "aggregator", "mse", "mse_se", "predicted_mse"]]),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -168,11 +208,14 @@ def overview(summary: pd.DataFrame) -> list[str]:
     encoded = mean_rows[~mean_rows["mechanism"].isin(["grr", "oue"])]
     best_encoded = encoded.loc[encoded.groupby(keys)["predicted_mse"].idxmin()].set_index(keys)
     ratio = best_encoded["predicted_mse"] / oracles
-    versus_oue = best_encoded["predicted_mse"] / mean_rows[mean_rows["mechanism"] == "oue"].set_index(keys)["predicted_mse"]
+    versus_oue = (
+        best_encoded["predicted_mse"] / mean_rows[mean_rows["mechanism"] == "oue"].set_index(keys)["predicted_mse"]
+    )
     best_aggregator = summary.loc[summary.groupby(keys + ["mechanism"])["mse"].idxmin(), "aggregator"].value_counts()
     cells = int(best_aggregator.sum())
     return [
-        "## Findings", "",
+        "## Findings",
+        "",
         f"- Mechanisms (plain mean, predicted): the winner is {', '.join(f'{k} in {v}' for k, v in winners.items())} of "
         f"{len(oracles)} (data, m, eps) cells: OUE at small budgets per attribute, GRR once e^(eps/m) is large "
         "against the number of categories (Wang et al. 2017). The best histogram-encoded mean mechanism "
@@ -207,30 +250,40 @@ def claims(summary: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
     cells = len(wide)
     lose_best = int((against_best == "loses").sum())
     lines = ["## The thesis' claims, checked", ""]
-    lines.append(f"- *HDR4ME\* is never worse than the best of none, L1 and L2*: it loses significantly to the best "
-                 f"of the three in {lose_best} of {cells} cells (ties in {int((against_best == 'ties').sum())}, beats in "
-                 f"{int((against_best == 'beats').sum())}). " + ("**Holds** here." if lose_best == 0 else
-                 "**Does not hold** here."))
+    lines.append(
+        rf"- *HDR4ME\* is never worse than the best of none, L1 and L2*: it loses significantly to the best "
+        f"of the three in {lose_best} of {cells} cells (ties in {int((against_best == 'ties').sum())}, beats in "
+        f"{int((against_best == 'beats').sum())}). "
+        + ("**Holds** here." if lose_best == 0 else "**Does not hold** here.")
+    )
     if noisy.any():
         noisy_cells = noisy[noisy].index
         better = ratios.loc[noisy_cells, "mean"]
-        lines.append(f"- *HDR4ME\* is far better than none when noise dominates* (predicted plain-mean RMSE >= "
-                     f"{NOISE_DOMINATED_SD} on the frequency scale, {len(noisy_cells)} cells): HDR4ME\*/mean MSE ratio "
-                     f"median {better.median():.3f}, range [{better.min():.3f}, {better.max():.3f}]; beats the mean in "
-                     f"{int((wide.loc[noisy_cells, 'mean'] == 'beats').sum())} of them.")
+        lines.append(
+            rf"- *HDR4ME\* is far better than none when noise dominates* (predicted plain-mean RMSE >= "
+            rf"{NOISE_DOMINATED_SD} on the frequency scale, {len(noisy_cells)} cells): HDR4ME\*/mean MSE ratio "
+            f"median {better.median():.3f}, range [{better.min():.3f}, {better.max():.3f}]; beats the mean in "
+            f"{int((wide.loc[noisy_cells, 'mean'] == 'beats').sum())} of them."
+        )
         lose_l2 = int((wide.loc[noisy_cells, "l2"] == "loses").sum())
-        lines.append(f"  In the same cells HDR4ME\* loses to L2 in {lose_l2} and to L1 in "
-                     f"{int((wide.loc[noisy_cells, 'l1'] == 'loses').sum())}.")
+        lines.append(
+            rf"  In the same cells HDR4ME\* loses to L2 in {lose_l2} and to L1 in "
+            f"{int((wide.loc[noisy_cells, 'l1'] == 'loses').sum())}."
+        )
     quiet = ~noisy
     if quiet.any():
         same = ratios.loc[quiet[quiet].index, "mean"]
-        lines.append(f"- Where noise does not dominate ({int(quiet.sum())} cells) HDR4ME\*/mean MSE ratio median "
-                     f"{same.median():.4f}: its weight p1 is ~1 and it returns the plain mean.")
+        lines.append(
+            rf"- Where noise does not dominate ({int(quiet.sum())} cells) HDR4ME\*/mean MSE ratio median "
+            f"{same.median():.4f}: its weight p1 is ~1 and it returns the plain mean."
+        )
     simplex = verdicts[verdicts["versus"] == "simplex"]
-    lines.append(f"- The simplex projection (no prediction; standard post-processing) against HDR4ME\*: HDR4ME\* "
-                 f"beats it in {int((simplex['verdict'] == 'beats').sum())}, ties in "
-                 f"{int((simplex['verdict'] == 'ties').sum())}, loses in {int((simplex['verdict'] == 'loses').sum())} "
-                 f"of {len(simplex)} cells.")
+    lines.append(
+        rf"- The simplex projection (no prediction; standard post-processing) against HDR4ME\*: HDR4ME\* "
+        f"beats it in {int((simplex['verdict'] == 'beats').sum())}, ties in "
+        f"{int((simplex['verdict'] == 'ties').sum())}, loses in {int((simplex['verdict'] == 'loses').sum())} "
+        f"of {len(simplex)} cells."
+    )
     lines.append("")
     return lines
 
@@ -242,8 +295,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", default="results/frequency")
     parser.add_argument("--doc", default="docs/results/frequency.md")
-    parser.add_argument("--render-only", action="store_true",
-                        help="Rewrite the page from the files an earlier run left in --out (no experiment).")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="Rewrite the page from the files an earlier run left in --out (no experiment).",
+    )
     args = parser.parse_args()
     out, doc = Path(args.out), Path(args.doc)
     doc_dir = doc.parent / doc.stem
@@ -264,8 +320,15 @@ def main() -> None:
     runs, summaries, frequencies, plots = [], [], [], []
     for name, data in data_sets(args.users, args.seed):
         for m in (data.attributes, 1):
-            result = run_frequency_experiment(data, MECHANISMS, EPSILONS, aggregators=DEFAULT_FREQUENCY_AGGREGATORS,
-                                              report_dims=m, repeats=args.repeats, seed=args.seed)
+            result = run_frequency_experiment(
+                data,
+                MECHANISMS,
+                EPSILONS,
+                aggregators=DEFAULT_FREQUENCY_AGGREGATORS,
+                report_dims=m,
+                repeats=args.repeats,
+                seed=args.seed,
+            )
             for frame, bucket in ((result.runs, runs), (result.summary, summaries), (result.frequencies, frequencies)):
                 bucket.append(frame.assign(data=name, m=m))
             for kind, figure in (("mse", mse_figure(result)), ("bars", frequency_figure(result))):
@@ -276,9 +339,16 @@ def main() -> None:
     runs, summary, frequencies = (pd.concat(b, ignore_index=True) for b in (runs, summaries, frequencies))
     verdicts = paired_verdicts(runs)
     seconds = time.perf_counter() - started
-    config = {"users": args.users, "repeats": args.repeats, "seed": args.seed, "epsilons": EPSILONS,
-              "mechanisms": MECHANISMS, "aggregators": DEFAULT_FREQUENCY_AGGREGATORS, "plots": plots,
-              "seconds": seconds}
+    config = {
+        "users": args.users,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "epsilons": EPSILONS,
+        "mechanisms": MECHANISMS,
+        "aggregators": DEFAULT_FREQUENCY_AGGREGATORS,
+        "plots": plots,
+        "seconds": seconds,
+    }
     write_table(out / "runs.csv", runs)
     write_table(out / "frequencies.csv", frequencies)
     for directory in (out, doc_dir):

@@ -31,10 +31,10 @@ from ldpfed.accounting import SelfComposedDpEvent, create_accountant, gaussian_r
 from ldpfed.gradient_noise import (
     GUARANTEE_FAILS,
     PLRVO,
+    R1SMG,
     InidGaussian,
     InidLaplace,
     ProductNoise,
-    R1SMG,
     layer_profile,
     search_parameters,
 )
@@ -69,9 +69,16 @@ def plrvo_rows(target, dims, q, steps):
             guarantee = "sound here (at q = 1 the paper accountant equals the joint one)"
         else:
             guarantee = f"claimed eps {target:g} understated: the joint accountant gives {joint:.4g}"
-        rows.append({"noise": f"plrvo (calibrated by the {accountant} accountant)", "rms": rms(noise), "sampler": sampler,
-                     "parameters": f"k={found.k:.4g}, theta={found.theta:.4g}, E|z|={noise.mean_abs():.4g}",
-                     "real_epsilon": joint, "guarantee": guarantee})
+        rows.append(
+            {
+                "noise": f"plrvo (calibrated by the {accountant} accountant)",
+                "rms": rms(noise),
+                "sampler": sampler,
+                "parameters": f"k={found.k:.4g}, theta={found.theta:.4g}, E|z|={noise.mean_abs():.4g}",
+                "real_epsilon": joint,
+                "guarantee": guarantee,
+            }
+        )
     return rows
 
 
@@ -80,25 +87,56 @@ def single_release(dims: int, epsilon: float = 1.0) -> list[dict]:
     profile = two_layers(dims)
     r1smg = R1SMG(dims, epsilon=epsilon, delta=DELTA)
     product = ProductNoise(dims, epsilon=epsilon, delta=DELTA)
-    rows = [{"noise": "gaussian (i.i.d., analytic)", "rms": sigma, "parameters": f"sigma={sigma:.4g}",
-             "sampler": "continuous", "real_epsilon": epsilon, "guarantee": "sound"}]
+    rows = [
+        {
+            "noise": "gaussian (i.i.d., analytic)",
+            "rms": sigma,
+            "parameters": f"sigma={sigma:.4g}",
+            "sampler": "continuous",
+            "real_epsilon": epsilon,
+            "guarantee": "sound",
+        }
+    ]
     for sampler in ("safe", "continuous"):
         inid = InidGaussian(profile, epsilon=epsilon, delta=DELTA, sampler=sampler)
         laplace = InidLaplace(profile, epsilon=epsilon, sampler=sampler)
         accountant = "RDP, discrete Gaussian" if sampler == "safe" else "analytic Gaussian"
         rows += [
-            {"noise": "inid-gaussian (2 layers)", "rms": rms(inid), "parameters": f"eta={inid.eta:.6g}",
-             "sampler": sampler, "real_epsilon": epsilon, "guarantee": f"sound ({accountant})"},
-            {"noise": "inid-laplace (2 layers, pure eps)", "rms": rms(laplace), "sampler": sampler,
-             "parameters": f"b in [{laplace.scales.min():.4g}, {laplace.scales.max():.4g}]",
-             "real_epsilon": laplace.realized_epsilon(), "guarantee": "sound"},
+            {
+                "noise": "inid-gaussian (2 layers)",
+                "rms": rms(inid),
+                "parameters": f"eta={inid.eta:.6g}",
+                "sampler": sampler,
+                "real_epsilon": epsilon,
+                "guarantee": f"sound ({accountant})",
+            },
+            {
+                "noise": "inid-laplace (2 layers, pure eps)",
+                "rms": rms(laplace),
+                "sampler": sampler,
+                "parameters": f"b in [{laplace.scales.min():.4g}, {laplace.scales.max():.4g}]",
+                "real_epsilon": laplace.realized_epsilon(),
+                "guarantee": "sound",
+            },
         ]
     rows += [
         *plrvo_rows(epsilon, dims, 1.0, 1),
-        {"noise": "r1smg", "rms": rms(r1smg), "parameters": f"1/psi={r1smg.inv_psi:.6g}, sigma*={r1smg.sigma:.4g}",
-         "sampler": "continuous", "real_epsilon": math.inf, "guarantee": GUARANTEE_FAILS},
-        {"noise": "product-noise", "rms": rms(product), "parameters": f"k={product.k:.4g}, t={product.t:.6g}",
-         "sampler": "continuous", "real_epsilon": math.inf, "guarantee": GUARANTEE_FAILS},
+        {
+            "noise": "r1smg",
+            "rms": rms(r1smg),
+            "parameters": f"1/psi={r1smg.inv_psi:.6g}, sigma*={r1smg.sigma:.4g}",
+            "sampler": "continuous",
+            "real_epsilon": math.inf,
+            "guarantee": GUARANTEE_FAILS,
+        },
+        {
+            "noise": "product-noise",
+            "rms": rms(product),
+            "parameters": f"k={product.k:.4g}, t={product.t:.6g}",
+            "sampler": "continuous",
+            "real_epsilon": math.inf,
+            "guarantee": GUARANTEE_FAILS,
+        },
     ]
     for row in rows:
         row.update(setting=f"one release, eps={epsilon:g}, d={dims}", ratio_to_gaussian=row["rms"] / sigma)
@@ -108,6 +146,7 @@ def single_release(dims: int, epsilon: float = 1.0) -> list[dict]:
 def gaussian_multiplier(target: float, q: float, steps: int, accountant: str = "pld") -> float:
     """The noise multiplier z whose Poisson-sampled Gaussian reaches eps = target (dp_accounting's
     PLD, or RDP: the accountant `ldpfed dpsgd` reports)."""
+
     def excess(log_z):
         event = SelfComposedDpEvent(gaussian_round(math.exp(log_z), sample_rate=q), steps)
         return create_accountant(accountant).compose(event).get_epsilon(DELTA) - target
@@ -119,14 +158,31 @@ def dpsgd(dims: int = 1000, epsilon: float = 2.0, q: float = 0.01, steps: int = 
     z = gaussian_multiplier(epsilon, q, steps)
     inid = InidGaussian(two_layers(dims), noise_multiplier=z, sampler="continuous")
     rows = [
-        {"noise": "gaussian (i.i.d., DP-SGD)", "rms": z, "parameters": f"z={z:.4g}", "real_epsilon": epsilon,
-         "sampler": "continuous", "guarantee": "sound (PLD accountant)"},
-        {"noise": "inid-gaussian (2 layers, same z)", "rms": rms(inid), "parameters": f"z={z:.4g}",
-         "sampler": "continuous", "real_epsilon": epsilon,
-         "guarantee": "sound (PLD accountant); the safe sampler has no Poisson-sampled bound in ldpfed"},
+        {
+            "noise": "gaussian (i.i.d., DP-SGD)",
+            "rms": z,
+            "parameters": f"z={z:.4g}",
+            "real_epsilon": epsilon,
+            "sampler": "continuous",
+            "guarantee": "sound (PLD accountant)",
+        },
+        {
+            "noise": "inid-gaussian (2 layers, same z)",
+            "rms": rms(inid),
+            "parameters": f"z={z:.4g}",
+            "sampler": "continuous",
+            "real_epsilon": epsilon,
+            "guarantee": "sound (PLD accountant); the safe sampler has no Poisson-sampled bound in ldpfed",
+        },
         *plrvo_rows(epsilon, dims, q, steps),
-        {"noise": "r1smg / product-noise", "rms": math.nan, "parameters": "", "real_epsilon": math.inf,
-         "sampler": "continuous", "guarantee": f"{GUARANTEE_FAILS} per step: no composed guarantee"},
+        {
+            "noise": "r1smg / product-noise",
+            "rms": math.nan,
+            "parameters": "",
+            "real_epsilon": math.inf,
+            "sampler": "continuous",
+            "guarantee": f"{GUARANTEE_FAILS} per step: no composed guarantee",
+        },
     ]
     for row in rows:
         row.update(setting=f"DP-SGD q={q:g}, T={steps}, eps={epsilon:g}, d={dims}", ratio_to_gaussian=row["rms"] / z)
@@ -146,59 +202,100 @@ def accuracy(epsilon: float = 2.0) -> list[dict]:
     q, steps = base.batch_size / n, base.epochs * steps_per_epoch(base, n)
     dims = 650  # logistic regression on digits: 64 x 10 weights + 10 biases
     z = gaussian_multiplier(epsilon, q, steps, "rdp")
-    settings = [("gaussian (numeric)", {"perturbation": "numeric", "noise_multiplier": z}, "sound"),
-                ("inid-gaussian (2 layers, same z)", {"perturbation": "inid-gaussian", "noise_multiplier": z,
-                                                      "noise_sampler": "continuous"}, "sound")]
+    settings = [
+        ("gaussian (numeric)", {"perturbation": "numeric", "noise_multiplier": z}, "sound"),
+        (
+            "inid-gaussian (2 layers, same z)",
+            {"perturbation": "inid-gaussian", "noise_multiplier": z, "noise_sampler": "continuous"},
+            "sound",
+        ),
+    ]
     law = SafeLaw.for_params(dims)
     for accountant in ("joint", "paper"):
         found = search_parameters(epsilon, 1.0, dims, q, steps, DELTA, accountant=accountant, law=law)
         joint, _ = PLRVO(dims, k=found.k, theta=found.theta, sample_rate=q, steps=steps).epsilon("joint")
-        settings.append((f"plrvo (calibrated by the {accountant} accountant)",
-                         {"perturbation": "plrvo", "k": found.k, "theta": found.theta},
-                         "sound" if accountant == "joint" else f"understated: joint eps {joint:.4g}"))
+        settings.append(
+            (
+                f"plrvo (calibrated by the {accountant} accountant)",
+                {"perturbation": "plrvo", "k": found.k, "theta": found.theta},
+                "sound" if accountant == "joint" else f"understated: joint eps {joint:.4g}",
+            )
+        )
     for name in ("r1smg", "product-noise"):
-        settings.append((f"{name} (per-step claim)", {"perturbation": name, "noise_epsilon": epsilon, "noise_delta": DELTA},
-                         GUARANTEE_FAILS))
+        settings.append(
+            (
+                f"{name} (per-step claim)",
+                {"perturbation": name, "noise_epsilon": epsilon, "noise_delta": DELTA},
+                GUARANTEE_FAILS,
+            )
+        )
     settings.append(("none (no noise)", {"perturbation": "none"}, "not private"))
     rows = []
     for label, options, guarantee in settings:
         results = [run(DPSGDConfig(epochs=5, seed=seed, **options)) for seed in SEEDS]
-        rows.append({"setting": f"central DP-SGD, digits logreg, eps={epsilon:g}, {len(SEEDS)} seeds", "noise": label,
-                     "sampler": ("-" if options["perturbation"] == "none" else
-                                 "safe" if results[0].get("noise_sampler", "").startswith("safe") else "continuous"),
-                     "parameters": ", ".join(f"{k}={v:.4g}" for k, v in options.items() if isinstance(v, float)),
-                     "rms": float(np.mean([r["noise_sd"]["per_coordinate"] if r["noise_sd"] else 0.0 for r in results])),
-                     "accuracy": float(np.mean([r["accuracy"] for r in results])),
-                     "accuracy_sd": float(np.std([r["accuracy"] for r in results], ddof=1)),
-                     "real_epsilon": results[0]["epsilon"] if results[0]["private"] else math.inf,
-                     "guarantee": guarantee})
+        rows.append(
+            {
+                "setting": f"central DP-SGD, digits logreg, eps={epsilon:g}, {len(SEEDS)} seeds",
+                "noise": label,
+                "sampler": (
+                    "-"
+                    if options["perturbation"] == "none"
+                    else "safe"
+                    if results[0].get("noise_sampler", "").startswith("safe")
+                    else "continuous"
+                ),
+                "parameters": ", ".join(f"{k}={v:.4g}" for k, v in options.items() if isinstance(v, float)),
+                "rms": float(np.mean([r["noise_sd"]["per_coordinate"] if r["noise_sd"] else 0.0 for r in results])),
+                "accuracy": float(np.mean([r["accuracy"] for r in results])),
+                "accuracy_sd": float(np.std([r["accuracy"] for r in results], ddof=1)),
+                "real_epsilon": results[0]["epsilon"] if results[0]["private"] else math.inf,
+                "guarantee": guarantee,
+            }
+        )
     return rows
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    lines = ["# Gradient noises at equal claimed eps (noise magnitude)", "",
-             "Generated by `PYTHONPATH=. python simulations/gradient_noise_table.py` (the noise tables from exact moments,",
-             "no sampling; the central DP-SGD section trains 3 seeds with each noise's sampler).",
-             "Clip C = 1 (L2), delta = 1e-5. `rms` = sqrt(E||n||^2 / d) per coordinate; `ratio` = rms / the i.i.d.",
-             "Gaussian's at the same claim. `real eps` is the guarantee ldpfed can certify (inf: none).",
-             "`sampler`: safe = floating-point safe (fixed output grid, exact integer noise, accounted for what it",
-             "samples: the default); continuous = the textbook float sampler, NOT floating-point safe (it fails the",
-             "audit's never-produced event), shown for comparison.", ""]
+    lines = [
+        "# Gradient noises at equal claimed eps (noise magnitude)",
+        "",
+        "Generated by `PYTHONPATH=. python simulations/gradient_noise_table.py` (the noise tables from exact moments,",
+        "no sampling; the central DP-SGD section trains 3 seeds with each noise's sampler).",
+        "Clip C = 1 (L2), delta = 1e-5. `rms` = sqrt(E||n||^2 / d) per coordinate; `ratio` = rms / the i.i.d.",
+        "Gaussian's at the same claim. `real eps` is the guarantee ldpfed can certify (inf: none).",
+        "`sampler`: safe = floating-point safe (fixed output grid, exact integer noise, accounted for what it",
+        "samples: the default); continuous = the textbook float sampler, NOT floating-point safe (it fails the",
+        "audit's never-produced event), shown for comparison.",
+        "",
+    ]
     for setting, part in frame.groupby("setting", sort=False):
         if "accuracy" in part and part["accuracy"].notna().any():
-            lines += [f"## {setting}", "", "`rms`: noise sd per coordinate of the released mean gradient.", "",
-                      "| noise | sampler | parameters | rms | test accuracy (sd) | real eps | guarantee |",
-                      "|---|---|---|---|---|---|---|"]
+            lines += [
+                f"## {setting}",
+                "",
+                "`rms`: noise sd per coordinate of the released mean gradient.",
+                "",
+                "| noise | sampler | parameters | rms | test accuracy (sd) | real eps | guarantee |",
+                "|---|---|---|---|---|---|---|",
+            ]
             for row in part.itertuples():
-                lines.append(f"| {row.noise} | {row.sampler} | {row.parameters} | {row.rms:.4g} | "
-                             f"{row.accuracy:.3f} ({row.accuracy_sd:.3f}) | {row.real_epsilon:.4g} | {row.guarantee} |")
+                lines.append(
+                    f"| {row.noise} | {row.sampler} | {row.parameters} | {row.rms:.4g} | "
+                    f"{row.accuracy:.3f} ({row.accuracy_sd:.3f}) | {row.real_epsilon:.4g} | {row.guarantee} |"
+                )
             lines.append("")
             continue
-        lines += [f"## {setting}", "", "| noise | sampler | parameters | rms | ratio | real eps | guarantee |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {setting}",
+            "",
+            "| noise | sampler | parameters | rms | ratio | real eps | guarantee |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for row in part.itertuples():
-            lines.append(f"| {row.noise} | {row.sampler} | {row.parameters} | {row.rms:.4g} | {row.ratio_to_gaussian:.3f} | "
-                         f"{row.real_epsilon:.4g} | {row.guarantee} |")
+            lines.append(
+                f"| {row.noise} | {row.sampler} | {row.parameters} | {row.rms:.4g} | {row.ratio_to_gaussian:.3f} | "
+                f"{row.real_epsilon:.4g} | {row.guarantee} |"
+            )
         lines.append("")
     lines += [
         "## Reading",

@@ -82,8 +82,20 @@ def run_configuration(values, name, options, epsilon, report_dims, repetitions, 
 
 
 def markdown(frame: pd.DataFrame, header: str) -> str:
-    columns = ["dataset", "mechanism", "report_dims", "r_j", "predicted_mse", "measured_mse",
-               "relative_difference", "mc_relative_se", "z", "ks_pooled", "ks_noise_95", "berry_esseen_max"]
+    columns = [
+        "dataset",
+        "mechanism",
+        "report_dims",
+        "r_j",
+        "predicted_mse",
+        "measured_mse",
+        "relative_difference",
+        "mc_relative_se",
+        "z",
+        "ks_pooled",
+        "ks_noise_95",
+        "berry_esseen_max",
+    ]
     lines = [header, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for _, row in frame[columns].iterrows():
         cells = []
@@ -125,37 +137,57 @@ def main() -> None:
         console.print(f"[bold red]error:[/] {error}")
         raise SystemExit(2) from None
 
-    configurations = [(dataset, name, options, m) for dataset in available_synthetic()
-                      for name, options in variants() for m in sorted({dims, small_m}, reverse=True)]
+    configurations = [
+        (dataset, name, options, m)
+        for dataset in available_synthetic()
+        for name, options in variants()
+        for m in sorted({dims, small_m}, reverse=True)
+    ]
     data_streams = dict(zip(available_synthetic(), np.random.SeedSequence(args.seed).spawn(len(available_synthetic()))))
     run_streams = np.random.SeedSequence([args.seed, 1]).spawn(len(configurations))
     data = {name: generate(name, users, dims, np.random.default_rng(stream)) for name, stream in data_streams.items()}
 
     rows = []
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("Monte Carlo repetitions", total=len(configurations) * repetitions)
         for (dataset, name, options, m), stream in zip(configurations, run_streams):
             progress.update(task, description=f"{dataset} / {name}{''.join(f' {v}' for v in options.values())} / m={m}")
-            row = run_configuration(data[dataset], name, options, epsilon, m, repetitions, stream,
-                                    lambda: progress.advance(task))
+            row = run_configuration(
+                data[dataset], name, options, epsilon, m, repetitions, stream, lambda: progress.advance(task)
+            )
             rows.append({"dataset": dataset, **row})
 
     frame = pd.DataFrame(rows)
-    header = (f"# Predicted vs Monte Carlo MSE\n\nn = {users:,} users, d = {dims}, eps = {epsilon:g} per user "
-              f"(eps/m per value; Gaussian delta = {DELTA:g}), {repetitions} repetitions per row, seed {args.seed}. "
-              "z = (predicted - measured) / MC standard error; ks_pooled = Kolmogorov distance of the "
-              "standardized deviations from N(0,1) (covered by the Berry–Esseen bound when m = d), "
-              "ks_noise_95 = its 95% critical value for this many draws (distances below it are sampling noise).")
+    header = (
+        f"# Predicted vs Monte Carlo MSE\n\nn = {users:,} users, d = {dims}, eps = {epsilon:g} per user "
+        f"(eps/m per value; Gaussian delta = {DELTA:g}), {repetitions} repetitions per row, seed {args.seed}. "
+        "z = (predicted - measured) / MC standard error; ks_pooled = Kolmogorov distance of the "
+        "standardized deviations from N(0,1) (covered by the Berry–Esseen bound when m = d), "
+        "ks_noise_95 = its 95% critical value for this many draws (distances below it are sampling noise)."
+    )
     summary = {
-        "users": users, "dims": dims, "epsilon": epsilon, "repetitions": repetitions, "seed": args.seed,
-        "configurations": len(frame), "all_within_10pct": bool(frame["within_10pct"].all()),
+        "users": users,
+        "dims": dims,
+        "epsilon": epsilon,
+        "repetitions": repetitions,
+        "seed": args.seed,
+        "configurations": len(frame),
+        "all_within_10pct": bool(frame["within_10pct"].all()),
         "max_abs_relative_difference": float(frame["relative_difference"].abs().max()),
         "max_abs_z": float(frame["z"].abs().max()),
         "ks_within_bound_plus_noise_m_eq_d": bool(
-            (frame.loc[frame.report_dims == dims, "ks_pooled"]
-             <= frame.loc[frame.report_dims == dims, "berry_esseen_max"] + frame.loc[frame.report_dims == dims, "ks_noise_95"]).all()
+            (
+                frame.loc[frame.report_dims == dims, "ks_pooled"]
+                <= frame.loc[frame.report_dims == dims, "berry_esseen_max"]
+                + frame.loc[frame.report_dims == dims, "ks_noise_95"]
+            ).all()
         ),
     }
     write_table(args.out / "table.csv", frame)

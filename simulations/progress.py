@@ -30,7 +30,11 @@ class RoundProgress:
         if self.console.is_terminal:  # a live bar on a terminal; a log gets the round lines alone
             self.progress.start()
         description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
-        self.task_id = self.progress.add_task(description, total=self.config.run.rounds, last="starting Ray..." if self.config.run.engine == "flower" else "")
+        self.task_id = self.progress.add_task(
+            description,
+            total=self.config.run.rounds,
+            last="starting Ray..." if self.config.run.engine == "flower" else "",
+        )
 
     def update(self, row: dict) -> None:
         if self.progress is None:
@@ -43,8 +47,10 @@ class RoundProgress:
         elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone
-            result = (f"mse {self.config.aggregation.aggregator} {row['mse']:.3g}, plain mean "
-                      f"{row['mse_plain_mean']:.3g} (predicted {row['predicted_mse']:.3g})")
+            result = (
+                f"mse {self.config.aggregation.aggregator} {row['mse']:.3g}, plain mean "
+                f"{row['mse_plain_mean']:.3g} (predicted {row['predicted_mse']:.3g})"
+            )
         failed = f", {row['clients_failed']} failed ({row['failure_reasons']})" if row["clients_failed"] else ""
         spent = "not private" if row["epsilon_spent"] is None else f"eps spent {row['epsilon_spent']:.3g}"
         line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; {spent}"
@@ -60,13 +66,32 @@ class RoundProgress:
         engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
-            "task", "clients", "rounds", "mechanism", "noise_sampler", "private", "privacy_reasons", "epsilon", "aggregator",
+            "task",
+            "clients",
+            "rounds",
+            "mechanism",
+            "noise_sampler",
+            "private",
+            "privacy_reasons",
+            "epsilon",
+            "aggregator",
             "deviation",
-            "final_accuracy", "best_accuracy", "final_loss", "users", "dims", "final_mse", "final_mse_plain_mean",
-            "predicted_mse_plain_mean", "mean_mse_over_rounds",
-            "noise_measured_over_predicted", "diagnostics",
-            "clients_failed_total", "epsilon_spent_max_per_client", "delta_spent_max_per_client",
-            "seconds", "seconds_per_round",
+            "final_accuracy",
+            "best_accuracy",
+            "final_loss",
+            "users",
+            "dims",
+            "final_mse",
+            "final_mse_plain_mean",
+            "predicted_mse_plain_mean",
+            "mean_mse_over_rounds",
+            "noise_measured_over_predicted",
+            "diagnostics",
+            "clients_failed_total",
+            "epsilon_spent_max_per_client",
+            "delta_spent_max_per_client",
+            "seconds",
+            "seconds_per_round",
         ]
         if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
             table.add_row("epsilon", "none (not private)")

@@ -75,8 +75,9 @@ def _stderr_to(log_path: Path):
             terminal.close()
 
 
-def run_simulation(config: Config, server_app, client_app, progress=None, verbose: bool = False,
-                   nodes: int | None = None) -> None:
+def run_simulation(
+    config: Config, server_app, client_app, progress=None, verbose: bool = False, nodes: int | None = None
+) -> None:
     """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
     Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` with
     the terminal's stderr before the simulation starts, `stop()` at the end."""

@@ -45,7 +45,13 @@ SMALL_EPS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 SQUARE_WAVE_EPS = (0.1, 10.0, 100.0, 500.0, 1000.0, 5000.0)
 MECHANISM_GROUPS = (
     ((MechanismChoice("laplace"), MechanismChoice("piecewise")), SMALL_EPS),
-    ((MechanismChoice("square-wave", {"estimator": "raw"}), MechanismChoice("square-wave", {"estimator": "debiased"})), SQUARE_WAVE_EPS),
+    (
+        (
+            MechanismChoice("square-wave", {"estimator": "raw"}),
+            MechanismChoice("square-wave", {"estimator": "debiased"}),
+        ),
+        SQUARE_WAVE_EPS,
+    ),
 )
 COMPARATORS = ("mean", "l1", "l2", "james-stein")
 CHANGE_THRESHOLD = 0.01  # relative MSE change listed against the previous page
@@ -113,19 +119,35 @@ def change_section(changes: pd.DataFrame | None) -> list[str]:
     if not len(moved):
         return []
     others = changes["relative_change"].abs().drop(moved.index)
-    lines = ["## What changed since the previous version of this page", "", CHANGE_NOTE, "",
-             f"Cells whose mean MSE moved by more than {CHANGE_THRESHOLD:.0%} ({len(moved)} of "
-             f"{len(changes)} compared; the largest relative change among the others is "
-             f"{others.max() if len(others) else 0.0:.2g}):", "",
-             "| data | mechanism | eps | aggregator | previous MSE | MSE now | change |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## What changed since the previous version of this page",
+        "",
+        CHANGE_NOTE,
+        "",
+        f"Cells whose mean MSE moved by more than {CHANGE_THRESHOLD:.0%} ({len(moved)} of "
+        f"{len(changes)} compared; the largest relative change among the others is "
+        f"{others.max() if len(others) else 0.0:.2g}):",
+        "",
+        "| data | mechanism | eps | aggregator | previous MSE | MSE now | change |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row, label in zip(moved.itertuples(), _labels(moved)):
-        lines.append(f"| {row.data} | {label} | {row.epsilon:g} | {row.aggregator} | {row.previous_mse:.4g} | "
-                     f"{row.mse:.4g} | {row.relative_change:+.1%} |")
+        lines.append(
+            f"| {row.data} | {label} | {row.epsilon:g} | {row.aggregator} | {row.previous_mse:.4g} | "
+            f"{row.mse:.4g} | {row.relative_change:+.1%} |"
+        )
     return lines + [""]
 
 
-def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict, missing: list[str], seconds: float,
-                    changes: pd.DataFrame | None = None, files: str = "recalibration") -> str:
+def markdown_report(
+    summary: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    config: dict,
+    missing: list[str],
+    seconds: float,
+    changes: pd.DataFrame | None = None,
+    files: str = "recalibration",
+) -> str:
     lines = [
         "# HDR4ME* against mean, L1, L2 and James–Stein (thesis Figure 4.6 grid)",
         "",
@@ -160,7 +182,12 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
         lines += [f"Not run (mechanism not available): {', '.join(missing)}.", ""]
     lines += change_section(changes)
 
-    lines += ["## Overall", "", "| HDR4ME* vs | beats | ties | loses | median ratio | min ratio | max ratio |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Overall",
+        "",
+        "| HDR4ME* vs | beats | ties | loses | median ratio | min ratio | max ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for other in COMPARATORS:
         part = verdicts[verdicts["versus"] == other]
         counts = part["verdict"].value_counts()
@@ -168,7 +195,13 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
             f"| {other} | {counts.get('beats', 0)} | {counts.get('ties', 0)} | {counts.get('loses', 0)} | "
             f"{part['ratio'].median():.3g} | {part['ratio'].min():.3g} | {part['ratio'].max():.3g} |"
         )
-    lines += ["", "By mechanism (beats / ties / loses):", "", "| mechanism | " + " | ".join(COMPARATORS) + " |", "|---" * (len(COMPARATORS) + 1) + "|"]
+    lines += [
+        "",
+        "By mechanism (beats / ties / loses):",
+        "",
+        "| mechanism | " + " | ".join(COMPARATORS) + " |",
+        "|---" * (len(COMPARATORS) + 1) + "|",
+    ]
     for label, part in verdicts.assign(label=_labels(verdicts)).groupby("label", sort=False):
         cells = []
         for other in COMPARATORS:
@@ -177,16 +210,33 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
 
     best = summary.loc[summary.groupby(["data", "mechanism", "options", "epsilon"], sort=False)["mse"].idxmin()]
-    lines += ["", "Best aggregator per cell (count): " + ", ".join(
-        f"{name} {count}" for name, count in best["aggregator"].value_counts().items()) + ".", ""]
+    lines += [
+        "",
+        "Best aggregator per cell (count): "
+        + ", ".join(f"{name} {count}" for name, count in best["aggregator"].value_counts().items())
+        + ".",
+        "",
+    ]
 
-    lines += ["## Per cell", "", "MSE averaged over repetitions; HDR4ME* ratio to each comparator with its verdict "
-              "(b = beats, t = ties, l = loses).", ""]
+    lines += [
+        "## Per cell",
+        "",
+        "MSE averaged over repetitions; HDR4ME* ratio to each comparator with its verdict "
+        "(b = beats, t = ties, l = loses).",
+        "",
+    ]
     aggregators = aggregation.available()
     for (data_name, label), part in summary.assign(label=_labels(summary)).groupby(["data", "label"], sort=False):
-        lines += [f"### {data_name}, {label}", "",
-                  "| eps | " + " | ".join(aggregators) + " | predicted mean | " + " | ".join(f"hdr4me/{o}" for o in COMPARATORS) + " |",
-                  "|---" * (len(aggregators) + 2 + len(COMPARATORS)) + "|"]
+        lines += [
+            f"### {data_name}, {label}",
+            "",
+            "| eps | "
+            + " | ".join(aggregators)
+            + " | predicted mean | "
+            + " | ".join(f"hdr4me/{o}" for o in COMPARATORS)
+            + " |",
+            "|---" * (len(aggregators) + 2 + len(COMPARATORS)) + "|",
+        ]
         cell_verdicts = verdicts[(verdicts["data"] == data_name) & (_labels(verdicts) == label)]
         for epsilon, rows in part.groupby("epsilon", sort=True):
             mse = dict(zip(rows["aggregator"], rows["mse"]))
@@ -195,8 +245,13 @@ def markdown_report(summary: pd.DataFrame, verdicts: pd.DataFrame, config: dict,
             for other in COMPARATORS:
                 row = cell_verdicts[(cell_verdicts["epsilon"] == epsilon) & (cell_verdicts["versus"] == other)].iloc[0]
                 ratios.append(f"{row['ratio']:.3g} {row['verdict'][0]}")
-            lines.append(f"| {epsilon:g} | " + " | ".join(f"{mse[a]:.4g}" for a in aggregators)
-                         + f" | {predicted:.4g} | " + " | ".join(ratios) + " |")
+            lines.append(
+                f"| {epsilon:g} | "
+                + " | ".join(f"{mse[a]:.4g}" for a in aggregators)
+                + f" | {predicted:.4g} | "
+                + " | ".join(ratios)
+                + " |"
+            )
         lines.append("")
     lines += ["", "## Plots", ""] + [f"![{name}]({files}/mse_{name}.png)" for name, _, _ in DATA_SETS]
     return "\n".join(lines) + "\n"
@@ -236,9 +291,15 @@ def main() -> None:
                 if not choices:
                     continue
                 bar.update(task, description=f"{name} {'/'.join(c.label for c in choices)}")
-                result = run_mean_experiment(data, list(choices), list(eps), aggregators=aggregation.available(),
-                                             repeats=args.repeats, seed=args.seed,
-                                             progress=lambda: bar.advance(task))
+                result = run_mean_experiment(
+                    data,
+                    list(choices),
+                    list(eps),
+                    aggregators=aggregation.available(),
+                    repeats=args.repeats,
+                    seed=args.seed,
+                    progress=lambda: bar.advance(task),
+                )
                 results.append((name, result))
             del data
     seconds = time.perf_counter() - started
@@ -247,11 +308,18 @@ def main() -> None:
     summary = pd.concat([r.summary.assign(data=name) for name, r in results], ignore_index=True)
     verdicts = paired_verdicts(runs)
     config = {
-        "scale": args.scale, "repeats": args.repeats, "seed": args.seed, "out": str(args.out),
-        "users": users, "dims": {name: d for name, _, d in DATA_SETS},
-        "alpha": aggregation.DEFAULT_ALPHA, "l2_reference": "bound", "deviation": "plug-in",
+        "scale": args.scale,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "out": str(args.out),
+        "users": users,
+        "dims": {name: d for name, _, d in DATA_SETS},
+        "alpha": aggregation.DEFAULT_ALPHA,
+        "l2_reference": "bound",
+        "deviation": "plug-in",
         "epsilons": {"laplace/piecewise": list(SMALL_EPS), "square-wave": list(SQUARE_WAVE_EPS)},
-        "missing": missing, "seconds": seconds,
+        "missing": missing,
+        "seconds": seconds,
     }
     files = args.doc.parent / args.doc.stem  # the page's own copies, linked relatively
     previous_path = files / "summary.csv"

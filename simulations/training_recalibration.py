@@ -28,9 +28,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ldpfed.config import Config  # noqa: E402
 from ldpfed.results import save_figure, write_table, write_text  # noqa: E402
 from simulations.compare_train import accuracy_figure, plan, run_one, summarize  # noqa: E402
-from ldpfed.config import Config  # noqa: E402
 
 SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregator and mechanism
     "digits-logreg": ("digits", "logreg", {}),
@@ -40,9 +40,19 @@ SETTINGS = {  # (data, model, overrides of COMMON): the same for every aggregato
     "fedprox-logreg": ("synthetic-fedprox", "logreg", {}),
 }
 COMMON = {  # the project's defaults for clip, lr, batch; sizes chosen for ~20 min on 2 cores
-    "task": "train", "clients": 20, "rounds": 15, "local-steps": 5, "lr": 0.1, "batch-size": 32,
-    "clip": 0.05, "partition": "iid", "fraction": 1.0, "deviation": "plug-in", "alpha": 0.95,
-    "engine": "local", "diagnostics": True,
+    "task": "train",
+    "clients": 20,
+    "rounds": 15,
+    "local-steps": 5,
+    "lr": 0.1,
+    "batch-size": 32,
+    "clip": 0.05,
+    "partition": "iid",
+    "fraction": 1.0,
+    "deviation": "plug-in",
+    "alpha": 0.95,
+    "engine": "local",
+    "diagnostics": True,
 }
 MECHANISMS = ["none", "laplace", "piecewise"]
 EPSILONS = [1.5, 4.9, 15.3]
@@ -129,20 +139,38 @@ def all_runs():
 
 def _key(labels) -> tuple:
     epsilon = labels["epsilon"]
-    return (labels["setting"], labels["mechanism"], None if pd.isna(epsilon) else float(epsilon),
-            labels["aggregator"], int(labels["repeat"]))
+    return (
+        labels["setting"],
+        labels["mechanism"],
+        None if pd.isna(epsilon) else float(epsilon),
+        labels["aggregator"],
+        int(labels["repeat"]),
+    )
 
 
 def run_all(out: Path) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     runs_path, rounds_path = out / "runs.csv", out / "rounds.csv"
     done = pd.read_csv(runs_path) if runs_path.exists() else pd.DataFrame()
     rounds = pd.read_csv(rounds_path) if rounds_path.exists() else pd.DataFrame()
     finished = {_key(row) for row in done.to_dict("records")}
     todo = [(labels, config) for labels, config in all_runs() if _key(labels) not in finished]
-    with Progress(TextColumn("training_recalibration"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), TextColumn("{task.fields[last]}")) as bar:
+    with Progress(
+        TextColumn("training_recalibration"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[last]}"),
+    ) as bar:
         task_id = bar.add_task("federations", total=len(todo), last="")
         for labels, config in todo:
             row, round_rows = run_one(labels, config)
@@ -151,8 +179,12 @@ def run_all(out: Path) -> None:
             write_table(runs_path, done)
             write_table(rounds_path, rounds)
             eps = "" if labels["epsilon"] is None else f" eps {labels['epsilon']:g}"
-            bar.update(task_id, advance=1, last=f"{labels['setting']} {labels['mechanism']}{eps} "
-                       f"{labels['aggregator']} r{labels['repeat']}: acc {row['final_accuracy']:.3f}")
+            bar.update(
+                task_id,
+                advance=1,
+                last=f"{labels['setting']} {labels['mechanism']}{eps} "
+                f"{labels['aggregator']} r{labels['repeat']}: acc {row['final_accuracy']:.3f}",
+            )
 
 
 def paired_differences(runs: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +199,8 @@ def paired_differences(runs: pd.DataFrame) -> pd.DataFrame:
         stats.insert(3, "aggregator", name)
         rows.append(stats)
     result = pd.concat(rows, ignore_index=True).rename(
-        columns={"mean": "diff_vs_mean", "std": "diff_sd", "size": "repeats"})
+        columns={"mean": "diff_vs_mean", "std": "diff_sd", "size": "repeats"}
+    )
     result["epsilon"] = result["epsilon"].where(result["epsilon"] >= 0)
     return result
 
@@ -181,8 +214,10 @@ def render(out: Path, page: Path) -> None:
         if part.empty:
             continue
         summaries.append(summarize(part).assign(setting=name))
-        save_figure(out / f"accuracy_{name}.png",
-                    accuracy_figure(rounds[rounds["setting"] == name], f"{name}: {describe_common(name)}"))
+        save_figure(
+            out / f"accuracy_{name}.png",
+            accuracy_figure(rounds[rounds["setting"] == name], f"{name}: {describe_common(name)}"),
+        )
     summary = pd.concat(summaries, ignore_index=True)
     differences = paired_differences(runs)
     write_table(out / "summary.csv", summary)
@@ -194,8 +229,10 @@ def render(out: Path, page: Path) -> None:
 
 def describe_common(setting: str | None = None) -> str:
     c = {**COMMON, **(SETTINGS[setting][2] if setting else {})}
-    return (f"{c['clients']} clients, {c['rounds']} rounds, E={c['local-steps']}, lr={c['lr']}, "
-            f"C={c['clip']}, batch {c['batch-size']}, {c['partition']}")
+    return (
+        f"{c['clients']} clients, {c['rounds']} rounds, E={c['local-steps']}, lr={c['lr']}, "
+        f"C={c['clip']}, batch {c['batch-size']}, {c['partition']}"
+    )
 
 
 def noise_table(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -204,9 +241,12 @@ def noise_table(rounds: pd.DataFrame) -> pd.DataFrame:
     frame = rounds[(rounds["aggregator"] == "mean") & (rounds["mechanism"] != "none")]
     grouped = frame.groupby(["setting", "mechanism", "epsilon"], sort=False)
     table = grouped.agg(
-        predicted=("predicted_squared_distance", "mean"), measured=("measured_squared_distance", "mean"),
-        measured_sd=("measured_squared_distance", "std"), rounds=("measured_squared_distance", "size"),
-        z_beyond_1_96=("noise_z_beyond_1_96", "mean"), clean_update_norm2=("clean_update_squared_norm", "mean"),
+        predicted=("predicted_squared_distance", "mean"),
+        measured=("measured_squared_distance", "mean"),
+        measured_sd=("measured_squared_distance", "std"),
+        rounds=("measured_squared_distance", "size"),
+        z_beyond_1_96=("noise_z_beyond_1_96", "mean"),
+        clean_update_norm2=("clean_update_squared_norm", "mean"),
     ).reset_index()
     table["ratio"] = table["measured"] / table["predicted"]
     table["ratio_se"] = table["measured_sd"] / np.sqrt(table["rounds"]) / table["predicted"]
@@ -249,41 +289,68 @@ def page_text(runs, summary, differences, noise) -> str:
         part = summary[summary["setting"] == setting]
         if part.empty:
             continue
-        lines += [f"## {setting}: final test accuracy (mean ± sd over repetitions)", "",
-                  f"![accuracy per round](training_recalibration/accuracy_{setting}.png)", "",
-                  "| mechanism | eps/round | " + " | ".join(AGGREGATORS) + " |",
-                  "|---|---|" + "---|" * len(AGGREGATORS)]
+        lines += [
+            f"## {setting}: final test accuracy (mean ± sd over repetitions)",
+            "",
+            f"![accuracy per round](training_recalibration/accuracy_{setting}.png)",
+            "",
+            "| mechanism | eps/round | " + " | ".join(AGGREGATORS) + " |",
+            "|---|---|" + "---|" * len(AGGREGATORS),
+        ]
         for (mechanism, epsilon), group in part.groupby(["mechanism", "epsilon"], sort=False, dropna=False):
             by_name = {row.aggregator: row for row in group.itertuples(index=False)}
-            cells = [_fmt(by_name[a].final_accuracy, by_name[a].final_accuracy_std) if a in by_name else "-"
-                     for a in AGGREGATORS]
+            cells = [
+                _fmt(by_name[a].final_accuracy, by_name[a].final_accuracy_std) if a in by_name else "-"
+                for a in AGGREGATORS
+            ]
             lines.append(f"| {mechanism} | {'-' if pd.isna(epsilon) else f'{epsilon:g}'} | " + " | ".join(cells) + " |")
-        lines += ["", "Final test loss (mean over repetitions):", "",
-                  "| mechanism | eps/round | " + " | ".join(AGGREGATORS) + " |",
-                  "|---|---|" + "---|" * len(AGGREGATORS)]
+        lines += [
+            "",
+            "Final test loss (mean over repetitions):",
+            "",
+            "| mechanism | eps/round | " + " | ".join(AGGREGATORS) + " |",
+            "|---|---|" + "---|" * len(AGGREGATORS),
+        ]
         for (mechanism, epsilon), group in part.groupby(["mechanism", "epsilon"], sort=False, dropna=False):
             by_name = {row.aggregator: row for row in group.itertuples(index=False)}
             cells = [f"{by_name[a].final_loss:.3g}" if a in by_name else "-" for a in AGGREGATORS]
             lines.append(f"| {mechanism} | {'-' if pd.isna(epsilon) else f'{epsilon:g}'} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["## Paired difference in final accuracy against `mean` (same seed; mean ± sd over repetitions)", "",
-              "| setting | mechanism | eps/round | " + " | ".join(a for a in AGGREGATORS if a != "mean") + " |",
-              "|---|---|---|" + "---|" * (len(AGGREGATORS) - 1)]
-    for (setting, mechanism, epsilon), group in differences.groupby(["setting", "mechanism", "epsilon"], sort=False, dropna=False):
+    lines += [
+        "## Paired difference in final accuracy against `mean` (same seed; mean ± sd over repetitions)",
+        "",
+        "| setting | mechanism | eps/round | " + " | ".join(a for a in AGGREGATORS if a != "mean") + " |",
+        "|---|---|---|" + "---|" * (len(AGGREGATORS) - 1),
+    ]
+    for (setting, mechanism, epsilon), group in differences.groupby(
+        ["setting", "mechanism", "epsilon"], sort=False, dropna=False
+    ):
         by_name = {row.aggregator: row for row in group.itertuples(index=False)}
-        cells = [f"{by_name[a].diff_vs_mean:+.3f} ± {by_name[a].diff_sd:.3f}" if a in by_name else "-"
-                 for a in AGGREGATORS if a != "mean"]
-        lines.append(f"| {setting} | {mechanism} | {'-' if pd.isna(epsilon) else f'{epsilon:g}'} | " + " | ".join(cells) + " |")
-    lines += ["", "## Predicted vs measured aggregate noise (aggregator mean, all rounds)", "",
-              "predicted = E||noisy mean - clean mean||^2 from the exact per-coordinate noise moments of the "
-              "clipped updates (analysis.md, federated rounds); measured = the same distance observed; "
-              "signal = ||clean mean update||^2; z = share of coordinates with |z| > 1.96 (5% under the CLT).", "",
-              "| setting | mechanism | eps/round | predicted | measured | measured/predicted ± se | z>1.96 | signal | noise/signal |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        cells = [
+            f"{by_name[a].diff_vs_mean:+.3f} ± {by_name[a].diff_sd:.3f}" if a in by_name else "-"
+            for a in AGGREGATORS
+            if a != "mean"
+        ]
+        lines.append(
+            f"| {setting} | {mechanism} | {'-' if pd.isna(epsilon) else f'{epsilon:g}'} | " + " | ".join(cells) + " |"
+        )
+    lines += [
+        "",
+        "## Predicted vs measured aggregate noise (aggregator mean, all rounds)",
+        "",
+        "predicted = E||noisy mean - clean mean||^2 from the exact per-coordinate noise moments of the "
+        "clipped updates (analysis.md, federated rounds); measured = the same distance observed; "
+        "signal = ||clean mean update||^2; z = share of coordinates with |z| > 1.96 (5% under the CLT).",
+        "",
+        "| setting | mechanism | eps/round | predicted | measured | measured/predicted ± se | z>1.96 | signal | noise/signal |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in noise.itertuples(index=False):
-        lines.append(f"| {row.setting} | {row.mechanism} | {row.epsilon:g} | {row.predicted:.3g} | {row.measured:.3g} | "
-                     f"{row.ratio:.3f} ± {row.ratio_se:.3f} | {row.z_beyond_1_96:.3f} | {row.clean_update_norm2:.3g} | "
-                     f"{row.noise_to_signal:.3g} |")
+        lines.append(
+            f"| {row.setting} | {row.mechanism} | {row.epsilon:g} | {row.predicted:.3g} | {row.measured:.3g} | "
+            f"{row.ratio:.3f} ± {row.ratio_se:.3f} | {row.z_beyond_1_96:.3f} | {row.clean_update_norm2:.3g} | "
+            f"{row.noise_to_signal:.3g} |"
+        )
     lines += ["", FINDINGS.strip()]
     return "\n".join(lines) + "\n"
 

@@ -45,8 +45,13 @@ def run_collecting_rows(config):
     rows = []
 
     class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
+        def start(self, stream):
+            pass
+
+        def update(self, row):
+            rows.append(row)
+
+        def stop(self):
+            pass
 
     return run(config, Collect()), pd.DataFrame(rows)

@@ -49,7 +49,9 @@ def window_sample(law: WindowLaw, window_start, rng, step=1.0, atom_value=None):
     if law.atom_total:
         atom = r >= law.window_total * unit
         plus_limit = window_start * (law.atom_slope * unit)
-        plus_limit += (law.window_total + law.atom_base + law.atom_slope * (law.grid_steps + 1 + law.window_half)) * unit
+        plus_limit += (
+            law.window_total + law.atom_base + law.atom_slope * (law.grid_steps + 1 + law.window_half)
+        ) * unit
         plus = r < plus_limit
     slot = r / (law.high * unit)
     r -= law.width * (law.high - law.low) * unit
@@ -135,7 +137,11 @@ def laplace_noise(sampler: DiscreteLaplaceSampler, size, rng):
 def gaussian_attempt(proposal: _Proposal, size, rng):
     raw = rng.bit_generator.random_raw(size)
     q = geometric_half(raw, rng)
-    n = ((raw << np.uint64(1)) >> np.uint64(64 - proposal.bits)).view(np.int64) if proposal.bits else np.zeros(size, np.int64)
+    n = (
+        ((raw << np.uint64(1)) >> np.uint64(64 - proposal.bits)).view(np.int64)
+        if proposal.bits
+        else np.zeros(size, np.int64)
+    )
     n += q * proposal.length
     n ^= raw.view(np.int64) >> 63
     bound = n.astype(np.float64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dp_accounting import PoissonSampledDpEvent, GaussianDpEvent, SelfComposedDpEvent
+from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from dp_accounting.pld import PLDAccountant
 from typer.testing import CliRunner
 
@@ -13,8 +13,24 @@ from ldpfed.cli.main import app
 from ldpfed.gradient_noise import plrvo_epsilon
 
 runner = CliRunner()
-PLRVO = ["--mechanism", "plrvo", "--k", "20", "--theta", "0.05", "--clip", "1", "--params", "200", "--sample-rate", "0.05",
-         "--rounds", "50", "--target-delta", "1e-5"]
+PLRVO = [
+    "--mechanism",
+    "plrvo",
+    "--k",
+    "20",
+    "--theta",
+    "0.05",
+    "--clip",
+    "1",
+    "--params",
+    "200",
+    "--sample-rate",
+    "0.05",
+    "--rounds",
+    "50",
+    "--target-delta",
+    "1e-5",
+]
 
 
 def account(*arguments) -> dict:
@@ -45,23 +61,57 @@ def test_plrvo_default_is_joint_and_rdp_ledger_is_an_upper_bound():
 
 
 def test_plrvo_paper_check_value_through_the_cli():
-    record = account("--mechanism", "plrvo", "--k", "30000", "--theta", "5e-5", "--clip", "0.1", "--params", "26010",
-                     "--sample-rate", "0.01", "--rounds", "300", "--target-delta", "1e-5", "--accountant", "paper")
+    record = account(
+        "--mechanism",
+        "plrvo",
+        "--k",
+        "30000",
+        "--theta",
+        "5e-5",
+        "--clip",
+        "0.1",
+        "--params",
+        "26010",
+        "--sample-rate",
+        "0.01",
+        "--rounds",
+        "300",
+        "--target-delta",
+        "1e-5",
+        "--accountant",
+        "paper",
+    )
     assert record["epsilon"] == pytest.approx(0.1718, abs=1e-3)
 
 
 def test_inid_gaussian_is_the_sampled_gaussian_of_its_noise_multiplier():
-    record = account("--mechanism", "inid-gaussian", "--noise-multiplier", "1.1", "--sample-rate", "0.01", "--rounds", "500",
-                     "--layers", "1:100,0.5:10")
+    record = account(
+        "--mechanism",
+        "inid-gaussian",
+        "--noise-multiplier",
+        "1.1",
+        "--sample-rate",
+        "0.01",
+        "--rounds",
+        "500",
+        "--layers",
+        "1:100,0.5:10",
+    )
     library = PLDAccountant().compose(SelfComposedDpEvent(PoissonSampledDpEvent(0.01, GaussianDpEvent(1.1)), 500))
     assert record["epsilon"] == pytest.approx(library.get_epsilon(1e-5), rel=1e-3)
     assert record["profile"]["dims"] == 110
     assert record["profile"]["mse_per_round"] == pytest.approx(1.1**2 * (100 * 1 / 10 + 10 * 0.5 / 10**0.5) ** 2)
 
 
-@pytest.mark.parametrize("fault", [
-    ["--accountant", "pld"], ["--theta", "20"], ["--epsilon", "1"], ["--k", "0.5"],
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        ["--accountant", "pld"],
+        ["--theta", "20"],
+        ["--epsilon", "1"],
+        ["--k", "0.5"],
+    ],
+)
 def test_plrvo_bad_input_is_one_line(fault):
     arguments = list(PLRVO)
     for flag, value in zip(fault[::2], fault[1::2]):

@@ -24,7 +24,6 @@ from ldpfed.accounting import (
     DiscreteGaussianDpEvent,
     EpsilonDeltaDpEvent,
     GaussianDpEvent,
-    NotPrivateDpEvent,
     PoissonSampledDpEvent,
     PrivacyLedger,
     SelfComposedDpEvent,
@@ -40,8 +39,8 @@ from ldpfed.accounting import (
     round_event,
 )
 from ldpfed.accounting.accountants import PLD_DISCRETIZATION
-from ldpfed.results import dumps
 from ldpfed.mechanisms.gaussian import SENSITIVITY, Gaussian
+from ldpfed.results import dumps
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -197,7 +196,9 @@ def test_discrete_gaussian_event_pld_and_rdp():
     with pytest.raises(LDPValueError, match="Poisson-sampled discrete Gaussian"):
         create_accountant("rdp").compose(sampled, 10).get_epsilon(1e-5)
     sigma = 955.1568759658245  # the continuous calibration of eps = 10^4, delta = 1e-5, sensitivity 131074
-    discrete = DiscreteGaussianPrivacyLoss(sigma, sensitivity=131074, truncation_bound=200_000).get_delta_for_epsilon(1e4)
+    discrete = DiscreteGaussianPrivacyLoss(sigma, sensitivity=131074, truncation_bound=200_000).get_delta_for_epsilon(
+        1e4
+    )
     assert discrete > GaussianPrivacyLoss(sigma, sensitivity=131074).get_delta_for_epsilon(1e4)
 
 
@@ -286,8 +287,14 @@ def test_a_not_private_round_gives_private_false_and_no_epsilon():
     assert state["private"] is False and state["totals"]["open"]["pld_epsilon"] is None
     for name in ("basic", "advanced", "rdp", "pld"):
         assert create_accountant(name).compose(not_private("x"), 3).spent().to_dict() == {
-            "accountant": name, "epsilon": None, "delta": None, "private": False, "reasons": ["x"],
-            "float_slack_epsilon": None, "float_slack_delta": None}
+            "accountant": name,
+            "epsilon": None,
+            "delta": None,
+            "private": False,
+            "reasons": ["x"],
+            "float_slack_epsilon": None,
+            "float_slack_delta": None,
+        }
 
 
 def test_dp_accountings_own_accountants_agree_that_it_is_not_private():
@@ -330,8 +337,14 @@ def test_state_dict_round_trip_and_frames():
 
 @pytest.mark.parametrize(
     "event",
-    [pure_round(0.3), EpsilonDeltaDpEvent(1.0, 1e-6), not_private("why"), gaussian_round(2.0),
-     gaussian_round(2.0, sample_rate=0.5, epsilon=1.0, delta=1e-5), opacus_event()],
+    [
+        pure_round(0.3),
+        EpsilonDeltaDpEvent(1.0, 1e-6),
+        not_private("why"),
+        gaussian_round(2.0),
+        gaussian_round(2.0, sample_rate=0.5, epsilon=1.0, delta=1e-5),
+        opacus_event(),
+    ],
 )
 def test_events_serialize_and_come_back(event):
     assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
@@ -391,7 +404,9 @@ def test_a_budgeted_run_never_overspends_and_a_tighter_accountant_allows_more_ro
     for accountant in ("basic", "pld"):
         ledger = PrivacyLedger()
         for server_round in range(80):
-            taking_part, stopped = ledger.split_by_budget(rng.choice(6, size=4, replace=False), event, budget, accountant)
+            taking_part, stopped = ledger.split_by_budget(
+                rng.choice(6, size=4, replace=False), event, budget, accountant
+            )
             for client in taking_part:
                 ledger.record_event(client, server_round, event)
             assert all(not ledger.can_afford(client, event, budget, accountant) for client in stopped)
@@ -406,11 +421,14 @@ def test_a_budgeted_run_never_overspends_and_a_tighter_accountant_allows_more_ro
 PURE = st.builds(pure_round, st.floats(0.05, 2.0))
 CALIBRATED_GAUSSIAN = st.builds(
     lambda eps, delta, q: round_event("gaussian", epsilon=eps, delta=delta, sample_rate=q),
-    st.floats(0.2, 4.0), st.sampled_from([1e-7, 1e-6, 1e-5]), st.sampled_from([None, 0.05, 0.5]),
+    st.floats(0.2, 4.0),
+    st.sampled_from([1e-7, 1e-6, 1e-5]),
+    st.sampled_from([None, 0.05, 0.5]),
 )
 UNSAMPLED_CALIBRATED_GAUSSIAN = st.builds(  # rdp: the sampled discrete Gaussian has no RDP bound here
     lambda eps, delta: round_event("gaussian", epsilon=eps, delta=delta),
-    st.floats(0.2, 4.0), st.sampled_from([1e-7, 1e-6, 1e-5]),
+    st.floats(0.2, 4.0),
+    st.sampled_from([1e-7, 1e-6, 1e-5]),
 )
 SAMPLED_GAUSSIAN = st.builds(gaussian_round, st.floats(0.6, 5.0), sample_rate=st.sampled_from([None, 0.01, 0.2]))
 
@@ -418,8 +436,13 @@ SAMPLED_GAUSSIAN = st.builds(gaussian_round, st.floats(0.6, 5.0), sample_rate=st
 @settings(max_examples=15, deadline=None)
 @given(
     accountant_and_events=st.one_of(
-        st.tuples(st.sampled_from(["basic", "advanced", "pld"]), st.lists(st.one_of(PURE, CALIBRATED_GAUSSIAN), min_size=1, max_size=6)),
-        st.tuples(st.just("rdp"), st.lists(st.one_of(UNSAMPLED_CALIBRATED_GAUSSIAN, SAMPLED_GAUSSIAN), min_size=1, max_size=6)),
+        st.tuples(
+            st.sampled_from(["basic", "advanced", "pld"]),
+            st.lists(st.one_of(PURE, CALIBRATED_GAUSSIAN), min_size=1, max_size=6),
+        ),
+        st.tuples(
+            st.just("rdp"), st.lists(st.one_of(UNSAMPLED_CALIBRATED_GAUSSIAN, SAMPLED_GAUSSIAN), min_size=1, max_size=6)
+        ),
         st.tuples(st.just("pld"), st.lists(SAMPLED_GAUSSIAN, min_size=1, max_size=6)),
     ),
     skips=st.lists(st.booleans(), min_size=6, max_size=6),
@@ -446,7 +469,8 @@ def test_a_wider_pld_grid_stays_an_upper_bound_close_to_the_fine_one(monkeypatch
     pairs = ((pure_round(0.7), 15), (pure_round(0.45), 15))
     fine = PldAccountant.compute(pairs, 1e-5)[0]  # the class method: no cache in between
     assert fine == pytest.approx(
-        create_accountant("pld").compose(pairs[0][0], 15).compose(pairs[1][0], 15).get_epsilon(1e-5), rel=1e-12)
+        create_accountant("pld").compose(pairs[0][0], 15).compose(pairs[1][0], 15).get_epsilon(1e-5), rel=1e-12
+    )
     monkeypatch.setattr(PldAccountant, "grid_points", 2**10)
     step = PldAccountant.discretization(pairs)
     assert step > 10 * PLD_DISCRETIZATION

@@ -12,8 +12,18 @@ from ldpfed.accounting import create_accountant, pure_round
 from ldpfed.cli.main import app
 
 runner = CliRunner()
-OPACUS = ("-m", "gaussian", "--noise-multiplier", "1.5", "--sample-rate", "0.04", "--rounds", "2250",
-          "--target-delta", "1e-5")
+OPACUS = (
+    "-m",
+    "gaussian",
+    "--noise-multiplier",
+    "1.5",
+    "--sample-rate",
+    "0.04",
+    "--rounds",
+    "2250",
+    "--target-delta",
+    "1e-5",
+)
 
 
 def account(*arguments):
@@ -38,16 +48,20 @@ def test_pure_rounds_by_every_accountant_that_takes_them():
     assert figures["basic"]["epsilon"] == pytest.approx(10.0) and figures["basic"]["delta"] == 0.0
     assert figures["pld"]["epsilon"] < figures["advanced"]["epsilon"] < figures["basic"]["epsilon"]
     assert figures["pld"]["epsilon"] == pytest.approx(
-        create_accountant("pld").compose(pure_round(0.1), 100).get_epsilon(1e-5), rel=1e-12)
+        create_accountant("pld").compose(pure_round(0.1), 100).get_epsilon(1e-5), rel=1e-12
+    )
     assert account(*common)["accountant"] == "pld"  # the default
 
 
 def test_gaussian_by_its_calibration_and_by_its_noise_multiplier():
-    calibrated = account("-m", "gaussian", "--epsilon", "1", "--delta", "1e-6", "--rounds", "10", "--accountant", "basic")
+    calibrated = account(
+        "-m", "gaussian", "--epsilon", "1", "--delta", "1e-6", "--rounds", "10", "--accountant", "basic"
+    )
     assert calibrated["epsilon"] == pytest.approx(10.0) and calibrated["delta"] == pytest.approx(1e-5)
     z = calibrated["noise_multiplier"]
-    by_z = account("-m", "gaussian", "--noise-multiplier", str(z), "--delta", "1e-6", "--rounds", "10",
-                   "--accountant", "basic")
+    by_z = account(
+        "-m", "gaussian", "--noise-multiplier", str(z), "--delta", "1e-6", "--rounds", "10", "--accountant", "basic"
+    )
     assert by_z["epsilon"] == pytest.approx(10.0, abs=1e-2)  # the per-round eps at 1e-6 is 1 (PLD)
     pld = account("-m", "gaussian", "--epsilon", "1", "--delta", "1e-6", "--rounds", "10", "--target-delta", "1e-5")
     assert pld["epsilon"] < 10.0 / 2

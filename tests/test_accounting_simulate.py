@@ -30,8 +30,9 @@ def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
 
 def test_train_clients_stop_before_exceeding_the_budget(tmp_path):
     """eps = 2 per round, budget 5: every client takes part in 2 rounds (4 <= 5), then stops."""
-    config = config_of(task="train", clients=4, rounds=4, **{"local-steps": 1, "max-epsilon": 5.0},
-                       epsilon=2.0, out=str(tmp_path))
+    config = config_of(
+        task="train", clients=4, rounds=4, **{"local-steps": 1, "max-epsilon": 5.0}, epsilon=2.0, out=str(tmp_path)
+    )
     summary, rows = run_rows(config)
     assert rows["clients_sampled"].tolist() == [4, 4, 0, 0]
     assert rows["clients_stopped_by_budget"].tolist() == [0, 0, 4, 4]
@@ -83,12 +84,51 @@ def test_a_budget_that_cannot_hold_one_round_fails_in_preflight(options, message
 
 
 def test_cli_budget_error_is_one_line_and_exit_2(tmp_path):
-    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2",
-                                 "--rounds", "2", "--epsilon", "2", "--max-epsilon", "1", "--out", str(tmp_path / "o")])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--engine",
+            "local",
+            "--clients",
+            "2",
+            "--users",
+            "200",
+            "--dims",
+            "2",
+            "--rounds",
+            "2",
+            "--epsilon",
+            "2",
+            "--max-epsilon",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert result.exit_code == 2 and "below one round's cost" in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
-    ok = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2",
-                             "--rounds", "3", "--epsilon", "2", "--max-epsilon", "4", "--json"])
+    ok = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--engine",
+            "local",
+            "--clients",
+            "2",
+            "--users",
+            "200",
+            "--dims",
+            "2",
+            "--rounds",
+            "3",
+            "--epsilon",
+            "2",
+            "--max-epsilon",
+            "4",
+            "--json",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.stdout)["epsilon_spent_max_per_client"] == 4.0
 

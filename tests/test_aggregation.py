@@ -205,9 +205,9 @@ def test_plugin_delta_of_square_wave_raw_is_unbiased_for_the_true_bias():
     standardized by that sd it must look N(0, 1) over 400 (dimension, repetition) pairs."""
     truth, runs = _square_wave_raw_run()
     b0, b1 = mechanisms.get("square-wave", 1.0, estimator="raw").bias_coefficients
-    z = np.concatenate([
-        (plugin.delta - model.delta) / (abs(b1) / (1.0 + b1) * model.sigma) for _, plugin, model in runs
-    ])
+    z = np.concatenate(
+        [(plugin.delta - model.delta) / (abs(b1) / (1.0 + b1) * model.sigma) for _, plugin, model in runs]
+    )
     assert abs(z.mean()) <= 4 / np.sqrt(z.size), z.mean()
     assert abs(np.mean(z**2) - 1.0) <= 4 * np.sqrt(2 / z.size), np.mean(z**2)
 

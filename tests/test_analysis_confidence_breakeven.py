@@ -19,11 +19,14 @@ from ldpfed.validation import LDPValueError
 ALPHA = 0.9
 
 
-@pytest.mark.parametrize("name,options,report_dims", [
-    ("piecewise", {}, 8),
-    ("square-wave", {"estimator": "raw"}, 8),
-    ("square-wave", {"estimator": "raw"}, 2),
-])
+@pytest.mark.parametrize(
+    "name,options,report_dims",
+    [
+        ("piecewise", {}, 8),
+        ("square-wave", {"estimator": "raw"}, 8),
+        ("square-wave", {"estimator": "raw"}, 2),
+    ],
+)
 def test_supremum_covers_alpha_of_simulated_errors(name, options, report_dims):
     users, dims, repetitions = 1000, 8, 1000
     values = generate("uniform", users, dims, np.random.default_rng(2))
@@ -67,8 +70,10 @@ def test_break_even_by_hand_and_sign_logic():
     assert not result.total_dominates
 
     def mse_at(n):
-        return (predict(Laplace(epsilon=1.0, sampler="continuous"), None, n, dims, m, moments.with_users(n)).mse,
-                predict(ShrunkLaplace(epsilon=1.0), None, n, dims, m, moments.with_users(n)).mse)
+        return (
+            predict(Laplace(epsilon=1.0, sampler="continuous"), None, n, dims, m, moments.with_users(n)).mse,
+            predict(ShrunkLaplace(epsilon=1.0), None, n, dims, m, moments.with_users(n)).mse,
+        )
 
     # The exact predictions average 1/r_j over r_j ~ Bin(n, m/d), which moves the crossing by a
     # relative (1 - m/d)/r_j ~ 0.6% from the spec's line in 1/n: check 5% on either side.

@@ -12,7 +12,6 @@ import mpmath
 import numpy as np
 import pytest
 
-import ldpfed.mechanisms as registry
 from ldpfed.analysis import predict
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.analysis.predictor import inverse_report_moment
@@ -85,8 +84,10 @@ def test_the_no_report_case_is_stated_and_costs_theta_bar_squared():
     np.testing.assert_allclose(prediction.no_report_probability, none, rtol=1e-12)
     theta_bar = values.mean(axis=0)
     np.testing.assert_allclose(prediction.no_report_variance, none * (1 - none) * theta_bar**2, rtol=1e-10)
-    exact = (1 - none) * (prediction.mean_report_variance * prediction.inverse_reports
-                          + prediction.sampling_coefficient * (prediction.inverse_reports - 1 / 100)) + none * theta_bar**2
+    exact = (1 - none) * (
+        prediction.mean_report_variance * prediction.inverse_reports
+        + prediction.sampling_coefficient * (prediction.inverse_reports - 1 / 100)
+    ) + none * theta_bar**2
     np.testing.assert_allclose(prediction.sigma2 + prediction.bias**2, exact, rtol=1e-10)
     assert "P(r_j = 0)" in prediction.normal_approximation_warning
     assert prediction.to_dict()["normal_approximation_warning"] == prediction.normal_approximation_warning

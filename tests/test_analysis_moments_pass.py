@@ -59,10 +59,16 @@ def test_threaded_pass_equals_the_serial_pass_bit_for_bit(pools, workers, dtype)
 
 @pytest.mark.parametrize("row", [1, 40])  # in a group of four rows, and the last (partial) row tile
 @pytest.mark.parametrize("column", [0, 13, 22])  # the first, a middle and the last (partial) strip
-@pytest.mark.parametrize("bad, message", [
-    (np.nan, "NaN"), (-np.inf, "NaN or inf"), (np.inf, "NaN or inf"), (1.0 + 1e-12, r"\[-1.0, 1.0\]"),
-    (-1e200, r"\[-1.0, 1.0\]"),  # t^4 overflows to inf: still the domain message, not "NaN or inf"
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.nan, "NaN"),
+        (-np.inf, "NaN or inf"),
+        (np.inf, "NaN or inf"),
+        (1.0 + 1e-12, r"\[-1.0, 1.0\]"),
+        (-1e200, r"\[-1.0, 1.0\]"),  # t^4 overflows to inf: still the domain message, not "NaN or inf"
+    ],
+)
 def test_threaded_pass_still_refuses_bad_values_in_any_strip(pools, row, column, bad, message):
     values = np.random.default_rng(12).uniform(-1, 1, size=(41, 23))
     values[row, column] = bad

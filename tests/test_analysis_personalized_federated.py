@@ -61,8 +61,9 @@ def test_personalized_groups_match_monte_carlo(name, options, report_dims):
     assert 5 * standard_error < 0.1 * measured
     assert abs(prediction.mse - measured) <= 5 * standard_error
     # The per-dimension bias is the report-weighted group bias (Theorem 3), visible for square wave.
-    np.testing.assert_allclose(prediction.bias, deviations.mean(axis=0),
-                               atol=5 * deviations.std(axis=0, ddof=1).max() / np.sqrt(2000))
+    np.testing.assert_allclose(
+        prediction.bias, deviations.mean(axis=0), atol=5 * deviations.std(axis=0, ddof=1).max() / np.sqrt(2000)
+    )
 
 
 def test_one_full_region_group_is_the_plain_predictor():
@@ -79,7 +80,9 @@ def test_one_full_region_group_is_the_plain_predictor():
 def test_values_outside_their_region_are_an_error():
     values = np.random.default_rng(1).uniform(-1, 1, size=(50, DIMS))
     with pytest.raises(LDPValueError, match="region"):
-        predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values, ranges=True), (0.0, 1.0))])
+        predict_personalized(
+            [PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values, ranges=True), (0.0, 1.0))]
+        )
     with pytest.raises(LDPValueError, match="region"):
         predict_personalized([PersonalizedGroup("piecewise", 1.0, ColumnMoments.from_array(values), (0.5, 0.2))])
 
@@ -115,8 +118,12 @@ def test_round_prediction_matches_monte_carlo_with_biased_noise():
     thesis = round_prediction.variance_term + round_prediction.bias_term + thesis_cross
     assert abs(thesis - extra.mean()) > 5 * standard_error
     noise_sd = noise.std(axis=0, ddof=1)
-    np.testing.assert_allclose(noise.mean(axis=0), round_prediction.noise_mean, atol=5 * noise_sd.max() / np.sqrt(repetitions))
-    np.testing.assert_allclose(noise.var(axis=0, ddof=1), round_prediction.noise_variance, rtol=5 * np.sqrt(2 / repetitions) * 1.5)
+    np.testing.assert_allclose(
+        noise.mean(axis=0), round_prediction.noise_mean, atol=5 * noise_sd.max() / np.sqrt(repetitions)
+    )
+    np.testing.assert_allclose(
+        noise.var(axis=0, ddof=1), round_prediction.noise_variance, rtol=5 * np.sqrt(2 / repetitions) * 1.5
+    )
 
 
 def test_unbiased_round_keeps_only_the_variance_term():
@@ -153,14 +160,17 @@ def test_given_counts_condition_on_the_groups():
 
     values = group_values()
     counts = [np.array([300.0, 310, 290, 305]), np.array([190.0, 200, 210, 195])]
-    single = predict_personalized([PersonalizedGroup("piecewise", 2.0, ColumnMoments.from_array(values[0]),
-                                                     (-1.0, 0.0), counts=counts[0])], 2)
+    single = predict_personalized(
+        [PersonalizedGroup("piecewise", 2.0, ColumnMoments.from_array(values[0]), (-1.0, 0.0), counts=counts[0])], 2
+    )
     rescaled = (values[0] + 0.5) / 0.5
     plain = predict("piecewise", 2.0, 600, DIMS, 2, rescaled, counts=counts[0])
     np.testing.assert_allclose(single.sigma2, 0.25 * plain.sigma2, rtol=1e-12)  # h^2 = 1/4
 
-    groups = [PersonalizedGroup("piecewise", eps, ColumnMoments.from_array(v), region, counts=c)
-              for (_, eps, region), v, c in zip(GROUP_SPECS, values, counts)]
+    groups = [
+        PersonalizedGroup("piecewise", eps, ColumnMoments.from_array(v), region, counts=c)
+        for (_, eps, region), v, c in zip(GROUP_SPECS, values, counts)
+    ]
     prediction = predict_personalized(groups, 2)
     r = counts[0] + counts[1]
     shares = (counts[0] / r, counts[1] / r)

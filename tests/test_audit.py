@@ -7,8 +7,8 @@ also close to the claim (the auditor has power, not only soundness).
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -18,13 +18,25 @@ import ldpfed.mechanisms as mech
 from ldpfed.audit import audit, build_subject, gaussian_vector_subject, run_audit
 from ldpfed.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
 from ldpfed.audit.floating_point import replay, replays_exactly
-from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, SCALAR_INPUTS, AuditSubject, has_sampler_option, scalar_inverter
+from ldpfed.audit.subjects import (
+    FLOATING_POINT_FAMILIES,
+    SCALAR_INPUTS,
+    AuditSubject,
+    has_sampler_option,
+    scalar_inverter,
+)
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.validation import LDPValueError
 
 SAMPLES = 200_000  # per input; audits of scalar mechanisms take ~1-2 s at this size
-CONTINUOUS = [("laplace", {}), ("piecewise", {}), ("square-wave", {"estimator": "raw"}),
-              ("square-wave", {"estimator": "debiased"}), ("hybrid", {}), ("gaussian", {"delta": 1e-5})]
+CONTINUOUS = [
+    ("laplace", {}),
+    ("piecewise", {}),
+    ("square-wave", {"estimator": "raw"}),
+    ("square-wave", {"estimator": "debiased"}),
+    ("hybrid", {}),
+    ("gaussian", {"delta": 1e-5}),
+]
 REAL_VALUED = ("threshold", "likelihood-ratio")
 
 
@@ -47,7 +59,9 @@ def test_epsilon_lower_bound_subtracts_delta_and_is_minus_inf_when_nothing_is_ce
     alpha = 0.01
     p_low, q_high = clopper_pearson_lower(600, 1000, alpha), clopper_pearson_upper(100, 1000, alpha)
     assert float(epsilon_lower_bound(600, 1000, 100, 1000, 0.0, alpha)) == pytest.approx(math.log(p_low / q_high))
-    assert float(epsilon_lower_bound(600, 1000, 100, 1000, 0.05, alpha)) == pytest.approx(math.log((p_low - 0.05) / q_high))
+    assert float(epsilon_lower_bound(600, 1000, 100, 1000, 0.05, alpha)) == pytest.approx(
+        math.log((p_low - 0.05) / q_high)
+    )
     assert epsilon_lower_bound(0, 1000, 0, 1000, 0.0, alpha) == -np.inf
     assert epsilon_lower_bound(600, 1000, 100, 1000, 0.9, alpha) == -np.inf
 
@@ -73,9 +87,11 @@ def test_confidence_is_split_over_two_bounds_per_evaluated_event():
     alpha = 0.05 / (2 * len(result.events))
     for row in result.events:
         assert row["p_numerator_lower"] == pytest.approx(
-            float(clopper_pearson_lower(row["hits_numerator"], row["draws_numerator"], alpha)), rel=1e-12)
+            float(clopper_pearson_lower(row["hits_numerator"], row["draws_numerator"], alpha)), rel=1e-12
+        )
         assert row["p_denominator_upper"] == pytest.approx(
-            float(clopper_pearson_upper(row["hits_denominator"], row["draws_denominator"], alpha)), rel=1e-12)
+            float(clopper_pearson_upper(row["hits_denominator"], row["draws_denominator"], alpha)), rel=1e-12
+        )
     assert result.epsilon_lower == max(row["epsilon_lower"] for row in result.events)
 
 
@@ -179,15 +195,20 @@ def test_safe_samplers_pass_every_event(name):
 
 
 # --- vectors: nearest-centre and norm events -----------------------------------------------------
-@pytest.mark.parametrize(("families", "epsilon", "delta", "dims"), [
-    (("nearest-centre",), 1.0, 1e-3, 10),
-    (("norm-ball-x", "norm-ball-x'"), 2.0, 1e-3, 2),
-    (None, 1.0, 1e-5, 10),
-])
+@pytest.mark.parametrize(
+    ("families", "epsilon", "delta", "dims"),
+    [
+        (("nearest-centre",), 1.0, 1e-3, 10),
+        (("norm-ball-x", "norm-ball-x'"), 2.0, 1e-3, 2),
+        (None, 1.0, 1e-5, 10),
+    ],
+)
 def test_vector_gaussian_passes_with_its_noise_and_fails_with_half(families, epsilon, delta, dims):
     sigma = analytic_sigma(epsilon, delta, 1.0)
     sound = run_audit(gaussian_vector_subject(epsilon, delta, dims), SAMPLES, seed=10, families=families)
-    broken = run_audit(gaussian_vector_subject(epsilon, delta, dims, sigma=sigma / 2), SAMPLES, seed=10, families=families)
+    broken = run_audit(
+        gaussian_vector_subject(epsilon, delta, dims, sigma=sigma / 2), SAMPLES, seed=10, families=families
+    )
     assert sound.verdict == "pass"
     assert broken.verdict == "fail"
     assert broken.options["calibrated_sigma"] == pytest.approx(sigma)
@@ -197,19 +218,31 @@ def test_a_plugged_in_subject_with_an_output_only_one_input_emits_fails_the_tabl
     """The plug-in interface: a subject is its sampler on two inputs plus its claim. Here x emits
     0..9 and x' only 0..8; the table of x' outputs exposes the 10% of x outputs x' never emits."""
     subject = AuditSubject(
-        name="leaky-uniform", epsilon=1.0, delta=0.0, sampler="test", inputs=("x", "x'"),
+        name="leaky-uniform",
+        epsilon=1.0,
+        delta=0.0,
+        sampler="test",
+        inputs=("x", "x'"),
         draw=lambda which, n, rng: rng.integers(0, 10 - which, size=n).astype(float),
     )
     result = run_audit(subject, samples=20_000, seed=15, families=("outputs-table",))
     assert result.verdict == "fail"
     assert result.events[0]["hits_denominator"] == 0
-    sound = AuditSubject(name="uniform", epsilon=0.1, delta=0.0, sampler="test", inputs=("x", "x'"),
-                         draw=lambda which, n, rng: rng.integers(0, 10, size=n).astype(float))
+    sound = AuditSubject(
+        name="uniform",
+        epsilon=0.1,
+        delta=0.0,
+        sampler="test",
+        inputs=("x", "x'"),
+        draw=lambda which, n, rng: rng.integers(0, 10, size=n).astype(float),
+    )
     assert run_audit(sound, samples=20_000, seed=15).verdict == "pass"
 
 
 def test_histogram_encoding_uses_the_vector_events():
-    result = audit("histogram", 1.0, samples=20_000, seed=11, families=("projection", "nearest-centre", "likelihood-ratio"))
+    result = audit(
+        "histogram", 1.0, samples=20_000, seed=11, families=("projection", "nearest-centre", "likelihood-ratio")
+    )
     assert [row["family"] for row in result.events] == ["projection", "nearest-centre", "likelihood-ratio"]
     assert result.verdict == "pass"
 
@@ -230,17 +263,20 @@ def test_result_names_claim_sampler_and_event():
     assert row["verdict"] in ("pass", "fail") and row["event"] and row["sampler"]
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (dict(mechanism="laplace", epsilon=-1.0), "epsilon"),
-    (dict(mechanism="laplace", epsilon=float("nan")), "epsilon"),
-    (dict(mechanism="nope", epsilon=1.0), "unknown mechanism"),
-    (dict(mechanism="laplace", epsilon=1.0, delta=1e-5), "takes no delta"),
-    (dict(mechanism="gaussian", epsilon=1.0), "delta"),
-    (dict(mechanism="laplace", epsilon=1.0, samples=10), "samples"),
-    (dict(mechanism="laplace", epsilon=1.0, confidence=1.0), "confidence"),
-    (dict(mechanism="grr", epsilon=1.0, sampler="continuous"), "sampler"),
-    (dict(mechanism="laplace", epsilon=1.0, families=("nearest-centre",)), "do not apply"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (dict(mechanism="laplace", epsilon=-1.0), "epsilon"),
+        (dict(mechanism="laplace", epsilon=float("nan")), "epsilon"),
+        (dict(mechanism="nope", epsilon=1.0), "unknown mechanism"),
+        (dict(mechanism="laplace", epsilon=1.0, delta=1e-5), "takes no delta"),
+        (dict(mechanism="gaussian", epsilon=1.0), "delta"),
+        (dict(mechanism="laplace", epsilon=1.0, samples=10), "samples"),
+        (dict(mechanism="laplace", epsilon=1.0, confidence=1.0), "confidence"),
+        (dict(mechanism="grr", epsilon=1.0, sampler="continuous"), "sampler"),
+        (dict(mechanism="laplace", epsilon=1.0, families=("nearest-centre",)), "do not apply"),
+    ],
+)
 def test_bad_input_is_one_clear_error(arguments, message):
     arguments = dict(arguments)
     with pytest.raises(LDPValueError, match=message):

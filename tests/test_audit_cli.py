@@ -7,6 +7,7 @@ CLI's option handling.
 from __future__ import annotations
 
 import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -15,8 +16,17 @@ from ldpfed.audit.subjects import has_sampler_option
 from ldpfed.cli.main import app
 
 runner = CliRunner()
-REQUIRED = {"mechanism", "claimed_epsilon", "claimed_delta", "epsilon_lower", "confidence", "event",
-            "samples", "verdict", "sampler"}
+REQUIRED = {
+    "mechanism",
+    "claimed_epsilon",
+    "claimed_delta",
+    "epsilon_lower",
+    "confidence",
+    "event",
+    "samples",
+    "verdict",
+    "sampler",
+}
 
 
 def _continuous(name: str) -> list[str]:
@@ -42,25 +52,43 @@ def test_refuted_claim_exits_1_and_still_prints_the_result():
 
 
 def test_table_output_names_the_verdict_and_the_event():
-    result = runner.invoke(app, ["audit", "-m", "square-wave", "--estimator", "debiased", "-e", "1.5", "-n", "4000",
-                                 "--confidence", "0.9", *_continuous("square-wave")])
+    result = runner.invoke(
+        app,
+        [
+            "audit",
+            "-m",
+            "square-wave",
+            "--estimator",
+            "debiased",
+            "-e",
+            "1.5",
+            "-n",
+            "4000",
+            "--confidence",
+            "0.9",
+            *_continuous("square-wave"),
+        ],
+    )
     assert result.exit_code in (0, 1), result.output
     assert "square-wave[estimator=debiased]" in result.stdout
     assert ("PASS" in result.stdout) or ("FAIL" in result.stdout)
     assert "never-produced" in result.stdout and "threshold" in result.stdout
 
 
-@pytest.mark.parametrize("arguments", [
-    ["-m", "laplace", "-e", "-1"],
-    ["-m", "laplace", "-e", "nan"],
-    ["-m", "nope", "-e", "1"],
-    ["-m", "gaussian", "-e", "1"],
-    ["-m", "laplace", "-e", "1", "--delta", "0.1"],
-    ["-m", "laplace", "-e", "1", "-n", "5"],
-    ["-m", "laplace", "-e", "1", "--confidence", "1.5"],
-    ["-m", "laplace", "-e", "1", "--sampler", "bogus"],
-    ["-m", "grr", "-e", "1", "-k", "1"],
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["-m", "laplace", "-e", "-1"],
+        ["-m", "laplace", "-e", "nan"],
+        ["-m", "nope", "-e", "1"],
+        ["-m", "gaussian", "-e", "1"],
+        ["-m", "laplace", "-e", "1", "--delta", "0.1"],
+        ["-m", "laplace", "-e", "1", "-n", "5"],
+        ["-m", "laplace", "-e", "1", "--confidence", "1.5"],
+        ["-m", "laplace", "-e", "1", "--sampler", "bogus"],
+        ["-m", "grr", "-e", "1", "-k", "1"],
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_no_output(arguments):
     result = runner.invoke(app, ["audit", *arguments, "--json"])
     assert result.exit_code == 2, result.output

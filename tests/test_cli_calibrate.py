@@ -20,8 +20,18 @@ def calibrate(*arguments) -> dict:
 
 
 def test_inid_gaussian_eta_and_layers():
-    record = calibrate("--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--layers", "1:4,0.5:9",
-                       "--sampler", "continuous")
+    record = calibrate(
+        "--mechanism",
+        "inid-gaussian",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--layers",
+        "1:4,0.5:9",
+        "--sampler",
+        "continuous",
+    )
     assert record["parameters"]["eta"] == pytest.approx(0.268051, abs=5e-7)
     assert record["dims"] == 13 and record["guarantee_holds"] is True
     assert record["sampler"] == "continuous" and record["floating_point_safe"] is False
@@ -31,8 +41,10 @@ def test_inid_gaussian_eta_and_layers():
     assert safe["parameters"]["eta"] < 0.268051  # RDP calibration and the grid: more noise
     laplace = calibrate("--mechanism", "inid-laplace", "--epsilon", "1", "--dims", "20")
     assert laplace["sampler"] == "safe" and laplace["parameters"]["realized_epsilon"] <= 1.0
-    bad = runner.invoke(app, ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "5",
-                              "--sampler", "safe"])
+    bad = runner.invoke(
+        app,
+        ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "5", "--sampler", "safe"],
+    )
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
 
 
@@ -49,7 +61,9 @@ def test_r1smg_and_product_noise_check_values_and_marking():
 
 
 def test_plrvo_search_reaches_the_target_by_the_joint_accountant():
-    record = calibrate("--mechanism", "plrvo", "--epsilon", "2", "--dims", "50", "--sample-rate", "0.05", "--steps", "10")
+    record = calibrate(
+        "--mechanism", "plrvo", "--epsilon", "2", "--dims", "50", "--sample-rate", "0.05", "--steps", "10"
+    )
     p = record["parameters"]
     eps, _ = plrvo_epsilon(p["k"], p["theta"], 1.0, 50, 0.05, 10, 1e-5, "joint")
     assert eps <= 2.0 and eps == pytest.approx(2.0, rel=1e-3)
@@ -57,5 +71,7 @@ def test_plrvo_search_reaches_the_target_by_the_joint_accountant():
 
 
 def test_table_output_names_the_verdict():
-    result = runner.invoke(app, ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "10"])
+    result = runner.invoke(
+        app, ["calibrate", "--mechanism", "r1smg", "--epsilon", "1", "--delta", "1e-5", "--dims", "10"]
+    )
     assert result.exit_code == 0 and GUARANTEE_FAILS in result.stdout

@@ -12,7 +12,21 @@ from typer.testing import CliRunner
 import ldpfed.aggregation as agg
 from ldpfed.cli.main import app
 
-SMALL = ["compare", "--mechanism", "laplace", "--epsilons", "1,4", "--users", "2000", "--dims", "6", "--repeats", "2", "--seed", "3"]
+SMALL = [
+    "compare",
+    "--mechanism",
+    "laplace",
+    "--epsilons",
+    "1,4",
+    "--users",
+    "2000",
+    "--dims",
+    "6",
+    "--repeats",
+    "2",
+    "--seed",
+    "3",
+]
 
 
 def invoke(*args):
@@ -50,8 +64,20 @@ def test_table_output_and_files(tmp_path):
 def test_data_file_and_reproducibility(tmp_path):
     path = tmp_path / "data.npy"
     np.save(path, np.random.default_rng(0).uniform(0, 10, size=(1500, 4)))
-    args = ["compare", "--mechanism", "laplace", "--epsilons", "2", "--data", str(path), "--domain", "0,10",
-            "--repeats", "2", "--json"]
+    args = [
+        "compare",
+        "--mechanism",
+        "laplace",
+        "--epsilons",
+        "2",
+        "--data",
+        str(path),
+        "--domain",
+        "0,10",
+        "--repeats",
+        "2",
+        "--json",
+    ]
     first, second = invoke(*args), invoke(*args)
     assert first.exit_code == 0, first.output
     assert json.loads(first.stdout) == json.loads(second.stdout)

@@ -66,8 +66,26 @@ def test_header_options_override_the_detection(tmp_path, values):
 def test_compare_reads_every_row_of_a_csv_with_or_without_header(tmp_path, values, header):
     path = _csv(tmp_path / "d.csv", values, header)
     out = tmp_path / "out"
-    result = runner.invoke(app, ["compare", "-m", "laplace", "-e", "1", "--data", path, "--domain", "0,10",
-                                 "--repeats", "1", "--aggregators", "mean", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            "-m",
+            "laplace",
+            "-e",
+            "1",
+            "--data",
+            path,
+            "--domain",
+            "0,10",
+            "--repeats",
+            "1",
+            "--aggregators",
+            "mean",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((out / "summary.json").read_text())["config"]
     assert (config["users"], config["dims"]) == (ROWS, COLUMNS)
@@ -82,8 +100,25 @@ def test_out_of_domain_error_advises_an_option_that_exists_and_clip_works(tmp_pa
     outside = int(np.count_nonzero(values > 8.0))
     assert f"{outside} value(s) outside the domain clipped" in stderr
     assert payload["mse"] == pytest.approx(_expected_mse(values, 0.0, 8.0), rel=1e-12)
-    compare = runner.invoke(app, ["compare", "-m", "laplace", "-e", "1", "--data", path, "--domain", "0,8",
-                                  "--out-of-domain", "clip", "--repeats", "1", "--json"])
+    compare = runner.invoke(
+        app,
+        [
+            "compare",
+            "-m",
+            "laplace",
+            "-e",
+            "1",
+            "--data",
+            path,
+            "--domain",
+            "0,8",
+            "--out-of-domain",
+            "clip",
+            "--repeats",
+            "1",
+            "--json",
+        ],
+    )
     assert compare.exit_code == 0, compare.output
     assert f"{outside} value(s) outside the domain clipped" in compare.stderr
 
@@ -96,8 +131,24 @@ def test_errors_on_a_declared_domain_say_their_scale(tmp_path, values):
     table = runner.invoke(app, ["predict", "-m", "duchi", "-e", "1", "--data", path, "--domain", "0,10"])
     assert "normalised [-1, 1] scale" in " ".join(table.stdout.split())
     out = tmp_path / "out"
-    compared = runner.invoke(app, ["compare", "-m", "laplace", "-e", "1", "--data", path, "--domain", "0,10",
-                                   "--repeats", "1", "--out", str(out)])
+    compared = runner.invoke(
+        app,
+        [
+            "compare",
+            "-m",
+            "laplace",
+            "-e",
+            "1",
+            "--data",
+            path,
+            "--domain",
+            "0,10",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert compared.exit_code == 0 and "normalised [-1, 1] scale" in " ".join(compared.stdout.split())
     assert json.loads((out / "summary.json").read_text())["config"]["scale"]["mse_to_data_units"] == 25.0
 
@@ -111,23 +162,28 @@ def test_predict_with_only_a_mechanism_and_a_budget_uses_the_default_data_set():
     assert (payload["users"], payload["dims"]) == (DEFAULT_USERS, DEFAULT_DIMS)
     assert "default data set" in payload["data"]
     values = generate(DEFAULT_SET, DEFAULT_USERS, DEFAULT_DIMS, np.random.default_rng(0))
-    assert payload["mse"] == pytest.approx(predict("piecewise", 1.0, DEFAULT_USERS, DEFAULT_DIMS, None, values).mse,
-                                           rel=1e-12)
+    assert payload["mse"] == pytest.approx(
+        predict("piecewise", 1.0, DEFAULT_USERS, DEFAULT_DIMS, None, values).mse, rel=1e-12
+    )
     synthetic = runner.invoke(app, ["predict", "-m", "laplace", "-e", "1", "--data", "uniform", "--json"])
     assert synthetic.exit_code == 0, synthetic.output  # was "needs users, dims and a seed"
     half = runner.invoke(app, ["predict", "-m", "laplace", "-e", "1", "--users", "100"])
     assert half.exit_code == 2 and half.stderr.strip() == (
-        "error: --dims is missing: give --users and --dims (data-free), or --data")
+        "error: --dims is missing: give --users and --dims (data-free), or --data"
+    )
 
 
 def test_compare_prints_a_line_per_configuration_without_a_terminal():
-    result = runner.invoke(app, ["compare", "-m", "laplace,duchi", "-e", "1,2", "-n", "300", "-d", "3", "-r", "2",
-                                 "--json"])
+    result = runner.invoke(
+        app, ["compare", "-m", "laplace,duchi", "-e", "1,2", "-n", "300", "-d", "3", "-r", "2", "--json"]
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("compare:")]
     assert [line.split(" (")[0] for line in lines] == [
-        "compare: 2/8 laplace eps=1 done", "compare: 4/8 laplace eps=2 done",
-        "compare: 6/8 duchi eps=1 done", "compare: 8/8 duchi eps=2 done",
+        "compare: 2/8 laplace eps=1 done",
+        "compare: 4/8 laplace eps=2 done",
+        "compare: 6/8 duchi eps=1 done",
+        "compare: 8/8 duchi eps=2 done",
     ]
 
 

@@ -23,8 +23,23 @@ def _csv(tmp_path, text: str) -> str:
 
 def test_predict_frequency_json_per_category(tmp_path):
     path = _csv(tmp_path, "colour,size\n" + "red,S\nblue,M\nred,L\ngreen,S\n" * 50)
-    result = runner.invoke(app, ["predict", "--task", "frequency", "-m", "grr,oue,piecewise", "-e", "2",
-                                 "--data", path, "--report-dims", "1", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "predict",
+            "--task",
+            "frequency",
+            "-m",
+            "grr,oue,piecewise",
+            "-e",
+            "2",
+            "--data",
+            path,
+            "--report-dims",
+            "1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert [e["category"] for e in payload["entries"]] == ["blue", "green", "red", "L", "M", "S"]
@@ -39,11 +54,43 @@ def test_predict_frequency_json_per_category(tmp_path):
 
 def test_compare_frequency_writes_truth_next_to_estimates(tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["compare", "--task", "frequency", "-m", "oue,laplace", "--epsilons", "1,3",
-                                 "--data", "zipf", "--users", "2000", "--dims", "3", "--categories", "4",
-                                 "--report-dims", "2", "--repeats", "2", "--seed", "4", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            "--task",
+            "frequency",
+            "-m",
+            "oue,laplace",
+            "--epsilons",
+            "1,3",
+            "--data",
+            "zipf",
+            "--users",
+            "2000",
+            "--dims",
+            "3",
+            "--categories",
+            "4",
+            "--report-dims",
+            "2",
+            "--repeats",
+            "2",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    for name in ("runs.csv", "summary.csv", "frequencies.csv", "summary.json", "frequencies.png", "mse_per_aggregator.png"):
+    for name in (
+        "runs.csv",
+        "summary.csv",
+        "frequencies.csv",
+        "summary.json",
+        "frequencies.png",
+        "mse_per_aggregator.png",
+    ):
         assert (out / name).is_file(), name
     frequencies = pd.read_csv(out / "frequencies.csv", dtype={"category": str})
     assert set(frequencies["aggregator"]) == {"mean", "l1", "l2", "hdr4me", "james-stein", "simplex"}
@@ -52,7 +99,9 @@ def test_compare_frequency_writes_truth_next_to_estimates(tmp_path):
     from ldpfed.protocols.seeds import data_seed
 
     data = read_categorical("zipf", users=2000, attributes=3, categories="4", rng=np.random.default_rng(data_seed(4)))
-    one = frequencies[(frequencies["mechanism"] == "oue") & (frequencies["epsilon"] == 1) & (frequencies["aggregator"] == "mean")]
+    one = frequencies[
+        (frequencies["mechanism"] == "oue") & (frequencies["epsilon"] == 1) & (frequencies["aggregator"] == "mean")
+    ]
     np.testing.assert_allclose(one["true_frequency"], data.frequencies())
     simplex = frequencies[frequencies["aggregator"] == "simplex"]
     sums = simplex.groupby(["mechanism", "epsilon", "attribute"])["first_estimate"].sum()

@@ -109,7 +109,9 @@ def test_classic_gaussian_is_listed_below_eps_one():
 
 def test_continuous_samplers_are_listed_as_not_floating_point_safe():
     rows = _json("--sampler", "continuous")
-    assert rows and all(not row["floating_point_safe"] and "NOT floating-point safe" in row["guarantee"] for row in rows)
+    assert rows and all(
+        not row["floating_point_safe"] and "NOT floating-point safe" in row["guarantee"] for row in rows
+    )
     safe = _json("--sampler", "safe")  # every mechanism has a safe sampler (Gaussian since issue 12)
     assert {row["name"] for row in safe} == set(registry.available())
     assert all(row["floating_point_safe"] for row in safe)

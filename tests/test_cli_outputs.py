@@ -23,22 +23,46 @@ from ldpfed.results import write_json
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ".ldpfed-run.json"
-COMPARE = ["compare", "--mechanism", "laplace", "--epsilons", "1", "--users", "300", "--dims", "3", "--repeats", "1",
-           "--aggregators", "mean"]
+COMPARE = [
+    "compare",
+    "--mechanism",
+    "laplace",
+    "--epsilons",
+    "1",
+    "--users",
+    "300",
+    "--dims",
+    "3",
+    "--repeats",
+    "1",
+    "--aggregators",
+    "mean",
+]
 
 
 # ---- results.dumps (item 6) ------------------------------------------------------------------------------
 def test_json_results_null_non_finite_values_and_leave_strings_alone(tmp_path):
     payload = {
-        "path": "results/NaN_runs.csv", "label": "Infinity and -Infinity", "nan": math.nan, "inf": np.float64(np.inf),
-        "values": np.array([1.0, np.nan, -np.inf]), "nested": [{"x": -math.inf}, (np.float32(np.nan), 2)],
-        "ints": np.arange(3), "ok": 0.5,
+        "path": "results/NaN_runs.csv",
+        "label": "Infinity and -Infinity",
+        "nan": math.nan,
+        "inf": np.float64(np.inf),
+        "values": np.array([1.0, np.nan, -np.inf]),
+        "nested": [{"x": -math.inf}, (np.float32(np.nan), 2)],
+        "ints": np.arange(3),
+        "ok": 0.5,
     }
     path = write_json(tmp_path / "r.json", payload)
     decoded = json.loads(path.read_text(), parse_constant=lambda token: pytest.fail(f"{token} in JSON"))
     assert decoded == {
-        "path": "results/NaN_runs.csv", "label": "Infinity and -Infinity", "nan": None, "inf": None,
-        "values": [1.0, None, None], "nested": [{"x": None}, [None, 2]], "ints": [0, 1, 2], "ok": 0.5,
+        "path": "results/NaN_runs.csv",
+        "label": "Infinity and -Infinity",
+        "nan": None,
+        "inf": None,
+        "values": [1.0, None, None],
+        "nested": [{"x": None}, [None, 2]],
+        "ints": [0, 1, 2],
+        "ok": 0.5,
     }
 
 
@@ -55,7 +79,8 @@ def test_compare_refuses_a_simulate_directory_and_overwrite_clears_only_ldpfeds_
     replaced = runner.invoke(app, [*COMPARE, "--out", str(out), "--overwrite"])
     assert replaced.exit_code == 0, replaced.output
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [MANIFEST, "notes.txt", "runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"])
+        [MANIFEST, "notes.txt", "runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
+    )
     assert json.loads((out / "summary.json").read_text())["config"]["users"] == 300
 
 
@@ -67,8 +92,9 @@ def test_compare_train_checks_out_before_any_federation(tmp_path, monkeypatch, w
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     out = a_file if where == "file" else a_file / "run"
-    result = runner.invoke(app, ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1", "--out", str(out)]
+    )
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().startswith("error: --out") and len(result.stderr.strip().splitlines()) == 1
 
@@ -76,8 +102,15 @@ def test_compare_train_checks_out_before_any_federation(tmp_path, monkeypatch, w
 SIMULATE = ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--dims", "2", "--rounds", "1"]
 
 
-@pytest.mark.parametrize("command", [SIMULATE, COMPARE, ["compare", "--task", "frequency"],
-                                     ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        SIMULATE,
+        COMPARE,
+        ["compare", "--task", "frequency"],
+        ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1"],
+    ],
+)
 def test_an_empty_out_is_an_error_not_the_current_directory(tmp_path, monkeypatch, command):
     """`--out ""` (an unset shell variable, say) used to write the results into the current
     directory (Path("") is "."); it is one line and exit 2, nothing written. `--out .` still is the
@@ -106,12 +139,35 @@ def test_predict_output_is_checked_first_and_not_replaced_without_overwrite(tmp_
 def test_ctrl_c_during_compare_exits_130_with_one_line_and_writes_nothing(tmp_path):
     """A real SIGINT to a real process, sent once the work has started (first progress line)."""
     out = tmp_path / "run"
-    command = [sys.executable, "-c", "from ldpfed.cli.main import app; app()", "compare", "--mechanism", "laplace",
-               "--epsilons", ",".join(str(e) for e in range(1, 41)), "--users", "200000", "--dims", "20",
-               "--repeats", "2", "--aggregators", "mean", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-c",
+        "from ldpfed.cli.main import app; app()",
+        "compare",
+        "--mechanism",
+        "laplace",
+        "--epsilons",
+        ",".join(str(e) for e in range(1, 41)),
+        "--users",
+        "200000",
+        "--dims",
+        "20",
+        "--repeats",
+        "2",
+        "--aggregators",
+        "mean",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines = []
     for line in process.stderr:  # "data: ..." then one "compare: k/N ..." line per configuration
         lines.append(line)

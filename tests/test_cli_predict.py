@@ -24,8 +24,23 @@ def flat(result) -> str:
 
 
 def test_json_has_the_required_keys_and_matches_the_library():
-    result = run("--mechanism", "piecewise", "--epsilon", "2", "--users", "2000", "--dims", "6",
-                 "--report-dims", "2", "--data", "poisson", "--seed", "4", "--json")
+    result = run(
+        "--mechanism",
+        "piecewise",
+        "--epsilon",
+        "2",
+        "--users",
+        "2000",
+        "--dims",
+        "6",
+        "--report-dims",
+        "2",
+        "--data",
+        "poisson",
+        "--seed",
+        "4",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert REQUIRED_KEYS <= set(payload)
@@ -39,8 +54,27 @@ def test_json_has_the_required_keys_and_matches_the_library():
 
 def test_compare_and_confidence(tmp_path):
     output = tmp_path / "prediction.json"
-    result = run("-m", "square-wave", "-e", "1", "-n", "5000", "-d", "4", "--data", "gaussian", "--estimator", "raw",
-                 "--compare", "piecewise", "--confidence", "0.95", "--json", "--output", str(output))
+    result = run(
+        "-m",
+        "square-wave",
+        "-e",
+        "1",
+        "-n",
+        "5000",
+        "-d",
+        "4",
+        "--data",
+        "gaussian",
+        "--estimator",
+        "raw",
+        "--compare",
+        "piecewise",
+        "--confidence",
+        "0.95",
+        "--json",
+        "--output",
+        str(output),
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["report_dims"] == 4  # default m = d
@@ -52,12 +86,40 @@ def test_compare_and_confidence(tmp_path):
 
 
 def test_human_output_and_data_free_laplace():
-    result = run("-m", "laplace", "-e", "1", "-n", "1000", "-d", "3", "--confidence", "0.9", "--compare", "gaussian",
-                 "--delta", "1e-6")
+    result = run(
+        "-m",
+        "laplace",
+        "-e",
+        "1",
+        "-n",
+        "1000",
+        "-d",
+        "3",
+        "--confidence",
+        "0.9",
+        "--compare",
+        "gaussian",
+        "--delta",
+        "1e-6",
+    )
     # --delta goes to the approximate mechanism only; Laplace needs no data.
     assert result.exit_code == 2 and "takes no delta" in flat(result)
-    result = run("-m", "gaussian", "-e", "1", "--delta", "1e-6", "-n", "1000", "-d", "3", "--compare", "laplace",
-                 "--confidence", "0.9")
+    result = run(
+        "-m",
+        "gaussian",
+        "-e",
+        "1",
+        "--delta",
+        "1e-6",
+        "-n",
+        "1000",
+        "-d",
+        "3",
+        "--compare",
+        "laplace",
+        "--confidence",
+        "0.9",
+    )
     assert result.exit_code == 0, result.output
     assert "MSE" in result.output and "Berry" in result.output and "Compare" in result.output
 

@@ -30,8 +30,18 @@ runner = CliRunner()
 
 
 def train_config(**options) -> Config:
-    base = {"task": "train", "clients": CLIENTS, "rounds": 2, "engine": "local", "seed": 3, "local-steps": 5,
-            "mechanism": "laplace", "epsilon": 4.0, "partition": "dirichlet", "fraction": 0.7}
+    base = {
+        "task": "train",
+        "clients": CLIENTS,
+        "rounds": 2,
+        "engine": "local",
+        "seed": 3,
+        "local-steps": 5,
+        "mechanism": "laplace",
+        "epsilon": 4.0,
+        "partition": "dirichlet",
+        "fraction": 0.7,
+    }
     return Config().with_options({**base, **options}).validated()
 
 
@@ -39,8 +49,10 @@ def per_client_run(config: Config, nodes: int) -> dict:
     """{(round, pid): (privatized update, clean update)} of a local run with `nodes` nodes."""
     world = World.from_config(config)
     half = server_half(config, world.data, world.server)
-    node_set = NodeSet(Layout(config.federation.clients, nodes),
-                       lambda pids: node_half(config, pids, world.data, world.secrets_of(pids)))
+    node_set = NodeSet(
+        Layout(config.federation.clients, nodes),
+        lambda pids: node_half(config, pids, world.data, world.secrets_of(pids)),
+    )
     noisy, clean = {}, {}
     original = half.aggregate
 
@@ -72,10 +84,17 @@ def test_nodes_host_contiguous_blocks_covering_every_client_once():
 # ---- same per-client results for any K and any chunking ----------------------------------------
 @pytest.mark.parametrize("task", ["train", "mean"])
 def test_per_client_results_do_not_depend_on_the_nodes(task):
-    config = train_config(**{"chunk-clients": 2}) if task == "train" else Config().with_options(
-        {"task": "mean", "clients": CLIENTS, "users": 120, "rounds": 2, "engine": "local", "seed": 3}).validated()
-    runs = {nodes: per_client_run(config, nodes) if task == "train" else _mean_replies(config, nodes)
-            for nodes in (1, 2, CLIENTS)}
+    config = (
+        train_config(**{"chunk-clients": 2})
+        if task == "train"
+        else Config()
+        .with_options({"task": "mean", "clients": CLIENTS, "users": 120, "rounds": 2, "engine": "local", "seed": 3})
+        .validated()
+    )
+    runs = {
+        nodes: per_client_run(config, nodes) if task == "train" else _mean_replies(config, nodes)
+        for nodes in (1, 2, CLIENTS)
+    }
     assert runs[1].keys() == runs[2].keys() == runs[CLIENTS].keys() and runs[1]
     for key, values in runs[1].items():
         for nodes in (2, CLIENTS):
@@ -122,8 +141,14 @@ def test_a_cohort_client_takes_the_steps_of_train_local():
     for pid in pids:
         model = new_model(config, world.data, 7)
         with single_thread():
-            train_local(model, *data.client(pid), steps=5, lr=0.1, batch_size=16,
-                        seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 4))
+            train_local(
+                model,
+                *data.client(pid),
+                steps=5,
+                lr=0.1,
+                batch_size=16,
+                seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 4),
+            )
         expected = flatten(get_weights(model)) - start
         assert np.max(np.abs(answer.replies[pid].arrays["update"] - expected)) <= ROUNDING
         assert np.max(np.abs(expected)) > 100 * ROUNDING  # the clients did move
@@ -145,8 +170,14 @@ def test_clients_smaller_than_a_batch_train_on_their_own_rows():
     for pid in small:
         model = new_model(config, world.data, 1)
         with single_thread():
-            train_local(model, *data.client(pid), steps=5, lr=0.1, batch_size=32,
-                        seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 1))
+            train_local(
+                model,
+                *data.client(pid),
+                steps=5,
+                lr=0.1,
+                batch_size=32,
+                seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 1),
+            )
         assert np.max(np.abs(answer.replies[pid].arrays["update"] - (flatten(get_weights(model)) - start))) <= ROUNDING
 
 
@@ -173,8 +204,13 @@ def test_a_node_reply_record_round_trips_per_client_replies_and_failures():
     from ldpfed.protocols.base import ClientReply
 
     rows = np.random.default_rng(0).normal(size=(2, 5))
-    answer = NodeReply({4: ClientReply({"update": rows[0]}, {"num-examples": 7}),
-                        9: ClientReply({"update": rows[1]}, {"num-examples": 3})}, {5: "InjectedFailure: x"})
+    answer = NodeReply(
+        {
+            4: ClientReply({"update": rows[0]}, {"num-examples": 7}),
+            9: ClientReply({"update": rows[1]}, {"num-examples": 3}),
+        },
+        {5: "InjectedFailure: x"},
+    )
     replies, failures = read_node_reply(node_reply_record(answer))
     assert failures == {5: "InjectedFailure: x"}
     assert sorted(replies) == [4, 9]
@@ -201,12 +237,21 @@ def test_device_auto_is_cpu_without_a_gpu_and_cuda_without_one_is_refused(no_gpu
         resolve_device("cuda")
 
 
-@pytest.mark.parametrize("flags", [["--device", "cuda"], ["--gpus-per-node", "0.5"], ["--device", "tpu"],
-                                   ["--nodes", "11"], ["--chunk-clients", "-1"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--device", "cuda"],
+        ["--gpus-per-node", "0.5"],
+        ["--device", "tpu"],
+        ["--nodes", "11"],
+        ["--chunk-clients", "-1"],
+    ],
+)
 def test_bad_device_and_node_options_are_one_line_and_exit_2(tmp_path, flags, no_gpu):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["simulate", "--task", "train", "--engine", "local", "--clients", "10",
-                                 "--out", str(out), *flags])
+    result = runner.invoke(
+        app, ["simulate", "--task", "train", "--engine", "local", "--clients", "10", "--out", str(out), *flags]
+    )
     assert result.exit_code == 2, result.output
     assert "error" in result.output.lower() and "Traceback" not in result.output
     assert not out.exists() or not any(out.iterdir())
@@ -227,8 +272,9 @@ def test_chunk_size_is_bounded_by_the_memory_budget():
 def test_flower_runs_with_1_2_and_n_nodes_agree():
     from simulations.federation import run
 
-    summaries = [run(train_config(engine="flower", nodes=nodes, rounds=1, **{"fail-clients": "4"}))
-                 for nodes in (1, 2, CLIENTS)]
+    summaries = [
+        run(train_config(engine="flower", nodes=nodes, rounds=1, **{"fail-clients": "4"})) for nodes in (1, 2, CLIENTS)
+    ]
     for summary in summaries[1:]:
         for key in ("final_loss", "mean_measured_squared_distance", "clients_replied_total", "failure_reasons"):
             assert summary[key] == summaries[0][key], key

@@ -17,9 +17,9 @@ import math
 import mpmath
 import numpy as np
 import pytest
+import reference_safe_samplers as reference
 
 import ldpfed.mechanisms as mech
-import reference_safe_samplers as reference
 from ldpfed.gradient_noise.safe_grid import gaussian_integers
 from ldpfed.mechanisms import discrete_gaussian, words
 from ldpfed.mechanisms.discrete_gaussian import _EXP_BAND
@@ -99,7 +99,9 @@ def test_noise_alone_is_bit_identical(epsilon):
         assert same_draws(gaussian.noise(size, a), reference.gaussian_noise(gaussian, size, b), a, b)
         proposal = gaussian._proposal
         assert same_draws(proposal.attempt(size, a), reference.gaussian_attempt(proposal, size, b), a, b)
-        assert same_draws(gaussian_integers(gaussian.sigma, (1, size), a)[0], reference.gaussian_noise(gaussian, size, b), a, b)
+        assert same_draws(
+            gaussian_integers(gaussian.sigma, (1, size), a)[0], reference.gaussian_noise(gaussian, size, b), a, b
+        )
 
 
 @pytest.mark.parametrize("name", ["laplace", "piecewise", "hybrid", "gaussian", "duchi"])
@@ -132,11 +134,28 @@ def test_exp_bounds_bracket_any_float_exp_within_2_to_minus_48():
     words.compiled()
     exp_bounds = discrete_gaussian.exp_bounds  # the compiled kernel
     rng = np.random.default_rng(3)
-    b = np.concatenate([
-        rng.uniform(-30.5, 0.125, 3000), -rng.exponential(1.0, 3000),
-        [-30.5 + 1e-12, -30.375, -30.0, -29.5, -0.125, -0.125 - 1e-16, -0.375, 0.0, -0.0, 1e-300, -1e-300, 1e-16,
-         0.125 - 1e-16, -1e-9],
-    ])
+    b = np.concatenate(
+        [
+            rng.uniform(-30.5, 0.125, 3000),
+            -rng.exponential(1.0, 3000),
+            [
+                -30.5 + 1e-12,
+                -30.375,
+                -30.0,
+                -29.5,
+                -0.125,
+                -0.125 - 1e-16,
+                -0.375,
+                0.0,
+                -0.0,
+                1e-300,
+                -1e-300,
+                1e-16,
+                0.125 - 1e-16,
+                -1e-9,
+            ],
+        ]
+    )
     b = b[(b > -30.5) & (b < 0.125)]
     margin = mpmath.mpf(2) ** -48
     with mpmath.workdps(60):
@@ -196,6 +215,12 @@ def test_importing_the_mechanisms_does_not_import_numba():
 
     root = str(Path(__file__).resolve().parents[1])  # this checkout's ldpfed
     code = "import sys, ldpfed.mechanisms, ldpfed.cli.main; print('numba' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
-                            env={**os.environ, "PYTHONPATH": root})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
     assert result.stdout.strip() == "False"

@@ -89,7 +89,12 @@ def test_flags_override_the_file(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text('[run]\ntask = "train"\n[federation]\nclients = 7\n[training]\nlocal-steps = 3\nlr = 1\n')
     config = resolve(path, {"clients": 5, "rounds": None})
-    assert (config.run.task, config.federation.clients, config.training.local_steps, config.training.lr) == ("train", 5, 3, 1.0)
+    assert (config.run.task, config.federation.clients, config.training.local_steps, config.training.lr) == (
+        "train",
+        5,
+        3,
+        1.0,
+    )
     assert config.run.rounds == Config().run.rounds
 
 

@@ -104,17 +104,36 @@ class Deployment:
         self.processes.append(process)
         return process
 
-    def __enter__(self) -> "Deployment":
+    def __enter__(self) -> Deployment:
         try:
-            link = self.start("superlink", ["flower-superlink", "--insecure", "--port", str(self.port),
-                                            "--database", str(self.directory / "state.db"),
-                                            "--disable-runtime-dependency-installation"])
+            link = self.start(
+                "superlink",
+                [
+                    "flower-superlink",
+                    "--insecure",
+                    "--port",
+                    str(self.port),
+                    "--database",
+                    str(self.directory / "state.db"),
+                    "--disable-runtime-dependency-installation",
+                ],
+            )
             poll(lambda: port_open(self.port) or link.poll() is not None, START_SECONDS, "SuperLink listening")
             assert link.poll() is None, self.logs()
             for index, (node_config, port) in enumerate(zip(self.node_configs, self.node_ports)):
-                self.start(f"supernode-{index}", ["flower-supernode", "--insecure",
-                                                  "--superlink", f"127.0.0.1:{self.port}",
-                                                  "--port", str(port), "--node-config", node_config])
+                self.start(
+                    f"supernode-{index}",
+                    [
+                        "flower-supernode",
+                        "--insecure",
+                        "--superlink",
+                        f"127.0.0.1:{self.port}",
+                        "--port",
+                        str(port),
+                        "--node-config",
+                        node_config,
+                    ],
+                )
             poll(lambda: self.nodes_online() >= len(self.node_configs), START_SECONDS, "SuperNodes registered")
         except BaseException:
             self.stop()
@@ -125,8 +144,7 @@ class Deployment:
         self.stop()
 
     def flwr(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run(["flwr", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(["flwr", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def nodes_online(self) -> int:
         if any(process.poll() is not None for process in self.processes):
@@ -155,13 +173,15 @@ class Deployment:
                 process.wait(timeout=STOP_SECONDS)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {path.name}\n{path.read_text()[-3000:]}" for path in sorted(self.directory.glob("*.log")))
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text()[-3000:]}" for path in sorted(self.directory.glob("*.log"))
+        )
 
 
 def local_rounds(config: Config, node_secrets: dict[int, int], out: Path) -> pd.DataFrame:
     """The local engine on the same options with the nodes' secrets in place of the harness's."""
-    from simulations.federation import run_local
     from server.strategy import flower_fedavg
+    from simulations.federation import run_local
 
     config = config.with_options({"engine": "local", "out": str(out)}).validated()
     run_seed = config.run.seed
@@ -180,11 +200,24 @@ def node_configs() -> list[str]:
 @pytest.mark.slow  # a SuperLink, two SuperNodes and two `flwr run`: a few minutes
 def test_a_two_node_deployment_runs_the_mean_and_train_tasks_with_the_nodes_own_noise(tmp_path):
     runs = {
-        "mean": {"run.task": "mean", "run.rounds": 2, "run.seed": 5, "data.users": 2000, "data.dims": 8,
-                 "privacy.epsilon": 2.0},
-        "train": {"run.task": "train", "run.rounds": 2, "run.seed": 5, "data.name": "digits",
-                  "training.model": "logreg", "training.local-steps": 3, "privacy.mechanism": "piecewise",
-                  "privacy.epsilon": 4.0},
+        "mean": {
+            "run.task": "mean",
+            "run.rounds": 2,
+            "run.seed": 5,
+            "data.users": 2000,
+            "data.dims": 8,
+            "privacy.epsilon": 2.0,
+        },
+        "train": {
+            "run.task": "train",
+            "run.rounds": 2,
+            "run.seed": 5,
+            "data.name": "digits",
+            "training.model": "logreg",
+            "training.local-steps": 3,
+            "privacy.mechanism": "piecewise",
+            "privacy.epsilon": 4.0,
+        },
     }
     with Deployment(tmp_path / "deployment", node_configs()) as deployment:
         for task, options in runs.items():
@@ -204,8 +237,9 @@ def test_a_two_node_deployment_runs_the_mean_and_train_tasks_with_the_nodes_own_
             config = Config().with_options({**options, "federation.clients": 2})
             local = local_rounds(config, dict(enumerate(NODE_SEEDS)), tmp_path / f"{task}-local")
             columns = ["mse", "mse_plain_mean"] if task == "mean" else ["loss", "accuracy"]
-            np.testing.assert_allclose(deployed[columns].to_numpy(float), local[columns].to_numpy(float),
-                                       rtol=1e-12, atol=0)
+            np.testing.assert_allclose(
+                deployed[columns].to_numpy(float), local[columns].to_numpy(float), rtol=1e-12, atol=0
+            )
             # the harness's secrets (what the server could derive from the run seed) give other numbers
             harness = local_rounds(config, seeds.client_secrets(5, 2), tmp_path / f"{task}-harness")
             assert not np.allclose(deployed[columns].to_numpy(float), harness[columns].to_numpy(float), rtol=1e-9)

@@ -10,7 +10,7 @@ import pytest
 from scipy.linalg import hadamard
 
 import ldpfed.mechanisms as mechanisms
-from ldpfed.directional import LDPVec, MAGNITUDES, WINDOWS, cosine, from_spherical, leading_energy_share, to_spherical
+from ldpfed.directional import MAGNITUDES, WINDOWS, LDPVec, cosine, from_spherical, leading_energy_share, to_spherical
 from ldpfed.directional import rotation as rot
 from ldpfed.directional import windows as win
 from ldpfed.directional.spherical import exact_cos, exact_sin
@@ -179,9 +179,17 @@ def test_budget_with_rotation_counts_padded_dims():
     assert split.dims == 128 and split.magnitude_epsilon == pytest.approx(2.0 / 128)
 
 
-@pytest.mark.parametrize("base,options", [("laplace", {}), ("piecewise", {}), ("duchi", {}),
-                                          ("square-wave", {"estimator": "debiased"}), ("gaussian", {}),
-                                          ("gaussian", {"sampler": "continuous"})])
+@pytest.mark.parametrize(
+    "base,options",
+    [
+        ("laplace", {}),
+        ("piecewise", {}),
+        ("duchi", {}),
+        ("square-wave", {"estimator": "debiased"}),
+        ("gaussian", {}),
+        ("gaussian", {"sampler": "continuous"}),
+    ],
+)
 def test_angle_noise_is_unbiased_with_the_exact_variance(base, options):
     """Monte Carlo mean and variance of every released angle against the exact moments
     (tolerances from the variance: z-scores over all angles, fixed seed)."""
@@ -231,10 +239,12 @@ def test_characteristic_factors_against_mpmath():
     """E[cos(theta + N)] = phi cos(theta) with phi = 1/(1+b^2) (Laplace), exp(-s^2/2) (Gaussian)."""
     mpmath.mp.dps = 30
     theta, b, s = mpmath.mpf("1.1"), mpmath.mpf("0.7"), mpmath.mpf("0.4")
-    laplace = mpmath.quad(lambda x: mpmath.cos(theta + x) * mpmath.exp(-abs(x) / b) / (2 * b), [-mpmath.inf, 0, mpmath.inf])
+    laplace = mpmath.quad(
+        lambda x: mpmath.cos(theta + x) * mpmath.exp(-abs(x) / b) / (2 * b), [-mpmath.inf, 0, mpmath.inf]
+    )
     gaussian = mpmath.quad(lambda x: mpmath.cos(theta + x) * mpmath.npdf(x, 0, s), [-mpmath.inf, mpmath.inf])
     assert float(laplace) == pytest.approx(float(mpmath.cos(theta)) / (1 + 0.7**2), rel=1e-12)
-    assert float(gaussian) == pytest.approx(float(mpmath.cos(theta)) * math.exp(-0.4**2 / 2), rel=1e-12)
+    assert float(gaussian) == pytest.approx(float(mpmath.cos(theta)) * math.exp(-(0.4**2) / 2), rel=1e-12)
 
 
 @pytest.mark.parametrize("base", ["laplace", "piecewise"])
@@ -274,8 +284,9 @@ def test_rotation_spreads_the_energy_of_angle_noise():
     # slack refuses eps above ~10^3): the continuous sampler, as the property is the rotation's.
     continuous = {"sampler": "continuous"}
     plain = LDPVec("gaussian", 5e4, clip=1.0, delta=1e-5, beta=1.0, magnitude="normalize", options=continuous)
-    rotated = LDPVec("gaussian", 5e4, clip=1.0, delta=1e-5, beta=1.0, magnitude="normalize", rotation="hadamard",
-                     options=continuous)
+    rotated = LDPVec(
+        "gaussian", 5e4, clip=1.0, delta=1e-5, beta=1.0, magnitude="normalize", rotation="hadamard", options=continuous
+    )
     assert plain.budget(4096).angle_sigma > 0.05
     assert np.median(leading_energy_share(plain.perturb(g, rng))) > 0.5
     assert np.median(leading_energy_share(rotated.perturb(g, rng, rotation_seed=1))) < 0.05
@@ -292,9 +303,18 @@ def test_preprocess_round_trips_with_rotation():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(beta=0.0), dict(beta=1.5), dict(window="moving"), dict(magnitude="exact"), dict(rotation="dct"),
-     dict(base="nope"), dict(epsilon=-1.0), dict(clip=0.0), dict(base="gaussian", delta=None),
-     dict(base="laplace", delta=1e-5)],
+    [
+        dict(beta=0.0),
+        dict(beta=1.5),
+        dict(window="moving"),
+        dict(magnitude="exact"),
+        dict(rotation="dct"),
+        dict(base="nope"),
+        dict(epsilon=-1.0),
+        dict(clip=0.0),
+        dict(base="gaussian", delta=None),
+        dict(base="laplace", delta=1e-5),
+    ],
 )
 def test_bad_parameters_raise(kwargs):
     args = dict(base="laplace", epsilon=1.0, clip=1.0)
@@ -380,5 +400,7 @@ def test_round_events_for_the_ledger():
     assert spent.private and spent.epsilon == pytest.approx(2.0)
     gaussian = LDPVec("gaussian", 1.0, clip=1.0, delta=1e-6).round_event()
     assert create_accountant("basic").compose(gaussian, 3).spent(1e-5).delta == pytest.approx(3e-6)
-    unsafe = create_accountant("basic").compose(LDPVec("laplace", 1.0, clip=1.0, magnitude="exact-unsafe").round_event())
+    unsafe = create_accountant("basic").compose(
+        LDPVec("laplace", 1.0, clip=1.0, magnitude="exact-unsafe").round_event()
+    )
     assert not unsafe.private and unsafe.spent(1e-5).epsilon is None

@@ -26,7 +26,9 @@ def test_sound_modes_pass(base, delta, magnitude):
 
 def test_the_polar_release_audit_has_power():
     """With the exact density ratio the auditor certifies most of the claimed eps (it is tight)."""
-    result = run_audit(ldpvec_subject("laplace", 1.0, magnitude="split", dims=4, release="polar"), samples=SAMPLES, seed=2)
+    result = run_audit(
+        ldpvec_subject("laplace", 1.0, magnitude="split", dims=4, release="polar"), samples=SAMPLES, seed=2
+    )
     assert result.verdict == "pass" and result.epsilon_lower > 0.6
 
 
@@ -48,9 +50,27 @@ def test_the_audit_cli_audits_ldpvec_gaussian_and_its_floating_point_event(sampl
 
     from ldpfed.cli.main import app
 
-    result = CliRunner().invoke(app, ["audit", "--mechanism", "ldpvec", "--base", "gaussian", "--epsilon", "1",
-                                      "--delta", "1e-5", "--release", "offsets", "--sampler", sampler,
-                                      "--samples", "100000", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "audit",
+            "--mechanism",
+            "ldpvec",
+            "--base",
+            "gaussian",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--release",
+            "offsets",
+            "--sampler",
+            sampler,
+            "--samples",
+            "100000",
+            "--json",
+        ],
+    )
     assert result.exit_code == exit_code, result.output
     record = json.loads(result.stdout)
     assert record["sampler"] == sampler
@@ -58,10 +78,15 @@ def test_the_audit_cli_audits_ldpvec_gaussian_and_its_floating_point_event(sampl
         assert record["event"].startswith("never-produced")
 
 
-@pytest.mark.parametrize("args", [["--mechanism", "laplace", "--base", "gaussian"],
-                                  ["--mechanism", "ldpvec", "--base", "nope"],
-                                  ["--mechanism", "ldpvec", "--base", "laplace", "--release", "offsets"],
-                                  ["--mechanism", "ldpvec", "--magnitude", "exact"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--mechanism", "laplace", "--base", "gaussian"],
+        ["--mechanism", "ldpvec", "--base", "nope"],
+        ["--mechanism", "ldpvec", "--base", "laplace", "--release", "offsets"],
+        ["--mechanism", "ldpvec", "--magnitude", "exact"],
+    ],
+)
 def test_the_audit_cli_refuses_bad_ldpvec_options(args):
     from typer.testing import CliRunner
 

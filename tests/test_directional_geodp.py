@@ -42,12 +42,19 @@ def test_geodp_composes_magnitude_and_direction_additively(sigma):
     kwargs = dict(sampling="poisson", sample_rate=0.02, steps=500, epochs=1)
     geodp = rdp_epsilon(training_event("geodp", sigma, **kwargs), 1e-5)
     single = dp_accounting.GaussianDpEvent(sigma / math.sqrt(2.0))
-    equivalent = _library_epsilon(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.02, single), 500), 1e-5)
-    averaged = _library_epsilon(
-        dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.02, thesis_averaged_event(sigma)), 500), 1e-5
+    equivalent = _library_epsilon(
+        dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.02, single), 500), 1e-5
     )
-    numeric = _library_epsilon(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(0.02, dp_accounting.GaussianDpEvent(sigma)), 500), 1e-5)
+    averaged = _library_epsilon(
+        dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.02, thesis_averaged_event(sigma)), 500),
+        1e-5,
+    )
+    numeric = _library_epsilon(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.02, dp_accounting.GaussianDpEvent(sigma)), 500
+        ),
+        1e-5,
+    )
     assert rdp_epsilon(training_event("numeric", sigma, **kwargs), 1e-5) == pytest.approx(numeric, rel=1e-9)
     assert geodp == pytest.approx(equivalent, rel=1e-9)
     assert averaged == pytest.approx(numeric, rel=1e-12)
@@ -174,11 +181,13 @@ def test_safe_training_event_is_the_discrete_gaussian_for_shuffled_epochs_only()
     from dp_accounting.rdp import RdpAccountant
 
     for perturbation, releases in (("numeric", 1), ("geodp", 2)):
-        event = training_event(perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe",
-                               dims=50)
+        event = training_event(
+            perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe", dims=50
+        )
         library = RdpAccountant().compose(GaussianDpEvent(1.2), 3 * releases).get_epsilon(1e-5)
         # the ideal curve plus the samplers' float slack (~7e-11 per draw, 50 draws per step): just above
         assert library < rdp_epsilon(event, 1e-5) < library * (1 + 1e-6)
         with pytest.raises(LDPValueError, match="Poisson"):
-            training_event(perturbation, 1.2, sampling="poisson", sample_rate=0.1, steps=30, epochs=3, sampler="safe",
-                           dims=50)
+            training_event(
+                perturbation, 1.2, sampling="poisson", sample_rate=0.1, steps=30, epochs=3, sampler="safe", dims=50
+            )

@@ -96,7 +96,7 @@ def test_the_safe_characteristic_factor_against_mpmath():
         scaled = mpmath.mpf(float(t)) * mpmath.mpf(float(half)) / mpmath.mpf(step)
         f = scaled - mpmath.floor(scaled)
         width = int(15 * s)
-        weights = [mpmath.exp(-mpmath.mpf(n) ** 2 / (2 * mpmath.mpf(s) ** 2)) for n in range(-width, width + 1)]
+        weights = [mpmath.exp(-(mpmath.mpf(n) ** 2) / (2 * mpmath.mpf(s) ** 2)) for n in range(-width, width + 1)]
         noise = mpmath.fsum(w * mpmath.expj(mpmath.mpf(step) * n) for w, n in zip(weights, range(-width, width + 1)))
         noise /= mpmath.fsum(weights)
         rounding = (1 - f) * mpmath.expj(-f * step) + f * mpmath.expj((1 - f) * step)
@@ -133,11 +133,15 @@ def test_the_floating_point_event_fires_for_the_continuous_sampler_only(window):
     from ldpfed.audit import run_audit
     from ldpfed.directional.audit_subject import ldpvec_subject
 
-    safe = run_audit(ldpvec_subject("gaussian", 1.0, 1e-5, dims=4, window=window, release="offsets"),
-                     samples=100_000, seed=3)
+    safe = run_audit(
+        ldpvec_subject("gaussian", 1.0, 1e-5, dims=4, window=window, release="offsets"), samples=100_000, seed=3
+    )
     assert safe.sampler == "safe" and safe.verdict == "pass"
-    continuous = run_audit(ldpvec_subject("gaussian", 1.0, 1e-5, dims=4, window=window, release="offsets",
-                                          sampler="continuous"), samples=100_000, seed=3)
+    continuous = run_audit(
+        ldpvec_subject("gaussian", 1.0, 1e-5, dims=4, window=window, release="offsets", sampler="continuous"),
+        samples=100_000,
+        seed=3,
+    )
     assert continuous.sampler == "continuous" and continuous.verdict == "fail"
     assert continuous.event.startswith("never-produced")
 
@@ -153,7 +157,12 @@ def test_the_safe_grid_is_what_the_audit_subject_tests():
 
 
 def test_the_ledger_event_names_the_sampler():
-    from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, EpsilonDeltaDpEvent, create_accountant
+    from ldpfed.accounting import (
+        CalibratedDpEvent,
+        DiscreteGaussianVectorDpEvent,
+        EpsilonDeltaDpEvent,
+        create_accountant,
+    )
     from ldpfed.accounting.accountants import flatten
 
     d = 20

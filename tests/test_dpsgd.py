@@ -40,7 +40,9 @@ def _invoke(*args: str):
 def _poisson_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
     from dp_accounting.rdp import RdpAccountant
 
-    event = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
     return float(RdpAccountant().compose(event).get_epsilon(delta))  # the library itself, not ldpfed
 
 
@@ -60,8 +62,19 @@ def test_per_example_gradients_match_one_backward_per_example():
 
 
 def test_numeric_dpsgd_learns_and_reports_the_rdp_epsilon():
-    result = _invoke("--perturbation", "numeric", "--noise-multiplier", "1.0", "--batch-size", "128",
-                     "--epochs", "2", "--target-delta", "1e-5", "--json")
+    result = _invoke(
+        "--perturbation",
+        "numeric",
+        "--noise-multiplier",
+        "1.0",
+        "--batch-size",
+        "128",
+        "--epochs",
+        "2",
+        "--target-delta",
+        "1e-5",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["train_examples"] == TRAIN_EXAMPLES and summary["private"] is True
@@ -81,7 +94,9 @@ def test_geodp_is_charged_both_releases():
     assert summary["epsilon"] == pytest.approx(_poisson_epsilon(1.5 / math.sqrt(2.0), q, steps, 1e-5), rel=1e-9)
     assert summary["epsilon"] > _poisson_epsilon(1.5, q, steps, 1e-5)
     assert np.isfinite(summary["loss"]) and -1.0 <= summary["mean_cosine_to_clean"] <= 1.0
-    assert summary["noise_sd"]["per_angle"] == pytest.approx(math.sqrt(summary["parameters"] + 2) * 0.5 * math.pi * 1.5 / 128)
+    assert summary["noise_sd"]["per_angle"] == pytest.approx(
+        math.sqrt(summary["parameters"] + 2) * 0.5 * math.pi * 1.5 / 128
+    )
 
 
 def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
@@ -94,8 +109,16 @@ def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
 
 @pytest.mark.parametrize(
     "args",
-    [["--perturbation", "vector"], ["--data", "nope"], ["--noise-multiplier", "0"], ["--beta", "2"],
-     ["--model", "resnet"], ["--sampling", "random"], ["--target-delta", "1.5"], ["--batch-size", "100000"]],
+    [
+        ["--perturbation", "vector"],
+        ["--data", "nope"],
+        ["--noise-multiplier", "0"],
+        ["--beta", "2"],
+        ["--model", "resnet"],
+        ["--sampling", "random"],
+        ["--target-delta", "1.5"],
+        ["--batch-size", "100000"],
+    ],
 )
 def test_bad_input_exits_2_with_one_line(args):
     result = _invoke(*args, "--epochs", "1", "--json")
@@ -117,12 +140,16 @@ def test_attack_evaluation_against_known_scores():
     blind = evaluate_attack(rng.random(2000), member, rng)
     assert blind["accuracy_low"] < 0.5 < blind["accuracy_high"] and blind["auc_low"] < 0.5 < blind["auc_high"]
     interval = accuracy_with_interval(60, 100)
-    assert interval["accuracy_low"] == pytest.approx(0.4972, abs=1e-3) and interval["accuracy_high"] == pytest.approx(0.6967, abs=1e-3)
+    assert interval["accuracy_low"] == pytest.approx(0.4972, abs=1e-3) and interval["accuracy_high"] == pytest.approx(
+        0.6967, abs=1e-3
+    )
     assert auc_with_interval(np.array([2.0, 3.0]), np.array([1.0, 2.5]))["auc"] == pytest.approx(0.75)
 
 
 def test_mia_report_from_the_cli():
-    result = _invoke("--perturbation", "numeric", "--epochs", "1", "--batch-size", "128", "--mia", "--shadows", "2", "--json")
+    result = _invoke(
+        "--perturbation", "numeric", "--epochs", "1", "--batch-size", "128", "--mia", "--shadows", "2", "--json"
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     report = summary["mia"]
@@ -139,8 +166,19 @@ def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases
     Gaussian releases of multiplier sigma per epoch (the library's Gaussian RDP curve)."""
     from dp_accounting.rdp import RdpAccountant
 
-    result = _invoke("--perturbation", perturbation, "--sampling", "shuffle", "--noise-multiplier", "1.5",
-                     "--batch-size", "128", "--epochs", "1", "--json")
+    result = _invoke(
+        "--perturbation",
+        perturbation,
+        "--sampling",
+        "shuffle",
+        "--noise-multiplier",
+        "1.5",
+        "--batch-size",
+        "128",
+        "--epochs",
+        "1",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["noise_sampler"].startswith("safe") and "floating-point safe" in summary["noise_sampler"]
@@ -148,7 +186,9 @@ def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases
     # the ideal curve's eps at the delta the samplers' float slack leaves, plus the slack's eps (its own field)
     slack = summary["float_slack"]
     assert 0 < slack["epsilon"] < 1e-6 and 0 < slack["delta"] < 1e-10
-    at_slack_delta = RdpAccountant().compose(dp_accounting.GaussianDpEvent(1.5), releases).get_epsilon(1e-5 - slack["delta"])
+    at_slack_delta = (
+        RdpAccountant().compose(dp_accounting.GaussianDpEvent(1.5), releases).get_epsilon(1e-5 - slack["delta"])
+    )
     assert summary["epsilon"] == pytest.approx(at_slack_delta + slack["epsilon"], rel=1e-12)
     assert summary["epsilon"] > library + slack["epsilon"]
     assert "DiscreteGaussianVectorDpEvent" in summary["dp_event"]
@@ -161,7 +201,9 @@ def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases
 def test_poisson_dpsgd_defaults_to_the_continuous_sampler_and_refuses_safe():
     config = DPSGDConfig(perturbation="numeric")
     assert config.sampling == "poisson" and config.noise_sampler == "continuous" and not config.safe_noise
-    assert DPSGDConfig(perturbation="geodp", noise_sampler="continuous", sampling="shuffle").noise_sampler == "continuous"
+    assert (
+        DPSGDConfig(perturbation="geodp", noise_sampler="continuous", sampling="shuffle").noise_sampler == "continuous"
+    )
     assert DPSGDConfig(perturbation="inid-gaussian", sampling="shuffle").noise_sampler == "safe"
     for perturbation in ("numeric", "geodp"):
         result = _invoke("--perturbation", perturbation, "--noise-sampler", "safe", "--json")

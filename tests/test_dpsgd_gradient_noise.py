@@ -13,8 +13,9 @@ from simulations.dpsgd import DPSGDConfig, gradient_noise, privacy_record, run
 
 
 def test_inid_gaussian_costs_the_gaussian_of_its_noise_multiplier():
-    inid = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, noise_sampler="continuous"),
-                          1000, 200, 50)
+    inid = privacy_record(
+        DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, noise_sampler="continuous"), 1000, 200, 50
+    )
     numeric = privacy_record(DPSGDConfig(perturbation="numeric", noise_multiplier=1.3), 1000, 200, 50)
     assert inid["private"] and inid["epsilon"] == pytest.approx(numeric["epsilon"], rel=1e-12)
     assert "not floating-point safe" in inid["noise_sampler"]
@@ -25,8 +26,12 @@ def test_inid_gaussian_safe_sampler_is_the_default_and_is_accounted_by_rdp_only(
     epsilon equals the numeric Gaussian's; Poisson sampling has no bound for it and is refused."""
     with pytest.raises(LDPValueError, match="shuffle"):
         DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3)
-    safe = privacy_record(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50)
-    numeric = privacy_record(DPSGDConfig(perturbation="numeric", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50)
+    safe = privacy_record(
+        DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50
+    )
+    numeric = privacy_record(
+        DPSGDConfig(perturbation="numeric", noise_multiplier=1.3, sampling="shuffle"), 1000, 80, 50
+    )
     assert safe["private"] and safe["epsilon"] == pytest.approx(numeric["epsilon"], rel=1e-12)
     assert safe["noise_sampler"].startswith("safe")
     summary = run(DPSGDConfig(perturbation="inid-gaussian", noise_multiplier=1.3, sampling="shuffle", epochs=1))
@@ -51,11 +56,15 @@ def test_plrvo_run_is_accounted_by_the_joint_accountant(sampler):
     assert summary["noise_sampler"].startswith(sampler)
     continuous_sd = np.sqrt(2 / (199 * 198 * 0.05**2)) / config.batch_size
     # safe: the atoms' discretized Gamma (dominated: a hair more noise) and the grid, within 1e-3
-    assert summary["noise_sd"]["per_coordinate"] == pytest.approx(continuous_sd, rel=1e-12 if sampler == "continuous"
-                                                                   else 1e-3)
+    assert summary["noise_sd"]["per_coordinate"] == pytest.approx(
+        continuous_sd, rel=1e-12 if sampler == "continuous" else 1e-3
+    )
     if sampler == "safe":
-        bare = create_accountant("rdp").compose(SelfComposedDpEvent(
-            PlrvoDpEvent(200.0, 0.05, 1.0, summary["parameters"], rate), summary["steps"])).get_epsilon(1e-5)
+        bare = (
+            create_accountant("rdp")
+            .compose(SelfComposedDpEvent(PlrvoDpEvent(200.0, 0.05, 1.0, summary["parameters"], rate), summary["steps"]))
+            .get_epsilon(1e-5)
+        )
         assert bare <= summary["epsilon"] <= bare * 1.01
 
 
@@ -66,11 +75,16 @@ def test_failing_published_noises_make_the_run_not_private(perturbation):
     assert GUARANTEE_FAILS in record["not_private_reason"]
 
 
-@pytest.mark.parametrize("options", [
-    {"perturbation": "plrvo", "k": 2.0}, {"perturbation": "r1smg", "noise_epsilon": 1.0},
-    {"perturbation": "product-noise", "noise_epsilon": 1.0},
-    {"perturbation": "plrvo", "k": 2.0, "theta": 1.0, "sampling": "shuffle"}, {"k": float("nan")},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"perturbation": "plrvo", "k": 2.0},
+        {"perturbation": "r1smg", "noise_epsilon": 1.0},
+        {"perturbation": "product-noise", "noise_epsilon": 1.0},
+        {"perturbation": "plrvo", "k": 2.0, "theta": 1.0, "sampling": "shuffle"},
+        {"k": float("nan")},
+    ],
+)
 def test_missing_or_bad_noise_parameters_fail_early(options):
     with pytest.raises(LDPValueError):
         DPSGDConfig(**options)

@@ -22,7 +22,10 @@ def test_chunked_collection_equals_one_pass_over_the_same_streams(report_dims):
     chunked = collect_sums(DATA, mechanism, report_dims, stream, chunk_users=700)
     # Unchunked reference: the same per-chunk streams, every user's reports in one array.
     children = np.random.SeedSequence(9).spawn(1)[0].spawn(5)
-    parts = [perturb_tuples(DATA[k * 700 : (k + 1) * 700], mechanism, report_dims, np.random.default_rng(c)) for k, c in enumerate(children)]
+    parts = [
+        perturb_tuples(DATA[k * 700 : (k + 1) * 700], mechanism, report_dims, np.random.default_rng(c))
+        for k, c in enumerate(children)
+    ]
     mask = np.concatenate([p[0] for p in parts])
     reports = np.concatenate([p[1] for p in parts])
     reference = summarize(mask, reports)
@@ -61,8 +64,17 @@ def test_same_seed_same_result_and_another_seed_differs():
 
 def test_runs_and_summary_are_tidy_and_record_their_options():
     result = run_mean_experiment(DATA, "laplace", [1.0], repeats=2, seed=0, alpha=0.9, l2_reference="estimate")
-    assert set(result.runs.columns) >= {"mechanism", "options", "epsilon", "aggregator", "repeat", "mse",
-                                        "deviation_source", "alpha", "l2_reference"}
+    assert set(result.runs.columns) >= {
+        "mechanism",
+        "options",
+        "epsilon",
+        "aggregator",
+        "repeat",
+        "mse",
+        "deviation_source",
+        "alpha",
+        "l2_reference",
+    }
     assert len(result.runs) == 2 * len(agg.available())
     assert set(result.runs["deviation_source"]) == {"plug-in"}
     assert set(result.runs.loc[result.runs["aggregator"] == "l2", "l2_reference"]) == {"estimate"}
@@ -89,8 +101,9 @@ def test_mean_mse_agrees_with_the_predictor():
         cls = mechanisms.get_class(name)
         delta = 1e-5 if cls.approximate else None
         for report_dims in (12, 3):
-            result = run_mean_experiment(DATA, name, 2.0, aggregators=["mean"], report_dims=report_dims,
-                                         delta=delta, repeats=120, seed=8)
+            result = run_mean_experiment(
+                DATA, name, 2.0, aggregators=["mean"], report_dims=report_dims, delta=delta, repeats=120, seed=8
+            )
             mse = result.runs["mse"]
             predicted = result.summary["predicted_mse"].iloc[0]
             # E[MSE] = mean_j (sigma_j^2 + delta_j^2) holds exactly (no CLT needed), up to E[1/r_j] vs
@@ -99,7 +112,9 @@ def test_mean_mse_agrees_with_the_predictor():
 
 
 def test_model_deviation_comes_from_the_predictor():
-    result = run_mean_experiment(DATA, "laplace", 1.0, aggregators=["mean", "hdr4me"], deviation="model", repeats=2, seed=0)
+    result = run_mean_experiment(
+        DATA, "laplace", 1.0, aggregators=["mean", "hdr4me"], deviation="model", repeats=2, seed=0
+    )
     assert set(result.runs["deviation_source"]) == {"model"}
 
 

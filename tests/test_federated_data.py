@@ -136,7 +136,10 @@ def test_mnist_idx_files(tmp_path, compress, layout):
 
 def test_mnist_npz(tmp_path):
     rng = np.random.default_rng(1)
-    x_train, x_test = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), rng.integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    x_train, x_test = (
+        rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+        rng.integers(0, 256, (5, 28, 28), dtype=np.uint8),
+    )
     np.savez(tmp_path / "mnist.npz", x_train=x_train, y_train=np.arange(20) % 10, x_test=x_test, y_test=np.arange(5))
     data = load_federated("mnist", 2, data_dir=tmp_path)
     np.testing.assert_allclose(data.test[0][:, 0], x_test / 255.0, rtol=1e-6)
@@ -170,14 +173,22 @@ def test_cifar10_npz_in_keras_layout(tmp_path):
     rng = np.random.default_rng(3)
     x_train = rng.integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)  # NHWC
     x_test = rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
-    np.savez(tmp_path / "cifar10.npz", x_train=x_train, y_train=np.arange(8)[:, None], x_test=x_test, y_test=np.arange(4)[:, None])
+    np.savez(
+        tmp_path / "cifar10.npz",
+        x_train=x_train,
+        y_train=np.arange(8)[:, None],
+        x_test=x_test,
+        y_test=np.arange(4)[:, None],
+    )
     data = load_federated("cifar10", 2, data_dir=tmp_path)
     assert data.test[0][2, 1, 4, 9] == pytest.approx(x_test[2, 4, 9, 1] / 255.0)
     np.testing.assert_array_equal(data.test[1], np.arange(4))
 
 
 # --- errors --------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "expected"), [("mnist", "train-images-idx3-ubyte"), ("cifar10", "cifar-10-batches-py")])
+@pytest.mark.parametrize(
+    ("name", "expected"), [("mnist", "train-images-idx3-ubyte"), ("cifar10", "cifar-10-batches-py")]
+)
 def test_missing_files_name_what_to_download(tmp_path, name, expected):
     for data_dir in (tmp_path, None, tmp_path / "absent"):
         with pytest.raises(LDPValueError, match=expected) as info:
@@ -211,4 +222,3 @@ def test_client_id_out_of_range():
     for bad in (-1, 3, "0", 1.0):
         with pytest.raises(LDPValueError, match="partition_id"):
             data.client(bad)
-

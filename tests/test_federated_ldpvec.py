@@ -24,9 +24,22 @@ from ldpfed.protocols.train import client_round_event, privatize
 from ldpfed.validation import LDPValueError
 
 runner = CliRunner()
-LDPVEC = {"task": "train", "engine": "local", "clients": 3, "rounds": 2, "local-steps": 2, "seed": 5,
-          "perturbation": "ldpvec", "mechanism": "laplace", "epsilon": 8.0, "clip": 1.0,
-          "beta": 0.4, "window": "centred", "magnitude": "normalize", "rotation": "hadamard"}
+LDPVEC = {
+    "task": "train",
+    "engine": "local",
+    "clients": 3,
+    "rounds": 2,
+    "local-steps": 2,
+    "seed": 5,
+    "perturbation": "ldpvec",
+    "mechanism": "laplace",
+    "epsilon": 8.0,
+    "clip": 1.0,
+    "beta": 0.4,
+    "window": "centred",
+    "magnitude": "normalize",
+    "rotation": "hadamard",
+}
 
 
 def config_of(**options) -> Config:
@@ -45,7 +58,11 @@ def test_the_ldpvec_options_reach_the_client(source):
     if source == "flags":
         config = config_of()
     else:  # what a Flower node reads under `flwr run`: the flattened run config
-        flat = {f"training.{key}": value for key, value in LDPVEC.items() if key in ("perturbation", "beta", "window", "magnitude", "rotation", "clip")}
+        flat = {
+            f"training.{key}": value
+            for key, value in LDPVEC.items()
+            if key in ("perturbation", "beta", "window", "magnitude", "rotation", "clip")
+        }
         flat.update({"run.task": "train", "privacy.mechanism": "laplace", "privacy.epsilon": 8.0})
         config = from_flat(flat, source="run config").validated()
     world = World.from_config(config)
@@ -53,7 +70,14 @@ def test_the_ldpvec_options_reach_the_client(source):
     assert isinstance(client.privatizer, DirectionalPrivatizer)
     vec = client.privatizer.ldpvec
     assert (vec.base, vec.epsilon, vec.clip, vec.beta, vec.window, vec.magnitude, vec.rotation) == (
-        "laplace", 8.0, 1.0, 0.4, "centred", "normalize", "hadamard")
+        "laplace",
+        8.0,
+        1.0,
+        0.4,
+        "centred",
+        "normalize",
+        "hadamard",
+    )
     numeric = client_half(config.with_options({"perturbation": "numeric"}), 0, world.data, 1)
     assert not isinstance(numeric.privatizer, DirectionalPrivatizer)
 
@@ -79,8 +103,9 @@ def test_the_server_broadcasts_the_public_reference_and_rotation_seed_and_applie
 
 def test_the_public_inputs_change_the_release_as_documented():
     """The same secret stream and update give the same release only with the same public inputs."""
-    private = DirectionalPrivatizer("laplace", 8.0, 1.0, beta=0.4, window="centred", magnitude="normalize",
-                                    rotation="hadamard")
+    private = DirectionalPrivatizer(
+        "laplace", 8.0, 1.0, beta=0.4, window="centred", magnitude="normalize", rotation="hadamard"
+    )
     rng = np.random.default_rng(1)
     update, reference = rng.standard_normal(650), rng.standard_normal(650)
 
@@ -119,13 +144,16 @@ def test_the_cosine_and_energy_columns_exist_and_are_sane(tmp_path):
     np.testing.assert_allclose(clean["leading_energy_share"], clean["clean_leading_energy_share"], rtol=1e-12)
 
 
-@pytest.mark.parametrize("options, shown", [
-    ({}, "not used"),  # ldpvec: the plain mean
-    ({"aggregator": "fedavg"}, "not used"),
-    ({"perturbation": "numeric", "aggregator": "mean"}, "not used"),
-    ({"perturbation": "numeric", "aggregator": "hdr4me"}, "plug-in"),
-    ({"perturbation": "numeric", "aggregator": "l2", "deviation": "model"}, "model"),
-])
+@pytest.mark.parametrize(
+    "options, shown",
+    [
+        ({}, "not used"),  # ldpvec: the plain mean
+        ({"aggregator": "fedavg"}, "not used"),
+        ({"perturbation": "numeric", "aggregator": "mean"}, "not used"),
+        ({"perturbation": "numeric", "aggregator": "hdr4me"}, "plug-in"),
+        ({"perturbation": "numeric", "aggregator": "l2", "deviation": "model"}, "model"),
+    ],
+)
 def test_the_summary_names_a_deviation_model_only_where_an_aggregator_uses_one(options, shown):
     from ldpfed.protocols.session import deviation_used
 
@@ -151,8 +179,11 @@ def test_the_server_cannot_redraw_an_ldpvec_clients_noise():
             reply, diagnostics = clients[pid].reply(server_round, plan.broadcast)
             seen[server_round, pid] = (plan.broadcast, reply.arrays["update"])
             clean[server_round, pid] = diagnostics["clean"]
-        server.aggregate(server_round, {pid: ClientReply({"update": seen[server_round, pid][1]}, {"num-examples": 1})
-                                        for pid in plan.partitions}, {})
+        server.aggregate(
+            server_round,
+            {pid: ClientReply({"update": seen[server_round, pid][1]}, {"num-examples": 1}) for pid in plan.partitions},
+            {},
+        )
     public = without_seed(config)
     candidates = integers_seen(public, {"server_seed": world.server, "data_seed": world.data})
     candidates |= {int(w) for (broadcast, _) in seen.values() for w in broadcast[ROTATION_SEED]}
@@ -161,7 +192,8 @@ def test_the_server_cannot_redraw_an_ldpvec_clients_noise():
         truth = clean[server_round, pid]
         rotation_words = [int(w) for w in broadcast[ROTATION_SEED]]  # the whole public seed, too
         streams = [np.random.SeedSequence(rotation_words)] + [
-            stream for candidate in sorted(candidates) for stream in candidate_streams(candidate, pid, server_round)]
+            stream for candidate in sorted(candidates) for stream in candidate_streams(candidate, pid, server_round)
+        ]
         for stream in streams:
             guess = privatize(privatizer, truth, np.random.default_rng(stream), broadcast)
             assert not np.allclose(guess, update), (stream, server_round, pid)
@@ -206,20 +238,23 @@ def test_gaussian_ldpvec_trains_with_the_safe_sampler_and_the_ledger_says_so(tmp
 
 
 # ---- bad combinations --------------------------------------------------------------------------
-@pytest.mark.parametrize("options, message", [
-    ({"aggregator": "hdr4me"}, "aggregator mean or fedavg"),
-    ({"mechanism": "none"}, "scalar base mechanism"),
-    ({"mechanism": "inid-gaussian", "delta": 1e-5}, "scalar base mechanism"),
-    ({"report-dims": 10}, "report-dims does not apply"),
-    ({"task": "mean"}, "--task train only"),
-    ({"beta": 0.0}, "beta must be in"),
-    ({"beta": 1.5}, "beta must be in"),
-    ({"window": "diagonal"}, "window must be one of"),
-    ({"magnitude": "exact"}, "magnitude must be one of"),
-    ({"rotation": "random"}, "rotation must be one of"),
-    ({"perturbation": "angles"}, "perturbation must be one of"),
-    ({"mechanism": "gaussian"}, "delta"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"aggregator": "hdr4me"}, "aggregator mean or fedavg"),
+        ({"mechanism": "none"}, "scalar base mechanism"),
+        ({"mechanism": "inid-gaussian", "delta": 1e-5}, "scalar base mechanism"),
+        ({"report-dims": 10}, "report-dims does not apply"),
+        ({"task": "mean"}, "--task train only"),
+        ({"beta": 0.0}, "beta must be in"),
+        ({"beta": 1.5}, "beta must be in"),
+        ({"window": "diagonal"}, "window must be one of"),
+        ({"magnitude": "exact"}, "magnitude must be one of"),
+        ({"rotation": "random"}, "rotation must be one of"),
+        ({"perturbation": "angles"}, "perturbation must be one of"),
+        ({"mechanism": "gaussian"}, "delta"),
+    ],
+)
 def test_bad_ldpvec_combinations_are_one_clear_error(options, message):
     flags = {**LDPVEC, **options}
     with pytest.raises(LDPValueError, match=message):
@@ -233,8 +268,27 @@ def test_a_per_angle_budget_below_the_samplers_range_fails_before_the_run(tmp_pa
     """MLP on digits (d = 15,010, D = 16,384 with rotation) at eps 1.5: eps/D is below the safe
     Laplace's range, refused by the CLI with exit 2 and nothing written."""
     out = tmp_path / "run"
-    args = ["simulate", "--task", "train", "--engine", "local", "--model", "mlp", "--perturbation", "ldpvec",
-            "--epsilon", "1.5", "--rotation", "hadamard", "--rounds", "1", "--clients", "2", "--out", str(out)]
+    args = [
+        "simulate",
+        "--task",
+        "train",
+        "--engine",
+        "local",
+        "--model",
+        "mlp",
+        "--perturbation",
+        "ldpvec",
+        "--epsilon",
+        "1.5",
+        "--rotation",
+        "hadamard",
+        "--rounds",
+        "1",
+        "--clients",
+        "2",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "per-value epsilon" in result.output and not out.exists()

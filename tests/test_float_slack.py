@@ -56,8 +56,9 @@ def test_the_reported_eps_exceeds_the_ideal_curve_by_the_composed_slack(safe_eve
         assert spent.epsilon >= ideal + spent.float_slack_epsilon > ideal
         ideal_at_slack_delta = library_epsilon(1.1, releases, TARGET * math.exp(-slack.over) - slack.mass)
         assert spent.epsilon == pytest.approx(ideal_at_slack_delta + slack.epsilon, rel=1e-14)
-        assert spent.delta == TARGET and spent.float_slack_delta == pytest.approx(TARGET - (TARGET * math.exp(
-            -slack.over) - slack.mass), rel=1e-9)
+        assert spent.delta == TARGET and spent.float_slack_delta == pytest.approx(
+            TARGET - (TARGET * math.exp(-slack.over) - slack.mass), rel=1e-9
+        )
 
 
 def test_the_reported_eps_grows_with_the_rounds_and_so_does_its_slack(safe_event):
@@ -88,8 +89,23 @@ def test_a_calibrated_safe_gaussian_stays_within_its_budget_under_rdp():
 
 
 def test_the_slack_is_in_the_json_of_account_and_dpsgd_privacy_record():
-    result = CliRunner().invoke(app, ["account", "--mechanism", "inid-gaussian", "--noise-multiplier", "1.1",
-                                      "--rounds", "10", "--layers", "1:1000", "--sampler", "safe", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "--mechanism",
+            "inid-gaussian",
+            "--noise-multiplier",
+            "1.1",
+            "--rounds",
+            "10",
+            "--layers",
+            "1:1000",
+            "--sampler",
+            "safe",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["accountant"] == "rdp" and record["sampler"] == "safe"
@@ -111,8 +127,12 @@ def hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
 
 def composed(laws: list[np.ndarray]) -> np.ndarray:
     """The product law of independent releases (all output sequences)."""
-    return np.array([math.prod(law[o] for law, o in zip(laws, outputs))
-                     for outputs in itertools.product(*(range(law.size) for law in laws))])
+    return np.array(
+        [
+            math.prod(law[o] for law, o in zip(laws, outputs))
+            for outputs in itertools.product(*(range(law.size) for law in laws))
+        ]
+    )
 
 
 def smallest_epsilon(p: np.ndarray, q: np.ndarray, delta: float) -> float:
@@ -155,16 +175,34 @@ def test_the_rule_bounds_a_real_law_as_far_from_the_ideal_as_the_slack_allows(re
     ideal_alone = smallest_epsilon(x_ideal, y_ideal, target)
     assert max(hockey_stick(x_real, y_real, ideal_alone), hockey_stick(y_real, x_real, ideal_alone)) > target
     without_delta_part = ideal_alone + slack.epsilon  # the slack's delta part is needed too
-    assert max(hockey_stick(x_real, y_real, without_delta_part), hockey_stick(y_real, x_real, without_delta_part)) > target
+    assert (
+        max(hockey_stick(x_real, y_real, without_delta_part), hockey_stick(y_real, x_real, without_delta_part)) > target
+    )
 
 
-@pytest.mark.parametrize("extra, message", [
-    ([], "--layers or --profile"),
-    (["--layers", "1:100", "--sample-rate", "0.1"], "Poisson"),
-    (["--layers", "1:100", "--accountant", "pld"], "rdp accountant only"),
-    (["--layers", "1:100", "--delta", "1e-6"], "--noise-multiplier alone"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "--layers or --profile"),
+        (["--layers", "1:100", "--sample-rate", "0.1"], "Poisson"),
+        (["--layers", "1:100", "--accountant", "pld"], "rdp accountant only"),
+        (["--layers", "1:100", "--delta", "1e-6"], "--noise-multiplier alone"),
+    ],
+)
 def test_account_refuses_what_the_safe_inid_gaussian_has_no_bound_for(extra, message):
-    result = CliRunner().invoke(app, ["account", "--mechanism", "inid-gaussian", "--noise-multiplier", "1.1",
-                                      "--rounds", "3", "--sampler", "safe", *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "--mechanism",
+            "inid-gaussian",
+            "--noise-multiplier",
+            "1.1",
+            "--rounds",
+            "3",
+            "--sampler",
+            "safe",
+            *extra,
+        ],
+    )
     assert result.exit_code == 2 and message in result.output

@@ -159,9 +159,11 @@ T_CHECK = [-1.0, 0.0, 0.5, 1.0]
 
 def abs_cube_integral(a, b, c):
     """int_a^b |y - c|^3 dy in mpmath."""
+
     def antiderivative(y):
         d = y - c
         return mpmath.sign(d) * d**4 / 4
+
     return antiderivative(b) - antiderivative(a)
 
 
@@ -231,7 +233,9 @@ def test_continuous_moments_match_a_high_precision_reference(config, epsilon):
     mechanism = mech.get(name, epsilon, sampler="continuous", **options)
     for t in T_CHECK:
         mean, variance, third = continuous_reference(name, options, epsilon, t)
-        assert close(t + float(mechanism.bias(t)), mean, 1e-9) or abs(float(mean) - t - float(mechanism.bias(t))) < 1e-12
+        assert (
+            close(t + float(mechanism.bias(t)), mean, 1e-9) or abs(float(mean) - t - float(mechanism.bias(t))) < 1e-12
+        )
         assert close(mechanism.variance(t), variance, 1e-9), (t, float(mechanism.variance(t)), float(variance))
         if float(third) > 1e-250:
             assert close(mechanism.third_abs_central_moment(np.array([t]))[0], third, 1e-6), (t, float(third))
@@ -260,7 +264,10 @@ def window_reference(sampler, t):
         window = range(k - half, k + half + 1)
         mean_k = Fraction((law.high - law.low) * sum(window), law.total)
         sq_k = Fraction((law.high - law.low) * sum(i * i for i in window) + law.low * sum_all_sq, law.total)
-        value, value_sq = mpmath.mpf(mean_k.numerator) / mean_k.denominator, mpmath.mpf(sq_k.numerator) / sq_k.denominator
+        value, value_sq = (
+            mpmath.mpf(mean_k.numerator) / mean_k.denominator,
+            mpmath.mpf(sq_k.numerator) / sq_k.denominator,
+        )
         step = mpmath.mpf(sampler.step)
         atom_mean = atom_sq = mpmath.mpf(0)
         if law.atom_total:

@@ -63,10 +63,12 @@ def test_estimate_unbiased_with_exact_variance(name, options):
     categories = _population(users, [0.5, 0.3, 0.2, 0.0])
     truth = np.bincount(categories, minlength=k) / users
     oracle = frequency_oracle(name, epsilon, k, **options)
-    estimates = np.array([
-        oracle.estimate(oracle.perturb(categories, rng))
-        for rng in map(np.random.default_rng, np.random.SeedSequence(31).spawn(reps))
-    ])
+    estimates = np.array(
+        [
+            oracle.estimate(oracle.perturb(categories, rng))
+            for rng in map(np.random.default_rng, np.random.SeedSequence(31).spawn(reps))
+        ]
+    )
     variance = oracle.variance(truth, users)
     assert variance.shape == (k,) and np.all(variance > 0)
     z = (estimates.mean(axis=0) - truth) / np.sqrt(variance / reps)
@@ -234,16 +236,19 @@ def test_guarantee_describes_the_budget(name, options):
 
 
 @pytest.mark.parametrize("name,options", CONFIGS, ids=IDS)
-@pytest.mark.parametrize("categories", [
-    [0, 1, 3],          # k = 3: 3 is outside 0..2
-    [-1, 0, 1],
-    [0.5, 1.0, 2.0],    # not an integer code
-    [0.0, np.nan, 1.0],
-    [[0, 1], [1, 2]],   # not 1-D
-    [],
-    [True, False],
-    ["a", "b"],
-])
+@pytest.mark.parametrize(
+    "categories",
+    [
+        [0, 1, 3],  # k = 3: 3 is outside 0..2
+        [-1, 0, 1],
+        [0.5, 1.0, 2.0],  # not an integer code
+        [0.0, np.nan, 1.0],
+        [[0, 1], [1, 2]],  # not 1-D
+        [],
+        [True, False],
+        ["a", "b"],
+    ],
+)
 def test_bad_categories(name, options, categories):
     oracle = frequency_oracle(name, 1.0, 3, **options)
     with pytest.raises(LDPValueError, match="categories"):

@@ -59,8 +59,9 @@ def test_all_attributes_reported_gives_the_oracles_exact_variance(name):
     oracles = AttributeOracles.build(name, 1.5, data.categories)
     prediction = predict_frequency(oracles, data.frequencies(), data.users)
     offsets = data.offsets
-    exact = np.concatenate([o.variance(data.frequencies()[offsets[j]:offsets[j + 1]], data.users)
-                            for j, o in enumerate(oracles.oracles)])
+    exact = np.concatenate(
+        [o.variance(data.frequencies()[offsets[j] : offsets[j + 1]], data.users) for j, o in enumerate(oracles.oracles)]
+    )
     np.testing.assert_allclose(prediction.variance, exact, rtol=1e-12)
     np.testing.assert_array_equal(prediction.bias, 0.0)
 
@@ -137,8 +138,9 @@ def test_recalibrated_mse_of_the_plain_mean_is_the_prediction():
     data = _data()
     oracles = AttributeOracles.build("grr", 1.0, data.categories, report_dims=2)
     prediction = predict_frequency(oracles, data.frequencies(), data.users)
-    assert recalibrated_mse(aggregation.get("mean"), data.frequencies(), prediction.deviation_model()) == \
-        pytest.approx(prediction.mse, rel=1e-12)
+    assert recalibrated_mse(aggregation.get("mean"), data.frequencies(), prediction.deviation_model()) == pytest.approx(
+        prediction.mse, rel=1e-12
+    )
 
 
 def test_server_reports_every_aggregator_and_the_simplex():
@@ -175,7 +177,7 @@ def test_vectorized_samplers_draw_each_oracles_law(name):
     codes = np.column_stack([np.arange(users) % k for k in counts])
     contributions = oracles.contributions(codes, np.ones((users, 2), dtype=bool), np.random.default_rng(6))
     for j, oracle in enumerate(oracles.oracles):
-        block = contributions[:, oracles.offsets[j]:oracles.offsets[j + 1]]
+        block = contributions[:, oracles.offsets[j] : oracles.offsets[j + 1]]
         supports = block * (oracle.p - oracle.q) + oracle.q  # back to the 0/1 support bits
         np.testing.assert_allclose(supports, np.round(supports), atol=1e-9)
         truth = np.eye(oracle.k, dtype=bool)[codes[:, j]]

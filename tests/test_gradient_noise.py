@@ -54,8 +54,9 @@ def test_eta_star_check_value_and_root():
     eta = optimal_eta(1.0, 1e-5)
     assert eta == pytest.approx(0.268051, abs=5e-7)
     assert h(eta, 1.0) <= 1e-5 < h(eta * (1 + 1e-9), 1.0)
-    mp = mpmath.findroot(lambda e: mpmath.ncdf(e / 2 - 1 / e) - mpmath.e * mpmath.ncdf(-1 / e - e / 2) - mpmath.mpf("1e-5"),
-                         0.27)
+    mp = mpmath.findroot(
+        lambda e: mpmath.ncdf(e / 2 - 1 / e) - mpmath.e * mpmath.ncdf(-1 / e - e / 2) - mpmath.mpf("1e-5"), 0.27
+    )
     assert eta == pytest.approx(float(mp), rel=1e-9)
 
 
@@ -144,8 +145,13 @@ def test_product_noise_delta_against_scipy_at_moderate_arguments():
     t = math.sqrt(2 * k ** (4 / dims) * (dims / 4 + 1.5) ** (1 + 4 / dims) / math.e ** (1 + 2 / dims))
     lam = eps / t
     x = lam**2 / 2
-    delta = (math.exp(-x) / (k * math.sqrt(math.pi)) * (hyp1f1(dims / 4 + 0.5, 0.5, x) + math.sqrt(2) * lam
-             * hyp1f1(dims / 4 + 1, 1.5, x)) * math.sqrt(dims - 1) / (math.sqrt(dims / 2 - 1.5) * math.sqrt(dims / 2 + 0.75)))
+    delta = (
+        math.exp(-x)
+        / (k * math.sqrt(math.pi))
+        * (hyp1f1(dims / 4 + 0.5, 0.5, x) + math.sqrt(2) * lam * hyp1f1(dims / 4 + 1, 1.5, x))
+        * math.sqrt(dims - 1)
+        / (math.sqrt(dims / 2 - 1.5) * math.sqrt(dims / 2 + 0.75))
+    )
     assert math.exp(log_delta(k, dims, eps)) == pytest.approx(delta, rel=1e-10)
 
 
@@ -215,8 +221,9 @@ def _mp_alpha(k, theta, clip, params, q, lam, accountant):
         xs = [clip * (mpmath.sqrt(i) - mpmath.sqrt(i - 1)) for i in range(1, params + 1)]
 
         def g(x, eta):
-            return (eta / mpmath.mpf(2 * eta - 1) * (1 - theta * (eta - 1) * x) ** (-k)
-                    + (eta - 1) / mpmath.mpf(2 * eta - 1) * (1 + theta * eta * x) ** (-k))
+            return eta / mpmath.mpf(2 * eta - 1) * (1 - theta * (eta - 1) * x) ** (-k) + (eta - 1) / mpmath.mpf(
+                2 * eta - 1
+            ) * (1 + theta * eta * x) ** (-k)
 
         w = [mpmath.binomial(lam + 1, eta) * (1 - q) ** (lam + 1 - eta) * q**eta for eta in range(lam + 2)]
         if accountant == "joint":
@@ -275,8 +282,15 @@ def test_perturb_shapes_and_bad_input():
 def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitivity():
     from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 
-    privatizer = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10, layer_sizes=[4, 6],
-                                 layer_clips=[1.0, 0.5], sampler="continuous")
+    privatizer = NoisePrivatizer(
+        "inid-gaussian",
+        epsilon=1.0,
+        delta=1e-5,
+        dims=10,
+        layer_sizes=[4, 6],
+        layer_clips=[1.0, 0.5],
+        sampler="continuous",
+    )
     rng = np.random.default_rng(8)
     updates = rng.standard_normal((5, 10)) * 3
     clipped = privatizer.clip_only(updates)

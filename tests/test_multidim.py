@@ -125,10 +125,12 @@ def test_scaled_estimate_mean_and_variance(name):
     var_x = p * second_moment - (p * mean_report) ** 2
     variance = (dims / (users * m)) ** 2 * var_x.sum(axis=0)
 
-    estimates = np.array([
-        scaled_estimate(summarize(*perturb_tuples(table, mechanism, m, rng)), m)
-        for rng in map(np.random.default_rng, np.random.SeedSequence(22).spawn(reps))
-    ])
+    estimates = np.array(
+        [
+            scaled_estimate(summarize(*perturb_tuples(table, mechanism, m, rng)), m)
+            for rng in map(np.random.default_rng, np.random.SeedSequence(22).spawn(reps))
+        ]
+    )
     mean_error = estimates.mean(axis=0) - expected
     assert np.all(np.abs(mean_error) <= Z * np.sqrt(variance / reps)), mean_error / np.sqrt(variance / reps)
     # Monte Carlo variance per dimension against the exact one (chi-square, reps-1 dof; the
@@ -216,15 +218,18 @@ def test_sample_variance_estimates_the_mechanism_variance():
 # --- budget split and Wang et al.'s m -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("epsilon,dims,expected", [
-    (1.0, 10, 1),    # floor(0.4) = 0 -> at least 1
-    (2.5, 10, 1),
-    (4.99, 10, 1),
-    (5.0, 10, 2),
-    (7.5, 10, 3),
-    (100.0, 10, 10),  # capped at d
-    (100.0, 1, 1),
-])
+@pytest.mark.parametrize(
+    "epsilon,dims,expected",
+    [
+        (1.0, 10, 1),  # floor(0.4) = 0 -> at least 1
+        (2.5, 10, 1),
+        (4.99, 10, 1),
+        (5.0, 10, 2),
+        (7.5, 10, 3),
+        (100.0, 10, 10),  # capped at d
+        (100.0, 1, 1),
+    ],
+)
 def test_wang_report_dims(epsilon, dims, expected):
     assert wang_report_dims(epsilon, dims) == expected
 

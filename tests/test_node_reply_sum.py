@@ -34,16 +34,39 @@ from tests.conftest import run_collecting_rows
 
 CLIENTS, NODES, ROUNDS = 6, 2, 3
 runner = CliRunner()
-SUMMARY_KEYS = ("final_loss", "final_accuracy", "best_accuracy", "mean_measured_squared_distance",
-                "mean_predicted_squared_distance", "mean_applied_squared_distance", "mean_cosine_to_clean",
-                "mean_leading_energy_share", "noise_measured_over_predicted", "epsilon_spent_max_per_client")
+SUMMARY_KEYS = (
+    "final_loss",
+    "final_accuracy",
+    "best_accuracy",
+    "mean_measured_squared_distance",
+    "mean_predicted_squared_distance",
+    "mean_applied_squared_distance",
+    "mean_cosine_to_clean",
+    "mean_leading_energy_share",
+    "noise_measured_over_predicted",
+    "epsilon_spent_max_per_client",
+)
 EXACT_KEYS = ("clients_replied_total", "clients_failed_total", "failure_reasons", "rounds_finished")
 
 
 def train_config(reply: str, **options) -> Config:
-    base = {"task": "train", "clients": CLIENTS, "nodes": NODES, "rounds": ROUNDS, "engine": "local", "seed": 5,
-            "local-steps": 3, "mechanism": "laplace", "epsilon": 4.0, "fraction": 0.7, "partition": "dirichlet",
-            "chunk-clients": 2, "fail-clients": "4", "max-epsilon": 8.0, "node-reply": reply}
+    base = {
+        "task": "train",
+        "clients": CLIENTS,
+        "nodes": NODES,
+        "rounds": ROUNDS,
+        "engine": "local",
+        "seed": 5,
+        "local-steps": 3,
+        "mechanism": "laplace",
+        "epsilon": 4.0,
+        "fraction": 0.7,
+        "partition": "dirichlet",
+        "chunk-clients": 2,
+        "fail-clients": "4",
+        "max-epsilon": 8.0,
+        "node-reply": reply,
+    }
     return Config().with_options({**base, **options}).validated()
 
 
@@ -67,10 +90,15 @@ def model_tolerance(weights: np.ndarray, largest_update: float) -> float:
     return 4.0 * ROUNDS * (2 * CLIENTS * u * largest_update + u * float(np.max(np.abs(weights))))
 
 
-@pytest.mark.parametrize("options", [{}, {"aggregator": "fedavg", "mechanism": "piecewise", "report-dims": 5},
-                                     {"aggregator": "fedavg", "mechanism": "inid-gaussian", "delta": 1e-5,
-                                      "max-epsilon": 0.0, "accountant": "rdp"},
-                                     {"perturbation": "ldpvec", "mechanism": "duchi", "max-epsilon": 0.0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"aggregator": "fedavg", "mechanism": "piecewise", "report-dims": 5},
+        {"aggregator": "fedavg", "mechanism": "inid-gaussian", "delta": 1e-5, "max-epsilon": 0.0, "accountant": "rdp"},
+        {"perturbation": "ldpvec", "mechanism": "duchi", "max-epsilon": 0.0},
+    ],
+)
 def test_sum_replies_give_the_per_client_replies_global_model(options):
     clients_weights, largest, clients_spent = global_model(train_config("clients", **options))
     sum_weights, _, sum_spent = global_model(train_config("sum", **options))
@@ -83,10 +111,17 @@ def test_sum_replies_give_the_per_client_replies_global_model(options):
 
 def test_sum_replies_give_the_per_client_replies_summary_local_engine():
     (clients_summary, clients_rows), (sum_summary, sum_rows) = (
-        run_collecting_rows(train_config(reply)) for reply in ("clients", "sum"))
+        run_collecting_rows(train_config(reply)) for reply in ("clients", "sum")
+    )
     assert_same_run(clients_summary, sum_summary)
     assert clients_summary["clients_failed_total"] >= 1  # the failing client failed alone
-    for column in ("cosine_to_clean", "leading_energy_share", "measured_squared_distance", "train_loss", "predicted_noise"):
+    for column in (
+        "cosine_to_clean",
+        "leading_energy_share",
+        "measured_squared_distance",
+        "train_loss",
+        "predicted_noise",
+    ):
         np.testing.assert_allclose(sum_rows[column], clients_rows[column], rtol=1e-9, err_msg=column)
     assert "clients_stopped_by_budget" in sum_rows and sum_rows["clients_stopped_by_budget"].sum() > 0
     np.testing.assert_array_equal(sum_rows["clients_stopped_by_budget"], clients_rows["clients_stopped_by_budget"])
@@ -104,16 +139,34 @@ def assert_same_run(expected: dict, actual: dict) -> None:
             assert math.isclose(actual[key], expected[key], rel_tol=1e-9), (key, actual[key], expected[key])
 
 
-@pytest.mark.parametrize("task, options", [("mean", {"aggregator": "hdr4me", "users": 600, "dims": 4}),
-                                           ("frequency", {"users": 600, "dims": 2})])
+@pytest.mark.parametrize(
+    "task, options",
+    [("mean", {"aggregator": "hdr4me", "users": 600, "dims": 4}), ("frequency", {"users": 600, "dims": 2})],
+)
 def test_tuple_task_sum_replies_give_the_per_client_replies_summary(task, options):
     """The tuple tasks: a node adds up its clients' report sums (any aggregator: the server only
     ever adds them); the same estimates to rtol 1e-9 (sums of <= N rounded terms, reordered)."""
     runs = {}
     for reply in ("clients", "sum"):
-        config = Config().with_options({"task": task, "clients": CLIENTS, "nodes": NODES, "rounds": 2, "engine": "local",
-                                        "seed": 5, "epsilon": 1.0, "fail-clients": "4", "max-epsilon": 1.5,
-                                        "node-reply": reply, **options}).validated()
+        config = (
+            Config()
+            .with_options(
+                {
+                    "task": task,
+                    "clients": CLIENTS,
+                    "nodes": NODES,
+                    "rounds": 2,
+                    "engine": "local",
+                    "seed": 5,
+                    "epsilon": 1.0,
+                    "fail-clients": "4",
+                    "max-epsilon": 1.5,
+                    "node-reply": reply,
+                    **options,
+                }
+            )
+            .validated()
+        )
         runs[reply] = run_collecting_rows(config)
     (clients_summary, clients_rows), (sum_summary, sum_rows) = runs["clients"], runs["sum"]
     for key in EXACT_KEYS + ("epsilon_spent_max_per_client",):
@@ -136,7 +189,9 @@ def test_a_summing_node_sends_no_clients_update():
         config = train_config(reply, **{"fail-clients": "1"})
         world = World.from_config(config)
         node = node_half(config, pids, world.data, world.secrets_of(pids))
-        answers[reply] = node_reply_record(node.reply(1, {"global": flatten(get_weights(new_model(config, world.data)))}, pids))
+        answers[reply] = node_reply_record(
+            node.reply(1, {"global": flatten(get_weights(new_model(config, world.data)))}, pids)
+        )
     per_client, _ = read_node_reply(answers["clients"])
     replies, failures = read_node_reply(answers["sum"])
     assert sorted(replies) == [0, 2, 3] and list(failures) == [1] and "InjectedFailure" in failures[1]
@@ -150,11 +205,14 @@ def test_a_summing_node_sends_no_clients_update():
     assert read_node_sum(answers["clients"]) == {}
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"aggregator": "hdr4me"}, "node-reply sum needs --aggregator mean or fedavg"),
-    ({"aggregator": "james-stein"}, "re-calibrates"),
-    ({"node-reply": "rows"}, "node-reply"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"aggregator": "hdr4me"}, "node-reply sum needs --aggregator mean or fedavg"),
+        ({"aggregator": "james-stein"}, "re-calibrates"),
+        ({"node-reply": "rows"}, "node-reply"),
+    ],
+)
 def test_sum_is_refused_where_the_server_needs_each_client(options, message):
     with pytest.raises(LDPValueError, match=message):
         train_config("sum", **options)
@@ -162,8 +220,24 @@ def test_sum_is_refused_where_the_server_needs_each_client(options, message):
 
 def test_cli_refuses_sum_with_a_recalibrating_aggregator_in_one_line(tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["simulate", "--task", "train", "--engine", "local", "--clients", "4", "--aggregator",
-                                 "hdr4me", "--node-reply", "sum", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--task",
+            "train",
+            "--engine",
+            "local",
+            "--clients",
+            "4",
+            "--aggregator",
+            "hdr4me",
+            "--node-reply",
+            "sum",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "node-reply sum needs --aggregator mean or fedavg" in result.output and "Traceback" not in result.output
     assert not out.exists() or not any(out.iterdir())
@@ -177,10 +251,21 @@ def test_sum_replies_give_the_per_client_replies_summary_under_flower():
 
     clients_summary, sum_summary = (run(train_config(reply, engine="flower", rounds=2)) for reply in ("clients", "sum"))
     assert_same_run(clients_summary, sum_summary)
-    mean = {"task": "mean", "clients": CLIENTS, "nodes": NODES, "rounds": 2, "engine": "flower", "seed": 5,
-            "users": 300, "dims": 3, "aggregator": "hdr4me", "fail-clients": "4"}
-    clients_summary, sum_summary = (run(Config().with_options({**mean, "node-reply": reply}).validated())
-                                    for reply in ("clients", "sum"))
+    mean = {
+        "task": "mean",
+        "clients": CLIENTS,
+        "nodes": NODES,
+        "rounds": 2,
+        "engine": "flower",
+        "seed": 5,
+        "users": 300,
+        "dims": 3,
+        "aggregator": "hdr4me",
+        "fail-clients": "4",
+    }
+    clients_summary, sum_summary = (
+        run(Config().with_options({**mean, "node-reply": reply}).validated()) for reply in ("clients", "sum")
+    )
     for key in EXACT_KEYS:
         assert sum_summary[key] == clients_summary[key], key
     for key in ("final_mse", "final_mse_plain_mean", "mean_mse_over_rounds"):
@@ -193,8 +278,10 @@ def big_answer(clients: int = 4, dims: int = 8192):
     from ldpfed.protocols.nodes import NodeReply
 
     rows = np.random.default_rng(0).normal(size=(clients, dims))
-    return NodeReply({pid: ClientReply({"update": rows[pid]}, {"num-examples": 5}) for pid in range(clients)},
-                     {clients: "InjectedFailure: x"})
+    return NodeReply(
+        {pid: ClientReply({"update": rows[pid]}, {"num-examples": 5}) for pid in range(clients)},
+        {clients: "InjectedFailure: x"},
+    )
 
 
 def test_a_reply_beyond_the_message_limit_travels_in_chunks_below_it(monkeypatch):

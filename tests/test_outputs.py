@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from ldpfed.outputs import MANIFEST, Interrupted, OutputDir, OutputFile, _sigint_held_back
 from ldpfed.validation import LDPValueError
+
 
 # ---- OutputDir.prepare --------------------------------------------------------------------------
 def test_prepare_refuses_a_file_and_a_path_below_a_file(tmp_path):

@@ -29,7 +29,9 @@ def _check_valid(parts: list[np.ndarray], n: int, num_clients: int) -> None:
 def _mean_label_tv(labels: np.ndarray, parts: list[np.ndarray]) -> float:
     """Mean total-variation distance between each client's label distribution and the global one."""
     global_p = np.bincount(labels, minlength=CLASSES) / labels.size
-    return float(np.mean([0.5 * np.abs(np.bincount(labels[p], minlength=CLASSES) / p.size - global_p).sum() for p in parts]))
+    return float(
+        np.mean([0.5 * np.abs(np.bincount(labels[p], minlength=CLASSES) / p.size - global_p).sum() for p in parts])
+    )
 
 
 @pytest.mark.parametrize("scheme", PARTITION_SCHEMES)

@@ -69,7 +69,10 @@ def test_privatize_mean_and_variance_match_noise_moments(name, report_dims):
     assert np.all(np.abs(sample_variance - variance) <= Z * se)
 
 
-@pytest.mark.parametrize("name", [n for n in MECHANISMS if registry.get(n, 1.0, DELTA if registry.get_class(n).approximate else None).unbiased])
+@pytest.mark.parametrize(
+    "name",
+    [n for n in MECHANISMS if registry.get(n, 1.0, DELTA if registry.get_class(n).approximate else None).unbiased],
+)
 def test_unbiased_mechanisms_give_an_unbiased_update(name):
     privatizer = _privatizer(name)
     mean, _ = privatizer.noise_moments(privatizer.clip_only(UPDATE))
@@ -138,13 +141,22 @@ def test_gaussian_noise_multiplier_and_ledger_entry():
     sigma = continuous.per_value_mechanism(100).sigma
     assert continuous.noise_multiplier(100) == pytest.approx(sigma / 2 / math.sqrt(m))
     entry = privatizer.ledger_entry(100)
-    assert entry == {"epsilon": 5.0, "delta": DELTA, "mechanism": "gaussian", "noise_multiplier": privatizer.noise_multiplier(100)}
+    assert entry == {
+        "epsilon": 5.0,
+        "delta": DELTA,
+        "mechanism": "gaussian",
+        "noise_multiplier": privatizer.noise_multiplier(100),
+    }
     assert UpdatePrivatizer("laplace", 5.0, CLIP).noise_multiplier(100) is None
 
 
 @pytest.mark.parametrize("name", ["none", *MECHANISMS])
 def test_privatize_is_deterministic_in_the_seed(name):
-    privatizer = UpdatePrivatizer(name, 2.0, CLIP, delta=DELTA if name == "gaussian" else None) if name != "none" else UpdatePrivatizer("none", None, CLIP)
+    privatizer = (
+        UpdatePrivatizer(name, 2.0, CLIP, delta=DELTA if name == "gaussian" else None)
+        if name != "none"
+        else UpdatePrivatizer("none", None, CLIP)
+    )
     a = privatizer.privatize(UPDATE, np.random.default_rng(9))
     b = privatizer.privatize(UPDATE, np.random.default_rng(9))
     c = privatizer.privatize(UPDATE, np.random.default_rng(10))

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ldpfed.mechanisms as mechanisms
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
-import ldpfed.mechanisms as mechanisms
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -39,8 +39,11 @@ def row_by_row(privatizer, updates, broadcast=None) -> np.ndarray:
     for row, rng in zip(updates, generators(len(updates))):
         if isinstance(privatizer, DirectionalPrivatizer):
             broadcast = broadcast or {}
-            rows.append(privatizer.privatize(row, rng, reference=broadcast.get(REFERENCE),
-                                             rotation_seed=broadcast.get(ROTATION_SEED)))
+            rows.append(
+                privatizer.privatize(
+                    row, rng, reference=broadcast.get(REFERENCE), rotation_seed=broadcast.get(ROTATION_SEED)
+                )
+            )
         else:
             rows.append(privatizer.privatize(row, rng))
     return np.stack(rows)
@@ -115,7 +118,9 @@ def test_bad_generators_are_refused():
     with pytest.raises(TypeError, match="Generator"):
         privatizer.privatize_rows(block(), [0] * CLIENTS)
     with pytest.raises(LDPValueError, match="rotation seed"):
-        DirectionalPrivatizer("laplace", 2.0, CLIP, rotation="hadamard").privatize_rows(block(), generators(CLIENTS), {})
+        DirectionalPrivatizer("laplace", 2.0, CLIP, rotation="hadamard").privatize_rows(
+            block(), generators(CLIENTS), {}
+        )
 
 
 def test_mechanism_perturb_rows_draws_each_row_from_its_generator():

@@ -12,11 +12,11 @@ import functools
 
 import numpy as np
 import pytest
+from update_federation import DIMS, clean_updates, privatizer, repeated_privatizations, sample_counts
 
 from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.analysis.round_noise import EXPECTED_FRACTION_BEYOND, predicted_aggregate_noise, round_noise_report
 from ldpfed.validation import LDPValueError
-from update_federation import DIMS, clean_updates, privatizer, repeated_privatizations, sample_counts
 
 Z = 5.0
 REPS = 300
@@ -25,7 +25,7 @@ MECHANISMS = ["laplace", "piecewise", "duchi", "gaussian", "square-wave"]
 SETTINGS = [(1.0, None), (8.0, None), (4.0, DIMS)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _repetitions(name: str, epsilon: float, report_dims: int | None):
     """(aggregate noise per repetition (R, d), predicted mean (d,), predicted variance (d,), reports)."""
     priv = privatizer(name, epsilon, report_dims)
@@ -86,7 +86,9 @@ def test_z_scores_are_standard_normal_for_gaussian_noise_on_every_coordinate():
     fraction = np.mean([r["fraction_abs_z_above_1_96"] for r in reports])
     square = np.mean([r["z_mean_square"] for r in reports])
     cells = REPS * DIMS
-    assert abs(fraction - EXPECTED_FRACTION_BEYOND) <= Z * np.sqrt(EXPECTED_FRACTION_BEYOND * (1 - EXPECTED_FRACTION_BEYOND) / cells)
+    assert abs(fraction - EXPECTED_FRACTION_BEYOND) <= Z * np.sqrt(
+        EXPECTED_FRACTION_BEYOND * (1 - EXPECTED_FRACTION_BEYOND) / cells
+    )
     assert abs(square - 1.0) <= Z * np.sqrt(2.0 / cells)
     assert all(r["z_coordinates"] == DIMS and r["unexplained_coordinates"] == 0 for r in reports)
 
@@ -98,7 +100,9 @@ def test_worst_case_model_covers_the_exact_prediction(name):
     clean = priv.clip_only(clean_updates(21))
     counts = sample_counts(21)
     mean, variance = predicted_aggregate_noise(clean, counts, priv)
-    model = aggregate_updates(priv.privatize(clean, np.random.default_rng(23)), counts, privatizer=priv, deviation="model").deviation
+    model = aggregate_updates(
+        priv.privatize(clean, np.random.default_rng(23)), counts, privatizer=priv, deviation="model"
+    ).deviation
     assert np.all(model.sigma**2 >= variance * (1 - 1e-12))
     assert np.all(np.abs(model.delta) >= np.abs(mean) * (1 - 1e-12))
 

@@ -29,8 +29,15 @@ CLIENTS, ROUNDS = 3, 2
 
 def observed_run(task: str):
     """A local-engine run; returns (everything the server saw, the clients' clean values, world)."""
-    options = {"task": task, "clients": CLIENTS, "rounds": ROUNDS, "engine": "local", "seed": 11,
-               "mechanism": "laplace", "epsilon": 4.0}
+    options = {
+        "task": task,
+        "clients": CLIENTS,
+        "rounds": ROUNDS,
+        "engine": "local",
+        "seed": 11,
+        "mechanism": "laplace",
+        "epsilon": 4.0,
+    }
     if task == "train":
         options.update({"report-dims": 650, "local-steps": 2, "clip": 0.05})
     else:
@@ -39,8 +46,13 @@ def observed_run(task: str):
     world = World.from_config(config)
     half = server_half(config, world.data, world.server)
     clients = {pid: client_half(config, pid, world.data, world.secret(pid)) for pid in range(CLIENTS)}
-    seen = {"config": without_seed(config), "server_seed": world.server,
-            "data_seed": world.data, "broadcasts": {}, "replies": {}}
+    seen = {
+        "config": without_seed(config),
+        "server_seed": world.server,
+        "data_seed": world.data,
+        "broadcasts": {},
+        "replies": {},
+    }
     clean = {}
     original = half.aggregate
 
@@ -99,7 +111,9 @@ def best_residual(task, config, seen, clean, world, candidates: set[int]) -> flo
                 else:
                     users = int(reply.metrics["users"])
                     mean_half = client_half(config, pid, world.data, 0)
-                    zeros = MeanClient(np.zeros((users, config.data.dims)), mean_half.mechanism, mean_half.report_dims, 0)
+                    zeros = MeanClient(
+                        np.zeros((users, config.data.dims)), mean_half.mechanism, mean_half.report_dims, 0
+                    )
                     noise = _sums_with(zeros, stream)
                     recovered = reply.arrays["total"] - noise
                 best = min(best, float(np.sqrt(np.mean((recovered - truth) ** 2))))

@@ -35,9 +35,14 @@ def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
     rows = []
 
     class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
+        def start(self, stream):
+            pass
+
+        def update(self, row):
+            rows.append(row)
+
+        def stop(self):
+            pass
 
     summary = run(config, Collect())
     return summary, pd.DataFrame(rows)
@@ -162,8 +167,9 @@ def test_noise_free_fedavg_reaches_the_stated_accuracy():
 
 
 def test_ldp_training_is_reproducible_from_the_seed_and_fresh_noise_is_not():
-    options = dict(task="train", data="synthetic-fedprox", clients=5, rounds=3, mechanism="laplace", epsilon=8.0,
-                   fraction=0.6)
+    options = dict(
+        task="train", data="synthetic-fedprox", clients=5, rounds=3, mechanism="laplace", epsilon=8.0, fraction=0.6
+    )
     runs = [run_rows(config_of(**options))[1].drop(columns=["seconds"]) for _ in range(2)]
     pd.testing.assert_frame_equal(runs[0], runs[1])
     assert (runs[0]["clients_sampled"] == 3).all() and (runs[0]["predicted_noise"] > 0).all()
@@ -183,8 +189,22 @@ def _assert_ray_stopped():
 def test_run_called_directly_under_flower_binds_the_data_shape_itself():
     """Without the CLI's preflight, users/dims 0 ("from the data") reached the ClientApps unbound and
     seedless: every client failed re-validating the config and final_mse was NaN."""
-    config = Config().with_options({"task": "mean", "engine": "flower", "clients": 2, "users": 200, "rounds": 1,
-                                    "cpus": 2, "cpus-per-client": 1, "epsilon": 4}).validated()
+    config = (
+        Config()
+        .with_options(
+            {
+                "task": "mean",
+                "engine": "flower",
+                "clients": 2,
+                "users": 200,
+                "rounds": 1,
+                "cpus": 2,
+                "cpus-per-client": 1,
+                "epsilon": 4,
+            }
+        )
+        .validated()
+    )
     assert config.data.dims == 0  # "from the data": only the harness can bind it
     summary, _ = run_rows(config)
     _assert_ray_stopped()
@@ -195,9 +215,30 @@ def test_run_called_directly_under_flower_binds_the_data_shape_itself():
 def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(tmp_path):
     out = tmp_path / "run"
     args = [
-        "simulate", "--task", "mean", "--clients", "4", "--users", "4000", "--dims", "40",
-        "--epsilon", "4", "--rounds", "3", "--cpus", "2", "--cpus-per-client", "1",
-        "--fail-clients", "1", "--seed", "3", "--out", str(out), "--json",
+        "simulate",
+        "--task",
+        "mean",
+        "--clients",
+        "4",
+        "--users",
+        "4000",
+        "--dims",
+        "40",
+        "--epsilon",
+        "4",
+        "--rounds",
+        "3",
+        "--cpus",
+        "2",
+        "--cpus-per-client",
+        "1",
+        "--fail-clients",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--json",
     ]
     result = runner.invoke(app, args)
     _assert_ray_stopped()
@@ -213,8 +254,9 @@ def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(t
     privacy = pd.read_csv(out / "privacy.csv")
     assert sorted(privacy["client_id"]) == [0, 2, 3] and np.allclose(privacy["basic_epsilon"], 12.0)
     assert metrics["epsilon_spent"].tolist() == [4.0, 8.0, 12.0]
-    local = config_of(task="mean", clients=4, users=4000, dims=40, epsilon=4.0, rounds=3, seed=3,
-                      **{"fail-clients": "1"})
+    local = config_of(
+        task="mean", clients=4, users=4000, dims=40, epsilon=4.0, rounds=3, seed=3, **{"fail-clients": "1"}
+    )
     _, local_rows = run_rows(local)
     np.testing.assert_allclose(metrics["mse"], local_rows["mse"], rtol=1e-12)
     assert json.loads((out / "summary.json").read_text())["final_mse"] == pytest.approx(summary["final_mse"])
@@ -257,14 +299,38 @@ def test_one_ctrl_c_stops_simulate_under_flower_and_leaves_no_ray_process(tmp_pa
     out = tmp_path / "run"
     from conftest import PRISTINE_ENVIRONMENT
 
-    env = {**PRISTINE_ENVIRONMENT, marker[0]: marker[1],
-           "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")])}
-    command = [str(Path(sys.executable).parent / "ldpfed"), "simulate", "--clients", "2", "--users", "200", "--dims", "3",
-               "--rounds", "10000", "--cpus", "2", "--out", str(out)]
+    env = {
+        **PRISTINE_ENVIRONMENT,
+        marker[0]: marker[1],
+        "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")]),
+    }
+    command = [
+        str(Path(sys.executable).parent / "ldpfed"),
+        "simulate",
+        "--clients",
+        "2",
+        "--users",
+        "200",
+        "--dims",
+        "3",
+        "--rounds",
+        "10000",
+        "--cpus",
+        "2",
+        "--out",
+        str(out),
+    ]
     # SIGINT as an interactive shell leaves it, even where the suite itself runs with it ignored (a
     # background job of a non-interactive shell): Python then keeps it ignored in the child too
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: queue.Queue = queue.Queue()
 
     def read_stderr():
@@ -329,10 +395,20 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     try:
         completed = subprocess.run(
             [
-                "flwr", "run", ".", "--stream", "--federation-config", "num-supernodes=4",
-                "--run-config", f'federation.clients=4 run.rounds=2 data.users=2000 output.out="{out}"',
+                "flwr",
+                "run",
+                ".",
+                "--stream",
+                "--federation-config",
+                "num-supernodes=4",
+                "--run-config",
+                f'federation.clients=4 run.rounds=2 data.users=2000 output.out="{out}"',
             ],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
     finally:
         for pid in processes_with_env("FLWR_HOME", str(home)):
@@ -348,8 +424,23 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
 
 
 def test_every_client_failing_is_an_error_exit(tmp_path):
-    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "1",
-                                 "--fail-clients", "0,1", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--engine",
+            "local",
+            "--clients",
+            "2",
+            "--users",
+            "100",
+            "--rounds",
+            "1",
+            "--fail-clients",
+            "0,1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 1
     assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
 
@@ -374,16 +465,32 @@ def test_ctrl_c_under_flower_leaves_no_diagnostics_of_the_unfinished_round(tmp_p
 
     monkeypatch.setattr(runner_module, "run_simulation", interrupted_federation)
     monkeypatch.setattr(federation, "SERVER_STOP_SECONDS", 0.1)  # the stand-in has no ServerApp to wait for
-    result = runner.invoke(app, ["simulate", "--engine", "flower", "--clients", "2", "--users", "100",
-                                 "--rounds", "3", "--out", str(out)])
+    result = runner.invoke(
+        app, ["simulate", "--engine", "flower", "--clients", "2", "--users", "100", "--rounds", "3", "--out", str(out)]
+    )
     assert result.exit_code == 130, result.output
     assert "interrupted after 0 of 3 rounds" in result.output
     assert not (out / "diagnostics").exists(), sorted(p.name for p in (out / "diagnostics").iterdir())
     # a file of the user's own in OUT/diagnostics stays (only ldpfed's files are removed)
     mine.parent.mkdir(parents=True)
     mine.write_text("mine")
-    result = runner.invoke(app, ["simulate", "--engine", "flower", "--clients", "2", "--users", "100",
-                                 "--rounds", "3", "--out", str(out), "--overwrite"])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--engine",
+            "flower",
+            "--clients",
+            "2",
+            "--users",
+            "100",
+            "--rounds",
+            "3",
+            "--out",
+            str(out),
+            "--overwrite",
+        ],
+    )
     assert result.exit_code == 130, result.output
     assert sorted(p.name for p in mine.parent.iterdir()) == ["notes.txt"]
 
@@ -404,8 +511,9 @@ def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_
 
     monkeypatch.setattr(federation, "local_round", interrupting)
     out = tmp_path / "run"
-    result = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "5",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "5", "--out", str(out)]
+    )
     assert result.exit_code == 130, result.output
     assert "interrupted after 2 of 5 rounds" in " ".join(result.output.split())
     assert len(pd.read_csv(out / "metrics.csv")) == 2

@@ -40,7 +40,9 @@ def test_another_runs_directory_is_refused_and_overwrite_replaces_it(tmp_path):
     out = tmp_path / "run"
     assert runner.invoke(app, [*SMALL, "--seed", "1", "--out", str(out)]).exit_code == 0
     first = files_of(out)
-    assert {"config.toml", "metrics.csv", "privacy.csv", "summary.json", "privacy.json", "plot.png", MANIFEST} <= set(first)
+    assert {"config.toml", "metrics.csv", "privacy.csv", "summary.json", "privacy.json", "plot.png", MANIFEST} <= set(
+        first
+    )
     assert set(json.loads(first[MANIFEST])["files"]) == set(first) - {MANIFEST}
     # the old code ran again and replaced the files silently
     message = one_line_error(runner.invoke(app, [*SMALL, "--seed", "2", "--out", str(out)]))
@@ -54,7 +56,19 @@ def test_another_runs_directory_is_refused_and_overwrite_replaces_it(tmp_path):
 
 def test_a_compare_directory_is_refused_and_overwrite_keeps_other_files(tmp_path):
     out = tmp_path / "run"
-    compare = ["compare", "--mechanism", "laplace", "--epsilons", "1", "--users", "200", "--dims", "3", "--repeats", "1"]
+    compare = [
+        "compare",
+        "--mechanism",
+        "laplace",
+        "--epsilons",
+        "1",
+        "--users",
+        "200",
+        "--dims",
+        "3",
+        "--repeats",
+        "1",
+    ]
     assert runner.invoke(app, [*compare, "--out", str(out)]).exit_code == 0
     (out / "notes.txt").write_text("mine")
     one_line_error(runner.invoke(app, [*SMALL, "--out", str(out)]))
@@ -86,13 +100,19 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
     from simulations.federation import run
 
     out = tmp_path / "run"
-    config = Config().with_options({"engine": "local", "clients": 2, "users": 200, "dims": 3, "rounds": 3,
-                                    "out": str(out)}).validated()
+    config = (
+        Config()
+        .with_options({"engine": "local", "clients": 2, "users": 200, "dims": 3, "rounds": 3, "out": str(out)})
+        .validated()
+    )
     seen = []
 
     class OnDisk:
-        def start(self, stream): pass
-        def stop(self): pass
+        def start(self, stream):
+            pass
+
+        def stop(self):
+            pass
 
         def update(self, row):
             metrics, privacy = pd.read_csv(out / "metrics.csv"), pd.read_csv(out / "privacy.csv")
@@ -120,8 +140,9 @@ def test_a_tuple_file_gives_users_dims_and_the_scale_of_the_mse(tmp_path, tuples
     --domain); the summary says the MSE is on the normalised scale; config.toml records the shape."""
     path, _ = tuples_file
     out = tmp_path / "run"
-    result = runner.invoke(app, [*LOCAL, "--clients", "4", "--data", str(path), "--domain", "0,10", "--out", str(out),
-                                 "--json"])
+    result = runner.invoke(
+        app, [*LOCAL, "--clients", "4", "--data", str(path), "--domain", "0,10", "--out", str(out), "--json"]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["users"], summary["dims"]) == (500, 3)
@@ -129,7 +150,9 @@ def test_a_tuple_file_gives_users_dims_and_the_scale_of_the_mse(tmp_path, tuples
     assert "read 500 rows x 3 columns" in result.stderr and "no header row" in result.stderr
     recorded = tomllib.loads((out / "config.toml").read_text())["data"]
     assert (recorded["users"], recorded["dims"], recorded["domain"]) == (500, 3, "0,10")
-    again = runner.invoke(app, ["simulate", "--config", str(out / "config.toml"), "--json", "--out", str(tmp_path / "again")])
+    again = runner.invoke(
+        app, ["simulate", "--config", str(out / "config.toml"), "--json", "--out", str(tmp_path / "again")]
+    )
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["final_mse"] == summary["final_mse"]  # the recorded run reproduces
 
@@ -139,11 +162,39 @@ def test_simulate_reads_a_file_exactly_as_compare_does(tmp_path, tuples_file):
     same file, domain and seed (the same values in [-1, 1], the same noise streams)."""
     path, _ = tuples_file
     options = ["--data", str(path), "--domain", "0,10", "--seed", "4"]
-    simulate = runner.invoke(app, ["simulate", "--engine", "local", "--clients", "1", "--rounds", "3", *options,
-                                   "--out", str(tmp_path / "simulate")])
+    simulate = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--engine",
+            "local",
+            "--clients",
+            "1",
+            "--rounds",
+            "3",
+            *options,
+            "--out",
+            str(tmp_path / "simulate"),
+        ],
+    )
     assert simulate.exit_code == 0, simulate.output
-    compare = runner.invoke(app, ["compare", "--mechanism", "laplace", "--epsilons", "2", "--aggregators", "mean",
-                                  "--repeats", "3", *options, "--out", str(tmp_path / "compare")])
+    compare = runner.invoke(
+        app,
+        [
+            "compare",
+            "--mechanism",
+            "laplace",
+            "--epsilons",
+            "2",
+            "--aggregators",
+            "mean",
+            "--repeats",
+            "3",
+            *options,
+            "--out",
+            str(tmp_path / "compare"),
+        ],
+    )
     assert compare.exit_code == 0, compare.output
     rounds = pd.read_csv(tmp_path / "simulate" / "metrics.csv")["mse_plain_mean"].to_numpy()
     repetitions = pd.read_csv(tmp_path / "compare" / "runs.csv")["mse"].to_numpy()
@@ -169,13 +220,17 @@ def test_header_and_out_of_domain_options(tmp_path, tuples_file):
 def test_a_config_file_takes_the_data_options(tmp_path, tuples_file):
     path, _ = tuples_file
     job = tmp_path / "job.toml"
-    job.write_text(f'[run]\nengine = "local"\nrounds = 1\n[data]\nname = "{path}"\ndomain = "0,10"\nheader = "no"\n'
-                   '[federation]\nclients = 2\n')
+    job.write_text(
+        f'[run]\nengine = "local"\nrounds = 1\n[data]\nname = "{path}"\ndomain = "0,10"\nheader = "no"\n'
+        "[federation]\nclients = 2\n"
+    )
     result = runner.invoke(app, ["simulate", "--config", str(job), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["users"] == 500
     job.write_text('[data]\nheader = "maybe"\n')
-    assert "header must be one of auto, yes, no" in one_line_error(runner.invoke(app, ["simulate", "--config", str(job)]))
+    assert "header must be one of auto, yes, no" in one_line_error(
+        runner.invoke(app, ["simulate", "--config", str(job)])
+    )
 
 
 # ---- item 16 -----------------------------------------------------------------------------------
@@ -213,5 +268,7 @@ def test_a_bad_run_config_fails_the_flwr_run_server_app_with_one_line():
         flower_logger.removeHandler(handler)
     messages = [record.getMessage() for record in records if record.levelno == logging.ERROR]
     assert len(messages) == 1 and messages[0].startswith("ldpfed: error: invalid run config: epsilon")
-    assert run_config(Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
-                              run_config=Config().to_flat())) == Config()
+    assert (
+        run_config(Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=Config().to_flat()))
+        == Config()
+    )

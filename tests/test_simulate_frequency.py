@@ -26,13 +26,26 @@ def _config(**options) -> Config:
 
 def test_simulate_frequency_with_one_client_is_compare():
     """One path: compare's per-repetition plain-mean MSE is simulate's per-round one (same seed)."""
-    config = _config(clients=1, users=600, dims=3, categories="4", rounds=3, seed=5, epsilon=1.5,
-                     mechanism="grr", report_dims=2, aggregator="hdr4me")
+    config = _config(
+        clients=1,
+        users=600,
+        dims=3,
+        categories="4",
+        rounds=3,
+        seed=5,
+        epsilon=1.5,
+        mechanism="grr",
+        report_dims=2,
+        aggregator="hdr4me",
+    )
     summary, rows = run_collecting_rows(config)
     assert summary["task"] == "frequency" and summary["private"] is True
-    data = read_categorical("zipf", users=600, attributes=3, categories="4", rng=np.random.default_rng(seeds.data_seed(5)))
-    result = run_frequency_experiment(data, ["grr"], [1.5], aggregators=["mean", "hdr4me"], report_dims=2,
-                                      repeats=3, seed=5)
+    data = read_categorical(
+        "zipf", users=600, attributes=3, categories="4", rng=np.random.default_rng(seeds.data_seed(5))
+    )
+    result = run_frequency_experiment(
+        data, ["grr"], [1.5], aggregators=["mean", "hdr4me"], report_dims=2, repeats=3, seed=5
+    )
     runs = result.runs
     np.testing.assert_allclose(runs[runs["aggregator"] == "mean"]["mse"], rows["mse_plain_mean"], rtol=1e-12)
     np.testing.assert_allclose(runs[runs["aggregator"] == "hdr4me"]["mse"], rows["mse"], rtol=1e-12)
@@ -41,8 +54,19 @@ def test_simulate_frequency_with_one_client_is_compare():
 def test_simulate_frequency_cohorts_agree_with_the_prediction_and_account_each_round():
     """3 clients x 1,000 users, OUE at eps 1 over m = 1 of 2 attributes, 12 rounds: the measured
     plain-mean MSE is within 5 standard errors of the prediction; every client spends eps per round."""
-    summary, rows = run_collecting_rows(_config(clients=3, users=3000, dims=2, categories="6", rounds=12, seed=2, epsilon=1.0,
-                                  mechanism="oue", report_dims=1))
+    summary, rows = run_collecting_rows(
+        _config(
+            clients=3,
+            users=3000,
+            dims=2,
+            categories="6",
+            rounds=12,
+            seed=2,
+            epsilon=1.0,
+            mechanism="oue",
+            report_dims=1,
+        )
+    )
     measured, predicted = rows["mse_plain_mean"].to_numpy(), rows["predicted_mse"].to_numpy()
     assert np.allclose(predicted, predicted[0])
     assert abs(measured.mean() - predicted[0]) <= 5 * measured.std(ddof=1) / np.sqrt(measured.size)
@@ -64,11 +88,37 @@ def test_bad_frequency_config_is_rejected(options):
 @pytest.mark.slow
 def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, [
-        "simulate", "--task", "frequency", "--data", "fair", "--clients", "3", "--rounds", "2",
-        "--mechanism", "piecewise", "--epsilon", "2", "--report-dims", "2", "--aggregator", "simplex",
-        "--cpus", "2", "--cpus-per-client", "1", "--seed", "1", "--out", str(out), "--json",
-    ])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--task",
+            "frequency",
+            "--data",
+            "fair",
+            "--clients",
+            "3",
+            "--rounds",
+            "2",
+            "--mechanism",
+            "piecewise",
+            "--epsilon",
+            "2",
+            "--report-dims",
+            "2",
+            "--aggregator",
+            "simplex",
+            "--cpus",
+            "2",
+            "--cpus-per-client",
+            "1",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     import ray
 
     assert not ray.is_initialized()
@@ -78,6 +128,16 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
     metrics = pd.read_csv(out / "metrics.csv")
     assert (metrics["clients_replied"] == 3).all() and np.isfinite(metrics["mse"]).all()
     # the same halves as the local engine: the same numbers for the same seed
-    local, rows = run_collecting_rows(_config(data="fair", clients=3, rounds=2, mechanism="piecewise", epsilon=2.0,
-                                report_dims=2, aggregator="simplex", seed=1))
+    local, rows = run_collecting_rows(
+        _config(
+            data="fair",
+            clients=3,
+            rounds=2,
+            mechanism="piecewise",
+            epsilon=2.0,
+            report_dims=2,
+            aggregator="simplex",
+            seed=1,
+        )
+    )
     np.testing.assert_allclose(metrics["mse"], rows["mse"], rtol=1e-12)

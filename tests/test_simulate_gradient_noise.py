@@ -13,8 +13,24 @@ from ldpfed.cli.main import app
 from ldpfed.gradient_noise import GUARANTEE_FAILS
 
 runner = CliRunner()
-BASE = ["simulate", "--task", "train", "--engine", "local", "--clients", "3", "--rounds", "2", "--aggregator", "fedavg",
-        "--clip", "1", "--epsilon", "4", "--json"]
+BASE = [
+    "simulate",
+    "--task",
+    "train",
+    "--engine",
+    "local",
+    "--clients",
+    "3",
+    "--rounds",
+    "2",
+    "--aggregator",
+    "fedavg",
+    "--clip",
+    "1",
+    "--epsilon",
+    "4",
+    "--json",
+]
 
 
 def simulate(*arguments) -> dict:
@@ -45,12 +61,15 @@ def test_failing_published_noises_are_not_private(mechanism):
     assert any(GUARANTEE_FAILS in reason for reason in summary["privacy_reasons"])
 
 
-@pytest.mark.parametrize("fault", [
-    ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--aggregator", "mean"],
-    ["--mechanism", "plrvo"],  # basic accountant: no per-round (eps, delta)
-    ["--mechanism", "r1smg", "--delta", "1e-5", "--task", "mean"],
-    ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--report-dims", "3"],
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--aggregator", "mean"],
+        ["--mechanism", "plrvo"],  # basic accountant: no per-round (eps, delta)
+        ["--mechanism", "r1smg", "--delta", "1e-5", "--task", "mean"],
+        ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--report-dims", "3"],
+    ],
+)
 def test_bad_combinations_fail_in_one_line(fault):
     result = runner.invoke(app, [*BASE, *fault])
     assert result.exit_code == 2 and result.stderr.strip().splitlines()[-1].startswith("error:"), result.output

@@ -13,11 +13,29 @@ from simulations import thesis_recalibration as script
 def _runs(hdr4me, others):
     rows = []
     for repeat, value in enumerate(hdr4me):
-        rows.append({"data": "g", "mechanism": "laplace", "options": "", "epsilon": 1.0, "repeat": repeat,
-                     "aggregator": "hdr4me", "mse": value})
+        rows.append(
+            {
+                "data": "g",
+                "mechanism": "laplace",
+                "options": "",
+                "epsilon": 1.0,
+                "repeat": repeat,
+                "aggregator": "hdr4me",
+                "mse": value,
+            }
+        )
         for name in script.COMPARATORS:
-            rows.append({"data": "g", "mechanism": "laplace", "options": "", "epsilon": 1.0, "repeat": repeat,
-                         "aggregator": name, "mse": others[name][repeat]})
+            rows.append(
+                {
+                    "data": "g",
+                    "mechanism": "laplace",
+                    "options": "",
+                    "epsilon": 1.0,
+                    "repeat": repeat,
+                    "aggregator": name,
+                    "mse": others[name][repeat],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -52,8 +70,16 @@ def test_tiny_grid_writes_results_and_report(tmp_path, monkeypatch):
 
 
 def test_changed_cells_lists_only_cells_that_moved():
-    summary = pd.DataFrame({"data": ["g", "g"], "mechanism": ["laplace", "square-wave"], "options": ["", "estimator=raw"],
-                            "epsilon": [1.0, 1.0], "aggregator": ["l1", "l1"], "mse": [0.5, 0.0808]})
+    summary = pd.DataFrame(
+        {
+            "data": ["g", "g"],
+            "mechanism": ["laplace", "square-wave"],
+            "options": ["", "estimator=raw"],
+            "epsilon": [1.0, 1.0],
+            "aggregator": ["l1", "l1"],
+            "mse": [0.5, 0.0808],
+        }
+    )
     previous = summary.assign(mse=[0.5, 0.0613], options=[np.nan, "estimator=raw"])  # as read back from CSV
     changes = script.changed_cells(summary, previous)
     assert list(changes["relative_change"]) == [0.0, 0.0808 / 0.0613 - 1]

@@ -27,8 +27,18 @@ AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein")
 
 
 def train_config(**options) -> Config:
-    base = {"task": "train", "data": "digits", "model": "logreg", "clients": 6, "rounds": 3, "local-steps": 3,
-            "mechanism": "laplace", "epsilon": 4.9, "engine": "local", "seed": 5}
+    base = {
+        "task": "train",
+        "data": "digits",
+        "model": "logreg",
+        "clients": 6,
+        "rounds": 3,
+        "local-steps": 3,
+        "mechanism": "laplace",
+        "epsilon": 4.9,
+        "engine": "local",
+        "seed": 5,
+    }
     return Config().with_options({**base, **options}).validated()
 
 
@@ -42,8 +52,10 @@ def one_round_replies(config: Config):
     world = World.from_config(config)
     server = server_half(config, world.data, world.server)
     plan = server.configure_round(1)
-    replies = {pid: client_half(config, pid, world.data, world.secret(pid)).reply(1, plan.broadcast)[0]
-               for pid in plan.partitions}
+    replies = {
+        pid: client_half(config, pid, world.data, world.secret(pid)).reply(1, plan.broadcast)[0]
+        for pid in plan.partitions
+    }
     return server, replies
 
 
@@ -53,9 +65,14 @@ def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
     rows = []
 
     class Collect:
-        def start(self, stream): pass
-        def update(self, row): rows.append(row)
-        def stop(self): pass
+        def start(self, stream):
+            pass
+
+        def update(self, row):
+            rows.append(row)
+
+        def stop(self):
+            pass
 
     summary = run(config, Collect())
     return summary, pd.DataFrame(rows)
@@ -153,7 +170,8 @@ def test_measured_aggregate_noise_agrees_with_the_exact_prediction():
     expected = 2 * ndtr(-1.96)
     assert abs(tail - expected) <= 5 * np.sqrt(expected * (1 - expected) / coordinates) + 0.01
     assert summary["noise_measured_over_predicted"] == pytest.approx(
-        rows["measured_squared_distance"].sum() / rows["predicted_squared_distance"].sum())
+        rows["measured_squared_distance"].sum() / rows["predicted_squared_distance"].sum()
+    )
 
 
 def test_measured_noise_with_sampled_coordinates_agrees_on_average_over_rounds():
@@ -173,8 +191,10 @@ def test_measured_noise_with_sampled_coordinates_agrees_on_average_over_rounds()
 # ---- noise-free runs -------------------------------------------------------------------------
 def test_without_noise_and_model_deviation_every_aggregator_is_the_mean():
     """mechanism none, deviation model: sigma = 0 and delta = 0 exactly, so nothing is moved."""
-    runs = {name: run_rows(train_config(mechanism="none", aggregator=name, deviation="model"))[1]
-            for name in (*AGGREGATORS, "fedavg")}
+    runs = {
+        name: run_rows(train_config(mechanism="none", aggregator=name, deviation="model"))[1]
+        for name in (*AGGREGATORS, "fedavg")
+    }
     for name, rows in runs.items():
         np.testing.assert_allclose(rows["accuracy"], runs["mean"]["accuracy"], rtol=0, atol=0)
         np.testing.assert_allclose(rows["loss"], runs["mean"]["loss"], rtol=1e-12)
@@ -224,10 +244,34 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
 
     out = tmp_path / "flower"
     args = [
-        "simulate", "--task", "train", "--data", "digits", "--model", "logreg", "--clients", "4",
-        "--rounds", "3", "--local-steps", "3", "--mechanism", "piecewise", "--epsilon", "4.9",
-        "--aggregator", "hdr4me", "--cpus", "2", "--cpus-per-client", "1", "--seed", "2",
-        "--out", str(out), "--json",
+        "simulate",
+        "--task",
+        "train",
+        "--data",
+        "digits",
+        "--model",
+        "logreg",
+        "--clients",
+        "4",
+        "--rounds",
+        "3",
+        "--local-steps",
+        "3",
+        "--mechanism",
+        "piecewise",
+        "--epsilon",
+        "4.9",
+        "--aggregator",
+        "hdr4me",
+        "--cpus",
+        "2",
+        "--cpus-per-client",
+        "1",
+        "--seed",
+        "2",
+        "--out",
+        str(out),
+        "--json",
     ]
     result = runner.invoke(app, args)
     assert not ray.is_initialized()
@@ -240,8 +284,16 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["engine"] == "local"
     local = pd.read_csv(local_out / "metrics.csv")
-    columns = ["loss", "accuracy", "train_loss", "predicted_squared_distance", "measured_squared_distance",
-               "recalibration_shift_squared", "applied_squared_distance", "clients_replied"]
+    columns = [
+        "loss",
+        "accuracy",
+        "train_loss",
+        "predicted_squared_distance",
+        "measured_squared_distance",
+        "recalibration_shift_squared",
+        "applied_squared_distance",
+        "clients_replied",
+    ]
     np.testing.assert_array_equal(flower[columns].to_numpy(float), local[columns].to_numpy(float))
     assert (flower["recalibration_shift_squared"] > 0).all()
     assert (flower["clients_replied"] == 4).all()
@@ -251,9 +303,32 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
 def test_compare_train_json_rows_and_files(tmp_path):
     out = tmp_path / "cmp"
     args = [
-        "compare", "--task", "train", "--engine", "local", "--data", "digits", "--clients", "3", "--rounds", "2",
-        "--local-steps", "2", "--mechanism", "laplace,none", "--epsilons", "4.9,15.3",
-        "--aggregators", "mean,hdr4me,fedavg", "--repeats", "2", "--seed", "1", "--out", str(out), "--json",
+        "compare",
+        "--task",
+        "train",
+        "--engine",
+        "local",
+        "--data",
+        "digits",
+        "--clients",
+        "3",
+        "--rounds",
+        "2",
+        "--local-steps",
+        "2",
+        "--mechanism",
+        "laplace,none",
+        "--epsilons",
+        "4.9,15.3",
+        "--aggregators",
+        "mean,hdr4me,fedavg",
+        "--repeats",
+        "2",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+        "--json",
     ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -266,7 +341,10 @@ def test_compare_train_json_rows_and_files(tmp_path):
     assert {row["epsilon"] for row in rows if row["mechanism"] == "none"} == {None}
     by_key = {(r["mechanism"], r["epsilon"], r["aggregator"]): r for r in rows}
     for mechanism, epsilon in [("laplace", 4.9), ("laplace", 15.3), ("none", None)]:
-        assert by_key[(mechanism, epsilon, "fedavg")]["final_accuracy"] == by_key[(mechanism, epsilon, "mean")]["final_accuracy"]
+        assert (
+            by_key[(mechanism, epsilon, "fedavg")]["final_accuracy"]
+            == by_key[(mechanism, epsilon, "mean")]["final_accuracy"]
+        )
     for name in ("runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"):
         assert (out / name).stat().st_size > 0
     runs = pd.read_csv(out / "runs.csv")

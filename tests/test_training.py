@@ -76,8 +76,12 @@ def test_initialization_is_deterministic_in_the_seed():
 
 @pytest.mark.parametrize(
     ("args", "match"),
-    [(("resnet", (60,), 10), "unknown model"), (("logreg", (), 10), "input_shape"), (("logreg", (60,), 1), "num_classes"),
-     (("cnn", (1, 2, 2), 10), "at least 4x4")],
+    [
+        (("resnet", (60,), 10), "unknown model"),
+        (("logreg", (), 10), "input_shape"),
+        (("logreg", (60,), 1), "num_classes"),
+        (("cnn", (1, 2, 2), 10), "at least 4x4"),
+    ],
 )
 def test_bad_model_arguments(args, match):
     with pytest.raises(LDPValueError, match=match):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
+from update_federation import CLIP, DIMS, clean_updates, privatizer, repeated_privatizations, sample_counts
 
 import ldpfed.aggregation as aggregation
 from ldpfed.aggregation.updates import aggregate_updates, plugin_update_deviation
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
-from update_federation import CLIP, DIMS, clean_updates, privatizer, repeated_privatizations, sample_counts
 
 Z = 5.0
 AGGREGATORS = aggregation.available()
@@ -182,10 +182,12 @@ def _plug_in_traces(name: str, identical: bool, reps: int = 300, seed: int = 8):
     priv = privatizer(name, epsilon=4.0)
     clean = priv.clip_only(clean_updates(9, identical=identical))
     p = sample_counts(9) / sample_counts(9).sum()
-    traces = np.array([
-        np.sum(plugin_update_deviation(noisy, p, priv).sigma ** 2)
-        for noisy in repeated_privatizations(priv, clean, reps, seed)
-    ])
+    traces = np.array(
+        [
+            np.sum(plugin_update_deviation(noisy, p, priv).sigma ** 2)
+            for noisy in repeated_privatizations(priv, clean, reps, seed)
+        ]
+    )
     mu, v = priv.noise_moments(clean)
     true = np.sum(p**2 @ v)
     # E sum_k p_k (u_k - ubar)^2 = sum_k p_k (a_k - abar)^2 + sum_k p_k v_k - sum_k p_k^2 v_k, a = c + mu
@@ -259,7 +261,10 @@ def test_bad_updates_or_weights_raise(change, message):
         ({"aggregator": aggregation.get("l1"), "alpha": 0.9}, "constructor"),
         ({"aggregator": "l1", "deviation": "oracle"}, "deviation"),
         ({"aggregator": "l1", "privatizer": None}, "privatizer"),
-        ({"aggregator": "l1", "privatizer": UpdatePrivatizer("laplace", 2.0, CLIP, report_dims=DIMS + 1)}, "report_dims"),
+        (
+            {"aggregator": "l1", "privatizer": UpdatePrivatizer("laplace", 2.0, CLIP, report_dims=DIMS + 1)},
+            "report_dims",
+        ),
     ],
 )
 def test_bad_options_raise(kwargs, message):

@@ -20,6 +20,7 @@ from ldpfed.accounting.accountants import (
     create_accountant,
     register_accountant,
 )
+from ldpfed.accounting.budget import Budget
 from ldpfed.accounting.events import (
     CalibratedDpEvent,
     DiscreteGaussianDpEvent,
@@ -32,8 +33,8 @@ from ldpfed.accounting.events import (
     SelfComposedDpEvent,
     describe_event,
     event_from_dict,
-    gaussian_mechanism_event,
     event_to_dict,
+    gaussian_mechanism_event,
     gaussian_round,
     not_private,
     pure_round,
@@ -41,14 +42,37 @@ from ldpfed.accounting.events import (
     round_epsilon,
     round_event,
 )
-from ldpfed.accounting.budget import Budget
 from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger, legacy_event
 
 __all__ = [
-    "ACCOUNTANTS", "DEFAULT_DELTA_TARGET", "Accountant", "Budget", "CalibratedDpEvent", "EpsilonDeltaDpEvent",
-    "DiscreteGaussianDpEvent", "DiscreteGaussianVectorDpEvent", "GaussianDpEvent", "LedgerEntry", "NotPrivateDpEvent", "PlrvoDpEvent",
-    "PoissonSampledDpEvent", "PrivacyLedger",
-    "SelfComposedDpEvent", "Spent", "advanced_composition", "create_accountant", "describe_event",
-    "event_from_dict", "event_to_dict", "gaussian_mechanism_event", "gaussian_round", "not_private", "pure_round", "register_accountant",
-    "legacy_event", "register_round_event", "round_epsilon", "round_event",
+    "ACCOUNTANTS",
+    "DEFAULT_DELTA_TARGET",
+    "Accountant",
+    "Budget",
+    "CalibratedDpEvent",
+    "EpsilonDeltaDpEvent",
+    "DiscreteGaussianDpEvent",
+    "DiscreteGaussianVectorDpEvent",
+    "GaussianDpEvent",
+    "LedgerEntry",
+    "NotPrivateDpEvent",
+    "PlrvoDpEvent",
+    "PoissonSampledDpEvent",
+    "PrivacyLedger",
+    "SelfComposedDpEvent",
+    "Spent",
+    "advanced_composition",
+    "create_accountant",
+    "describe_event",
+    "event_from_dict",
+    "event_to_dict",
+    "gaussian_mechanism_event",
+    "gaussian_round",
+    "not_private",
+    "pure_round",
+    "register_accountant",
+    "legacy_event",
+    "register_round_event",
+    "round_epsilon",
+    "round_event",
 ]

@@ -125,7 +125,7 @@ class Accountant(ABC):
                 return reason
         return None
 
-    def compose(self, event: dp_event.DpEvent, count: int = 1) -> "Accountant":
+    def compose(self, event: dp_event.DpEvent, count: int = 1) -> Accountant:
         count = check_positive_int(count, "count", minimum=0)
         reason = self.unsupported(event)
         if reason is not None:
@@ -166,7 +166,7 @@ class Accountant(ABC):
             "history": [{"event": event_to_dict(leaf), "count": count} for leaf, count in self.history.items()],
         }
 
-    def load_state_dict(self, state: dict) -> "Accountant":
+    def load_state_dict(self, state: dict) -> Accountant:
         self.history = Counter()
         for item in state.get("history", []):
             self.compose(event_from_dict(item["event"]), item["count"])
@@ -289,8 +289,10 @@ class RdpAccountant(Accountant):
 
 class PldAccountant(Accountant):
     name = "pld"
-    description = ("privacy loss distributions, dp_accounting (generic eps-DP rounds by from_privacy_parameters, "
-                   "Gaussian rounds with Poisson subsampling)")
+    description = (
+        "privacy loss distributions, dp_accounting (generic eps-DP rounds by from_privacy_parameters, "
+        "Gaussian rounds with Poisson subsampling)"
+    )
     value_discretization_interval: ClassVar[float] = PLD_DISCRETIZATION
 
     def _unsupported_leaf(self, leaf):
@@ -336,7 +338,8 @@ class PldAccountant(Accountant):
                 )
             else:  # Poisson-sampled Gaussian
                 one = pld_lib.from_gaussian_mechanism(
-                    standard_deviation=event.event.noise_multiplier, sampling_prob=event.sampling_probability,
+                    standard_deviation=event.event.noise_multiplier,
+                    sampling_prob=event.sampling_probability,
                     value_discretization_interval=interval,
                 ).self_compose(count)
             composed = composed.compose(one)

@@ -32,7 +32,7 @@ the accountants ask for: `guarantee()` -> (eps, delta) for basic/advanced, `rdp(
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import attr
 import dp_accounting
@@ -116,7 +116,9 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
         one = pld_lib.from_discrete_gaussian_mechanism(  # the library's 11.6 s tail bound, past the shift
-            self.sigma, sensitivity=int(self.sensitivity), truncation_bound=pld_truncation(self.sigma, self.sensitivity),
+            self.sigma,
+            sensitivity=int(self.sensitivity),
+            truncation_bound=pld_truncation(self.sigma, self.sensitivity),
             sampling_prob=self.sampling_prob,
             value_discretization_interval=value_discretization_interval,
         )
@@ -124,9 +126,7 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
 
     def rdp(self, orders) -> np.ndarray:
         if self.sampling_prob < 1.0:
-            raise LDPValueError(
-                "the rdp accountant has no bound for a Poisson-sampled discrete Gaussian; use pld"
-            )
+            raise LDPValueError("the rdp accountant has no bound for a Poisson-sampled discrete Gaussian; use pld")
         from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
 
         library = LibraryRdpAccountant(list(orders))
@@ -197,8 +197,10 @@ class PlrvoDpEvent(dp_event.DpEvent):
         law = SafeLaw.for_params(self.params) if self.sampler == "safe" else None
         lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted, law)
         by_lam = dict(zip(lams.tolist(), alphas.tolist()))
-        return [by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam)
-                else math.inf for a in orders]
+        return [
+            by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam) else math.inf
+            for a in orders
+        ]
 
 
 # --- building one round's event from a mechanism's parameters --------------------------------------
@@ -222,7 +224,10 @@ def pure_round(epsilon: float) -> EpsilonDeltaDpEvent:
 
 
 def gaussian_round(
-    noise_multiplier: float, *, sample_rate: float | None = None, epsilon: float | None = None,
+    noise_multiplier: float,
+    *,
+    sample_rate: float | None = None,
+    epsilon: float | None = None,
     delta: float | None = None,
 ) -> dp_event.DpEvent:
     """One Gaussian round with noise multiplier z (sd / sensitivity), Poisson-sampled with
@@ -258,14 +263,19 @@ def round_epsilon(event: dp_event.DpEvent, delta: float) -> float:
 
 
 def round_event(
-    mechanism: str, *, epsilon: float | None = None, delta: float | None = None,
-    noise_multiplier: float | None = None, sample_rate: float | None = None,
+    mechanism: str,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    noise_multiplier: float | None = None,
+    sample_rate: float | None = None,
 ) -> dp_event.DpEvent:
     """One round's event for a mechanism named in `ldpfed mechanisms` (or 'none')."""
     key = str(mechanism).strip().lower().replace("_", "-")
     if key in _ROUND_EVENTS:
-        return _ROUND_EVENTS[key](epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier,
-                                  sample_rate=sample_rate)
+        return _ROUND_EVENTS[key](
+            epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, sample_rate=sample_rate
+        )
     import ldpfed.mechanisms as registry
 
     cls = registry.get_class(key)  # unknown names fail here, listing the known ones
@@ -309,9 +319,12 @@ def gaussian_mechanism_event(mechanism, count: int = 1, sample_rate: float = 1.0
     if safe is not None:
         from ldpfed.gradient_noise.safe_grid import gaussian_sampler_slack
 
-        slack = gaussian_sampler_slack(safe.sigma, 1, safe.sensitivity,
-                                       truncation=pld_truncation(safe.sigma, safe.sensitivity))
-        return DiscreteGaussianDpEvent(safe.sigma, safe.sensitivity, int(count), rate, slack.over, slack.under, slack.mass)
+        slack = gaussian_sampler_slack(
+            safe.sigma, 1, safe.sensitivity, truncation=pld_truncation(safe.sigma, safe.sensitivity)
+        )
+        return DiscreteGaussianDpEvent(
+            safe.sigma, safe.sensitivity, int(count), rate, slack.over, slack.under, slack.mass
+        )
     return gaussian_round(mechanism.noise_multiplier / math.sqrt(count), sample_rate=None if rate == 1.0 else rate)
 
 
@@ -325,8 +338,10 @@ def _inid_gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> 
     """i.n.i.d. Gaussian (ldpfed.gradient_noise.inid_gaussian): s_i^2 = z^2 D_i ||D||_1 has
     Mahalanobis sensitivity 1/z whatever the profile D, so a round is the Gaussian event of z."""
     if noise_multiplier is None or epsilon is not None or delta is not None:
-        raise LDPValueError("inid-gaussian is accounted by its noise multiplier (and sample rate); "
-                            "calibrate (eps, delta) with `ldpfed calibrate`")
+        raise LDPValueError(
+            "inid-gaussian is accounted by its noise multiplier (and sample rate); "
+            "calibrate (eps, delta) with `ldpfed calibrate`"
+        )
     return gaussian_round(noise_multiplier, sample_rate=sample_rate)
 
 
@@ -338,8 +353,14 @@ register_round_event("none", _none_builder)
 # --- serialization -------------------------------------------------------------------------------
 _LOCAL_EVENTS = {
     cls.__name__: cls
-    for cls in (EpsilonDeltaDpEvent, CalibratedDpEvent, NotPrivateDpEvent, PlrvoDpEvent, DiscreteGaussianDpEvent,
-                DiscreteGaussianVectorDpEvent)
+    for cls in (
+        EpsilonDeltaDpEvent,
+        CalibratedDpEvent,
+        NotPrivateDpEvent,
+        PlrvoDpEvent,
+        DiscreteGaussianDpEvent,
+        DiscreteGaussianVectorDpEvent,
+    )
 }
 
 
@@ -381,8 +402,7 @@ def describe_event(event: dp_event.DpEvent) -> str:
         return f"Gaussian z={event.noise_multiplier:.6g}"
     if isinstance(event, DiscreteGaussianDpEvent):
         sampled = f", Poisson q={event.sampling_prob:g}" if event.sampling_prob < 1 else ""
-        return (f"{event.count} x discrete Gaussian s={event.sigma:.6g} steps, sensitivity {event.sensitivity}"
-                f"{sampled}")
+        return f"{event.count} x discrete Gaussian s={event.sigma:.6g} steps, sensitivity {event.sensitivity}{sampled}"
     if isinstance(event, PoissonSampledDpEvent):
         return f"Poisson q={event.sampling_probability:g} of {describe_event(event.event)}"
     if isinstance(event, SelfComposedDpEvent):
@@ -390,6 +410,5 @@ def describe_event(event: dp_event.DpEvent) -> str:
     if isinstance(event, NotPrivateDpEvent):
         return f"not private: {event.reason}"
     if isinstance(event, PlrvoDpEvent):
-        return (f"PLRV-O k={event.k:g} theta={event.theta:g} C={event.clip:g} n={event.params} "
-                f"q={event.sample_rate:g}")
+        return f"PLRV-O k={event.k:g} theta={event.theta:g} C={event.clip:g} n={event.params} q={event.sample_rate:g}"
     return type(event).__name__

@@ -49,10 +49,10 @@ class FloatSlack:
     under: float = 0.0
     mass: float = 0.0
 
-    def __add__(self, other: "FloatSlack") -> "FloatSlack":
+    def __add__(self, other: FloatSlack) -> FloatSlack:
         return FloatSlack(self.over + other.over, self.under + other.under, self.mass + other.mass)
 
-    def times(self, count: int) -> "FloatSlack":
+    def times(self, count: int) -> FloatSlack:
         """The slack of `count` such releases (the sums of the hybrid argument)."""
         return FloatSlack(count * self.over, count * self.under, count * self.mass)
 
@@ -66,14 +66,18 @@ class FloatSlack:
         for the real one (LDPValueError when the slack alone exceeds the target)."""
         ideal = target_delta * math.exp(-self.over) - self.mass
         if not ideal > 0.0:
-            raise LDPValueError(f"the samplers' float slack ({self.mass:.3g} in delta over the releases) leaves no "
-                                f"room in the target delta {target_delta:g}")
+            raise LDPValueError(
+                f"the samplers' float slack ({self.mass:.3g} in delta over the releases) leaves no "
+                f"room in the target delta {target_delta:g}"
+            )
         return ideal
 
 
 NONE = FloatSlack()
-SLACK_RULE = ("eps_ideal(target e^-over - mass) + over + under: basic composition of the samplers' per-draw float "
-              "slack over the accounted releases (hybrid argument; ldpfed.accounting.float_slack)")
+SLACK_RULE = (
+    "eps_ideal(target e^-over - mass) + over + under: basic composition of the samplers' per-draw float "
+    "slack over the accounted releases (hybrid argument; ldpfed.accounting.float_slack)"
+)
 
 
 def event_slack(event) -> FloatSlack:

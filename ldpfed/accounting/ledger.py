@@ -50,8 +50,12 @@ class LedgerEntry:
     mechanism: str
 
     def to_dict(self) -> dict:
-        return {"client_id": self.client_id, "round": self.round, "mechanism": self.mechanism,
-                "event": event_to_dict(self.event)}
+        return {
+            "client_id": self.client_id,
+            "round": self.round,
+            "mechanism": self.mechanism,
+            "event": event_to_dict(self.event),
+        }
 
 
 def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_multiplier: float | None = None):
@@ -97,12 +101,21 @@ class PrivacyLedger:
             raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
         if (client, round) in self._seen:
             raise LDPValueError(f"client {client!r} already has an entry for round {round}")
-        self._entries.append(LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism)))
+        self._entries.append(
+            LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
+        )
         self._events.setdefault(client, Counter())[event] += 1
         self._seen.add((client, round))
 
-    def record(self, client_id, round: int, epsilon: float, delta: float | None, mechanism: str,
-               noise_multiplier: float | None = None) -> None:
+    def record(
+        self,
+        client_id,
+        round: int,
+        epsilon: float,
+        delta: float | None,
+        mechanism: str,
+        noise_multiplier: float | None = None,
+    ) -> None:
         """Record one round given as eps > 0 (inf for no privacy), delta in [0, 1) and, for a
         Gaussian round, its noise multiplier (kept for `UpdatePrivatizer.ledger_entry`)."""
         self.record_event(client_id, round, legacy_event(epsilon, delta, mechanism, noise_multiplier), mechanism)
@@ -124,8 +137,14 @@ class PrivacyLedger:
         """The client's total so far under `accountant` (epsilon None when not private)."""
         return self.accountant(client_id, accountant).spent(delta_target)
 
-    def can_afford(self, client_id, event: dp_event.DpEvent, budget: float, accountant: str = "basic",
-                   delta_target: float = DEFAULT_DELTA_TARGET) -> bool:
+    def can_afford(
+        self,
+        client_id,
+        event: dp_event.DpEvent,
+        budget: float,
+        accountant: str = "basic",
+        delta_target: float = DEFAULT_DELTA_TARGET,
+    ) -> bool:
         """Would the client's total, with one more round costing `event`, stay within `budget`?
         A not-private event is never affordable; an event `accountant` cannot account raises."""
         budget = float(budget)
@@ -134,13 +153,21 @@ class PrivacyLedger:
         spent = self.accountant(client_id, accountant, extra=event).spent(delta_target)
         return spent.private and spent.epsilon <= budget
 
-    def split_by_budget(self, clients, event: dp_event.DpEvent, budget: float, accountant: str = "basic",
-                        delta_target: float = DEFAULT_DELTA_TARGET) -> tuple[list, list]:
+    def split_by_budget(
+        self,
+        clients,
+        event: dp_event.DpEvent,
+        budget: float,
+        accountant: str = "basic",
+        delta_target: float = DEFAULT_DELTA_TARGET,
+    ) -> tuple[list, list]:
         """(clients that can afford one more round costing `event`, clients that must stop) under
         `budget` (`simulate --max-epsilon`): a run then never spends more than the budget."""
         taking_part, stopped = [], []
         for client in clients:
-            (taking_part if self.can_afford(client, event, budget, accountant, delta_target) else stopped).append(client)
+            (taking_part if self.can_afford(client, event, budget, accountant, delta_target) else stopped).append(
+                client
+            )
         return taking_part, stopped
 
     def max_spent(self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
@@ -151,8 +178,15 @@ class PrivacyLedger:
         spents = [self.spent(client, accountant, delta_target) for client in self._events]
         if not spents:
             return Spent(accountant, 0.0, 0.0, True, (), 0.0, 0.0)
-        return Spent(accountant, max(s.epsilon for s in spents), max(s.delta for s in spents), True, (),
-                     max(s.float_slack_epsilon for s in spents), max(s.float_slack_delta for s in spents))
+        return Spent(
+            accountant,
+            max(s.epsilon for s in spents),
+            max(s.delta for s in spents),
+            True,
+            (),
+            max(s.float_slack_epsilon for s in spents),
+            max(s.float_slack_delta for s in spents),
+        )
 
     @property
     def private(self) -> bool:
@@ -199,16 +233,22 @@ class PrivacyLedger:
             f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
         ]
         rows = [
-            {"client_id": client, **total, "mechanisms": ",".join(total["mechanisms"]),
-             "reasons": "; ".join(total["reasons"])}
+            {
+                "client_id": client,
+                **total,
+                "mechanisms": ",".join(total["mechanisms"]),
+                "reasons": "; ".join(total["reasons"]),
+            }
             for client, total in self.totals(delta_target).items()
         ]
         return pd.DataFrame(rows, columns=columns)
 
     def entries_frame(self) -> pd.DataFrame:
         """Every recorded round (the accountants' inputs)."""
-        rows = [{"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism,
-                 "event": describe_event(e.event)} for e in self._entries]
+        rows = [
+            {"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism, "event": describe_event(e.event)}
+            for e in self._entries
+        ]
         return pd.DataFrame(rows, columns=["client_id", "round", "mechanism", "event"])
 
     def state_dict(self, delta_target: float = DEFAULT_DELTA_TARGET) -> dict:
@@ -224,7 +264,7 @@ class PrivacyLedger:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "PrivacyLedger":
+    def from_state_dict(cls, state: dict) -> PrivacyLedger:
         ledger = cls()
         for entry in state.get("entries", []):
             ledger.record_event(entry["client_id"], entry["round"], event_from_dict(entry["event"]), entry["mechanism"])

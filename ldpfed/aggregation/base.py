@@ -55,9 +55,7 @@ class Aggregator(ABC):
     name: ClassVar[str]
     uses_deviation: ClassVar[bool] = True  # False: the estimate ignores the deviation model (the plain mean)
 
-    def __call__(
-        self, theta_hat, deviation: DeviationModel, halfwidth: float = 1.0
-    ) -> Recalibrated:
+    def __call__(self, theta_hat, deviation: DeviationModel, halfwidth: float = 1.0) -> Recalibrated:
         """Re-calibrate `theta_hat` (shape (d,)) given the deviation model of its d dimensions."""
         estimate = np.asarray(theta_hat, dtype=float)
         if estimate.ndim != 1:
@@ -65,9 +63,7 @@ class Aggregator(ABC):
         if not np.all(np.isfinite(estimate)):
             raise LDPValueError("theta_hat contains NaN or inf")
         if deviation.sigma.shape not in ((), estimate.shape):
-            raise LDPValueError(
-                f"deviation model has shape {deviation.sigma.shape}, theta_hat has {estimate.shape}"
-            )
+            raise LDPValueError(f"deviation model has shape {deviation.sigma.shape}, theta_hat has {estimate.shape}")
         halfwidth = check_halfwidth(halfwidth)
         values, diagnostics = self._recalibrate(estimate, deviation, halfwidth)
         record = {

@@ -20,8 +20,21 @@ from ldpfed.analysis.personalized import PersonalizedGroup, predict_personalized
 from ldpfed.analysis.predictor import Prediction, load_moments, predict
 
 __all__ = [
-    "BerryEsseenBound", "BreakEven", "ColumnMoments", "ErrorSupremum", "MonteCarloDeviations",
-    "PersonalizedGroup", "Prediction", "RoundPrediction", "berry_esseen", "break_even",
-    "clipped_coordinate_noise", "error_supremum", "load_moments", "predict", "predict_personalized",
-    "predict_round", "simulate_deviations",
+    "BerryEsseenBound",
+    "BreakEven",
+    "ColumnMoments",
+    "ErrorSupremum",
+    "MonteCarloDeviations",
+    "PersonalizedGroup",
+    "Prediction",
+    "RoundPrediction",
+    "berry_esseen",
+    "break_even",
+    "clipped_coordinate_noise",
+    "error_supremum",
+    "load_moments",
+    "predict",
+    "predict_personalized",
+    "predict_round",
+    "simulate_deviations",
 ]

@@ -134,8 +134,9 @@ def upper_polynomial(mechanism: Mechanism, exponents: tuple[int, ...]) -> tuple[
     g = grid_third_moment(mechanism)
     scale = float(g.max())
     basis = WORST_CASE_GRID[:, None] ** np.array(exponents)
-    solution = linprog(basis.mean(axis=0), A_ub=-basis, b_ub=-g / scale,
-                       bounds=[(None, None)] * len(exponents), method="highs")
+    solution = linprog(
+        basis.mean(axis=0), A_ub=-basis, b_ub=-g / scale, bounds=[(None, None)] * len(exponents), method="highs"
+    )
     coefficients = solution.x * scale if solution.success else np.r_[scale, np.zeros(len(exponents) - 1)]
     # Solver tolerance: lift q until it is >= g at every grid point, plus a margin for between them.
     gap = basis @ coefficients - g

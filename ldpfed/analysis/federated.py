@@ -62,8 +62,9 @@ class RoundPrediction:
 
     def parameter_noise_model(self) -> DeviationModel:
         """N(.) of the noise the round adds to the model, -eta sum_k p_k n_k."""
-        return DeviationModel(-self.learning_rate * self.noise_mean,
-                              self.learning_rate * np.sqrt(self.noise_variance), source="model")
+        return DeviationModel(
+            -self.learning_rate * self.noise_mean, self.learning_rate * np.sqrt(self.noise_variance), source="model"
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -97,7 +98,11 @@ def predict_round(
     if np.any(variances < 0) or not np.all(np.isfinite(variances)):
         raise LDPValueError("noise variances must be finite and >= 0")
     learning_rate = check_positive(learning_rate, "learning_rate")
-    means = np.zeros_like(variances) if noise_means is None else np.broadcast_to(np.asarray(noise_means, float), variances.shape)
+    means = (
+        np.zeros_like(variances)
+        if noise_means is None
+        else np.broadcast_to(np.asarray(noise_means, float), variances.shape)
+    )
     noise_mean = p @ means
     noise_variance = (p**2) @ variances
     if not np.any(noise_mean):

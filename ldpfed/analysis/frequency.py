@@ -79,8 +79,12 @@ class FrequencyPrediction:
             "inverse_reports": self.inverse_reports,
         }
         if per_entry:
-            summary["per_entry"] = {"frequency": self.frequencies, "bias": self.bias, "variance": self.variance,
-                                    "mse": self.mse_per_entry}
+            summary["per_entry"] = {
+                "frequency": self.frequencies,
+                "bias": self.bias,
+                "variance": self.variance,
+                "mse": self.mse_per_entry,
+            }
         return summary
 
 
@@ -96,17 +100,25 @@ def predict_frequency(oracles: AttributeOracles, frequencies, users: int) -> Fre
     spread = users * f * (1.0 - f) / (users - 1) if users > 1 else np.zeros_like(f)
     reported = 1.0 - none
     return FrequencyPrediction(
-        oracles=oracles, users=users, frequencies=f,
+        oracles=oracles,
+        users=users,
+        frequencies=f,
         bias=-none * f,
         noise_variance=reported * mean_noise * h,
         sampling_variance=reported * spread * max(h - 1.0 / users, 0.0),
         no_report_variance=none * reported * f**2,
-        no_report_probability=none, inverse_reports=h,
+        no_report_probability=none,
+        inverse_reports=h,
     )
 
 
-def recalibrated_mse(aggregator, frequencies, prediction_model: DeviationModel,
-                     weights_model: DeviationModel | None = None, halfwidth: float = 1.0) -> float:
+def recalibrated_mse(
+    aggregator,
+    frequencies,
+    prediction_model: DeviationModel,
+    weights_model: DeviationModel | None = None,
+    halfwidth: float = 1.0,
+) -> float:
     """E[(g(f_hat) - f)^2] averaged over entries, f_hat_e ~ N(f_e + delta_e, sigma_e^2)
     (`prediction_model`), g the aggregator with its weights from `weights_model` (default the same
     model: the server's "model" deviation). Exact for element-wise aggregators (all of
@@ -116,7 +128,8 @@ def recalibrated_mse(aggregator, frequencies, prediction_model: DeviationModel,
     nodes, weights = np.polynomial.hermite_e.hermegauss(QUADRATURE_NODES)
     weights = weights / weights.sum()
     draws = (f + prediction_model.delta)[None, :] + prediction_model.sigma[None, :] * nodes[:, None]  # (K, D)
-    tiled = DeviationModel(np.tile(weights_model.delta, len(nodes)), np.tile(weights_model.sigma, len(nodes)),
-                           source=weights_model.source)
+    tiled = DeviationModel(
+        np.tile(weights_model.delta, len(nodes)), np.tile(weights_model.sigma, len(nodes)), source=weights_model.source
+    )
     estimates = np.asarray(aggregator(draws.ravel(), tiled, halfwidth).estimate).reshape(draws.shape)
     return float(np.mean(weights @ (estimates - f[None, :]) ** 2))

@@ -95,7 +95,7 @@ class ColumnMoments:
         powers = [np.ones_like(self.mean), self.mean, self.mean_sq]
         return powers + ([self.mean_fourth] if self.has_values else [])
 
-    def summary(self) -> "ColumnMoments":
+    def summary(self) -> ColumnMoments:
         """Only the summary moments (mean, mean square, variance), as a moments file would give."""
         return ColumnMoments(self.users, self.mean, self.mean_sq, self.variance)
 
@@ -103,7 +103,7 @@ class ColumnMoments:
     @classmethod
     def from_array(
         cls, values, *, ranges: bool = False, block: int = 1 << 18, width: int = 4096, workers: int | None = None
-    ) -> "ColumnMoments":
+    ) -> ColumnMoments:
         """Moments of a (users, dims) array of values in [-1, 1] (rows = users), in one pass.
 
         Per column the pass keeps the sums of t, t^2 and t^4 and the minimum and maximum: the
@@ -182,7 +182,7 @@ class ColumnMoments:
         return cls(users, mean, mean_sq, variance, mean_fourth, *((low, high) if ranges else (None, None)))
 
     @classmethod
-    def from_summary(cls, users: int, mean, mean_sq=None, variance=None) -> "ColumnMoments":
+    def from_summary(cls, users: int, mean, mean_sq=None, variance=None) -> ColumnMoments:
         """Moments given directly: `mean` and `mean_sq` (1/n sum t^2) or `variance` (S^2, divisor n-1), or both."""
         users = check_positive_int(users, "users")
         mean = _finite_vector(mean, "mean")
@@ -212,7 +212,7 @@ class ColumnMoments:
         return cls(users, mean, np.minimum(mean_sq, 1.0), variance)
 
     @classmethod
-    def read(cls, path: str | Path, *, users: int | None = None) -> "ColumnMoments":
+    def read(cls, path: str | Path, *, users: int | None = None) -> ColumnMoments:
         """Summary moments from a .json ({"users": n, "mean": [...], "mean_sq"|"variance": [...]})
         or a .csv with columns mean and mean_sq or variance (one row per dimension; give `users`)."""
         path = Path(path)
@@ -241,28 +241,34 @@ class ColumnMoments:
         return cls.from_summary(users, payload["mean"], payload.get("mean_sq"), payload.get("variance"))
 
     # --- views ------------------------------------------------------------------------------------
-    def with_users(self, users: int) -> "ColumnMoments":
+    def with_users(self, users: int) -> ColumnMoments:
         """The same column distribution for a population of `users` (S_j^2 re-scaled to divisor users-1)."""
         users = check_positive_int(users, "users")
         if users == self.users:
             return self
         return ColumnMoments.from_summary(users, self.mean, mean_sq=self.mean_sq)
 
-    def rescaled(self, low: float, high: float) -> "ColumnMoments":
+    def rescaled(self, low: float, high: float) -> ColumnMoments:
         """Moments of t = (x - c)/h for x in the region [low, high] (c centre, h half-width): the
         scale a personalized-LDP group randomizes on (mechanisms.md, PLDP). The power means follow
         from the binomial expansion of ((x - c)/h)^k."""
         centre, half = (low + high) / 2.0, (high - low) / 2.0
         mean = (self.mean - centre) / half
         mean_sq = (self.mean_sq - 2.0 * centre * self.mean + centre**2) / half**2
-        ranges = (None, None) if self.minimum is None else ((self.minimum - centre) / half, (self.maximum - centre) / half)
+        ranges = (
+            (None, None) if self.minimum is None else ((self.minimum - centre) / half, (self.maximum - centre) / half)
+        )
         # ((x - c)/h)^4 needs the mean cube, which is not kept: only a centred region keeps the fourth power.
         fourth = self.mean_fourth / half**4 if self.has_values and centre == 0.0 else None
         return ColumnMoments(self.users, mean, mean_sq, self.variance / half**2, fourth, *ranges)
 
     def to_dict(self) -> dict:
-        return {"users": self.users, "mean": self.mean.tolist(), "mean_sq": self.mean_sq.tolist(),
-                "variance": self.variance.tolist()}
+        return {
+            "users": self.users,
+            "mean": self.mean.tolist(),
+            "mean_sq": self.mean_sq.tolist(),
+            "variance": self.variance.tolist(),
+        }
 
 
 def _finite_vector(values, name: str, like: np.ndarray | None = None) -> np.ndarray:

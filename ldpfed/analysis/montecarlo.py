@@ -8,8 +8,8 @@ SeedSequence(seed).spawn(repetitions), so any repetition can be reproduced on it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

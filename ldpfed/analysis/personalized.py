@@ -104,8 +104,15 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
         sampling.append((group.moments.users, group.moments.mean + bias, within, r))
         third_moment.append(r * half**3 * rho)
         sources.append(source)
-        descriptions.append({**mechanism.describe(), "total_epsilon": epsilon, "total_delta": delta,
-                             "region": [low, high], "users": group.moments.users})
+        descriptions.append(
+            {
+                **mechanism.describe(),
+                "total_epsilon": epsilon,
+                "total_delta": delta,
+                "region": [low, high],
+                "users": group.moments.users,
+            }
+        )
 
     r = np.sum(reports, axis=0)
     if np.any(r <= 0):
@@ -121,9 +128,7 @@ def predict_personalized(groups: list[PersonalizedGroup], report_dims: int | Non
     reported = 1.0 - no_report
     noise_variance = reported * mean_report_variance * inverse_r  # Theorem 3: sum_z r_jz Var_jz / r_j^2
     sampling_variance = reported * _sampling_variance(sampling, users, r, inverse_r, stratified=all(given))
-    source = sources[0] if len(set(sources)) == 1 else next(
-        (s for s in sources if s.startswith("worst case")), "data"
-    )
+    source = sources[0] if len(set(sources)) == 1 else next((s for s in sources if s.startswith("worst case")), "data")
     berry_esseen = bound_from_moments(mean_report_variance, np.sum(third_moment, axis=0) / r, r, source)
     return Prediction(
         mechanism={"name": "personalized", "groups": descriptions},

@@ -92,8 +92,10 @@ class Prediction:
             reasons.append(f"P(r_j = 0) up to {no_report:.3g} (the estimate is then 0)")
         if not reasons:
             return None
-        return ("normal approximation poor (" + "; ".join(reasons) + "): the MSE is exact, but confidence "
-                "intervals and HDR4ME* weights from N(delta_j, sigma_j^2) may be off")
+        return (
+            "normal approximation poor (" + "; ".join(reasons) + "): the MSE is exact, but confidence "
+            "intervals and HDR4ME* weights from N(delta_j, sigma_j^2) may be off"
+        )
 
     @property
     def bias_sq(self) -> float:

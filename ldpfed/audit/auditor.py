@@ -26,7 +26,7 @@ import numpy as np
 from ldpfed.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
 from ldpfed.audit.events import INPUT_NAMES, Event
 from ldpfed.audit.subjects import AuditSubject, build_subject
-from ldpfed.validation import check_fraction, check_positive_int, LDPValueError
+from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
 DEFAULT_SAMPLES = 1_000_000
 DEFAULT_CONFIDENCE = 0.99
@@ -74,8 +74,13 @@ def _evaluate(event: Event, held_out: tuple[np.ndarray, np.ndarray], delta: floa
     }
 
 
-def run_audit(subject: AuditSubject, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-              confidence: float = DEFAULT_CONFIDENCE, families: tuple[str, ...] | None = None) -> AuditResult:
+def run_audit(
+    subject: AuditSubject,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    confidence: float = DEFAULT_CONFIDENCE,
+    families: tuple[str, ...] | None = None,
+) -> AuditResult:
     """Audit `subject` (see the module docstring for the procedure and its confidence split).
 
     `families` restricts the event families by name (e.g. only the real-valued ones, to test the
@@ -94,8 +99,10 @@ def run_audit(subject: AuditSubject, samples: int = DEFAULT_SAMPLES, seed: int =
     if families is not None:
         unknown = set(families) - {family.name for family in supported}
         if unknown:
-            raise LDPValueError(f"event families {sorted(unknown)} do not apply to {subject.name}; "
-                                f"available: {', '.join(family.name for family in supported)}")
+            raise LDPValueError(
+                f"event families {sorted(unknown)} do not apply to {subject.name}; "
+                f"available: {', '.join(family.name for family in supported)}"
+            )
         supported = [family for family in supported if family.name in families]
         if not supported:
             raise LDPValueError("no event family selected")
@@ -125,9 +132,18 @@ def run_audit(subject: AuditSubject, samples: int = DEFAULT_SAMPLES, seed: int =
     )
 
 
-def audit(mechanism, epsilon: float | None = None, delta: float | None = None, *, sampler: str | None = None,
-          samples: int = DEFAULT_SAMPLES, seed: int = 0, confidence: float = DEFAULT_CONFIDENCE,
-          families: tuple[str, ...] | None = None, **options) -> AuditResult:
+def audit(
+    mechanism,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    *,
+    sampler: str | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    confidence: float = DEFAULT_CONFIDENCE,
+    families: tuple[str, ...] | None = None,
+    **options,
+) -> AuditResult:
     """Audit a mechanism given by name (ldpfed.audit.available()), or a Mechanism,
     FrequencyOracle or AuditSubject instance (whose own claim is audited)."""
     if isinstance(mechanism, str) and epsilon is None:

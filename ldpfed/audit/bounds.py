@@ -27,8 +27,9 @@ def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
     return np.where(k < n, bound, 1.0)
 
 
-def epsilon_lower_bound(hits_numerator, trials_numerator, hits_denominator, trials_denominator,
-                        delta: float, alpha: float) -> np.ndarray:
+def epsilon_lower_bound(
+    hits_numerator, trials_numerator, hits_denominator, trials_denominator, delta: float, alpha: float
+) -> np.ndarray:
     """ln((p_low - delta) / q_high) with each Clopper–Pearson bound at level alpha (vectorized).
 
     -inf where p_low <= delta (the event certifies nothing).

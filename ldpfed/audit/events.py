@@ -17,8 +17,8 @@ half. Families:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -83,7 +83,9 @@ class ThresholdFamily(EventFamily):
             else:
                 hits = [np.searchsorted(part, thresholds, side="right") for part in ordered]
             for numerator in (0, 1):
-                values = objective(hits[numerator], scores[numerator].size, hits[1 - numerator], scores[1 - numerator].size)
+                values = objective(
+                    hits[numerator], scores[numerator].size, hits[1 - numerator], scores[1 - numerator].size
+                )
                 index = int(np.argmax(values))
                 if best is None or values[index] > best[0]:
                     best = (values[index], numerator, upper, float(thresholds[index]))
@@ -93,8 +95,10 @@ class ThresholdFamily(EventFamily):
             values = np.nan_to_num(statistic(outputs), nan=0.0)
             return values >= threshold if upper else values <= threshold
 
-        description = (f"{self.statistic_name} {'>=' if upper else '<='} {threshold:.6g}; "
-                       f"P[{INPUT_NAMES[numerator]}] over P[{INPUT_NAMES[1 - numerator]}]")
+        description = (
+            f"{self.statistic_name} {'>=' if upper else '<='} {threshold:.6g}; "
+            f"P[{INPUT_NAMES[numerator]}] over P[{INPUT_NAMES[1 - numerator]}]"
+        )
         return Event(self.name, description, numerator, contains)
 
 
@@ -143,7 +147,9 @@ class SetFamily(EventFamily):
         best = None
         for index, (_, numerator, contains) in enumerate(self.candidates(fit_draws)):
             top, bottom = score_draws[numerator], score_draws[1 - numerator]
-            value = objective(np.array([contains(top).sum()]), len(top), np.array([contains(bottom).sum()]), len(bottom))[0]
+            value = objective(
+                np.array([contains(top).sum()]), len(top), np.array([contains(bottom).sum()]), len(bottom)
+            )[0]
             if best is None or value > best[0]:
                 best = (value, index)
         # The final event may use all selection draws (e.g. a bigger table), never held-out ones.
@@ -157,9 +163,11 @@ def never_produced(producible: Callable[[np.ndarray, int], np.ndarray]):
 
     def candidates(_fit_draws):
         return [
-            (f"outputs {INPUT_NAMES[other]} can never produce (sampler inversion); P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
-             1 - other,
-             lambda outputs, other=other: ~producible(outputs, other))
+            (
+                f"outputs {INPUT_NAMES[other]} can never produce (sampler inversion); P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
+                1 - other,
+                lambda outputs, other=other: ~producible(outputs, other),
+            )
             for other in (1, 0)
         ]
 
@@ -181,9 +189,12 @@ def unseen_in_table(fit_draws):
             absent[order] = table[position] != ordered
             return absent
 
-        sets.append((
-            f"outputs absent from a table of {table.size} distinct outputs of {INPUT_NAMES[other]}; "
-            f"P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
-            1 - other, contains,
-        ))
+        sets.append(
+            (
+                f"outputs absent from a table of {table.size} distinct outputs of {INPUT_NAMES[other]}; "
+                f"P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
+                1 - other,
+                contains,
+            )
+        )
     return sets

@@ -21,8 +21,8 @@ evaluated on held-out samples, so outputs of x' wrongly called "impossible" are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -18,8 +18,8 @@ Built-in subjects (`build_subject` by name):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Callable
 
 import numpy as np
 
@@ -97,20 +97,34 @@ class AuditSubject:
             direction = centre - other
             families += [
                 ThresholdFamily("projection", "<y, f(x) - f(x')>", fixed_statistic(lambda y: y @ direction)),
-                ThresholdFamily("nearest-centre", "|y - f(x')| - |y - f(x)|", fixed_statistic(
-                    lambda y: np.linalg.norm(y - other, axis=-1) - np.linalg.norm(y - centre, axis=-1))),
-                ThresholdFamily("norm-ball-x", "|y - f(x)|", fixed_statistic(lambda y: np.linalg.norm(y - centre, axis=-1))),
-                ThresholdFamily("norm-ball-x'", "|y - f(x')|", fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1))),
+                ThresholdFamily(
+                    "nearest-centre",
+                    "|y - f(x')| - |y - f(x)|",
+                    fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1) - np.linalg.norm(y - centre, axis=-1)),
+                ),
+                ThresholdFamily(
+                    "norm-ball-x", "|y - f(x)|", fixed_statistic(lambda y: np.linalg.norm(y - centre, axis=-1))
+                ),
+                ThresholdFamily(
+                    "norm-ball-x'", "|y - f(x')|", fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1))
+                ),
                 ThresholdFamily("output-norm", "|y|", fixed_statistic(lambda y: np.linalg.norm(y, axis=-1))),
             ]
         if self.log_ratio is not None:
             # Rounded to 9 decimals: the float noise of evaluating the ratio (which follows the
             # outputs' low bits) must not turn this density event into a bit-pattern one.
             log_ratio = self.log_ratio
-            families.append(ThresholdFamily("likelihood-ratio", "log p(y|x)/p(y|x')",
-                                            fixed_statistic(lambda y: np.round(log_ratio(y), 9))))
+            families.append(
+                ThresholdFamily(
+                    "likelihood-ratio", "log p(y|x)/p(y|x')", fixed_statistic(lambda y: np.round(log_ratio(y), 9))
+                )
+            )
         if self.classes is not None:
-            name, label = ("bit-pattern", "bit-pattern classes") if self.output == "real" else ("outcome-classes", "outcome classes")
+            name, label = (
+                ("bit-pattern", "bit-pattern classes")
+                if self.output == "real"
+                else ("outcome-classes", "outcome classes")
+            )
             families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
         if self.output == "real":
             families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
@@ -120,8 +134,12 @@ class AuditSubject:
 
     def describe(self) -> dict:
         return {
-            "mechanism": self.name, "options": self.options, "sampler": self.sampler,
-            "claimed_epsilon": self.epsilon, "claimed_delta": self.delta, "neighbours": list(self.inputs),
+            "mechanism": self.name,
+            "options": self.options,
+            "sampler": self.sampler,
+            "claimed_epsilon": self.epsilon,
+            "claimed_delta": self.delta,
+            "neighbours": list(self.inputs),
         }
 
 
@@ -204,13 +222,26 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
     def log_ratio(reports):
         return oracle.log_probability(reports, 0) - oracle.log_probability(reports, 1)
 
-    common = dict(epsilon=oracle.epsilon, inputs=("category 0", "category 1"), draw=draw,
-                  log_ratio=log_ratio, options={"k": oracle.k})
+    common = dict(
+        epsilon=oracle.epsilon,
+        inputs=("category 0", "category 1"),
+        draw=draw,
+        log_ratio=log_ratio,
+        options={"k": oracle.k},
+    )
     if isinstance(oracle, GeneralizedRR):
-        return AuditSubject(name="grr", delta=0.0, sampler="discrete", output="discrete",
-                            classes=lambda reports: np.asarray(reports, dtype=np.int64), **common)
+        return AuditSubject(
+            name="grr",
+            delta=0.0,
+            sampler="discrete",
+            output="discrete",
+            classes=lambda reports: np.asarray(reports, dtype=np.int64),
+            **common,
+        )
     if isinstance(oracle, OptimizedUnaryEncoding):
-        return AuditSubject(name="oue", delta=0.0, sampler="discrete", output="discrete", classes=_packed_bits, **common)
+        return AuditSubject(
+            name="oue", delta=0.0, sampler="discrete", output="discrete", classes=_packed_bits, **common
+        )
     if isinstance(oracle, HistogramEncoding):
         entry = oracle.entry
         b0, b1 = entry.bias_coefficients
@@ -223,18 +254,27 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
             # scalar mechanism on input encoded[c][j].
             def producible(reports, which):
                 reports = np.asarray(reports, dtype=float)
-                return (inverter.producible(reports[:, 0], encoded[which][0])
-                        & inverter.producible(reports[:, 1], encoded[which][1]))
+                return inverter.producible(reports[:, 0], encoded[which][0]) & inverter.producible(
+                    reports[:, 1], encoded[which][1]
+                )
+
         name, options = _mechanism_label(entry)
-        return AuditSubject(name=f"histogram[{name}]", delta=oracle.delta or 0.0, sampler=sampler_name(entry),
-                            output="vector", centres=centres, producible=producible,
-                            **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}})
+        return AuditSubject(
+            name=f"histogram[{name}]",
+            delta=oracle.delta or 0.0,
+            sampler=sampler_name(entry),
+            output="vector",
+            centres=centres,
+            producible=producible,
+            **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
+        )
     raise LDPValueError(f"no audit subject for frequency oracle {oracle.name!r}")
 
 
 # --- vector noise --------------------------------------------------------------------------------
-def gaussian_vector_subject(epsilon: float, delta: float, dims: int = 10, sensitivity: float = 1.0,
-                            sigma: float | None = None) -> AuditSubject:
+def gaussian_vector_subject(
+    epsilon: float, delta: float, dims: int = 10, sensitivity: float = 1.0, sigma: float | None = None
+) -> AuditSubject:
     """x = 0 and x' = D e_1 in R^d with N(0, s^2 I) noise. s defaults to the analytic calibration
     for (epsilon, delta) at sensitivity D; passing `sigma` audits another noise level against the
     same claim (e.g. half the required one)."""
@@ -253,15 +293,23 @@ def gaussian_vector_subject(epsilon: float, delta: float, dims: int = 10, sensit
         return noise
 
     def log_ratio(y):
-        return ((np.sum((y - centres[1]) ** 2, axis=-1) - np.sum((y - centres[0]) ** 2, axis=-1))
-                / (2.0 * sigma * sigma))
+        return (np.sum((y - centres[1]) ** 2, axis=-1) - np.sum((y - centres[0]) ** 2, axis=-1)) / (2.0 * sigma * sigma)
 
     options = {"dims": dims, "sensitivity": sensitivity, "sigma": sigma}
     if sigma != calibrated:
         options["calibrated_sigma"] = calibrated
-    return AuditSubject(name="gaussian-vector", epsilon=epsilon, delta=delta, sampler="continuous",
-                        inputs=("f(x) = 0", f"f(x') = {sensitivity:g} e_1"), draw=draw, output="vector",
-                        log_ratio=log_ratio, centres=centres, options=options)
+    return AuditSubject(
+        name="gaussian-vector",
+        epsilon=epsilon,
+        delta=delta,
+        sampler="continuous",
+        inputs=("f(x) = 0", f"f(x') = {sensitivity:g} e_1"),
+        draw=draw,
+        output="vector",
+        log_ratio=log_ratio,
+        centres=centres,
+        options=options,
+    )
 
 
 # --- by name -------------------------------------------------------------------------------------
@@ -292,8 +340,9 @@ def _with_sampler(cls: type, name: str, sampler: str | None) -> dict:
     raise LDPValueError(f"{name} has no {sampler!r} sampler in this version; available: continuous")
 
 
-def build_subject(name, epsilon: float | None = None, delta: float | None = None, *, sampler: str | None = None,
-                  **options) -> AuditSubject:
+def build_subject(
+    name, epsilon: float | None = None, delta: float | None = None, *, sampler: str | None = None, **options
+) -> AuditSubject:
     """The audit subject for a name from `available()` (or a Mechanism, FrequencyOracle or
     AuditSubject passed through). Options go to the mechanism (e.g. estimator="debiased"), the
     oracle (k, default 4; mechanism for histogram) or the vector noise (dims)."""
@@ -325,14 +374,18 @@ def build_subject(name, epsilon: float | None = None, delta: float | None = None
             raise LDPValueError("gaussian-vector has only the continuous sampler")
         unknown = set(options) - {"dims", "sensitivity"}
         if unknown:
-            raise LDPValueError(f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity")
+            raise LDPValueError(
+                f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity"
+            )
         return gaussian_vector_subject(epsilon, delta, **options)
     if key == LDPVEC:  # the base mechanism's sampler option is the angle and magnitude sampler
         from ldpfed.directional.audit_subject import ldpvec_subject
 
         unknown = set(options) - set(LDPVEC_OPTIONS)
         if unknown:
-            raise LDPValueError(f"ldpvec does not take option(s) {sorted(unknown)}; allowed: {', '.join(LDPVEC_OPTIONS)}")
+            raise LDPValueError(
+                f"ldpvec does not take option(s) {sorted(unknown)}; allowed: {', '.join(LDPVEC_OPTIONS)}"
+            )
         base = str(options.pop("base", "laplace")).strip().lower()
         extra = _with_sampler(mechanisms.get_class(base), f"ldpvec[{base}]", sampler)
         return ldpvec_subject(base, epsilon, delta, **options, **extra)

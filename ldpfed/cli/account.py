@@ -47,9 +47,16 @@ def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, acc
     accountant = "joint" if accountant is None else str(accountant).strip().lower()
     if accountant not in PLRVO_ACCOUNTANTS:
         raise LDPValueError(f"plrvo's --accountant must be one of {', '.join(PLRVO_ACCOUNTANTS)}, got {accountant!r}")
-    noise = PLRVO(check_positive_int(params, "--params"), k=k, theta=theta, clip=clip,
-                  sample_rate=1.0 if sample_rate is None else sample_rate, steps=rounds, delta=target_delta,
-                  sampler="safe" if sampler is None else sampler)
+    noise = PLRVO(
+        check_positive_int(params, "--params"),
+        k=k,
+        theta=theta,
+        clip=clip,
+        sample_rate=1.0 if sample_rate is None else sample_rate,
+        steps=rounds,
+        delta=target_delta,
+        sampler="safe" if sampler is None else sampler,
+    )
     event = PlrvoDpEvent(noise.k, noise.theta, noise.clip, noise.dims, noise.sample_rate, noise.sampler)
     if accountant == "rdp":
         spent = create_accountant("rdp").compose(SelfComposedDpEvent(event, rounds)).spent(target_delta)
@@ -57,12 +64,26 @@ def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, acc
     else:
         epsilon, order = noise.epsilon(accountant)
     return {
-        "mechanism": "plrvo", "accountant": accountant, "accountant_description": PLRVO_ACCOUNTANTS[accountant],
-        "rounds": rounds, "k": noise.k, "theta": noise.theta, "clip": noise.clip, "params": noise.dims,
-        "sample_rate": noise.sample_rate, "mean_abs_noise": noise.mean_abs(), "target_delta": target_delta,
-        "event": event_to_dict(event), "epsilon": epsilon, "delta": target_delta, "order": order,
-        "private": True, "sound": accountant != "paper", "reasons": [],
-        "sampler": noise.sampler, "sampler_description": noise.sampler_description,
+        "mechanism": "plrvo",
+        "accountant": accountant,
+        "accountant_description": PLRVO_ACCOUNTANTS[accountant],
+        "rounds": rounds,
+        "k": noise.k,
+        "theta": noise.theta,
+        "clip": noise.clip,
+        "params": noise.dims,
+        "sample_rate": noise.sample_rate,
+        "mean_abs_noise": noise.mean_abs(),
+        "target_delta": target_delta,
+        "event": event_to_dict(event),
+        "epsilon": epsilon,
+        "delta": target_delta,
+        "order": order,
+        "private": True,
+        "sound": accountant != "paper",
+        "reasons": [],
+        "sampler": noise.sampler,
+        "sampler_description": noise.sampler_description,
     }
 
 
@@ -92,26 +113,40 @@ def inid_profile_record(noise) -> dict | None:
     if noise is None:
         return None
     if noise.floating_point_safe:
-        sampler = (f"{noise.sampler_description}: accounted as its discrete Gaussian's RDP curve plus the "
-                   "sampler's float slack (float_slack)")
+        sampler = (
+            f"{noise.sampler_description}: accounted as its discrete Gaussian's RDP curve plus the "
+            "sampler's float slack (float_slack)"
+        )
     else:
-        sampler = ("continuous: this command accounts the (Poisson-sampled) continuous Gaussian, NOT floating-point "
-                   "safe; --sampler safe accounts the safe sampler (discrete Gaussian, rdp, no sampling)")
-    return {"dims": noise.dims, "l1_profile": float(noise.profile.sum()), "scale_min": float(noise.scales.min()),
-            "scale_max": float(noise.scales.max()), "mse_per_round": noise.mse(), "sampler": sampler,
-            "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile"}
+        sampler = (
+            "continuous: this command accounts the (Poisson-sampled) continuous Gaussian, NOT floating-point "
+            "safe; --sampler safe accounts the safe sampler (discrete Gaussian, rdp, no sampling)"
+        )
+    return {
+        "dims": noise.dims,
+        "l1_profile": float(noise.profile.sum()),
+        "scale_min": float(noise.scales.min()),
+        "scale_max": float(noise.scales.max()),
+        "mse_per_round": noise.mse(),
+        "sampler": sampler,
+        "note": "the profile sets the noise scales only: Mahalanobis sensitivity 1/z whatever the profile",
+    }
 
 
 def safe_inid_event(noise, epsilon, delta, sample_rate, accountant: str):
     """One round of the safe i.n.i.d. Gaussian given by its noise multiplier: its own event (the
     discrete Gaussian with its sampler's float slack over the profile's d coordinates)."""
     if noise is None:
-        raise LDPValueError(f"inid-gaussian --sampler safe needs {' or '.join(PROFILE_OPTIONS)} (its float slack grows "
-                            "with the number of coordinates)")
+        raise LDPValueError(
+            f"inid-gaussian --sampler safe needs {' or '.join(PROFILE_OPTIONS)} (its float slack grows "
+            "with the number of coordinates)"
+        )
     if epsilon is not None or delta is not None or sample_rate is not None:
-        raise LDPValueError("inid-gaussian --sampler safe is accounted by --noise-multiplier alone (no --epsilon, "
-                            "--delta or --sample-rate: the discrete Gaussian has no Poisson-subsampled bound in "
-                            "ldpfed)")
+        raise LDPValueError(
+            "inid-gaussian --sampler safe is accounted by --noise-multiplier alone (no --epsilon, "
+            "--delta or --sample-rate: the discrete Gaussian has no Poisson-subsampled bound in "
+            "ldpfed)"
+        )
     if accountant != "rdp":
         raise LDPValueError(f"inid-gaussian --sampler safe is accounted by the rdp accountant only, not {accountant}")
     return noise.event()
@@ -127,8 +162,13 @@ def round_cost(mechanism: str, epsilon, delta, noise_multiplier, sample_rate, ac
             f"--delta is the per-round delta of basic/advanced composition; the {accountant} accountant "
             "reports eps at --target-delta"
         )
-    event = round_event(mechanism, epsilon=epsilon, delta=None if bare_gaussian else delta,
-                        noise_multiplier=noise_multiplier, sample_rate=sample_rate)
+    event = round_event(
+        mechanism,
+        epsilon=epsilon,
+        delta=None if bare_gaussian else delta,
+        noise_multiplier=noise_multiplier,
+        sample_rate=sample_rate,
+    )
     if bare_gaussian and needs_guarantee:
         if delta is None:
             raise LDPValueError(f"the {accountant} accountant needs the per-round --delta of a Gaussian round")
@@ -151,13 +191,22 @@ def noise_multiplier_of(event) -> float | None:
 @handle_errors
 def account_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`), or none."),
-    epsilon: float = typer.Option(None, "--epsilon", "-e", help="Budget per round (pure mechanisms; Gaussian with --delta)."),
+    epsilon: float = typer.Option(
+        None, "--epsilon", "-e", help="Budget per round (pure mechanisms; Gaussian with --delta)."
+    ),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier", "-z", help="Gaussian: noise sd / sensitivity."),
-    delta: float = typer.Option(None, "--delta", help="Per-round delta (Gaussian calibration, or basic/advanced composition)."),
+    delta: float = typer.Option(
+        None, "--delta", help="Per-round delta (Gaussian calibration, or basic/advanced composition)."
+    ),
     rounds: int = typer.Option(..., "--rounds", "-T", help="Rounds the client takes part in."),
-    sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="Gaussian: Poisson sampling probability per round."),
+    sample_rate: float = typer.Option(
+        None, "--sample-rate", "-q", help="Gaussian: Poisson sampling probability per round."
+    ),
     accountant: str = typer.Option(
-        None, "--accountant", "-a", help=f"One of {', '.join(ACCOUNTANTS)} (default pld); plrvo: joint (default), paper, rdp."
+        None,
+        "--accountant",
+        "-a",
+        help=f"One of {', '.join(ACCOUNTANTS)} (default pld); plrvo: joint (default), paper, rdp.",
     ),
     target_delta: float = typer.Option(
         DEFAULT_DELTA_TARGET, "--target-delta", help="delta of the reported eps (rdp, pld; advanced's slack)."
@@ -166,12 +215,17 @@ def account_command(
     theta: float = typer.Option(None, "--theta", help="plrvo: Gamma scale theta of the inverse scale."),
     clip: float = typer.Option(None, "--clip", help="plrvo: per-example L2 clip C (default 1)."),
     params: int = typer.Option(None, "--params", help="plrvo: number of model parameters n."),
-    layers: str = typer.Option(None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."),
+    layers: str = typer.Option(
+        None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."
+    ),
     profile: str = typer.Option(None, "--profile", help="inid-gaussian: file of per-coordinate sensitivities D_i."),
     sampler: str = typer.Option(
-        None, "--sampler", help="plrvo: safe (default; accounts what the safe sampler draws) | continuous (NOT "
+        None,
+        "--sampler",
+        help="plrvo: safe (default; accounts what the safe sampler draws) | continuous (NOT "
         "floating-point safe). inid-gaussian: continuous (default; the sampled Gaussian) | safe (the discrete "
-        "Gaussian with its float slack; needs --layers/--profile, rdp, no --sample-rate)."),
+        "Gaussian with its float slack; needs --layers/--profile, rdp, no --sample-rate).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
@@ -185,16 +239,20 @@ def account_command(
         raise LDPValueError(f"{' and '.join(PROFILE_OPTIONS)} apply to inid-gaussian only")
     if key == "plrvo":
         if epsilon is not None or noise_multiplier is not None or delta is not None:
-            raise LDPValueError("plrvo is accounted from --k, --theta, --clip, --params (no --epsilon, --noise-multiplier, --delta)")
+            raise LDPValueError(
+                "plrvo is accounted from --k, --theta, --clip, --params (no --epsilon, --noise-multiplier, --delta)"
+            )
         clip = 1.0 if clip is None else check_positive(clip, "--clip")
         result = plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant, sampler)
         if as_json:
             print_json(result)
             return
-        console.print(f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
-                      f"n={result['params']}, q={result['sample_rate']:g}, sampler {result['sampler']}), "
-                      f"{result['accountant_description']}: "
-                      f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}")
+        console.print(
+            f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
+            f"n={result['params']}, q={result['sample_rate']:g}, sampler {result['sampler']}), "
+            f"{result['accountant_description']}: "
+            f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}"
+        )
         return
     if sampler is not None and key != "inid-gaussian":
         raise LDPValueError("--sampler applies to plrvo and inid-gaussian only")
@@ -205,8 +263,9 @@ def account_command(
     if key == "inid-gaussian" and (noise_multiplier is not None or safe):
         if noise_multiplier is None:
             raise LDPValueError("inid-gaussian is accounted by its --noise-multiplier")
-        noise = inid_noise(layers, profile, check_positive(noise_multiplier, "--noise-multiplier"),
-                           "safe" if safe else "continuous")
+        noise = inid_noise(
+            layers, profile, check_positive(noise_multiplier, "--noise-multiplier"), "safe" if safe else "continuous"
+        )
     if safe:
         event = safe_inid_event(noise, epsilon, delta, sample_rate, chosen.name)
     else:
@@ -226,12 +285,18 @@ def account_command(
         "sample_rate": sample_rate,
         "target_delta": target_delta,
         "event": event_to_dict(event),
-        **{name: value for name, value in spent.to_dict().items()
-           if name != "accountant" and not name.startswith("float_slack")},
+        **{
+            name: value
+            for name, value in spent.to_dict().items()
+            if name != "accountant" and not name.startswith("float_slack")
+        },
     }
     if spent.private:  # the samplers' float slack composed into epsilon (ldpfed.accounting.float_slack)
-        result["float_slack"] = {"epsilon": spent.float_slack_epsilon, "delta": spent.float_slack_delta,
-                                 "rule": SLACK_RULE if spent.float_slack_epsilon else "no sampler slack to compose"}
+        result["float_slack"] = {
+            "epsilon": spent.float_slack_epsilon,
+            "delta": spent.float_slack_delta,
+            "rule": SLACK_RULE if spent.float_slack_epsilon else "no sampler slack to compose",
+        }
     if key == "inid-gaussian":
         result["sampler"] = "safe" if safe else "continuous"
         result["profile"] = inid_profile_record(noise)
@@ -245,7 +310,9 @@ def account_command(
     table.add_row(chosen.name, shown, "" if spent.delta is None else f"{spent.delta:.3g}", str(spent.private))
     console.print(table)
     if spent.private and spent.float_slack_epsilon:
-        console.print(f"included: the sampler's float slack, eps {spent.float_slack_epsilon:.3g} and delta "
-                      f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.accounting.float_slack)")
+        console.print(
+            f"included: the sampler's float slack, eps {spent.float_slack_epsilon:.3g} and delta "
+            f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.accounting.float_slack)"
+        )
     for why in spent.reasons:
         console.print(f"not private: {why}")

@@ -17,8 +17,9 @@ from ldpfed.validation import LDPValueError, check_positive_int
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
 
 
-def _options(mechanism: str, estimator, calibration, categories: int, dims: int | None = None,
-             ldpvec: dict | None = None) -> dict:
+def _options(
+    mechanism: str, estimator, calibration, categories: int, dims: int | None = None, ldpvec: dict | None = None
+) -> dict:
     """The variant options that apply to `mechanism` (unused ones are ignored, as in `compare`)."""
     key = mechanism.strip().lower().replace("_", "-")
     options = {}
@@ -35,7 +36,9 @@ def _options(mechanism: str, estimator, calibration, categories: int, dims: int 
         options["k"] = categories
     if dims is not None:
         if key not in ("gaussian-vector", "ldpvec", *GRADIENT_NOISES):
-            raise LDPValueError(f"--dims applies to the vector noises ({', '.join(('gaussian-vector', 'ldpvec', *GRADIENT_NOISES))})")
+            raise LDPValueError(
+                f"--dims applies to the vector noises ({', '.join(('gaussian-vector', 'ldpvec', *GRADIENT_NOISES))})"
+            )
         options["dims"] = check_positive_int(dims, "--dims")
     return options
 
@@ -47,38 +50,68 @@ def audit_command(
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="Claimed budget per value (per report for oracles)."),
     delta: float = typer.Option(None, "--delta", help="Claimed delta (approximate mechanisms only)."),
     sampler: str = typer.Option(None, "--sampler", help="safe | continuous (default: the mechanism's default)."),
-    samples: int = typer.Option(DEFAULT_SAMPLES, "--samples", "-n", help="Draws per neighbouring input (half select events, half bound them)."),
+    samples: int = typer.Option(
+        DEFAULT_SAMPLES, "--samples", "-n", help="Draws per neighbouring input (half select events, half bound them)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the draws."),
     confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--confidence", help="Joint confidence of the lower bound."),
     estimator: str = typer.Option(None, "--estimator", help="square-wave: raw | debiased."),
     calibration: str = typer.Option(None, "--calibration", help="gaussian: analytic | classic."),
-    categories: int = typer.Option(DEFAULT_CATEGORIES, "--categories", "-k", help="Categories k of a frequency oracle."),
+    categories: int = typer.Option(
+        DEFAULT_CATEGORIES, "--categories", "-k", help="Categories k of a frequency oracle."
+    ),
     dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10; ldpvec 4)."),
     base: str = typer.Option(None, "--base", help="ldpvec: its base scalar mechanism (default laplace)."),
     magnitude: str = typer.Option(None, "--magnitude", help="ldpvec: split | normalize | exact-unsafe."),
-    release: str = typer.Option(None, "--release", help="ldpvec: cartesian | polar | offsets (gaussian angles, the "
-                                "floating-point event)."),
+    release: str = typer.Option(
+        None, "--release", help="ldpvec: cartesian | polar | offsets (gaussian angles, the floating-point event)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""
-    result = audit(mechanism, epsilon, delta, sampler=sampler, samples=samples, seed=seed, confidence=confidence,
-                   **_options(mechanism, estimator, calibration, categories, dims,
-                              {"base": base, "magnitude": magnitude, "release": release}))
+    result = audit(
+        mechanism,
+        epsilon,
+        delta,
+        sampler=sampler,
+        samples=samples,
+        seed=seed,
+        confidence=confidence,
+        **_options(
+            mechanism,
+            estimator,
+            calibration,
+            categories,
+            dims,
+            {"base": base, "magnitude": magnitude, "release": release},
+        ),
+    )
     if as_json:
         print_json(result.to_dict())
     else:
-        table = Table(title=f"audit of {escape(result.mechanism)} (sampler {result.sampler}), neighbours "
-                            f"{result.neighbours[0]} / {result.neighbours[1]}, {result.samples} draws each")
+        table = Table(
+            title=f"audit of {escape(result.mechanism)} (sampler {result.sampler}), neighbours "
+            f"{result.neighbours[0]} / {result.neighbours[1]}, {result.samples} draws each"
+        )
         for column in ("family", "event chosen on the selection half", "hits (num / den)", "eps_lower"):
             table.add_column(column)
         for row in result.events:
-            table.add_row(row["family"], escape(row["event"]),
-                          f"{row['hits_numerator']}/{row['draws_numerator']} vs {row['hits_denominator']}/{row['draws_denominator']}",
-                          f"{row['epsilon_lower']:.4f}")
+            table.add_row(
+                row["family"],
+                escape(row["event"]),
+                f"{row['hits_numerator']}/{row['draws_numerator']} vs {row['hits_denominator']}/{row['draws_denominator']}",
+                f"{row['epsilon_lower']:.4f}",
+            )
         console.print(table)
-        claim = f"eps = {result.claimed_epsilon:g}" + (f", delta = {result.claimed_delta:g}" if result.claimed_delta else "")
-        console.print(f"{result.verdict.upper()}: eps_lower = {result.epsilon_lower:.4f} at {result.confidence:g} "
-                      f"confidence against the claimed {claim}; event: {result.event}", highlight=False, markup=False)
+        claim = f"eps = {result.claimed_epsilon:g}" + (
+            f", delta = {result.claimed_delta:g}" if result.claimed_delta else ""
+        )
+        console.print(
+            f"{result.verdict.upper()}: eps_lower = {result.epsilon_lower:.4f} at {result.confidence:g} "
+            f"confidence against the claimed {claim}; event: {result.event}",
+            highlight=False,
+            markup=False,
+        )
     if result.verdict == "fail":
         raise typer.Exit(code=EXIT_AUDIT_FAILED)

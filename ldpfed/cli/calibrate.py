@@ -24,13 +24,19 @@ def calibrate_command(
     dims: int = typer.Option(None, "--dims", "-d", help="Coordinates M (parameters n for PLRV-O)."),
     clip: float = typer.Option(1.0, "--clip", help="Sensitivity: L2 clip C (one layer for the i.n.i.d. noises)."),
     k: float = typer.Option(None, "--k", help="Product noise: k > 1 (searched from --delta when not given)."),
-    layers: str = typer.Option(None, "--layers", help="i.n.i.d.: per-layer clipping C1:d1,C2:d2,... (D_i = C_l/sqrt(d_l))."),
+    layers: str = typer.Option(
+        None, "--layers", help="i.n.i.d.: per-layer clipping C1:d1,C2:d2,... (D_i = C_l/sqrt(d_l))."
+    ),
     profile: str = typer.Option(None, "--profile", help="i.n.i.d.: file of per-coordinate sensitivities D_i."),
-    sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."),
+    sample_rate: float = typer.Option(
+        None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."
+    ),
     steps: int = typer.Option(None, "--steps", "-T", help="PLRV-O: DP-SGD steps (default 1)."),
     sampler: str = typer.Option(
-        None, "--sampler",
-        help="safe | continuous (default: safe for the i.n.i.d. noises; continuous is NOT floating-point safe)."),
+        None,
+        "--sampler",
+        help="safe | continuous (default: safe for the i.n.i.d. noises; continuous is NOT floating-point safe).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Calibrate a gradient noise from the literature to a privacy target."""
@@ -48,12 +54,23 @@ def calibrate_command(
         raise LDPValueError(f"{' and '.join(PLRVO_ONLY)} apply to plrvo only")
     if layers is not None and profile is not None:
         raise LDPValueError("give --layers or --profile, not both")
-    sensitivities = parse_layers(layers) if layers is not None else read_profile(profile) if profile is not None else None
+    sensitivities = (
+        parse_layers(layers) if layers is not None else read_profile(profile) if profile is not None else None
+    )
     if sensitivities is not None and key not in ("inid-gaussian", "inid-laplace"):
         raise LDPValueError("--layers/--profile apply to the i.n.i.d. noises only")
-    noise = calibrate(key, epsilon=epsilon, delta=delta, dims=dims, clip=clip, k=k, profile=sensitivities,
-                      sample_rate=1.0 if sample_rate is None else sample_rate, steps=1 if steps is None else steps,
-                      sampler=sampler)
+    noise = calibrate(
+        key,
+        epsilon=epsilon,
+        delta=delta,
+        dims=dims,
+        clip=clip,
+        k=k,
+        profile=sensitivities,
+        sample_rate=1.0 if sample_rate is None else sample_rate,
+        steps=1 if steps is None else steps,
+        sampler=sampler,
+    )
     record = {"mechanism": noise.name, **noise.describe()}
     record.pop("name")
     if as_json:

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import typer
@@ -34,8 +34,14 @@ HEADER_HELP = "CSV files: the first row is (not) a header. Default: a header whe
 def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progress:
     """The bar shown during long work: on stderr, so stdout stays clean for --json."""
     return Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-        *extra_columns, console=error_console, transient=transient,
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        *extra_columns,
+        console=error_console,
+        transient=transient,
     )
 
 
@@ -51,8 +57,9 @@ def show_results(rows: list, table: Callable, *, as_json: bool, out, files: list
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print `error: message` on stderr as one line and exit with `code` (2: bad input, nothing written)."""
-    error_console.print(f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", highlight=False,
-                        soft_wrap=True, emoji=False)
+    error_console.print(
+        f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", highlight=False, soft_wrap=True, emoji=False
+    )
     raise typer.Exit(code=code)
 
 
@@ -89,16 +96,32 @@ def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
         raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None
 
 
-def read_data(spec: str, *, users, dims, seed: int, domain: tuple[float, float], header: bool | None,
-              out_of_domain: str, rng: np.random.Generator | None = None) -> Tuples:
+def read_data(
+    spec: str,
+    *,
+    users,
+    dims,
+    seed: int,
+    domain: tuple[float, float],
+    header: bool | None,
+    out_of_domain: str,
+    rng: np.random.Generator | None = None,
+) -> Tuples:
     """Tuple data for a command (`ldpfed.data.read_tuples`), with "what was read" on stderr.
 
     Synthetic sets draw from `rng` (default `default_rng(seed)`); `out_of_domain` is the CLI's
     name (error | clip). For any command that reads tuples (predict, compare, simulate).
     """
     rng = np.random.default_rng(seed) if rng is None else rng
-    tuples = read_tuples(spec, users=users, dims=dims, rng=rng, domain=domain,
-                         header=header, out_of_domain=out_of_domain_policy(out_of_domain))
+    tuples = read_tuples(
+        spec,
+        users=users,
+        dims=dims,
+        rng=rng,
+        domain=domain,
+        header=header,
+        out_of_domain=out_of_domain_policy(out_of_domain),
+    )
     seeded = f" (seed {seed})" if tuples.source.startswith("synthetic") else ""
     error_console.print(f"data: {tuples.description}{seeded}", highlight=False, soft_wrap=True, markup=False)
     return tuples
@@ -118,8 +141,12 @@ def progress_steps(label: str, total: int):
     def advance(text=None):
         done[0] += 1
         if text is not None:
-            error_console.print(f"{label}: {done[0]}/{total} {text} ({time.perf_counter() - start:.1f} s)",
-                                highlight=False, soft_wrap=True, markup=False)
+            error_console.print(
+                f"{label}: {done[0]}/{total} {text} ({time.perf_counter() - start:.1f} s)",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
 
     yield advance
 

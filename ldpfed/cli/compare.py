@@ -16,7 +16,6 @@ import math
 from importlib.metadata import entry_points
 
 import numpy as np
-
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -24,6 +23,7 @@ from rich.table import Table
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
@@ -39,7 +39,6 @@ from ldpfed.cli.common import (
     scale_note,
     show_results,
 )
-from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
@@ -52,13 +51,33 @@ TASKS = ("mean", "train", "frequency")
 DEFAULT_USERS, DEFAULT_DIMS = 20000, 20
 TASK_PLUGIN_GROUP = "ldpfed.compare_tasks"
 MEAN_DEFAULTS = {
-    "mechanism": "laplace,piecewise", "epsilons": "0.5,1,2,4", "aggregators": ",".join(aggregation.available()),
-    "data": "gaussian", "domain": "-1,1", "repeats": 5, "l2_reference": "bound", "deviation": "plug-in",
+    "mechanism": "laplace,piecewise",
+    "epsilons": "0.5,1,2,4",
+    "aggregators": ",".join(aggregation.available()),
+    "data": "gaussian",
+    "domain": "-1,1",
+    "repeats": 5,
+    "l2_reference": "bound",
+    "deviation": "plug-in",
 }
 MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
 MEAN_FILES = ["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
-TRAIN_ONLY = ("model", "clients", "rounds", "local_steps", "lr", "batch_size", "clip", "partition", "fraction",
-              "engine", "cpus", "data_dir", "nodes", "device")
+TRAIN_ONLY = (
+    "model",
+    "clients",
+    "rounds",
+    "local_steps",
+    "lr",
+    "batch_size",
+    "clip",
+    "partition",
+    "fraction",
+    "engine",
+    "cpus",
+    "data_dir",
+    "nodes",
+    "device",
+)
 
 
 def _task_runner(task: str):
@@ -97,44 +116,91 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
 @app.command("compare")
 @handle_errors
 def compare(
-    mechanism: str | None = typer.Option(None, "--mechanism", "-m", help="Comma-separated mechanism names (mean: laplace,piecewise; train: laplace; train also takes none)."),
-    epsilons: str | None = typer.Option(None, "--epsilons", "-e", help="Comma-separated budgets: per user (mean: 0.5,1,2,4) or per client and round (train: 1.5,4.9,15.3)."),
+    mechanism: str | None = typer.Option(
+        None,
+        "--mechanism",
+        "-m",
+        help="Comma-separated mechanism names (mean: laplace,piecewise; train: laplace; train also takes none).",
+    ),
+    epsilons: str | None = typer.Option(
+        None,
+        "--epsilons",
+        "-e",
+        help="Comma-separated budgets: per user (mean: 0.5,1,2,4) or per client and round (train: 1.5,4.9,15.3).",
+    ),
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
     ),
-    data: str | None = typer.Option(None, "--data", help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP),
-    domain: str | None = typer.Option(None, "--domain", help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale)."),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; "
+        + frequency_cli.DATA_HELP,
+    ),
+    domain: str | None = typer.Option(
+        None,
+        "--domain",
+        help="mean: declared data domain LOW,HIGH of a data file (default -1,1; MSE stays on the [-1, 1] scale).",
+    ),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
-    users: int | None = typer.Option(None, "--users", "-n", help=f"mean: users (synthetic default {DEFAULT_USERS}; a file's rows)."),
-    dims: int | None = typer.Option(None, "--dims", "-d", help=f"mean: dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."),
-    report_dims: int | None = typer.Option(None, "--report-dims", "-k", help="Dimensions reported (mean default: all; train default: Wang's m)."),
-    repeats: int | None = typer.Option(None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."),
+    users: int | None = typer.Option(
+        None, "--users", "-n", help=f"mean: users (synthetic default {DEFAULT_USERS}; a file's rows)."
+    ),
+    dims: int | None = typer.Option(
+        None, "--dims", "-d", help=f"mean: dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."
+    ),
+    report_dims: int | None = typer.Option(
+        None, "--report-dims", "-k", help="Dimensions reported (mean default: all; train default: Wang's m)."
+    ),
+    repeats: int | None = typer.Option(
+        None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of data and of every repetition's stream."),
     delta: float | None = typer.Option(None, "--delta", help="delta of approximate mechanisms."),
-    deviation: str = typer.Option("plug-in", "--deviation", help="Deviation model: plug-in (from reports/updates) or model."),
+    deviation: str = typer.Option(
+        "plug-in", "--deviation", help="Deviation model: plug-in (from reports/updates) or model."
+    ),
     alpha: float = typer.Option(0.95, "--alpha", help="Confidence level of the regularization weights."),
-    l2_reference: str | None = typer.Option(None, "--l2-reference", help="mean: L2 reference m_j: bound (domain, default) or estimate (|theta_hat|)."),
+    l2_reference: str | None = typer.Option(
+        None, "--l2-reference", help="mean: L2 reference m_j: bound (domain, default) or estimate (|theta_hat|)."
+    ),
     estimator: str | None = typer.Option(None, "--estimator", help="mean: square-wave estimator raw or debiased."),
-    chunk_users: int | None = typer.Option(None, "--chunk-users", help="mean: users perturbed per chunk (default ~2^20 values)."),
+    chunk_users: int | None = typer.Option(
+        None, "--chunk-users", help="mean: users perturbed per chunk (default ~2^20 values)."
+    ),
     model: str | None = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
     clients: int | None = typer.Option(None, "--clients", help="train: clients of each federation (default 10)."),
     rounds: int | None = typer.Option(None, "--rounds", help="train: rounds (default 5)."),
-    local_steps: int | None = typer.Option(None, "--local-steps", help="train: local SGD steps per round (default 10)."),
+    local_steps: int | None = typer.Option(
+        None, "--local-steps", help="train: local SGD steps per round (default 10)."
+    ),
     lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
     clip: float | None = typer.Option(None, "--clip", help="train: per-coordinate clipping bound C (default 0.05)."),
     partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
     fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
-    engine: str | None = typer.Option(None, "--engine", help="train: flower (default; Ray) | local (same code, no Flower; for big sweeps)."),
+    engine: str | None = typer.Option(
+        None, "--engine", help="train: flower (default; Ray) | local (same code, no Flower; for big sweeps)."
+    ),
     cpus: int | None = typer.Option(None, "--cpus", help="train, flower engine: CPUs Ray may use (0 = all)."),
     data_dir: str | None = typer.Option(None, "--data-dir", help="train: directory with mnist/cifar10 files."),
-    nodes: int | None = typer.Option(None, "--nodes", help="train: Flower nodes hosting the clients, each training its clients at once (0 = min(clients, CPUs))."),
+    nodes: int | None = typer.Option(
+        None,
+        "--nodes",
+        help="train: Flower nodes hosting the clients, each training its clients at once (0 = min(clients, CPUs)).",
+    ),
     device: str | None = typer.Option(None, "--device", help="train: where the nodes train: auto | cpu | cuda."),
     categories: str | None = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
-    task: str = typer.Option("mean", "--task", help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes)."),
+    task: str = typer.Option(
+        "mean",
+        "--task",
+        help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes).",
+    ),
     out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
 ) -> None:
     """Compare aggregators (mean, L1, L2, HDR4ME*, James-Stein) across mechanisms and budgets."""
@@ -191,16 +257,40 @@ def compare(
     out_of_domain_policy(out_of_domain)
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
         # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
-        tuples = read_data(data, users=users, dims=dims, seed=seed, domain=(low, high), header=header,
-                           out_of_domain=out_of_domain, rng=np.random.default_rng(data_seed(seed)))
+        tuples = read_data(
+            data,
+            users=users,
+            dims=dims,
+            seed=seed,
+            domain=(low, high),
+            header=header,
+            out_of_domain=out_of_domain,
+            rng=np.random.default_rng(data_seed(seed)),
+        )
         table = tuples.values
         report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
         result = _run_with_progress(
-            table, choices, eps_list, aggregator_names, report_dims, delta, deviation, alpha,
-            l2_reference, repeats, seed, chunk_users,
+            table,
+            choices,
+            eps_list,
+            aggregator_names,
+            report_dims,
+            delta,
+            deviation,
+            alpha,
+            l2_reference,
+            repeats,
+            seed,
+            chunk_users,
         )
-        config = {"task": task, "data": data, "domain": [low, high], "out_of_domain": out_of_domain, "seed": seed,
-                  **result.config}
+        config = {
+            "task": task,
+            "data": data,
+            "domain": [low, high],
+            "out_of_domain": out_of_domain,
+            "seed": seed,
+            **result.config,
+        }
         if not synthetic and (low, high) != (-1.0, 1.0):
             config["scale"] = scale_note((low, high))
         rows = json_rows(result)
@@ -211,17 +301,38 @@ def compare(
         console.print(config["scale"]["note"] + ".", highlight=False)
 
 
-def _run_with_progress(table, choices, eps_list, aggregator_names, report_dims, delta, deviation,
-                       alpha, l2_reference, repeats, seed, chunk_users) -> ExperimentResult:
+def _run_with_progress(
+    table,
+    choices,
+    eps_list,
+    aggregator_names,
+    report_dims,
+    delta,
+    deviation,
+    alpha,
+    l2_reference,
+    repeats,
+    seed,
+    chunk_users,
+) -> ExperimentResult:
     """The experiment with a progress bar, or (stderr not a terminal) one line per configuration."""
     labels = [f"{choice.label} eps={epsilon:g}" for choice in choices for epsilon in eps_list]  # the run's order
     # One text per repetition; the last repetition of a configuration carries its line.
     texts = iter([f"{label} done" if repeat == repeats - 1 else None for label in labels for repeat in range(repeats)])
     with progress_steps("compare", len(labels) * repeats) as advance:
         return run_mean_experiment(
-            table, choices, eps_list, aggregators=aggregator_names, report_dims=report_dims,
-            delta=delta, deviation=deviation, alpha=alpha, l2_reference=l2_reference,
-            repeats=repeats, seed=seed, chunk_users=chunk_users,
+            table,
+            choices,
+            eps_list,
+            aggregators=aggregator_names,
+            report_dims=report_dims,
+            delta=delta,
+            deviation=deviation,
+            alpha=alpha,
+            l2_reference=l2_reference,
+            repeats=repeats,
+            seed=seed,
+            chunk_users=chunk_users,
             progress=lambda: advance(next(texts)),
         )
 
@@ -272,8 +383,12 @@ def results_table(result: ExperimentResult, config: dict) -> Table:
             text = f"{row.mse:.3g} ±{row.mse_std:.2g}"
             cells.append(f"[bold]{text}[/]" if name == best else text)
         predicted = by_name["mean"].predicted_mse if "mean" in by_name else math.nan
-        table.add_row(f"{epsilon:g}", escape(_label(mechanism, options)), *cells,
-                      f"{predicted:.3g}" if math.isfinite(predicted) else "-")
+        table.add_row(
+            f"{epsilon:g}",
+            escape(_label(mechanism, options)),
+            *cells,
+            f"{predicted:.3g}" if math.isfinite(predicted) else "-",
+        )
     return table
 
 
@@ -284,7 +399,9 @@ def mse_figure(result: ExperimentResult):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    summary = result.summary.assign(label=[_label(m, o) for m, o in zip(result.summary["mechanism"], result.summary["options"])])
+    summary = result.summary.assign(
+        label=[_label(m, o) for m, o in zip(result.summary["mechanism"], result.summary["options"])]
+    )
     labels = list(dict.fromkeys(summary["label"]))
     figure, axes = plt.subplots(1, len(labels), figsize=(4.5 * len(labels), 3.8), squeeze=False, sharey=True)
     for axis, label in zip(axes[0], labels):

@@ -10,7 +10,6 @@ data), --report-dims the attributes m each user reports (eps/m each), --users th
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 from rich.markup import escape
@@ -19,26 +18,50 @@ from rich.table import Table
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
 from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.categorical import AttributeOracles, oracle_kind
-from ldpfed.cli.common import check_estimator, console, error_console, estimator_options, parse_list, print_json, progress_steps, show_results
+from ldpfed.cli.common import (
+    check_estimator,
+    console,
+    error_console,
+    estimator_options,
+    parse_list,
+    print_json,
+    progress_steps,
+    show_results,
+)
 from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.deviation import DEVIATION_SOURCES
-from ldpfed.frequency_experiment import DEFAULT_FREQUENCY_AGGREGATORS, FrequencyExperimentResult, run_frequency_experiment
+from ldpfed.frequency_experiment import (
+    DEFAULT_FREQUENCY_AGGREGATORS,
+    FrequencyExperimentResult,
+    run_frequency_experiment,
+)
 from ldpfed.outputs import OutputDir, OutputFile
 from ldpfed.protocols.frequency import check_aggregators
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
 DATA_HELP = "frequency: zipf[:S] | uniform (synthetic) | fair (statsmodels) | a .csv of categories."
-CATEGORIES_HELP = ("frequency: categories of a CSV's columns: K (codes 0..K-1), K1,K2,... per column, or labels "
-                   "'a,b,c;x,y' per column (default: inferred); synthetic: counts (default 10).")
+CATEGORIES_HELP = (
+    "frequency: categories of a CSV's columns: K (codes 0..K-1), K1,K2,... per column, or labels "
+    "'a,b,c;x,y' per column (default: inferred); synthetic: counts (default 10)."
+)
 FREQUENCY_DEFAULTS = {"mechanism": "grr,oue,laplace,piecewise", "epsilons": "0.5,1,2,4", "data": "zipf", "repeats": 5}
-FREQUENCY_FILES = ["runs.csv", "summary.csv", "frequencies.csv", "summary.json", "frequencies.png", "mse_per_aggregator.png"]
+FREQUENCY_FILES = [
+    "runs.csv",
+    "summary.csv",
+    "frequencies.csv",
+    "summary.json",
+    "frequencies.png",
+    "mse_per_aggregator.png",
+]
 SHOWN_ENTRIES = 40
 
 
 def _reject(given: dict, allowed: set, task_label: str = "--task frequency") -> None:
     """Options given that do not apply to the frequency task: one error naming them."""
-    wrong = ["--" + name.replace("_", "-") for name, value in given.items() if name not in allowed and value is not None]
+    wrong = [
+        "--" + name.replace("_", "-") for name, value in given.items() if name not in allowed and value is not None
+    ]
     if wrong:
         raise LDPValueError(f"{', '.join(sorted(wrong))} do(es) not apply to {task_label}")
 
@@ -65,8 +88,24 @@ def read_frequency_data(data, users, dims, categories, header, rng) -> Categoric
 
 
 # ---- predict ---------------------------------------------------------------------------------
-def predict_frequency_command(*, mechanism, epsilon, delta, users, dims, report_dims, data, header, seed,
-                              estimator, categories, output, overwrite, as_json, unsupported: dict) -> None:
+def predict_frequency_command(
+    *,
+    mechanism,
+    epsilon,
+    delta,
+    users,
+    dims,
+    report_dims,
+    data,
+    header,
+    seed,
+    estimator,
+    categories,
+    output,
+    overwrite,
+    as_json,
+    unsupported: dict,
+) -> None:
     """Per-category bias, variance and MSE of each --mechanism (comma-separated) before running."""
     _reject(unsupported, set())
     names = parse_list(mechanism, str, "--mechanism")
@@ -84,13 +123,19 @@ def predict_frequency_command(*, mechanism, epsilon, delta, users, dims, report_
         truth = table.frequencies()
         predictions = []
         for name in names:
-            oracles = AttributeOracles.build(name, epsilon, table.categories, m,
-                                             delta if _approximate(name) else None, **options[name])
+            oracles = AttributeOracles.build(
+                name, epsilon, table.categories, m, delta if _approximate(name) else None, **options[name]
+            )
             predictions.append(predict_frequency(oracles, truth, table.users))
         entries = _entry_labels(table)
         result = {
-            "task": "frequency", "data": table.source, "users": table.users, "attributes": table.attributes,
-            "categories": table.categories.tolist(), "report_dims": m, "epsilon": epsilon,
+            "task": "frequency",
+            "data": table.source,
+            "users": table.users,
+            "attributes": table.attributes,
+            "categories": table.categories.tolist(),
+            "report_dims": m,
+            "epsilon": epsilon,
             "entries": entries,
             "predictions": [p.to_dict() for p in predictions],
         }
@@ -110,51 +155,89 @@ def _approximate(name: str) -> bool:
 
 
 def _entry_labels(table: CategoricalData) -> list[dict]:
-    return [{"attribute": table.names[j], "category": label} for j, labels in enumerate(table.labels) for label in labels]
+    return [
+        {"attribute": table.names[j], "category": label} for j, labels in enumerate(table.labels) for label in labels
+    ]
 
 
 def _print_prediction(table, predictions, entries) -> None:
     first = predictions[0]
-    summary = Table(title=f"Predicted frequency error (CLT): {table.users:,} users, d = {table.attributes} attributes, "
-                          f"m = {first.oracles.report_dims}; data: {table.source}")
+    summary = Table(
+        title=f"Predicted frequency error (CLT): {table.users:,} users, d = {table.attributes} attributes, "
+        f"m = {first.oracles.report_dims}; data: {table.source}"
+    )
     summary.add_column("quantity")
     for p in predictions:
         summary.add_column(p.oracles.name, justify="right")
-    rows = [("guarantee", lambda p: f"{p.oracles.epsilon:g}-LDP per user"),
-            ("per attribute", lambda p: p.oracles.oracles[0].guarantee.split(" per ")[0] + " per value"),
-            ("MSE (mean over entries)", lambda p: f"{p.mse:.6g}"),
-            ("  bias^2", lambda p: f"{np.mean(p.bias ** 2):.3g}"),
-            ("  randomizer noise", lambda p: f"{np.mean(p.noise_variance):.6g}"),
-            ("  sampling m of d", lambda p: f"{np.mean(p.sampling_variance):.6g}"),
-            ("RMSE", lambda p: f"{math.sqrt(p.mse):.6g}")]
+    rows = [
+        ("guarantee", lambda p: f"{p.oracles.epsilon:g}-LDP per user"),
+        ("per attribute", lambda p: p.oracles.oracles[0].guarantee.split(" per ")[0] + " per value"),
+        ("MSE (mean over entries)", lambda p: f"{p.mse:.6g}"),
+        ("  bias^2", lambda p: f"{np.mean(p.bias**2):.3g}"),
+        ("  randomizer noise", lambda p: f"{np.mean(p.noise_variance):.6g}"),
+        ("  sampling m of d", lambda p: f"{np.mean(p.sampling_variance):.6g}"),
+        ("RMSE", lambda p: f"{math.sqrt(p.mse):.6g}"),
+    ]
     for label, cell in rows:
         summary.add_row(label, *(cell(p) for p in predictions))
     console.print(summary)
     shown = min(len(entries), SHOWN_ENTRIES)
     if len(predictions) == 1:  # one mechanism: its bias, variance and MSE per category
-        columns = [("bias", first.bias, ".3g"), ("variance", first.variance, ".4g"), ("MSE", first.mse_per_entry, ".4g")]
+        columns = [
+            ("bias", first.bias, ".3g"),
+            ("variance", first.variance, ".4g"),
+            ("MSE", first.mse_per_entry, ".4g"),
+        ]
     else:  # several: the MSE of each
         columns = [(f"MSE {p.oracles.name}", p.mse_per_entry, ".4g") for p in predictions]
     detail = Table(title=f"Per category (first {shown} of {len(entries)}): true frequency and predicted error")
     for column in ("attribute", "category", "frequency", *(name for name, _, _ in columns)):
         detail.add_column(column, justify="right")
     for e in range(shown):
-        detail.add_row(escape(entries[e]["attribute"]), escape(entries[e]["category"]), f"{first.frequencies[e]:.4f}",
-                       *(format(values[e], spec) for _, values, spec in columns))
+        detail.add_row(
+            escape(entries[e]["attribute"]),
+            escape(entries[e]["category"]),
+            f"{first.frequencies[e]:.4f}",
+            *(format(values[e], spec) for _, values, spec in columns),
+        )
     console.print(detail)
 
 
 # ---- compare ---------------------------------------------------------------------------------
-def compare_frequency(*, mechanism, epsilons, aggregators, data, header, users, dims, report_dims, repeats, seed,
-                      delta, deviation, alpha, l2_reference, estimator, chunk_users, categories, out, overwrite,
-                      as_json, unsupported: dict) -> None:
+def compare_frequency(
+    *,
+    mechanism,
+    epsilons,
+    aggregators,
+    data,
+    header,
+    users,
+    dims,
+    report_dims,
+    repeats,
+    seed,
+    delta,
+    deviation,
+    alpha,
+    l2_reference,
+    estimator,
+    chunk_users,
+    categories,
+    out,
+    overwrite,
+    as_json,
+    unsupported: dict,
+) -> None:
     """Mechanisms x budgets x aggregators on categorical data, measured beside the prediction."""
     _reject(unsupported, set())
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
-    eps_list = [check_epsilon(e, "--epsilons") for e in
-                parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")]
-    aggregator_names = check_aggregators(parse_list(aggregators, str, "--aggregators") if aggregators
-                                         else DEFAULT_FREQUENCY_AGGREGATORS)
+    eps_list = [
+        check_epsilon(e, "--epsilons")
+        for e in parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")
+    ]
+    aggregator_names = check_aggregators(
+        parse_list(aggregators, str, "--aggregators") if aggregators else DEFAULT_FREQUENCY_AGGREGATORS
+    )
     if deviation not in DEVIATION_SOURCES:
         raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
     alpha = check_alpha(alpha)
@@ -168,15 +251,33 @@ def compare_frequency(*, mechanism, epsilons, aggregators, data, header, users, 
     if chunk_users is not None:
         chunk_users = check_positive_int(chunk_users, "--chunk-users")
     with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
-        table = read_frequency_data(FREQUENCY_DEFAULTS["data"] if data is None else data, users, dims, categories,
-                                    header, np.random.default_rng(data_seed(seed)))
+        table = read_frequency_data(
+            FREQUENCY_DEFAULTS["data"] if data is None else data,
+            users,
+            dims,
+            categories,
+            header,
+            np.random.default_rng(data_seed(seed)),
+        )
         m = table.attributes if report_dims is None else check_report_dims(report_dims, table.attributes)
         steps = len(names) * len(eps_list) * repeats
         with progress_steps("compare", steps) as advance:
             result = run_frequency_experiment(
-                table, names, eps_list, aggregators=aggregator_names, report_dims=m, delta=delta,
-                deviation=deviation, alpha=alpha, l2_reference=l2_reference, repeats=repeats, seed=seed,
-                chunk_users=chunk_users, options=options, progress=advance)
+                table,
+                names,
+                eps_list,
+                aggregators=aggregator_names,
+                report_dims=m,
+                delta=delta,
+                deviation=deviation,
+                alpha=alpha,
+                l2_reference=l2_reference,
+                repeats=repeats,
+                seed=seed,
+                chunk_users=chunk_users,
+                options=options,
+                progress=advance,
+            )
         rows = json_rows(result)
         if output.enabled:
             output.write(output_files(result, rows))
@@ -188,30 +289,44 @@ def _number(value) -> float | None:
 
 
 def json_rows(result: FrequencyExperimentResult) -> list[dict]:
-    return [{"mechanism": row.mechanism, "oracle": row.oracle, "epsilon": float(row.epsilon),
-             "aggregator": row.aggregator, "mse": float(row.mse), "mse_std": float(row.mse_std),
-             "predicted_mse": _number(row.predicted_mse)}
-            for row in result.summary.itertuples(index=False)]
+    return [
+        {
+            "mechanism": row.mechanism,
+            "oracle": row.oracle,
+            "epsilon": float(row.epsilon),
+            "aggregator": row.aggregator,
+            "mse": float(row.mse),
+            "mse_std": float(row.mse_std),
+            "predicted_mse": _number(row.predicted_mse),
+        }
+        for row in result.summary.itertuples(index=False)
+    ]
 
 
 def results_table(result: FrequencyExperimentResult) -> Table:
     config, summary = result.config, result.summary
     aggregators = list(dict.fromkeys(summary["aggregator"]))
-    table = Table(title=f"Frequency MSE (mean over entries; mean ± sd over {config['repeats']} repetitions), "
-                        f"predicted in brackets; {config['data']}, {config['users']} users, d={config['attributes']}, "
-                        f"m={config['report_dims']}, deviation={config['deviation']}",
-                  caption="bold: lowest measured MSE in the row")
+    table = Table(
+        title=f"Frequency MSE (mean over entries; mean ± sd over {config['repeats']} repetitions), "
+        f"predicted in brackets; {config['data']}, {config['users']} users, d={config['attributes']}, "
+        f"m={config['report_dims']}, deviation={config['deviation']}",
+        caption="bold: lowest measured MSE in the row",
+    )
     table.add_column("eps", justify="right")
     table.add_column("mechanism")
     for name in aggregators:
         table.add_column(name, justify="right", overflow="fold")
-    for (epsilon, mechanism), group in summary.sort_values("epsilon", kind="stable").groupby(["epsilon", "mechanism"], sort=False):
+    for (epsilon, mechanism), group in summary.sort_values("epsilon", kind="stable").groupby(
+        ["epsilon", "mechanism"], sort=False
+    ):
         by_name = {row.aggregator: row for row in group.itertuples(index=False)}
         best = min(by_name, key=lambda n: by_name[n].mse)
         cells = []
         for name in aggregators:
             row = by_name[name]
-            text = f"{row.mse:.3g} ±{row.mse_std:.2g}" + (f" [{row.predicted_mse:.3g}]" if math.isfinite(row.predicted_mse) else "")
+            text = f"{row.mse:.3g} ±{row.mse_std:.2g}" + (
+                f" [{row.predicted_mse:.3g}]" if math.isfinite(row.predicted_mse) else ""
+            )
             cells.append(f"[bold]{text}[/]" if name == best else text)
         table.add_row(f"{epsilon:g}", escape(mechanism), *cells)
     return table
@@ -267,7 +382,9 @@ def mse_figure(result: FrequencyExperimentResult):
     for axis, mechanism in zip(axes.flat, mechanisms):
         panel = summary[summary["mechanism"] == mechanism]
         for name, group in panel.groupby("aggregator", sort=False):
-            line = axis.errorbar(group["epsilon"], group["mse"], yerr=group["mse_se"], marker="o", ms=3, capsize=2, label=name)
+            line = axis.errorbar(
+                group["epsilon"], group["mse"], yerr=group["mse_se"], marker="o", ms=3, capsize=2, label=name
+            )
             if group["predicted_mse"].notna().any():
                 axis.plot(group["epsilon"], group["predicted_mse"], "--", lw=1, color=line[0].get_color())
         axis.set_xscale("log")
@@ -278,7 +395,7 @@ def mse_figure(result: FrequencyExperimentResult):
         axis.set_title(mechanism)
         axis.set_xlabel("epsilon")
         axis.grid(True, which="both", alpha=0.3)
-    for axis in axes.flat[len(mechanisms):]:
+    for axis in axes.flat[len(mechanisms) :]:
         axis.set_visible(False)
     for axis in axes[:, 0]:
         axis.set_ylabel("frequency MSE (dashed: predicted)")
@@ -296,4 +413,3 @@ def output_files(result: FrequencyExperimentResult, rows: list[dict]) -> dict:
         "frequencies.png": frequency_figure(result),
         "mse_per_aggregator.png": mse_figure(result),
     }
-

@@ -35,8 +35,9 @@ class OneLineErrors(TyperGroup):
 
             command = error.ctx.command_path if getattr(error, "ctx", None) else "ldpfed"
             message = " ".join(error.format_message().split())
-            error_console.print(f"error: {message} (see {command} --help)", highlight=False, markup=False,
-                                soft_wrap=True)
+            error_console.print(
+                f"error: {message} (see {command} --help)", highlight=False, markup=False, soft_wrap=True
+            )
             sys.exit(error.exit_code)
         except click.exceptions.Abort:
             click.echo("error: aborted", err=True)
@@ -66,13 +67,6 @@ def _register_plugins() -> None:
 
 
 # Each sub-command module registers itself on `app` when imported.
-from ldpfed.cli import mechanisms  # noqa: E402,F401
-from ldpfed.cli import audit  # noqa: E402,F401
-
-from ldpfed.cli import account  # noqa: E402,F401
-from ldpfed.cli import calibrate  # noqa: E402,F401
-
-from ldpfed.cli import compare  # noqa: E402,F401
-from ldpfed.cli import predict  # noqa: E402,F401
+from ldpfed.cli import account, audit, calibrate, compare, mechanisms, predict  # noqa: E402,F401
 
 _register_plugins()

@@ -19,11 +19,14 @@ EXAMPLE_DELTA = 1e-5
 def list_mechanisms(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget per value used for the variance columns."),
     sampler: str = typer.Option(
-        None, "--sampler", help="safe | continuous (default: each mechanism's default; continuous is NOT floating-point safe)."
+        None,
+        "--sampler",
+        help="safe | continuous (default: each mechanism's default; continuous is NOT floating-point safe).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     gradient_noises: bool = typer.Option(
-        False, "--gradient-noises", help="List the gradient noises (ldpfed calibrate) and their samplers instead."),
+        False, "--gradient-noises", help="List the gradient noises (ldpfed calibrate) and their samplers instead."
+    ),
 ) -> None:
     """List the scalar randomizers: guarantee, sampler, bounded/unbounded, biased/unbiased, variance."""
     epsilon = check_epsilon(epsilon)
@@ -52,7 +55,9 @@ def list_mechanisms(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"ldpfed randomizers (per-value budget eps = {epsilon:g}; Gaussian at delta = {EXAMPLE_DELTA:g})")
+    table = Table(
+        title=f"ldpfed randomizers (per-value budget eps = {epsilon:g}; Gaussian at delta = {EXAMPLE_DELTA:g})"
+    )
     for column in ("name", "guarantee", "sampler", "output", "bias", "V(0)", "V(1)", "options"):
         table.add_column(column)
     for row in rows:

@@ -14,6 +14,7 @@ from ldpfed.analysis import predict as predictor
 from ldpfed.analysis.breakeven import break_even
 from ldpfed.analysis.confidence import check_alpha, error_supremum
 from ldpfed.analysis.predictor import load_moments
+from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
@@ -27,7 +28,6 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
 )
-from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.main import app
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
 from ldpfed.outputs import OutputFile
@@ -46,15 +46,29 @@ DEFAULT_DATA_HELP = (
 def predict_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
     epsilon: float = typer.Option(..., "--epsilon", "-e", help="A user's total budget (eps/m per reported value)."),
-    delta: float = typer.Option(None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."),
-    users: int = typer.Option(None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."),
-    dims: int = typer.Option(None, "--dims", "-d", help=f"Dimensions d (default: the data file's columns; synthetic {DEFAULT_DIMS})."),
+    delta: float = typer.Option(
+        None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."
+    ),
+    users: int = typer.Option(
+        None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."
+    ),
+    dims: int = typer.Option(
+        None, "--dims", "-d", help=f"Dimensions d (default: the data file's columns; synthetic {DEFAULT_DIMS})."
+    ),
     report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
     data: str = typer.Option(
-        None, "--data",
-        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. " + DEFAULT_DATA_HELP + " " + frequency_cli.DATA_HELP,
+        None,
+        "--data",
+        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments. "
+        + DEFAULT_DATA_HELP
+        + " "
+        + frequency_cli.DATA_HELP,
     ),
-    domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values (MSE stays on the [-1, 1] scale)."),
+    domain: str = typer.Option(
+        "-1,1",
+        "--domain",
+        help="LOW,HIGH: the declared domain of a data file's values (MSE stays on the [-1, 1] scale).",
+    ),
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
@@ -64,20 +78,41 @@ def predict_command(
     output: Path = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    task: str = typer.Option("mean", "--task", help="mean (tuples in [-1, 1]) or frequency (categorical attributes; "
-                             "--mechanism may then list several: grr, oue, or mean mechanisms, histogram-encoded)."),
+    task: str = typer.Option(
+        "mean",
+        "--task",
+        help="mean (tuples in [-1, 1]) or frequency (categorical attributes; "
+        "--mechanism may then list several: grr, oue, or mean mechanisms, histogram-encoded).",
+    ),
     categories: str = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
 ) -> None:
     """Predict MSE, bias/variance, Berry–Esseen bound (and optionally confidence, break-even)."""
     if task not in PREDICT_TASKS:
         raise LDPValueError(f"--task must be one of {PREDICT_TASKS}, got {task!r}")
     if task == "frequency":
-        unsupported = {"domain": None if domain == "-1,1" else domain, "compare": compare, "confidence": confidence,
-                       "out_of_domain": None if out_of_domain == "error" else out_of_domain}
+        unsupported = {
+            "domain": None if domain == "-1,1" else domain,
+            "compare": compare,
+            "confidence": confidence,
+            "out_of_domain": None if out_of_domain == "error" else out_of_domain,
+        }
         frequency_cli.predict_frequency_command(
-            mechanism=mechanism, epsilon=epsilon, delta=delta, users=users, dims=dims, report_dims=report_dims,
-            data=data, header=header, seed=seed, estimator=estimator, categories=categories, output=output,
-            overwrite=overwrite, as_json=as_json, unsupported=unsupported)
+            mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            users=users,
+            dims=dims,
+            report_dims=report_dims,
+            data=data,
+            header=header,
+            seed=seed,
+            estimator=estimator,
+            categories=categories,
+            output=output,
+            overwrite=overwrite,
+            as_json=as_json,
+            unsupported=unsupported,
+        )
         return
     if categories is not None:
         raise LDPValueError("--categories applies to --task frequency")
@@ -103,8 +138,16 @@ def predict_command(
         second = comparison = supremum = None
         if compare:
             second_delta = delta if registry.get_class(compare).approximate else None
-            second = predictor(compare, epsilon, first.users, first.dims, first.report_dims, moments,
-                               delta=second_delta, **options[compare])
+            second = predictor(
+                compare,
+                epsilon,
+                first.users,
+                first.dims,
+                first.report_dims,
+                moments,
+                delta=second_delta,
+                **options[compare],
+            )
             comparison = break_even(first, second)
             result["compare"] = {**comparison.to_dict(), "prediction": second.to_dict(per_dimension=False)}
         if alpha is not None:
@@ -146,8 +189,9 @@ def _load_data(data, users, dims, seed, domain, header, out_of_domain):
     if data in available_synthetic():
         users = DEFAULT_USERS if users is None else users
         dims = DEFAULT_DIMS if dims is None else dims
-    tuples = read_data(data, users=users, dims=dims, seed=seed, domain=domain, header=header,
-                       out_of_domain=out_of_domain)
+    tuples = read_data(
+        data, users=users, dims=dims, seed=seed, domain=domain, header=header, out_of_domain=out_of_domain
+    )
     moments, _ = load_moments(tuples.values)
     source = f"{tuples.source} (seed {seed})" if data in available_synthetic() else tuples.source
     if data == DEFAULT_SET and users == DEFAULT_USERS and dims == DEFAULT_DIMS:
@@ -158,7 +202,9 @@ def _load_data(data, users, dims, seed, domain, header, out_of_domain):
 
 def _print_summary(first, source, second, comparison, supremum) -> None:
     columns = [("", first)] + ([("", second)] if second is not None else [])
-    table = Table(title=f"Predicted error (CLT): {first.users:,} users, d = {first.dims}, m = {first.report_dims}; data: {source}")
+    table = Table(
+        title=f"Predicted error (CLT): {first.users:,} users, d = {first.dims}, m = {first.report_dims}; data: {source}"
+    )
     table.add_column("quantity")
     for _, prediction in columns:
         description = prediction.mechanism
@@ -187,7 +233,13 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
         detail.add_column(column, justify="right")
     sigma = np.sqrt(first.sigma2)
     for j in range(shown):
-        cells = [str(j), f"{first.r[j]:,.1f}", f"{first.bias[j]:.4g}", f"{sigma[j]:.4g}", f"{first.berry_esseen.bound[j]:.4g}"]
+        cells = [
+            str(j),
+            f"{first.r[j]:,.1f}",
+            f"{first.bias[j]:.4g}",
+            f"{sigma[j]:.4g}",
+            f"{first.berry_esseen.bound[j]:.4g}",
+        ]
         if supremum:
             cells.append(f"{supremum.per_dimension[j]:.4g}")
         detail.add_row(*cells)
@@ -208,5 +260,7 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
             if comparison.total_dominates
             else f"break-even at n' = {comparison.total_n_prime:,.0f} users (lower-variance one wins below, lower-bias one above)"
         )
-        console.print(f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "
-                      f"(MSE {comparison.mse_a:.4g} vs {comparison.mse_b:.4g}).")
+        console.print(
+            f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "
+            f"(MSE {comparison.mse_a:.4g} vs {comparison.mse_b:.4g})."
+        )

@@ -24,6 +24,17 @@ from ldpfed.data.tabular import (
 )
 
 __all__ = [
-    "DEFAULT_DIMS", "DEFAULT_SET", "DEFAULT_USERS", "SYNTHETIC_SETS", "Tuples", "available_synthetic", "generate",
-    "has_header_row", "load_table", "load_tuples", "read_table", "read_tuples", "scale_note",
+    "DEFAULT_DIMS",
+    "DEFAULT_SET",
+    "DEFAULT_USERS",
+    "SYNTHETIC_SETS",
+    "Tuples",
+    "available_synthetic",
+    "generate",
+    "has_header_row",
+    "load_table",
+    "load_tuples",
+    "read_table",
+    "read_tuples",
+    "scale_note",
 ]

@@ -32,10 +32,11 @@ REAL_SETS = ("fair",)
 DEFAULT_ZIPF_EXPONENT = 1.1
 DEFAULT_CATEGORICAL = "zipf"
 DEFAULT_CATEGORICAL_USERS, DEFAULT_ATTRIBUTES, DEFAULT_CATEGORIES = 10_000, 4, 10
-FAIR_COLUMNS = ("rate_marriage", "age", "yrs_married", "children", "religious", "educ", "occupation",
-                "occupation_husb")
-FAIR_CITATION = ("Fair, R. (1978). A Theory of Extramarital Affairs. Journal of Political Economy 86(1), "
-                 "45-61; data as shipped by statsmodels (statsmodels.datasets.fair)")
+FAIR_COLUMNS = ("rate_marriage", "age", "yrs_married", "children", "religious", "educ", "occupation", "occupation_husb")
+FAIR_CITATION = (
+    "Fair, R. (1978). A Theory of Extramarital Affairs. Journal of Political Economy 86(1), "
+    "45-61; data as shipped by statsmodels (statsmodels.datasets.fair)"
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class CategoricalData:
         flat = (self.codes + self.offsets[:-1]).ravel()
         return np.bincount(flat, minlength=int(self.offsets[-1])) / self.users
 
-    def subset(self, rows) -> "CategoricalData":
+    def subset(self, rows) -> CategoricalData:
         return CategoricalData(self.codes[rows], self.labels, self.names, self.source, self.description)
 
 
@@ -108,8 +109,9 @@ def parse_synthetic(spec: str) -> tuple[str, float] | None:
     return law, check_positive(exponent, "zipf exponent")
 
 
-def synthetic_categorical(law: str, users: int, attributes: int, categories, rng: np.random.Generator,
-                          exponent: float = DEFAULT_ZIPF_EXPONENT) -> np.ndarray:
+def synthetic_categorical(
+    law: str, users: int, attributes: int, categories, rng: np.random.Generator, exponent: float = DEFAULT_ZIPF_EXPONENT
+) -> np.ndarray:
     """(users, attributes) codes, attribute j drawn i.i.d. from `category_law(law, k_j)`.
 
     Vectorized by inverse CDF over all attributes at once: attribute j's CDF is shifted by j, so one
@@ -132,9 +134,13 @@ def _counts(categories, attributes: int) -> np.ndarray:
     if counts.size == 1:
         counts = np.full(attributes, counts.item())
     if counts.shape != (attributes,):
-        raise LDPValueError(f"categories must be one count or {attributes} counts (one per attribute), got {categories!r}")
-    return np.array([check_positive_int(int(k) if float(k).is_integer() else k, "categories", minimum=2)
-                     for k in counts.tolist()], dtype=np.int64)
+        raise LDPValueError(
+            f"categories must be one count or {attributes} counts (one per attribute), got {categories!r}"
+        )
+    return np.array(
+        [check_positive_int(int(k) if float(k).is_integer() else k, "categories", minimum=2) for k in counts.tolist()],
+        dtype=np.int64,
+    )
 
 
 # ---- the real data set -------------------------------------------------------------------------
@@ -176,7 +182,9 @@ def parse_categories(text: str | None, attributes: int) -> list[tuple[str, ...]]
         if len(groups) == 1:
             groups = groups * attributes
     else:
-        groups = [tuple(str(c) for c in range(int(k))) for k in _counts([float(i) for i in text.split(",")], attributes)]
+        groups = [
+            tuple(str(c) for c in range(int(k))) for k in _counts([float(i) for i in text.split(",")], attributes)
+        ]
     if len(groups) != attributes:
         raise LDPValueError(f"--categories gives {len(groups)} attribute(s), the data have {attributes}")
     for j, group in enumerate(groups):
@@ -192,7 +200,9 @@ def _encode(columns: list[list[str]], categories: list[tuple[str, ...]] | None):
         values = np.asarray(column, dtype=object)
         if np.any(values == ""):
             row = int(np.flatnonzero(values == "")[0])
-            raise LDPValueError(f"attribute {j} has an empty or NaN value (row {row}); categorical data must be complete")
+            raise LDPValueError(
+                f"attribute {j} has an empty or NaN value (row {row}); categorical data must be complete"
+            )
         if categories is None:
             found = sorted(set(column), key=lambda s: (0, float(s), s) if _is_number(s) else (1, 0.0, s))
         else:
@@ -221,8 +231,10 @@ def read_categorical_csv(path: str | Path, categories: str | None = None, header
     width = len(rows[0])
     if any(len(row) != width for row in rows):
         raise LDPValueError(f"{path}: every row must have {width} fields")
-    columns = [[_label(float(v)) if _is_number(v) else ("" if v.lower() == "nan" else v) for v in column]
-               for column in zip(*rows)]
+    columns = [
+        [_label(float(v)) if _is_number(v) else ("" if v.lower() == "nan" else v) for v in column]
+        for column in zip(*rows)
+    ]
     codes, labels = _encode([list(c) for c in columns], parse_categories(categories, width))
     return codes, labels, names or tuple(f"attribute {j}" for j in range(width))
 
@@ -232,9 +244,15 @@ def available_categorical() -> list[str]:
     return [*SYNTHETIC_LAWS, *REAL_SETS]
 
 
-def read_categorical(spec: str | None = None, *, users: int | None = None, attributes: int | None = None,
-                     categories: str | None = None, rng: np.random.Generator | None = None,
-                     header: bool | None = None) -> CategoricalData:
+def read_categorical(
+    spec: str | None = None,
+    *,
+    users: int | None = None,
+    attributes: int | None = None,
+    categories: str | None = None,
+    rng: np.random.Generator | None = None,
+    header: bool | None = None,
+) -> CategoricalData:
     """Categorical data by SPEC (module docstring). Synthetic sets default to
     DEFAULT_CATEGORICAL_USERS x DEFAULT_ATTRIBUTES with DEFAULT_CATEGORIES categories."""
     spec = DEFAULT_CATEGORICAL if spec is None else str(spec)
@@ -276,7 +294,8 @@ def read_categorical(spec: str | None = None, *, users: int | None = None, attri
 
 
 def _finish(codes, labels, names, source, description) -> CategoricalData:
-    data = CategoricalData(np.ascontiguousarray(codes, dtype=np.int64), tuple(labels), tuple(names), source,
-                           description)
+    data = CategoricalData(
+        np.ascontiguousarray(codes, dtype=np.int64), tuple(labels), tuple(names), source, description
+    )
     _check_codes(data.codes, data.categories)
     return data

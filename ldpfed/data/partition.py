@@ -17,7 +17,6 @@ covering every sample, every client non-empty, and the same for the same rng see
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int

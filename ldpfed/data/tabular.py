@@ -172,7 +172,7 @@ def scale_note(domain: tuple[float, float]) -> dict:
         "domain": [low, high],
         "mse_to_data_units": factor,
         "note": f"errors are on the normalised [-1, 1] scale; multiply an MSE by ((HIGH-LOW)/2)^2 = {factor:g} "
-                f"for the data's units (domain [{low:g}, {high:g}])",
+        f"for the data's units (domain [{low:g}, {high:g}])",
     }
 
 

@@ -20,6 +20,13 @@ from ldpfed.directional.spherical import from_spherical, to_spherical
 from ldpfed.directional.windows import WINDOWS
 
 __all__ = [
-    "MAGNITUDES", "ROTATIONS", "WINDOWS", "BudgetSplit", "LDPVec", "cosine", "from_spherical",
-    "leading_energy_share", "to_spherical",
+    "MAGNITUDES",
+    "ROTATIONS",
+    "WINDOWS",
+    "BudgetSplit",
+    "LDPVec",
+    "cosine",
+    "from_spherical",
+    "leading_energy_share",
+    "to_spherical",
 ]

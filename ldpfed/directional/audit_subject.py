@@ -32,9 +32,18 @@ from ldpfed.validation import LDPValueError, check_positive_int
 RELEASES = ("cartesian", "polar", "offsets")
 
 
-def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, magnitude: str = "split",
-                   dims: int = 4, beta: float = 0.5, window: str = "fixed", release: str = "cartesian",
-                   **options):
+def ldpvec_subject(
+    base: str,
+    epsilon: float,
+    delta: float | None = None,
+    *,
+    magnitude: str = "split",
+    dims: int = 4,
+    beta: float = 0.5,
+    window: str = "fixed",
+    release: str = "cartesian",
+    **options,
+):
     """The AuditSubject of LDPVec(base, epsilon, delta) with clip 1 in `dims` dimensions; the claim
     audited is (epsilon, delta) per update, also for exact-unsafe (which claims it wrongly)."""
     from ldpfed.audit.subjects import AuditSubject
@@ -46,8 +55,10 @@ def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, mag
     if release == "polar" and not vec.private:
         raise LDPValueError("exact-unsafe has no density ratio; audit it with release='cartesian'")
     if release == "polar" and vec.angle_sampler == "safe":
-        raise LDPValueError("the safe gaussian angles (a mixture over roundings) have no density ratio here; audit them "
-                            "with release='cartesian' or 'offsets', or the polar release with sampler='continuous'")
+        raise LDPValueError(
+            "the safe gaussian angles (a mixture over roundings) have no density ratio here; audit them "
+            "with release='cartesian' or 'offsets', or the polar release with sampler='continuous'"
+        )
     x, x_other = worst_case_neighbours(vec, dims)
     producible = None
     if release == "offsets":
@@ -79,14 +90,30 @@ def ldpvec_subject(base: str, epsilon: float, delta: float | None = None, *, mag
 
     split = vec.budget(dims)
     return AuditSubject(
-        name="ldpvec", epsilon=vec.epsilon, delta=vec.delta or 0.0,
+        name="ldpvec",
+        epsilon=vec.epsilon,
+        delta=vec.delta or 0.0,
         sampler=str(getattr(vec._randomizers(dims)[2], "sampler", "continuous")),
-        inputs=(("x: C e_(d-1), last angle 0" if release == "offsets" else "x: norm C, angles at the low window edges"),
-                "x': norm ~0, angles at the high window edges"),
-        draw=draw, output="vector", log_ratio=log_ratio, centres=centres, producible=producible,
-        options={"base": vec.base, "magnitude": vec.magnitude, "dims": dims, "beta": vec.beta,
-                 "window": vec.window, "release": release, "private": vec.private,
-                 "spent_epsilon": split.spent_epsilon, **vec.options},
+        inputs=(
+            ("x: C e_(d-1), last angle 0" if release == "offsets" else "x: norm C, angles at the low window edges"),
+            "x': norm ~0, angles at the high window edges",
+        ),
+        draw=draw,
+        output="vector",
+        log_ratio=log_ratio,
+        centres=centres,
+        producible=producible,
+        options={
+            "base": vec.base,
+            "magnitude": vec.magnitude,
+            "dims": dims,
+            "beta": vec.beta,
+            "window": vec.window,
+            "release": release,
+            "private": vec.private,
+            "spent_epsilon": split.spent_epsilon,
+            **vec.options,
+        },
     )
 
 

@@ -53,8 +53,10 @@ from ldpfed.validation import LDPValueError, check_fraction, check_positive, che
 SAMPLINGS = ("poisson", "shuffle")
 PERTURBATIONS = ("numeric", "geodp")
 SAMPLERS = ("safe", "continuous")
-SAFE_POISSON = ("the safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in ldpfed: use sampling "
-                "'shuffle', or the continuous sampler (NOT floating-point safe)")
+SAFE_POISSON = (
+    "the safe sampler (discrete Gaussian) has no Poisson-subsampled RDP bound in ldpfed: use sampling "
+    "'shuffle', or the continuous sampler (NOT floating-point safe)"
+)
 
 
 def clip_rows(gradients, clip: float) -> np.ndarray:
@@ -96,8 +98,9 @@ class GeoDP:
             _, l2 = win.sensitivities(self.beta, dims)
             self._safe[dims] = (
                 InidGaussian(np.array([self.clip]), noise_multiplier=self.noise_multiplier, sampler="safe"),
-                InidGaussian(np.full(dims - 1, l2 / math.sqrt(dims - 1)), noise_multiplier=self.noise_multiplier,
-                             sampler="safe"),
+                InidGaussian(
+                    np.full(dims - 1, l2 / math.sqrt(dims - 1)), noise_multiplier=self.noise_multiplier, sampler="safe"
+                ),
             )
         return self._safe[dims]
 
@@ -151,7 +154,9 @@ class GeoDP:
         return from_spherical(np.asarray(noisy_radius), noisy_angles)
 
 
-def numeric_noise(gradients, clip: float, noise_multiplier: float, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+def numeric_noise(
+    gradients, clip: float, noise_multiplier: float, batch_size: int, rng: np.random.Generator
+) -> np.ndarray:
     """DP-SGD's Gaussian mechanism: (sum of clipped gradients + N(0, (sigma C)^2 I)) / B."""
     clipped = clip_rows(np.atleast_2d(gradients), clip)
     total = clipped.sum(axis=0)
@@ -199,8 +204,17 @@ def safe_step_event(perturbation: str, noise_multiplier: float, dims: int):
     return dp_accounting.ComposedDpEvent([magnitude.event(), angles.event()])
 
 
-def training_event(perturbation: str, noise_multiplier: float, *, sampling: str, sample_rate: float,
-                   steps: int, epochs: int, sampler: str = "continuous", dims: int | None = None):
+def training_event(
+    perturbation: str,
+    noise_multiplier: float,
+    *,
+    sampling: str,
+    sample_rate: float,
+    steps: int,
+    epochs: int,
+    sampler: str = "continuous",
+    dims: int | None = None,
+):
     """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs.
     sampler "safe": each epoch one `safe_step_event` on `dims` parameters (shuffled epochs only)."""
     import dp_accounting
@@ -211,8 +225,9 @@ def training_event(perturbation: str, noise_multiplier: float, *, sampling: str,
             raise LDPValueError(f"{perturbation}: {SAFE_POISSON}")
         if dims is None:
             raise LDPValueError("the safe sampler's event needs the number of parameters (dims)")
-        return dp_accounting.SelfComposedDpEvent(safe_step_event(perturbation, noise_multiplier, dims),
-                                                 check_positive_int(epochs, "epochs"))
+        return dp_accounting.SelfComposedDpEvent(
+            safe_step_event(perturbation, noise_multiplier, dims), check_positive_int(epochs, "epochs")
+        )
     if sampling == "poisson":
         sampled = dp_accounting.PoissonSampledDpEvent(check_fraction(sample_rate, "sample_rate"), event)
         return dp_accounting.SelfComposedDpEvent(sampled, check_positive_int(steps, "steps"))

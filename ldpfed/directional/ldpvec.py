@@ -125,11 +125,14 @@ class _SafeAngleGaussian:
         from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 
         try:
-            self.noise = InidGaussian(np.full(half.size, l2 / math.sqrt(half.size)), epsilon=epsilon, delta=delta,
-                                      sampler="safe")
+            self.noise = InidGaussian(
+                np.full(half.size, l2 / math.sqrt(half.size)), epsilon=epsilon, delta=delta, sampler="safe"
+            )
         except LDPValueError as error:
-            raise LDPValueError(f"ldpvec gaussian angles ({error}); use the base option sampler='continuous' "
-                                "(NOT floating-point safe) for such budgets") from None
+            raise LDPValueError(
+                f"ldpvec gaussian angles ({error}); use the base option sampler='continuous' "
+                "(NOT floating-point safe) for such budgets"
+            ) from None
         self.half = half
         self.step = float(self.noise.steps[0])  # one grid step g = L2 / J for every angle (radians)
         self.sd = float(self.noise.scales[0])  # sd of the integer noise times g (radians)
@@ -260,12 +263,22 @@ class LDPVec:
             inner = mechanisms.get(self.base, eps_inner, None, **self.options)
             last = inner if eps_last == eps_inner else mechanisms.get(self.base, eps_last, None, **self.options)
         split = BudgetSplit(
-            dims=dims, epsilon=eps, delta=self.delta, magnitude=self.magnitude,
-            magnitude_epsilon=eps_mag, magnitude_delta=delta_mag,
-            direction_epsilon=eps_dir, direction_delta=delta_dir,
-            inner_angle_epsilon=eps_inner, last_angle_epsilon=eps_last, angle_sigma=sigma,
-            private=self.private, spent_epsilon=eps if self.private else math.inf,
-            angle_sampler=sampler, angle_grid_step=step, angle_noise_multiplier=multiplier,
+            dims=dims,
+            epsilon=eps,
+            delta=self.delta,
+            magnitude=self.magnitude,
+            magnitude_epsilon=eps_mag,
+            magnitude_delta=delta_mag,
+            direction_epsilon=eps_dir,
+            direction_delta=delta_dir,
+            inner_angle_epsilon=eps_inner,
+            last_angle_epsilon=eps_last,
+            angle_sigma=sigma,
+            private=self.private,
+            spent_epsilon=eps if self.private else math.inf,
+            angle_sampler=sampler,
+            angle_grid_step=step,
+            angle_noise_multiplier=multiplier,
         )
         return split, magnitude, inner, last
 
@@ -274,7 +287,9 @@ class LDPVec:
         """Each row scaled to L2 norm <= C (a (clients, d) array)."""
         g = np.atleast_2d(np.asarray(updates, dtype=np.float64))
         if g.ndim != 2 or g.shape[-1] < 2:
-            raise LDPValueError(f"updates must be a vector (d,) or a batch (clients, d) with d >= 2, got {np.shape(updates)}")
+            raise LDPValueError(
+                f"updates must be a vector (d,) or a batch (clients, d) with d >= 2, got {np.shape(updates)}"
+            )
         if not np.all(np.isfinite(g)):
             raise LDPValueError("updates contain NaN or inf (diverged local training?)")
         norms = np.sqrt(np.einsum("ij,ij->i", g, g))
@@ -332,8 +347,10 @@ class LDPVec:
         the Hadamard rotation the public `rotation_seed` is required (one rotation for the block)."""
         rows = np.asarray(updates, dtype=np.float64)
         if rows.ndim != 2 or len(rngs) != rows.shape[0]:
-            raise LDPValueError(f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
-                                f"{rows.shape} and {len(rngs)} generators")
+            raise LDPValueError(
+                f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
+                f"{rows.shape} and {len(rngs)} generators"
+            )
         if self.rotation == "hadamard" and rotation_seed is None:
             raise LDPValueError("perturb_rows with rotation='hadamard' needs the public rotation_seed")
         if not all(isinstance(rng, np.random.Generator) for rng in rngs):
@@ -460,7 +477,10 @@ class LDPVec:
         if self.base == GAUSSIAN:
             phi = np.exp(-0.5 * budget.angle_sigma**2) * np.ones(budget.dims - 1)
         else:
-            scales = half * np.r_[np.full(budget.dims - 2, 2.0 / budget.inner_angle_epsilon), 2.0 / budget.last_angle_epsilon]
+            scales = (
+                half
+                * np.r_[np.full(budget.dims - 2, 2.0 / budget.inner_angle_epsilon), 2.0 / budget.last_angle_epsilon]
+            )
             phi = 1.0 / (1.0 + scales**2)
         shrink = np.empty(budget.dims)
         shrink[:-1] = np.cumprod(phi)
@@ -489,22 +509,34 @@ class LDPVec:
             return angles
         from dp_accounting import ComposedDpEvent
 
-        magnitude_event = CalibratedDpEvent(gaussian_mechanism_event(magnitude), split.magnitude_epsilon,
-                                            split.magnitude_delta)
+        magnitude_event = CalibratedDpEvent(
+            gaussian_mechanism_event(magnitude), split.magnitude_epsilon, split.magnitude_delta
+        )
         return ComposedDpEvent((magnitude_event, angles))  # a tuple: hashable (the ledger counts events)
 
     def describe(self, dims: int | None = None) -> dict:
         record = {
-            "perturbation": "ldpvec", "name": self.name, "base": self.base, "epsilon": self.epsilon,
-            "delta": self.delta, "clip": self.clip, "clipping": "L2 to clip", "beta": self.beta,
-            "window": self.window, "magnitude": self.magnitude, "rotation": self.rotation,
-            "options": self.options, "private": self.private,
+            "perturbation": "ldpvec",
+            "name": self.name,
+            "base": self.base,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "clip": self.clip,
+            "clipping": "L2 to clip",
+            "beta": self.beta,
+            "window": self.window,
+            "magnitude": self.magnitude,
+            "rotation": self.rotation,
+            "options": self.options,
+            "private": self.private,
         }
         if not self.private:
             record["not_private_reason"] = "magnitude exact-unsafe: ||g|| is released without noise"
         if self.angle_sampler == "safe":
-            record["angle_noise_sampler"] = ("safe (one grid for every angle, exact discrete Gaussian integers, "
-                                             "RDP-calibrated with the rounding inflation; floating-point safe)")
+            record["angle_noise_sampler"] = (
+                "safe (one grid for every angle, exact discrete Gaussian integers, "
+                "RDP-calibrated with the rounding inflation; floating-point safe)"
+            )
         elif self.angle_sampler == "continuous":
             record["angle_noise_sampler"] = "continuous (numpy standard_normal; NOT floating-point safe)"
         if dims is not None:

@@ -67,11 +67,16 @@ def polar_log_ratio(vec: LDPVec, x, x_other, releases) -> np.ndarray:
     released = win.to_offsets_unclipped(releases[:, 1:], centre, vec.beta)
     total = np.zeros(releases.shape[0])
     for columns, mechanism in ((slice(0, size - 2), inner), (slice(size - 2, size - 1), last)):
-        total += np.sum(mechanism.log_density(released[:, columns], t[:, columns])
-                        - mechanism.log_density(released[:, columns], t_other[:, columns]), axis=1)
+        total += np.sum(
+            mechanism.log_density(released[:, columns], t[:, columns])
+            - mechanism.log_density(released[:, columns], t_other[:, columns]),
+            axis=1,
+        )
     if magnitude is not None:
         scale = lambda radius: 2.0 * np.asarray(radius) / vec.clip - 1.0  # noqa: E731
         t_r = np.clip(scale(r), -1, 1)
         t_r_other = np.clip(scale(r_other), -1, 1)
-        total += magnitude.log_density(scale(releases[:, 0]), t_r) - magnitude.log_density(scale(releases[:, 0]), t_r_other)
+        total += magnitude.log_density(scale(releases[:, 0]), t_r) - magnitude.log_density(
+            scale(releases[:, 0]), t_r_other
+        )
     return total

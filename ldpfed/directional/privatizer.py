@@ -29,10 +29,30 @@ REFERENCE, ROTATION_SEED = "reference", "rotation-seed"  # names of the public i
 class DirectionalPrivatizer:
     """Clip a flat update to L2 norm C and perturb it with LDPVec at the client's per-round (eps, delta)."""
 
-    def __init__(self, base: str, epsilon: float, clip: float, delta: float | None = None, *, beta: float = 1.0,
-                 window: str = "fixed", magnitude: str = "split", rotation: str = "none", **options) -> None:
-        self.ldpvec = LDPVec(base, epsilon, clip, delta=delta, beta=beta, window=window, magnitude=magnitude,
-                             rotation=rotation, options=options)
+    def __init__(
+        self,
+        base: str,
+        epsilon: float,
+        clip: float,
+        delta: float | None = None,
+        *,
+        beta: float = 1.0,
+        window: str = "fixed",
+        magnitude: str = "split",
+        rotation: str = "none",
+        **options,
+    ) -> None:
+        self.ldpvec = LDPVec(
+            base,
+            epsilon,
+            clip,
+            delta=delta,
+            beta=beta,
+            window=window,
+            magnitude=magnitude,
+            rotation=rotation,
+            options=options,
+        )
         self.mechanism = self.ldpvec.name  # the ledger's label
         self.epsilon, self.delta, self.clip = self.ldpvec.epsilon, self.ldpvec.delta, self.ldpvec.clip
 
@@ -43,7 +63,8 @@ class DirectionalPrivatizer:
     def public_inputs(self) -> tuple[str, ...]:
         """The broadcast entries this privatizer needs each round."""
         return ((REFERENCE,) if self.ldpvec.window == "centred" else ()) + (
-            (ROTATION_SEED,) if self.ldpvec.rotation == "hadamard" else ())
+            (ROTATION_SEED,) if self.ldpvec.rotation == "hadamard" else ()
+        )
 
     def clip_only(self, update) -> np.ndarray:
         """The clipped, noise-free update: scaled to L2 norm <= C (the diagnostics' clean value)."""
@@ -61,15 +82,18 @@ class DirectionalPrivatizer:
         rngs[k], ...)` (spec: scale.md), with the round's public inputs from the `broadcast`."""
         broadcast = broadcast or {}
         reference, seed = self._public(broadcast.get(REFERENCE), broadcast.get(ROTATION_SEED))
-        return self.ldpvec.perturb_rows(np.asarray(updates, dtype=np.float64), list(rngs), reference=reference,
-                                        rotation_seed=seed)
+        return self.ldpvec.perturb_rows(
+            np.asarray(updates, dtype=np.float64), list(rngs), reference=reference, rotation_seed=seed
+        )
 
     def _public(self, reference, rotation_seed) -> tuple[np.ndarray | None, list[int] | None]:
         """The round's public inputs as LDPVec takes them (the reference only for centred windows)."""
         if self.ldpvec.rotation == "hadamard" and rotation_seed is None:
             raise LDPValueError("rotation hadamard needs the round's public rotation seed (broadcast by the server)")
         seed = None if rotation_seed is None else [int(word) for word in np.ravel(rotation_seed)]
-        reference = None if self.ldpvec.window != "centred" or reference is None else np.asarray(reference, dtype=np.float64)
+        reference = (
+            None if self.ldpvec.window != "centred" or reference is None else np.asarray(reference, dtype=np.float64)
+        )
         return reference, seed
 
     def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]:

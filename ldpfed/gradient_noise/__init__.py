@@ -19,7 +19,9 @@ from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import layer_profile, parse_layers, read_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
 
-NOISES: dict[str, type[GradientNoise]] = {cls.name: cls for cls in (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)}
+NOISES: dict[str, type[GradientNoise]] = {
+    cls.name: cls for cls in (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)
+}
 
 
 def available() -> list[str]:
@@ -28,7 +30,14 @@ def available() -> list[str]:
 
 def listing() -> list[dict]:
     """One row per noise: name, whether its published guarantee holds, its samplers (default first)."""
-    return [{"name": name, "guarantee_holds": cls.guarantee_holds,
-             "status": "sound" if cls.guarantee_holds else GUARANTEE_FAILS, "sampler": cls.samplers[0],
-             "samplers": list(cls.samplers), "floating_point_safe": cls.samplers[0] == "safe"}
-            for name, cls in NOISES.items()]
+    return [
+        {
+            "name": name,
+            "guarantee_holds": cls.guarantee_holds,
+            "status": "sound" if cls.guarantee_holds else GUARANTEE_FAILS,
+            "sampler": cls.samplers[0],
+            "samplers": list(cls.samplers),
+            "floating_point_safe": cls.samplers[0] == "safe",
+        }
+        for name, cls in NOISES.items()
+    ]

@@ -41,7 +41,11 @@ def _claim_and_shift(noise: GradientNoise):
         return (noise.pure_epsilon, 0.0), noise.profile, None
     if isinstance(noise, InidGaussian):
         shift, variance = noise.profile, noise.scales**2
-        return (noise.epsilon, noise.delta), shift, lambda y: np.sum(((y - shift) ** 2 - y**2) / (2 * variance), axis=-1)
+        return (
+            (noise.epsilon, noise.delta),
+            shift,
+            lambda y: np.sum(((y - shift) ** 2 - y**2) / (2 * variance), axis=-1),
+        )
     if isinstance(noise, InidLaplace):
         shift, scales = noise.profile, noise.scales
         return (noise.pure_epsilon, 0.0), shift, lambda y: np.sum((np.abs(y - shift) - np.abs(y)) / scales, axis=-1)
@@ -49,14 +53,16 @@ def _claim_and_shift(noise: GradientNoise):
         return (noise.epsilon, noise.delta), noise.sensitivity * first, None
     if isinstance(noise, PLRVO):
         shift = noise.clip * first
-        epsilon, _ = plrvo_epsilon(noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint",
-                                   law=noise.law)
+        epsilon, _ = plrvo_epsilon(
+            noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint", law=noise.law
+        )
         if noise.floating_point_safe:  # a mixture over atoms and roundings: no closed-form density
             return (epsilon, noise.delta), shift, None
 
         def log_ratio(y):
-            return (noise.k + 1.0) * np.sum(np.log1p(noise.theta * np.abs(y - shift)) - np.log1p(noise.theta * np.abs(y)),
-                                            axis=-1)
+            return (noise.k + 1.0) * np.sum(
+                np.log1p(noise.theta * np.abs(y - shift)) - np.log1p(noise.theta * np.abs(y)), axis=-1
+            )
 
         return (epsilon, noise.delta), shift, log_ratio
     raise TypeError(f"no audit subject for {type(noise).__name__}")
@@ -112,9 +118,20 @@ def noise_subject(noise: GradientNoise):
         return tests[which](np.asarray(reports, dtype=float))
 
     return AuditSubject(
-        name=noise.name, epsilon=float(epsilon), delta=float(delta or 0.0), sampler=noise.sampler,
-        inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"), draw=draw, output="vector",
-        log_ratio=log_ratio, centres=centres, producible=producible,
-        options={"dims": noise.dims, "guarantee_holds": noise.guarantee_holds, "sampler": noise.sampler, **{
-            key: value for key, value in noise.parameters().items() if isinstance(value, (int, float, bool))}},
+        name=noise.name,
+        epsilon=float(epsilon),
+        delta=float(delta or 0.0),
+        sampler=noise.sampler,
+        inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"),
+        draw=draw,
+        output="vector",
+        log_ratio=log_ratio,
+        centres=centres,
+        producible=producible,
+        options={
+            "dims": noise.dims,
+            "guarantee_holds": noise.guarantee_holds,
+            "sampler": noise.sampler,
+            **{key: value for key, value in noise.parameters().items() if isinstance(value, (int, float, bool))},
+        },
     )

@@ -78,8 +78,10 @@ class GradientNoise(ABC):
         draw from that row's generator."""
         rows = check_updates(updates, self.dims)
         if rows.ndim != 2 or len(rngs) != rows.shape[0]:
-            raise LDPValueError(f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
-                                f"{rows.shape} and {len(rngs)} generators")
+            raise LDPValueError(
+                f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
+                f"{rows.shape} and {len(rngs)} generators"
+            )
         released = np.empty_like(rows)
         for row, rng in enumerate(rngs):
             released[row] = self._release(rows[row : row + 1], check_rng(rng))[0]

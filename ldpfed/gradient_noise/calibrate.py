@@ -18,13 +18,28 @@ from ldpfed.gradient_noise.r1smg import R1SMG
 from ldpfed.validation import LDPValueError, check_positive_int
 
 NAMES = ("inid-gaussian", "inid-laplace", "r1smg", "product-noise", "plrvo")
-NOISE_CLASSES = {"inid-gaussian": InidGaussian, "inid-laplace": InidLaplace, "r1smg": R1SMG,
-                 "product-noise": ProductNoise, "plrvo": PLRVO}
+NOISE_CLASSES = {
+    "inid-gaussian": InidGaussian,
+    "inid-laplace": InidLaplace,
+    "r1smg": R1SMG,
+    "product-noise": ProductNoise,
+    "plrvo": PLRVO,
+}
 
 
-def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: int | None = None,
-              clip: float = 1.0, k: float | None = None, profile=None, sample_rate: float = 1.0,
-              steps: int = 1, sampler: str | None = None) -> GradientNoise:
+def calibrate(
+    name: str,
+    *,
+    epsilon: float,
+    delta: float | None = None,
+    dims: int | None = None,
+    clip: float = 1.0,
+    k: float | None = None,
+    profile=None,
+    sample_rate: float = 1.0,
+    steps: int = 1,
+    sampler: str | None = None,
+) -> GradientNoise:
     """The noise `name` calibrated to (epsilon, delta); PLRV-O searched for (k, theta) at epsilon
     after `steps` steps at `sample_rate` (joint accountant). `sampler`: "safe" or "continuous"
     (default: the noise's default, safe where it has one)."""
@@ -62,5 +77,6 @@ def calibrate(name: str, *, epsilon: float, delta: float | None = None, dims: in
     safe = options.get("sampler", PLRVO.samplers[0]) == "safe"
     law = SafeLaw.for_params(dims) if safe else None
     found = search_parameters(epsilon, clip, dims, sample_rate, steps, delta, law=law)
-    return PLRVO(dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta,
-                 **options)
+    return PLRVO(
+        dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta, **options
+    )

@@ -39,9 +39,17 @@ from scipy.special import log_ndtr, ndtr
 from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, gaussian_round
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.profile import check_profile
-from ldpfed.gradient_noise.safe_grid import (GAUSSIAN_GRID_FACTOR, GAUSSIAN_INPUT_BITS, check_sampler, gaussian_float_slack,
-                                             gaussian_integers, gaussian_sampler_slack, grid_inputs, rounding_slack,
-                                             rounding_variance)
+from ldpfed.gradient_noise.safe_grid import (
+    GAUSSIAN_GRID_FACTOR,
+    GAUSSIAN_INPUT_BITS,
+    check_sampler,
+    gaussian_float_slack,
+    gaussian_integers,
+    gaussian_sampler_slack,
+    grid_inputs,
+    rounding_slack,
+    rounding_variance,
+)
 from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive
 
 
@@ -79,6 +87,7 @@ def rdp_epsilon(noise_multiplier: float, delta: float) -> float:
 
 def rdp_noise_multiplier(epsilon: float, delta: float) -> float:
     """The smallest z (to 1e-10 relative) with rdp_epsilon(z, delta) <= epsilon (eps falls as z grows)."""
+
     def excess(log_z: float) -> float:
         return rdp_epsilon(math.exp(log_z), delta) - epsilon
 
@@ -100,8 +109,15 @@ class InidGaussian(GradientNoise):
     name = "inid-gaussian"
     samplers = ("safe", "continuous")
 
-    def __init__(self, profile, *, epsilon: float | None = None, delta: float | None = None,
-                 noise_multiplier: float | None = None, sampler: str = "safe") -> None:
+    def __init__(
+        self,
+        profile,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        noise_multiplier: float | None = None,
+        sampler: str = "safe",
+    ) -> None:
         self.profile = check_profile(profile)
         self.dims = self.profile.size
         self.sampler = check_sampler(sampler)
@@ -123,20 +139,25 @@ class InidGaussian(GradientNoise):
         else:
             self.epsilon, self.delta = check_epsilon(epsilon), check_fraction(delta, "delta")
             z = rdp_noise_multiplier(self.epsilon, self.delta)  # a first guess to size the float slack
-            slack_eps, slack_delta = gaussian_float_slack(z * self.grid_sensitivity, self.dims, self.grid_steps,
-                                                          self.delta)
+            slack_eps, slack_delta = gaussian_float_slack(
+                z * self.grid_sensitivity, self.dims, self.grid_steps, self.delta
+            )
             if slack_eps > 0.01 * self.epsilon or slack_delta > 0.01 * self.delta:
-                raise LDPValueError(f"inid-gaussian's safe sampler: float slack ({slack_eps:.3g}, {slack_delta:.3g}) too "
-                                    f"large for ({self.epsilon:g}, {self.delta:g}) at d = {self.dims}")
+                raise LDPValueError(
+                    f"inid-gaussian's safe sampler: float slack ({slack_eps:.3g}, {slack_delta:.3g}) too "
+                    f"large for ({self.epsilon:g}, {self.delta:g}) at d = {self.dims}"
+                )
             self.calibration_slack = (1.01 * slack_eps, 1.01 * slack_delta)
-            self.eta = 1.0 / rdp_noise_multiplier(self.epsilon - self.calibration_slack[0],
-                                                  self.delta - self.calibration_slack[1])
+            self.eta = 1.0 / rdp_noise_multiplier(
+                self.epsilon - self.calibration_slack[0], self.delta - self.calibration_slack[1]
+            )
         if self.floating_point_safe:
             self.sigma_steps = self.grid_sensitivity / self.eta  # s = z (J + sqrt(d)) in grid steps
             self.float_slack = gaussian_float_slack(self.sigma_steps, self.dims, self.grid_steps, self.delta or 1.0)
             self.sampler_slack = gaussian_sampler_slack(self.sigma_steps, self.dims, self.grid_steps)
-            if self.epsilon is not None and (self.float_slack[0] > self.calibration_slack[0]
-                                             or self.float_slack[1] > self.calibration_slack[1]):
+            if self.epsilon is not None and (
+                self.float_slack[0] > self.calibration_slack[0] or self.float_slack[1] > self.calibration_slack[1]
+            ):
                 raise AssertionError("the realized float slack exceeds the one calibrated for")  # never: 1% margin
             self.scales = self.steps * self.sigma_steps  # Var N_Z = s^2 to double precision for s >= 10
         else:
@@ -181,16 +202,27 @@ class InidGaussian(GradientNoise):
         return self.scales**2 + rounding_variance(rows, self.steps)
 
     def parameters(self):
-        record = {"eta": self.eta, "noise_multiplier": self.noise_multiplier, "epsilon": self.epsilon,
-                  "delta": self.delta, "l1_profile": float(self.profile.sum()), "scale_min": float(self.scales.min()),
-                  "scale_max": float(self.scales.max()), "mse": self.mse()}
+        record = {
+            "eta": self.eta,
+            "noise_multiplier": self.noise_multiplier,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "l1_profile": float(self.profile.sum()),
+            "scale_min": float(self.scales.min()),
+            "scale_max": float(self.scales.max()),
+            "mse": self.mse(),
+        }
         if self.floating_point_safe:
             if self.epsilon is not None:  # the paper's eta* (continuous sampler), for checking against the paper
                 record["eta_star_continuous"] = optimal_eta(self.epsilon, self.delta)
-            record.update(accountant="rdp (dp_accounting RdpAccountant; discrete Gaussian, CKS 2020)",
-                          grid_steps=self.grid_steps, grid_sensitivity=self.grid_sensitivity,
-                          sigma_steps=self.sigma_steps, float_slack_epsilon=self.float_slack[0],
-                          float_slack_delta=self.float_slack[1])
+            record.update(
+                accountant="rdp (dp_accounting RdpAccountant; discrete Gaussian, CKS 2020)",
+                grid_steps=self.grid_steps,
+                grid_sensitivity=self.grid_sensitivity,
+                sigma_steps=self.sigma_steps,
+                float_slack_epsilon=self.float_slack[0],
+                float_slack_delta=self.float_slack[1],
+            )
         else:
             record["accountant"] = "analytic Gaussian (Balle & Wang 2018)"
         return record

@@ -25,8 +25,16 @@ import numpy as np
 from ldpfed.accounting import pure_round
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.profile import check_profile
-from ldpfed.gradient_noise.safe_grid import (LAPLACE_INPUT_BITS, grid_inputs, laplace_integers, laplace_second_moment,
-                                             laplace_step_ratio, rounding_slack, rounding_variance, check_sampler)
+from ldpfed.gradient_noise.safe_grid import (
+    LAPLACE_INPUT_BITS,
+    check_sampler,
+    grid_inputs,
+    laplace_integers,
+    laplace_second_moment,
+    laplace_step_ratio,
+    rounding_slack,
+    rounding_variance,
+)
 from ldpfed.validation import LDPValueError, check_epsilon
 
 _DIVISION_SLACK = 2.0**-50  # relative float error of sum_i |x_i - x'_i| / g_i
@@ -57,10 +65,14 @@ class InidLaplace(GradientNoise):
         if self.floating_point_safe:
             self.gamma = laplace_step_ratio()
             # (1 - 2^-40): the float evaluation of realized_epsilon stays <= the budget
-            self.calibration_epsilon = (self.pure_epsilon - self.grid_cost()) / (1.0 + _DIVISION_SLACK) * (1.0 - 2.0**-40)
+            self.calibration_epsilon = (
+                (self.pure_epsilon - self.grid_cost()) / (1.0 + _DIVISION_SLACK) * (1.0 - 2.0**-40)
+            )
             if self.calibration_epsilon < 0.5 * self.pure_epsilon:
-                raise LDPValueError(f"inid-laplace's safe grid costs {self.grid_cost():.3g} of eps = {self.pure_epsilon:g} "
-                                    f"at d = {self.dims}: use fewer coordinates, a larger eps, or sampler='continuous'")
+                raise LDPValueError(
+                    f"inid-laplace's safe grid costs {self.grid_cost():.3g} of eps = {self.pure_epsilon:g} "
+                    f"at d = {self.dims}: use fewer coordinates, a larger eps, or sampler='continuous'"
+                )
         self.scales = np.cbrt(self.profile) * np.sum(self.profile ** (2.0 / 3.0)) / self.calibration_epsilon
         if self.floating_point_safe:
             self.steps = self.scales * self.gamma  # g_i = b_i gamma: the integer noise has scale b_i
@@ -107,10 +119,17 @@ class InidLaplace(GradientNoise):
         return self.steps**2 * laplace_second_moment() + rounding_variance(rows, self.steps)
 
     def parameters(self):
-        return {"epsilon": self.epsilon, "delta": self.delta, "pure_epsilon": self.pure_epsilon,
-                "calibration_epsilon": self.calibration_epsilon, "realized_epsilon": self.realized_epsilon(),
-                "scales": self.scales.tolist() if self.dims <= 16 else None,
-                "scale_min": float(self.scales.min()), "scale_max": float(self.scales.max()), "mse": self.mse()}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "pure_epsilon": self.pure_epsilon,
+            "calibration_epsilon": self.calibration_epsilon,
+            "realized_epsilon": self.realized_epsilon(),
+            "scales": self.scales.tolist() if self.dims <= 16 else None,
+            "scale_min": float(self.scales.min()),
+            "scale_max": float(self.scales.max()),
+            "mse": self.mse(),
+        }
 
     @property
     def claim(self):

@@ -80,7 +80,9 @@ def log_g(x: np.ndarray, eta: np.ndarray, k: float, theta: float, law: SafeLaw |
     minus_one = g_minus_one(x, eta, k, theta)
     eta, log_up, log_down = _log_terms(x, eta, k, theta)
     with np.errstate(divide="ignore"):
-        large = np.logaddexp(np.log(eta / (2.0 * eta - 1.0)) + log_up, np.log((eta - 1.0) / (2.0 * eta - 1.0)) + log_down)
+        large = np.logaddexp(
+            np.log(eta / (2.0 * eta - 1.0)) + log_up, np.log((eta - 1.0) / (2.0 * eta - 1.0)) + log_down
+        )
     return np.where(minus_one < 1.0, np.log1p(np.minimum(minus_one, 1.0)), large)
 
 
@@ -89,8 +91,11 @@ def log_weights(lam: int, q: float) -> np.ndarray:
     eta = np.arange(lam + 2, dtype=float)
     log_binom = gammaln(lam + 2.0) - gammaln(eta + 1.0) - gammaln(lam + 2.0 - eta)
     with np.errstate(divide="ignore"):
-        return log_binom + (lam + 1.0 - eta) * math.log1p(-q) + eta * math.log(q) if q < 1 else np.where(
-            eta == lam + 1, 0.0, -np.inf)
+        return (
+            log_binom + (lam + 1.0 - eta) * math.log1p(-q) + eta * math.log(q)
+            if q < 1
+            else np.where(eta == lam + 1, 0.0, -np.inf)
+        )
 
 
 def relevant_etas(lam: int, q: float, k: float, theta: float, clip: float, law: SafeLaw | None = None) -> np.ndarray:
@@ -111,8 +116,16 @@ def usable_orders(clip: float, theta: float, orders=ORDERS) -> np.ndarray:
     return lams[lams * clip * theta < 1.0]
 
 
-def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: float, accountant: str = "joint",
-                orders=ORDERS, law: SafeLaw | None = None) -> tuple[np.ndarray, np.ndarray]:
+def step_alphas(
+    k: float,
+    theta: float,
+    clip: float,
+    params: int,
+    sample_rate: float,
+    accountant: str = "joint",
+    orders=ORDERS,
+    law: SafeLaw | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(lam, alpha_step(lam)) of one sampled step for the usable orders (`law`: the safe sampler's)."""
     if accountant not in ACCOUNTANTS:
         raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
@@ -125,12 +138,15 @@ def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: f
         kept = [relevant_etas(lam, sample_rate, k, theta, clip, law) for lam in lams]
         etas = np.unique(np.concatenate(kept))
         rows = max(1, _CHUNK // params)
-        log_products = np.concatenate([
-            log_g(x, etas[start:start + rows], k, theta, law).sum(axis=1)
-            for start in range(0, etas.size, rows)
-        ])
-        alphas = np.array([logsumexp(log_weights(lam, sample_rate)[used] + log_products[np.searchsorted(etas, used)])
-                           for lam, used in zip(lams, kept)])
+        log_products = np.concatenate(
+            [log_g(x, etas[start : start + rows], k, theta, law).sum(axis=1) for start in range(0, etas.size, rows)]
+        )
+        alphas = np.array(
+            [
+                logsumexp(log_weights(lam, sample_rate)[used] + log_products[np.searchsorted(etas, used)])
+                for lam, used in zip(lams, kept)
+            ]
+        )
         return lams, alphas
     alphas = np.empty(lams.size)
     for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
@@ -139,7 +155,7 @@ def step_alphas(k: float, theta: float, clip: float, params: int, sample_rate: f
         rows = max(1, _CHUNK // kept.size)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow gives inf: that order is not used
             alphas[index] = sum(
-                np.log1p(np.sum(weights * g_minus_one(x[start:start + rows], kept, k, theta, law), axis=0)).sum()
+                np.log1p(np.sum(weights * g_minus_one(x[start : start + rows], kept, k, theta, law), axis=0)).sum()
                 for start in range(0, params, rows)
             )
     return lams, alphas
@@ -153,8 +169,18 @@ def epsilon_from_alphas(lams: np.ndarray, alphas_total: np.ndarray, delta: float
     return float(max(eps[best], 0.0)), int(lams[best])
 
 
-def plrvo_epsilon(k: float, theta: float, clip: float, params: int, sample_rate: float, steps: int, delta: float,
-                  accountant: str = "joint", orders=ORDERS, law: SafeLaw | None = None) -> tuple[float, int]:
+def plrvo_epsilon(
+    k: float,
+    theta: float,
+    clip: float,
+    params: int,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    accountant: str = "joint",
+    orders=ORDERS,
+    law: SafeLaw | None = None,
+) -> tuple[float, int]:
     """(eps, lam) after `steps` sampled steps, by the joint (sound) or paper accountant (`law`: of
     the safe sampler; None: the continuous one)."""
     lams, alphas = step_alphas(k, theta, clip, params, sample_rate, accountant, orders, law)
@@ -180,9 +206,18 @@ class SearchResult:
     order: int
 
 
-def search_parameters(target_epsilon: float, clip: float, params: int, sample_rate: float, steps: int,
-                      delta: float, ks=None, accountant: str = "joint", orders=ORDERS,
-                      law: SafeLaw | None = None) -> SearchResult:
+def search_parameters(
+    target_epsilon: float,
+    clip: float,
+    params: int,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    ks=None,
+    accountant: str = "joint",
+    orders=ORDERS,
+    law: SafeLaw | None = None,
+) -> SearchResult:
     """(k, theta) maximising C (k-1) theta subject to eps <= target (by `accountant`), P(1/u > 10)
     <= 1e-3, k > 1, (k-1) theta >= 0.1 and the moment-domain condition (gradient-noise.md).
 
@@ -192,6 +227,7 @@ def search_parameters(target_epsilon: float, clip: float, params: int, sample_ra
     ks = np.geomspace(2.0, 1e5, 18) if ks is None else np.asarray(ks, dtype=float)
     best = None
     for k in ks:  # a loop over a handful of candidate shapes
+
         def feasible(log_theta: float) -> tuple[bool, float, int]:
             theta = math.exp(log_theta)
             if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:
@@ -221,7 +257,8 @@ def search_parameters(target_epsilon: float, clip: float, params: int, sample_ra
     if best is None:
         raise LDPValueError(
             f"plrvo: no (k, theta) reaches eps <= {target_epsilon:g} under the constraints (P(1/u > 10) <= 1e-3, "
-            "(k-1) theta >= 0.1)")
+            "(k-1) theta >= 0.1)"
+        )
     return best
 
 
@@ -231,8 +268,18 @@ class PLRVO(GradientNoise):
     name = "plrvo"
     samplers = ("safe", "continuous")
 
-    def __init__(self, dims: int, *, k: float, theta: float, clip: float = 1.0, sample_rate: float = 1.0,
-                 steps: int = 1, delta: float = 1e-5, sampler: str = "safe") -> None:
+    def __init__(
+        self,
+        dims: int,
+        *,
+        k: float,
+        theta: float,
+        clip: float = 1.0,
+        sample_rate: float = 1.0,
+        steps: int = 1,
+        delta: float = 1e-5,
+        sampler: str = "safe",
+    ) -> None:
         self.dims = check_positive_int(dims, "dims")
         self.k, self.theta = check_positive(k, "k"), check_positive(theta, "theta")
         if self.k <= 1:
@@ -275,17 +322,34 @@ class PLRVO(GradientNoise):
 
     def epsilon(self, accountant: str = "joint") -> tuple[float, int]:
         """(eps, lam) of `steps` steps at rate q and delta (joint: the guarantee) for what is sampled."""
-        return plrvo_epsilon(self.k, self.theta, self.clip, self.dims, self.sample_rate, self.steps, self.delta,
-                             accountant, law=self.law)
+        return plrvo_epsilon(
+            self.k, self.theta, self.clip, self.dims, self.sample_rate, self.steps, self.delta, accountant, law=self.law
+        )
 
     def parameters(self):
         joint, _ = self.epsilon("joint")
         paper, _ = self.epsilon("paper")
-        return {"k": self.k, "theta": self.theta, "clip": self.clip, "mean_abs": self.mean_abs(),
-                "sample_rate": self.sample_rate, "steps": self.steps, "delta": self.delta,
-                "epsilon_joint": joint, "epsilon_paper": paper,
-                **({"table_length": self.law.table._table[1], "step_ratio": self.law.step_ratio,
-                    "table_error": self.law.table_error, "scale_atoms": 2**12} if self.law is not None else {})}
+        return {
+            "k": self.k,
+            "theta": self.theta,
+            "clip": self.clip,
+            "mean_abs": self.mean_abs(),
+            "sample_rate": self.sample_rate,
+            "steps": self.steps,
+            "delta": self.delta,
+            "epsilon_joint": joint,
+            "epsilon_paper": paper,
+            **(
+                {
+                    "table_length": self.law.table._table[1],
+                    "step_ratio": self.law.step_ratio,
+                    "table_error": self.law.table_error,
+                    "scale_atoms": 2**12,
+                }
+                if self.law is not None
+                else {}
+            ),
+        }
 
     @property
     def claim(self):

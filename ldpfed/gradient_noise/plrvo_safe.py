@@ -55,7 +55,7 @@ class SafeLaw:
     table_bits: int  # L = 2^table_bits
 
     @classmethod
-    def for_params(cls, params: int) -> "SafeLaw":
+    def for_params(cls, params: int) -> SafeLaw:
         bits = math.ceil(math.log2(2**11 * math.sqrt(params)))
         return cls(max(_MIN_TABLE_BITS, min(_MAX_TABLE_BITS, bits)))
 
@@ -76,8 +76,8 @@ class SafeLaw:
     @property
     def table_error(self) -> float:
         """tau: the table's masses of N are within e^{+-tau} of the ideal discrete Laplace: twice the largest
-    |log(table weight / ideal weight)| (normalized), once for the weights and once for the
-    normalizer 2 - P(G = 0), plus 1e-12 of float slack."""
+        |log(table weight / ideal weight)| (normalized), once for the weights and once for the
+        normalizer 2 - P(G = 0), plus 1e-12 of float slack."""
         return _table_error(self.table_bits)
 
 
@@ -120,8 +120,10 @@ def safe_g_minus_one(x: np.ndarray, eta: np.ndarray, k: float, theta: float, law
         up = (eta - 1.0) * gamma - k * np.log1p(-theta * (eta - 1.0) * x)
         down = -eta * gamma - k * np.log1p(theta * eta * x)
         core = c_a * np.expm1(up) + c_b * np.expm1(down)
-        bin0 = (c_a * np.exp((eta - 1.0) * gamma) * np.expm1(u1 * (eta - 1.0) * x)
-                + c_b * np.exp(-eta * gamma) * np.expm1(-u1 * eta * x)) / ATOMS
+        bin0 = (
+            c_a * np.exp((eta - 1.0) * gamma) * np.expm1(u1 * (eta - 1.0) * x)
+            + c_b * np.exp(-eta * gamma) * np.expm1(-u1 * eta * x)
+        ) / ATOMS
         inner = core + bin0
         result = np.expm1((2.0 * eta - 1.0) * tau) * (1.0 + inner) + inner
     return np.where(eta >= 2.0, result, 0.0)

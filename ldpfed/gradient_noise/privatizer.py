@@ -25,9 +25,19 @@ class NoisePrivatizer:
     """Clip in L2 (per layer with `layer_sizes`) and add `name` calibrated to (epsilon, delta) at
     the local sensitivity; unbiased (the noise has mean 0)."""
 
-    def __init__(self, name: str, *, epsilon: float, delta: float | None = None, clip: float = 1.0,
-                 layer_sizes=None, layer_clips=None, k: float | None = None, dims: int | None = None,
-                 sampler: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        epsilon: float,
+        delta: float | None = None,
+        clip: float = 1.0,
+        layer_sizes=None,
+        layer_clips=None,
+        k: float | None = None,
+        dims: int | None = None,
+        sampler: str | None = None,
+    ) -> None:
         key = str(name).strip().lower().replace("_", "-")
         if key not in NAMES:
             raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
@@ -60,11 +70,23 @@ class NoisePrivatizer:
         if dims not in self._noises:
             sizes, clips = self.layers(dims)
             if self.mechanism in INID:
-                noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta,
-                                  profile=layer_profile(2.0 * clips, sizes), sampler=self.sampler)
+                noise = calibrate(
+                    self.mechanism,
+                    epsilon=self.epsilon,
+                    delta=self.delta,
+                    profile=layer_profile(2.0 * clips, sizes),
+                    sampler=self.sampler,
+                )
             else:
-                noise = calibrate(self.mechanism, epsilon=self.epsilon, delta=self.delta, dims=dims,
-                                  clip=2.0 * clips[0], k=self.k, sampler=self.sampler)
+                noise = calibrate(
+                    self.mechanism,
+                    epsilon=self.epsilon,
+                    delta=self.delta,
+                    dims=dims,
+                    clip=2.0 * clips[0],
+                    k=self.k,
+                    sampler=self.sampler,
+                )
             self._noises[dims] = noise
         return self._noises[dims]
 
@@ -107,10 +129,15 @@ class NoisePrivatizer:
         return self.noise(dims).event()
 
     def describe(self, dims: int | None = None) -> dict:
-        record = {"mechanism": self.mechanism, "epsilon_per_round": self.epsilon, "delta_per_round": self.delta,
-                  "clip": self.clip, "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
-                  "sensitivity": "2 C_l (local DP: any two clipped updates)",
-                  "sampler": self.sampler or NOISE_CLASSES[self.mechanism].samplers[0]}
+        record = {
+            "mechanism": self.mechanism,
+            "epsilon_per_round": self.epsilon,
+            "delta_per_round": self.delta,
+            "clip": self.clip,
+            "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
+            "sensitivity": "2 C_l (local DP: any two clipped updates)",
+            "sampler": self.sampler or NOISE_CLASSES[self.mechanism].samplers[0],
+        }
         if dims is not None:
             record["noise"] = self.noise(dims).describe()
         return record

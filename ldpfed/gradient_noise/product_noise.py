@@ -42,9 +42,17 @@ def log_delta(k: float, dims: int, epsilon: float) -> float:
         lam = mpmath.mpf(epsilon) / mpmath.exp(log_t(k, dims))
         x = lam**2 / 2
         bracket = mpmath.hyp1f1(m / 4 + mpmath.mpf(1) / 2, mpmath.mpf(1) / 2, x) + mpmath.sqrt(2) * lam * mpmath.hyp1f1(
-            m / 4 + 1, mpmath.mpf(3) / 2, x)
-        log_value = (-x - mpmath.log(k) - mpmath.log(mpmath.pi) / 2 + mpmath.log(bracket) + mpmath.log(m - 1) / 2
-                     - mpmath.log(m / 2 - mpmath.mpf(3) / 2) / 2 - mpmath.log(m / 2 + mpmath.mpf(3) / 4) / 2)
+            m / 4 + 1, mpmath.mpf(3) / 2, x
+        )
+        log_value = (
+            -x
+            - mpmath.log(k)
+            - mpmath.log(mpmath.pi) / 2
+            + mpmath.log(bracket)
+            + mpmath.log(m - 1) / 2
+            - mpmath.log(m / 2 - mpmath.mpf(3) / 2) / 2
+            - mpmath.log(m / 2 + mpmath.mpf(3) / 4) / 2
+        )
         return float(log_value)
 
 
@@ -70,8 +78,9 @@ class ProductNoise(GradientNoise):
     name = "product-noise"
     guarantee_holds = False
 
-    def __init__(self, dims: int, *, epsilon: float, delta: float | None = None, k: float | None = None,
-                 sensitivity: float = 1.0) -> None:
+    def __init__(
+        self, dims: int, *, epsilon: float, delta: float | None = None, k: float | None = None, sensitivity: float = 1.0
+    ) -> None:
         self.dims = check_positive_int(dims, "dims", minimum=4)
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_positive(sensitivity, "sensitivity (clip)")
@@ -100,9 +109,16 @@ class ProductNoise(GradientNoise):
         return np.full(self.dims, self.sigma_m**2 / self.dims)
 
     def parameters(self):
-        return {"t": self.t, "k": self.k, "k_searched": self.k_searched, "delta": self.delta,
-                "target_delta": self.target_delta, "sigma_M": self.sigma_m, "epsilon": self.epsilon,
-                "sensitivity": self.sensitivity}
+        return {
+            "t": self.t,
+            "k": self.k,
+            "k_searched": self.k_searched,
+            "delta": self.delta,
+            "target_delta": self.target_delta,
+            "sigma_M": self.sigma_m,
+            "epsilon": self.epsilon,
+            "sensitivity": self.sensitivity,
+        }
 
     @property
     def claim(self):

@@ -54,7 +54,11 @@ def read_profile(path) -> np.ndarray:
     if not file.is_file():
         raise LDPValueError(f"profile file {str(path)!r} does not exist")
     try:
-        values = np.load(file) if file.suffix == ".npy" else np.loadtxt(file, delimiter=None if file.suffix != ".csv" else ",", ndmin=1)
+        values = (
+            np.load(file)
+            if file.suffix == ".npy"
+            else np.loadtxt(file, delimiter=None if file.suffix != ".csv" else ",", ndmin=1)
+        )
     except ValueError as error:
         raise LDPValueError(f"cannot read profile {str(path)!r}: {error}") from None
     return check_profile(values)

@@ -51,9 +51,15 @@ class R1SMG(GradientNoise):
         return np.full(self.dims, self.sigma / self.dims)
 
     def parameters(self):
-        return {"inv_psi": self.inv_psi, "psi": 1.0 / self.inv_psi, "sigma": self.sigma,
-                "noise_sd": math.sqrt(self.sigma), "epsilon": self.epsilon, "delta": self.delta,
-                "sensitivity": self.sensitivity}
+        return {
+            "inv_psi": self.inv_psi,
+            "psi": 1.0 / self.inv_psi,
+            "sigma": self.sigma,
+            "noise_sd": math.sqrt(self.sigma),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sensitivity": self.sensitivity,
+        }
 
     @property
     def claim(self):

@@ -46,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from ldpfed.accounting.float_slack import FloatSlack
-from ldpfed.mechanisms.discrete_gaussian import _RHO, _Proposal, _log_gaussian_tail
+from ldpfed.mechanisms.discrete_gaussian import _RHO, _log_gaussian_tail, _Proposal
 from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.validation import LDPValueError
 
@@ -80,8 +80,10 @@ def grid_inputs(rows: np.ndarray, steps: np.ndarray, rng: np.random.Generator, b
     holding integers)."""
     scaled = rows / steps
     if np.any(np.abs(scaled) >= 2.0**bits):
-        raise LDPValueError(f"an update coordinate is beyond 2^{bits} grid steps of the safe sampler "
-                            "(clip the update, or use sampler='continuous')")
+        raise LDPValueError(
+            f"an update coordinate is beyond 2^{bits} grid steps of the safe sampler "
+            "(clip the update, or use sampler='continuous')"
+        )
     dither = rng.random(scaled.shape)
     dither += scaled
     return np.floor(dither, out=dither)

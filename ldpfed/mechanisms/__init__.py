@@ -1,9 +1,9 @@
 """Scalar LDP randomizers on [-1, 1] and their registry (spec: mechanisms.md).
 
-    >>> import numpy as np, ldpfed.mechanisms as mech
-    >>> pm = mech.get("piecewise", epsilon=1.0)
-    >>> reports = pm.perturb(np.zeros(5), np.random.default_rng(0))
-    >>> float(pm.variance(0.0))  # 3.6821...
+>>> import numpy as np, ldpfed.mechanisms as mech
+>>> pm = mech.get("piecewise", epsilon=1.0)
+>>> reports = pm.perturb(np.zeros(5), np.random.default_rng(0))
+>>> float(pm.variance(0.0))  # 3.6821...
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from ldpfed.mechanisms.square_wave import SquareWave
 from ldpfed.validation import LDPValueError
 
 _REGISTRY: dict[str, type[Mechanism]] = {
-    cls.name: cls
-    for cls in (Laplace, Piecewise, SquareWave, Duchi, Hybrid, Gaussian)
+    cls.name: cls for cls in (Laplace, Piecewise, SquareWave, Duchi, Hybrid, Gaussian)
 }
 
 
@@ -62,9 +61,7 @@ def get(name: str | Mechanism, epsilon: float | None = None, delta: float | None
     allowed = {f.name for f in fields(cls)} - {"epsilon", "delta"}
     unknown = set(options) - allowed
     if unknown:
-        raise LDPValueError(
-            f"{key} does not take option(s) {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}"
-        )
+        raise LDPValueError(f"{key} does not take option(s) {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}")
     if epsilon is None:
         raise LDPValueError("epsilon is required")
     return cls(epsilon=epsilon, delta=delta, **options)

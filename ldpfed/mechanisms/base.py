@@ -52,9 +52,7 @@ class Mechanism(ABC):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         check_budget_range(self.epsilon, self.epsilon_range, mechanism=self.name)
-        object.__setattr__(
-            self, "delta", check_delta(self.delta, approximate=self.approximate, mechanism=self.name)
-        )
+        object.__setattr__(self, "delta", check_delta(self.delta, approximate=self.approximate, mechanism=self.name))
         if self.sampler not in SAMPLERS:
             raise LDPValueError(f"{self.name} sampler must be one of {SAMPLERS}, got {self.sampler!r}")
 
@@ -77,9 +75,7 @@ class Mechanism(ABC):
         return self.epsilon if safe is None else min(self.epsilon, safe.epsilon)
 
     # --- sampling -------------------------------------------------------------------------------
-    def perturb(
-        self, values, rng: np.random.Generator, *, out_of_domain: OutOfDomain = "raise"
-    ) -> np.ndarray:
+    def perturb(self, values, rng: np.random.Generator, *, out_of_domain: OutOfDomain = "raise") -> np.ndarray:
         """Randomize every entry of `values` (any shape) independently; returns the same shape."""
         _check_generators([rng])
         t = check_values(values, out_of_domain=out_of_domain)
@@ -93,8 +89,10 @@ class Mechanism(ABC):
         loop over the rows (each a vectorized draw)."""
         table = np.asarray(values, dtype=float)
         if table.ndim != 2 or len(rngs) != table.shape[0]:
-            raise LDPValueError(f"perturb_rows needs a (rows, k) array and one generator per row, got shape "
-                                f"{table.shape} and {len(rngs)} generators")
+            raise LDPValueError(
+                f"perturb_rows needs a (rows, k) array and one generator per row, got shape "
+                f"{table.shape} and {len(rngs)} generators"
+            )
         _check_generators(rngs)
         return self._sample_rows(check_values(table), rngs)
 

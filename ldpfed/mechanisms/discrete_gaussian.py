@@ -79,7 +79,9 @@ class DiscreteGaussianSampler(GridNoiseSampler):
 
     @classmethod
     @lru_cache(maxsize=256)
-    def shared(cls, epsilon: float, delta: float, continuous_sigma: float, classic: bool = False) -> "DiscreteGaussianSampler":
+    def shared(
+        cls, epsilon: float, delta: float, continuous_sigma: float, classic: bool = False
+    ) -> DiscreteGaussianSampler:
         """One instance per parameters, so that its calibration, exact delta and support (~0.2 s
         together) are computed once however many mechanisms use it (it is immutable)."""
         return cls(epsilon, delta, continuous_sigma, classic)
@@ -131,7 +133,7 @@ class DiscreteGaussianSampler(GridNoiseSampler):
         return self.sigma / self.sensitivity
 
     @cached_property
-    def _proposal(self) -> "_Proposal":
+    def _proposal(self) -> _Proposal:
         return _Proposal.for_sigma(self.sigma)
 
     # --- sampling (compiled: `_gaussian_noise`) -------------------------------------------------------
@@ -198,7 +200,7 @@ class _Proposal:
     bits: int  # l, L = 2^l
 
     @classmethod
-    def for_sigma(cls, sigma: float) -> "_Proposal":
+    def for_sigma(cls, sigma: float) -> _Proposal:
         """The L = 2^l (of the two around 0.7 s) with the higher acceptance rate."""
         around = math.log2(0.7 * sigma)
         options = [cls(sigma, max(0, b)) for b in (math.floor(around), math.ceil(around))]
@@ -343,8 +345,13 @@ def _attempts(out, filled, wanted, size, handle, bits, length, scale, log_envelo
 @kernel
 def _attempt_scratch(size):
     """Scratch for `size` attempts: raw words, Q, values, acceptance chances, indices."""
-    return (np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
-            np.empty(size), np.empty(size, dtype=np.int64))
+    return (
+        np.empty(size, dtype=np.uint64),
+        np.empty(size, dtype=np.int64),
+        np.empty(size, dtype=np.int64),
+        np.empty(size),
+        np.empty(size, dtype=np.int64),
+    )
 
 
 @kernel
@@ -361,16 +368,18 @@ def _gaussian_noise(out, size, handle, bits, length, scale, log_envelope, accept
     filled = 0
     while filled < size:
         batch = int((size - filled) / acceptance * 1.05) + 16
-        filled = _attempts(out, filled, size, batch, handle, bits, length, scale, log_envelope, raw, q, values,
-                           chances, scratch)
+        filled = _attempts(
+            out, filled, size, batch, handle, bits, length, scale, log_envelope, raw, q, values, chances, scratch
+        )
 
 
 @kernel
 def _gaussian_fill(out, handle, bits, length, scale, log_envelope, acceptance):
     raw, q, values, chances, scratch = _attempt_scratch(int(out.size / acceptance * 1.05) + 16)
     noise = np.empty(out.size + 1)  # a spare slot (_attempts)
-    _gaussian_noise(noise, out.size, handle, bits, length, scale, log_envelope, acceptance, raw, q, values, chances,
-                    scratch)
+    _gaussian_noise(
+        noise, out.size, handle, bits, length, scale, log_envelope, acceptance, raw, q, values, chances, scratch
+    )
     out[:] = noise[: out.size]
 
 
@@ -384,8 +393,9 @@ def _gaussian_rows(t, out, rows, block, grid, bits, length, scale, log_envelope,
         for first in range(0, t.shape[1], block):
             count = min(block, t.shape[1] - first)
             round_block(t[row], out[row], first, count, rows[row], grid, raw)
-            _gaussian_noise(noise, count, rows[row], bits, length, scale, log_envelope, acceptance, raw, q, values,
-                            chances, scratch)
+            _gaussian_noise(
+                noise, count, rows[row], bits, length, scale, log_envelope, acceptance, raw, q, values, chances, scratch
+            )
             add_noise(out[row], first, count, noise, grid)
 
 

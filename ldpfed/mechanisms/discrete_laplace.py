@@ -31,7 +31,8 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from ldpfed.mechanisms.grid import rounding_weights
-from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS, GridNoiseSampler, add_noise, geometric_half, round_block
+from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS
+from ldpfed.mechanisms.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
 from ldpfed.mechanisms.words import draw_words, kernel, redraw_at_or_above
 
 # raw word: bits 0-7 trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
@@ -76,7 +77,7 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
 
     @classmethod
     @lru_cache(maxsize=256)
-    def shared(cls, budget: float) -> "DiscreteLaplaceSampler":
+    def shared(cls, budget: float) -> DiscreteLaplaceSampler:
         """One instance per budget, so that its tables and moments are built once however many
         mechanisms use it (it is immutable)."""
         return cls(budget)
@@ -172,7 +173,11 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
         w, length = self._normalized_weights, self._table[1]
         r = np.arange(length, dtype=float)
         m1, m2, m3 = (float(w @ r**k) for k in (1, 2, 3))
-        return (length + m1, 3 * length**2 + 2 * length * m1 + m2, 13 * length**3 + 9 * length**2 * m1 + 3 * length * m2 + m3)
+        return (
+            length + m1,
+            3 * length**2 + 2 * length * m1 + m2,
+            13 * length**3 + 9 * length**2 * m1 + 3 * length * m2 + m3,
+        )
 
     def _one_side(self, shift) -> np.ndarray:
         """sum_{n >= 1} P(N = n) |n + shift|^3 for real |shift| < 3: c E[(G + shift)^3] (a
@@ -200,8 +205,9 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
 
 # --- compiled sampling --------------------------------------------------------------------------------
 @kernel
-def _laplace_noise(noise, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide, raw, below,
-                   q, scratch, pending):
+def _laplace_noise(
+    noise, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide, raw, below, q, scratch, pending
+):
     """noise[i], i < size: N = S G with (G = 0, S = -1) drawn again (module docstring).
 
     Words in the order of the numpy sampler: one raw word per value (the wide tables: then one
@@ -242,9 +248,23 @@ def _laplace_noise(noise, size, handle, keep, alias, capacity, length, column_bi
 @kernel
 def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below_bits, wide):
     size = out.size
-    _laplace_noise(out, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide,
-                   np.empty(size, np.uint64), np.empty(size, np.uint64), np.empty(size, np.int64),
-                   np.empty(size, np.int64), np.empty(size, np.int64))
+    _laplace_noise(
+        out,
+        size,
+        handle,
+        keep,
+        alias,
+        capacity,
+        length,
+        column_bits,
+        below_bits,
+        wide,
+        np.empty(size, np.uint64),
+        np.empty(size, np.uint64),
+        np.empty(size, np.int64),
+        np.empty(size, np.int64),
+        np.empty(size, np.int64),
+    )
 
 
 @kernel
@@ -258,6 +278,21 @@ def _laplace_rows(t, out, rows, block, scale, keep, alias, capacity, length, col
         for first in range(0, t.shape[1], block):
             count = min(block, t.shape[1] - first)
             round_block(t[row], out[row], first, count, rows[row], scale, raw)
-            _laplace_noise(noise, count, rows[row], keep, alias, capacity, length, column_bits, below_bits, wide,
-                           raw, below, q, scratch, pending)
+            _laplace_noise(
+                noise,
+                count,
+                rows[row],
+                keep,
+                alias,
+                capacity,
+                length,
+                column_bits,
+                below_bits,
+                wide,
+                raw,
+                below,
+                q,
+                scratch,
+                pending,
+            )
             add_noise(out[row], first, count, noise, scale)

@@ -22,7 +22,6 @@ import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism
 
-
 _RESOLUTION = 2.0**53  # rng.random() returns k / 2^53
 
 
@@ -33,7 +32,7 @@ class DuchiSafe:
     flip: float  # b', a multiple of 2^-53 in (0, 1/2]
 
     @classmethod
-    def for_epsilon(cls, epsilon: float) -> "DuchiSafe":
+    def for_epsilon(cls, epsilon: float) -> DuchiSafe:
         small = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))  # 1/(e^eps + 1), within 2 ulp
         return cls(min(0.5, max(1, math.ceil(small * (1.0 + 2.0**-50) * _RESOLUTION)) / _RESOLUTION))
 

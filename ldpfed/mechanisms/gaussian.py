@@ -88,9 +88,7 @@ class Gaussian(Mechanism):
                 f"test costs up to 2^-52 of delta), got {self.delta:g}"
             )
         if self.calibration not in CALIBRATIONS:
-            raise LDPValueError(
-                f"gaussian calibration must be one of {CALIBRATIONS}, got {self.calibration!r}"
-            )
+            raise LDPValueError(f"gaussian calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
         if self.calibration == "classic":
             if self.epsilon >= 1.0:
                 raise LDPValueError(
@@ -103,7 +101,9 @@ class Gaussian(Mechanism):
         object.__setattr__(self, "_sigma", sigma)  # derived, not a field: computed once, validated here
         safe = None
         if self.sampler == "safe":
-            safe = DiscreteGaussianSampler.shared(self.epsilon, self.delta, sigma, classic=self.calibration == "classic")
+            safe = DiscreteGaussianSampler.shared(
+                self.epsilon, self.delta, sigma, classic=self.calibration == "classic"
+            )
         object.__setattr__(self, "_safe", safe)
 
     @property

@@ -194,7 +194,9 @@ class WindowLaw:
         """eps' = the exact worst log probability ratio between any two grid inputs."""
         ratios = [math.log(self.high) - math.log(self.low)]
         if self.atom_slope:
-            ratios.append(math.log(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope) - math.log(self.atom_base))
+            ratios.append(
+                math.log(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope) - math.log(self.atom_base)
+            )
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
@@ -206,13 +208,22 @@ class WindowLaw:
         value = (self.half_range + 1) * step if atom_value is None else atom_value
         plus = (self.window_total + self.atom_base + self.atom_slope * (self.grid_steps + 1 + self.window_half)) * unit
         return (
-            self.high * unit, self.width * (self.high - self.low) * unit, self.low * unit,
-            1.0 / self.points, float(self.points), float(step),
-            float(self.atom_total > 0), self.window_total * unit, self.atom_slope * unit, plus, float(value),
+            self.high * unit,
+            self.width * (self.high - self.low) * unit,
+            self.low * unit,
+            1.0 / self.points,
+            float(self.points),
+            float(step),
+            float(self.atom_total > 0),
+            self.window_total * unit,
+            self.atom_slope * unit,
+            plus,
+            float(value),
         )
 
-    def sample(self, window_start: np.ndarray, rng: np.random.Generator, step: float = 1.0,
-               atom_value: float | None = None) -> np.ndarray:
+    def sample(
+        self, window_start: np.ndarray, rng: np.random.Generator, step: float = 1.0, atom_value: float | None = None
+    ) -> np.ndarray:
         """Reports given the window starts K - P (integer floats, K the grid input): index * step
         for a window/background index in [-I, I], +-atom_value for the atoms (default: the atom
         codes +-(I+1) * step). With the defaults the reports are the codes themselves.
@@ -367,8 +378,16 @@ class GridSampler:
         out = np.empty(t.shape)
         constants = self.law.map_constants(self.step, self.atom_value)
         with locked(rngs):
-            _grid_kernel(t, out, handles(rngs), block, float(self.grid_steps), 0.5 - self.law.window_half,
-                         self.law.total, constants)
+            _grid_kernel(
+                t,
+                out,
+                handles(rngs),
+                block,
+                float(self.grid_steps),
+                0.5 - self.law.window_half,
+                self.law.total,
+                constants,
+            )
         return out
 
     @cached_property
@@ -442,8 +461,9 @@ class GridSampler:
 
 
 @lru_cache(maxsize=256)
-def window_sampler(epsilon: float, window_fraction: float, *, rescale: bool, atom_share: float = 0.0,
-                   grid_bits: int = GRID_BITS) -> GridSampler:
+def window_sampler(
+    epsilon: float, window_fraction: float, *, rescale: bool, atom_share: float = 0.0, grid_bits: int = GRID_BITS
+) -> GridSampler:
     """The safe sampler of a sliding-window mechanism: window width ~ window_fraction * J indices,
     density ratio e^eps' <= e^eps; reports unbiased (`rescale`) or index / J (SW raw). Cached: one
     immutable sampler per parameters, its exact moments computed once.

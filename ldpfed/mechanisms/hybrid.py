@@ -138,9 +138,7 @@ class Hybrid(Mechanism):
         alpha = self.alpha
         with np.errstate(divide="ignore"):
             log_atom = np.log(self._duchi_weight) + self.duchi.log_density(y, t)
-            log_continuous = (
-                math.log(alpha) + self.pm.log_density(y, t) if alpha > 0 else np.full(y.shape, -np.inf)
-            )
+            log_continuous = math.log(alpha) + self.pm.log_density(y, t) if alpha > 0 else np.full(y.shape, -np.inf)
         # (Once 1 - alpha underflows, at eps > ~1490, B = C = 1.0 in floating point and no atom is left.)
         is_atom = (np.abs(y) == self.duchi.output_bound) & (self._duchi_weight > 0)
         return np.where(is_atom, log_atom, log_continuous)

@@ -133,6 +133,4 @@ class Piecewise(Mechanism):
         bound = self._continuous_output_bound
         on_plateau = (y >= left) & (y <= right)
         inside = np.abs(y) <= bound
-        return np.where(
-            on_plateau, self._log_plateau_density, np.where(inside, self._log_tail_density, -np.inf)
-        )
+        return np.where(on_plateau, self._log_plateau_density, np.where(inside, self._log_tail_density, -np.inf))

@@ -56,9 +56,7 @@ class SquareWave(Mechanism):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.estimator not in ESTIMATORS:
-            raise LDPValueError(
-                f"square-wave estimator must be one of {ESTIMATORS}, got {self.estimator!r}"
-            )
+            raise LDPValueError(f"square-wave estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
 
     @cached_property
     def safe_sampler(self):

@@ -154,6 +154,7 @@ def _call_next(function, state):  # replaced by the intrinsic in `compiled`
 
 _pcg64_step = _word_at = _set_word_at = _call_next  # likewise
 
+
 @kernel(inline=True)
 def next_word(handle):
     """The next raw 64-bit word of the Generator behind `handle` (a row of `handles`)."""

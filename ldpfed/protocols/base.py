@@ -10,8 +10,9 @@ see ldpfed.protocols.diagnostics).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -38,8 +39,13 @@ class RoundPlan:
 
 class ServerHalf(Protocol):
     def configure_round(self, server_round: int) -> RoundPlan: ...
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
-                  sums: dict[int, dict] | None = None) -> dict: ...
+    def aggregate(
+        self,
+        server_round: int,
+        replies: dict[int, ClientReply],
+        failures: dict[int, str],
+        sums: dict[int, dict] | None = None,
+    ) -> dict: ...
     def evaluate(self, server_round: int) -> dict: ...
 
 
@@ -54,7 +60,9 @@ def short_reason(reason: str) -> str:
 
 
 def local_round(
-    server: ServerHalf, nodes, server_round: int,
+    server: ServerHalf,
+    nodes,
+    server_round: int,
     on_diagnostics: Callable[[int, int, dict], None] | None = None,
 ) -> dict:
     """One round in this process (engine `local`), in the order a Flower Strategy runs it:
@@ -110,4 +118,7 @@ def budget_record(budget, stopped: list[int]) -> dict:
     """The round's record of the clients the budget stopped (nothing without a budget)."""
     if budget is None:
         return {}
-    return {"clients_stopped_by_budget": len(stopped), "stopped_partitions": ",".join(str(pid) for pid in sorted(stopped))}
+    return {
+        "clients_stopped_by_budget": len(stopped),
+        "stopped_partitions": ",".join(str(pid) for pid in sorted(stopped)),
+    }

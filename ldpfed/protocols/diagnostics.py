@@ -17,9 +17,17 @@ from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_r
 from ldpfed.directional.diagnostics import cosine, leading_energy_share
 
 TRAIN_COLUMNS = (
-    "train_loss", "predicted_noise_trace", "predicted_squared_distance", "measured_squared_distance",
-    "noise_ratio", "noise_z_beyond_1_96", "applied_squared_distance", "clean_update_squared_norm",
-    "cosine_to_clean", "leading_energy_share", "clean_leading_energy_share",
+    "train_loss",
+    "predicted_noise_trace",
+    "predicted_squared_distance",
+    "measured_squared_distance",
+    "noise_ratio",
+    "noise_z_beyond_1_96",
+    "applied_squared_distance",
+    "clean_update_squared_norm",
+    "cosine_to_clean",
+    "leading_energy_share",
+    "clean_leading_energy_share",
 )
 
 
@@ -62,8 +70,9 @@ def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
         predicted_squared_distance=report["predicted_squared_distance"],
         measured_squared_distance=report["measured_squared_distance"],
         noise_ratio=float("nan") if report["ratio"] is None else report["ratio"],
-        noise_z_beyond_1_96=(float("nan") if report["fraction_abs_z_above_1_96"] is None
-                             else report["fraction_abs_z_above_1_96"]),
+        noise_z_beyond_1_96=(
+            float("nan") if report["fraction_abs_z_above_1_96"] is None else report["fraction_abs_z_above_1_96"]
+        ),
     )
     return metrics
 
@@ -78,8 +87,16 @@ def mean_round(outcome, data: np.ndarray, cohorts: list[np.ndarray], config) -> 
     values = data[rows]
     truth = values.mean(axis=0)
     m = config.privacy.report_dims or config.data.dims
-    prediction = predict(config.privacy.mechanism, config.privacy.epsilon, len(rows), config.data.dims, m, values,
-                         delta=config.delta_or_none, counts=outcome.sums.count)
+    prediction = predict(
+        config.privacy.mechanism,
+        config.privacy.epsilon,
+        len(rows),
+        config.data.dims,
+        m,
+        values,
+        delta=config.delta_or_none,
+        counts=outcome.sums.count,
+    )
     return {
         "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
         "mse_plain_mean": float(np.mean((outcome.theta_hat - truth) ** 2)),

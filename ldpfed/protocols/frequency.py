@@ -31,7 +31,7 @@ from ldpfed.deviation import DeviationModel
 from ldpfed.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
-from ldpfed.protocols.mean import SUMS, cohort, sums_of, total_sums
+from ldpfed.protocols.mean import SUMS, cohort, total_sums
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
@@ -61,8 +61,9 @@ def plugin_deviation(sums: ReportSums, oracles: AttributeOracles) -> DeviationMo
     return DeviationModel(np.zeros_like(count), np.sqrt(per_report / np.maximum(count, 1.0)), source="plug-in")
 
 
-def estimate_frequencies(sums: ReportSums, oracles: AttributeOracles, aggregators, *,
-                         deviation: str | DeviationModel = "plug-in") -> tuple[np.ndarray, dict[str, Recalibrated]]:
+def estimate_frequencies(
+    sums: ReportSums, oracles: AttributeOracles, aggregators, *, deviation: str | DeviationModel = "plug-in"
+) -> tuple[np.ndarray, dict[str, Recalibrated]]:
     """(f_hat, {aggregator name: result}) from the summed contributions (module docstring)."""
     f_hat = mean_estimate(sums)
     if isinstance(deviation, DeviationModel):
@@ -74,15 +75,18 @@ def estimate_frequencies(sums: ReportSums, oracles: AttributeOracles, aggregator
     results = {}
     for item in aggregators:
         if item == SIMPLEX:
-            results[SIMPLEX] = Recalibrated(project_to_simplex(f_hat, oracles.categories),
-                                            {"aggregator": SIMPLEX, "deviation_source": None, "halfwidth": 1.0})
+            results[SIMPLEX] = Recalibrated(
+                project_to_simplex(f_hat, oracles.categories),
+                {"aggregator": SIMPLEX, "deviation_source": None, "halfwidth": 1.0},
+            )
         else:
             results[item.name] = item(f_hat, model, 1.0)
     return f_hat, results
 
 
-def collect_frequency_sums(codes: np.ndarray, oracles: AttributeOracles, stream: np.random.SeedSequence, *,
-                           chunk_users: int | None = None) -> ReportSums:
+def collect_frequency_sums(
+    codes: np.ndarray, oracles: AttributeOracles, stream: np.random.SeedSequence, *, chunk_users: int | None = None
+) -> ReportSums:
     """Users report chunk by chunk; chunk k draws from child k of `stream` (as `collect_sums`)."""
     users = codes.shape[0]
     chunk_users = max(1, CHUNK_ENTRIES // oracles.entries) if chunk_users is None else chunk_users
@@ -90,7 +94,7 @@ def collect_frequency_sums(codes: np.ndarray, oracles: AttributeOracles, stream:
     children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
     total = ReportSums.zeros(oracles.entries)
     for start, child in zip(starts, children):
-        total = total + oracles.report_sums(codes[start:start + chunk_users], np.random.default_rng(child))
+        total = total + oracles.report_sums(codes[start : start + chunk_users], np.random.default_rng(child))
     return total
 
 
@@ -98,8 +102,14 @@ def collect_frequency_sums(codes: np.ndarray, oracles: AttributeOracles, stream:
 class FrequencyClient:
     """A cohort's users randomize locally; the reply is their per-entry report sums."""
 
-    def __init__(self, codes: np.ndarray, oracles: AttributeOracles, secret: int, chunk_users: int | None = None,
-                 fail: bool = False) -> None:
+    def __init__(
+        self,
+        codes: np.ndarray,
+        oracles: AttributeOracles,
+        secret: int,
+        chunk_users: int | None = None,
+        fail: bool = False,
+    ) -> None:
         self.codes, self.oracles, self.secret, self.chunk_users, self.fail = codes, oracles, secret, chunk_users, fail
 
     def reply(self, server_round: int, broadcast: dict) -> tuple[ClientReply, dict]:
@@ -130,9 +140,18 @@ class FrequencyOutcome:
 class FrequencyServer:
     """Strategy-shaped server half: sum the clients' ReportSums, f_hat, re-calibration."""
 
-    def __init__(self, oracles: AttributeOracles, clients: int, aggregators: list[str], *,
-                 alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
-                 deviation: str | DeviationModel = "plug-in", round_event=None, budget=None) -> None:
+    def __init__(
+        self,
+        oracles: AttributeOracles,
+        clients: int,
+        aggregators: list[str],
+        *,
+        alpha: float = aggregation.DEFAULT_ALPHA,
+        l2_reference: str = "bound",
+        deviation: str | DeviationModel = "plug-in",
+        round_event=None,
+        budget=None,
+    ) -> None:
         names = check_aggregators(aggregators)
         built = aggregation.get_many([n for n in names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference)
         by_name = {a.name: a for a in built}
@@ -151,8 +170,13 @@ class FrequencyServer:
         self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
-                  sums: dict[int, dict] | None = None) -> dict:
+    def aggregate(
+        self,
+        server_round: int,
+        replies: dict[int, ClientReply],
+        failures: dict[int, str],
+        sums: dict[int, dict] | None = None,
+    ) -> dict:
         """`sums`: the nodes' pre-added report sums (node-reply sum; `mean.total_sums`)."""
         pids = sorted(replies)
         sums = total_sums(replies, sums, self.oracles.entries)
@@ -164,8 +188,11 @@ class FrequencyServer:
         if self.round_event is not None:
             for pid in pids:
                 self.ledger.record_event(pid, server_round, self.round_event, self.oracles.name)
-        return {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
-                "users_reported": int(sums.users)}
+        return {
+            **participation(self._planned, replies, failures),
+            **budget_record(self.budget, self._stopped),
+            "users_reported": int(sums.users),
+        }
 
     def evaluate(self, server_round: int) -> dict:
         return {}
@@ -174,8 +201,14 @@ class FrequencyServer:
 # ---- from a federation's config (ldpfed simulate --task frequency) --------------------------
 @functools.lru_cache(maxsize=4)
 def _read(name: str, users: int, dims: int, categories: str, header: str, data_seed: int) -> CategoricalData:
-    return read_categorical(name, users=users or None, attributes=dims or None, categories=categories or None,
-                            rng=np.random.default_rng(data_seed), header=HEADERS[header])
+    return read_categorical(
+        name,
+        users=users or None,
+        attributes=dims or None,
+        categories=categories or None,
+        rng=np.random.default_rng(data_seed),
+        header=HEADERS[header],
+    )
 
 
 def read(config: Config, data_seed: int) -> CategoricalData:
@@ -202,19 +235,30 @@ def oracles_from_config(config: Config, data_seed: int) -> AttributeOracles:
     """Every user's per-attribute oracles (eps/m each; `report-dims` 0 = all attributes)."""
     data = read(config, data_seed)
     m = config.privacy.report_dims or data.attributes
-    return _oracles(config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m,
-                    config.delta_or_none)
+    return _oracles(
+        config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m, config.delta_or_none
+    )
 
 
 def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> FrequencyClient:
     rows = cohort(config.data.users, config.federation.clients, partition_id)
-    return FrequencyClient(read(config, data_seed).codes[rows], oracles_from_config(config, data_seed), secret,
-                           fail=partition_id in config.failing_partitions)
+    return FrequencyClient(
+        read(config, data_seed).codes[rows],
+        oracles_from_config(config, data_seed),
+        secret,
+        fail=partition_id in config.failing_partitions,
+    )
 
 
 def server_from_config(config: Config, data_seed: int) -> FrequencyServer:
     """The server half; it knows the data's layout (attributes and categories), not the data."""
     aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
     event = round_event(config, config.privacy.epsilon, config.delta_or_none)
-    return FrequencyServer(oracles_from_config(config, data_seed), config.federation.clients, aggregators,
-                           alpha=config.aggregation.alpha, round_event=event, budget=config.budget)
+    return FrequencyServer(
+        oracles_from_config(config, data_seed),
+        config.federation.clients,
+        aggregators,
+        alpha=config.aggregation.alpha,
+        round_event=event,
+        budget=config.budget,
+    )

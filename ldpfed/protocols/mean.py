@@ -44,8 +44,15 @@ def report_dims(config: Config) -> int:
 def _read(name: str, users: int, dims: int, data_seed: int, domain: str, header: str, out_of_domain: str) -> Tuples:
     if name in available_synthetic():
         users, dims = users or DEFAULT_USERS, dims or DEFAULT_DIMS
-    return read_tuples(name, users=users or None, dims=dims or None, rng=np.random.default_rng(data_seed),
-                       domain=parse_domain(domain), header=HEADERS[header], out_of_domain=out_of_domain_policy(out_of_domain))
+    return read_tuples(
+        name,
+        users=users or None,
+        dims=dims or None,
+        rng=np.random.default_rng(data_seed),
+        domain=parse_domain(domain),
+        header=HEADERS[header],
+        out_of_domain=out_of_domain_policy(out_of_domain),
+    )
 
 
 def read(config: Config, data_seed: int) -> Tuples:
@@ -98,8 +105,15 @@ def mechanism(config: Config) -> Mechanism:
 class MeanClient:
     """A cohort's users randomize locally; the reply is their report sums."""
 
-    def __init__(self, values: np.ndarray, mechanism: Mechanism, report_dims: int, secret: int,
-                 chunk_users: int | None = None, fail: bool = False) -> None:
+    def __init__(
+        self,
+        values: np.ndarray,
+        mechanism: Mechanism,
+        report_dims: int,
+        secret: int,
+        chunk_users: int | None = None,
+        fail: bool = False,
+    ) -> None:
         self.values, self.mechanism, self.report_dims = values, mechanism, report_dims
         self.secret, self.chunk_users, self.fail = secret, chunk_users, fail
 
@@ -133,8 +147,13 @@ def total_sums(replies: dict[int, ClientReply], sums: dict[int, dict] | None, di
 
 def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> MeanClient:
     rows = cohort(config.data.users, config.federation.clients, partition_id)
-    return MeanClient(tuples(config, data_seed)[rows], mechanism(config), report_dims(config), secret,
-                      fail=partition_id in config.failing_partitions)
+    return MeanClient(
+        tuples(config, data_seed)[rows],
+        mechanism(config),
+        report_dims(config),
+        secret,
+        fail=partition_id in config.failing_partitions,
+    )
 
 
 # ---- server half -----------------------------------------------------------------------------
@@ -156,10 +175,20 @@ class MeanServer:
     """Strategy-shaped server half: every client reports in every round (each round is one
     independent collection); aggregate = sum of ReportSums, theta_hat, re-calibration."""
 
-    def __init__(self, mechanism: Mechanism, dims: int, clients: int, aggregators: list[str], *,
-                 alpha: float = aggregation.DEFAULT_ALPHA, l2_reference: str = "bound",
-                 deviation: str | DeviationModel = "plug-in", round_event=None, mechanism_name: str | None = None,
-                 budget=None) -> None:
+    def __init__(
+        self,
+        mechanism: Mechanism,
+        dims: int,
+        clients: int,
+        aggregators: list[str],
+        *,
+        alpha: float = aggregation.DEFAULT_ALPHA,
+        l2_reference: str = "bound",
+        deviation: str | DeviationModel = "plug-in",
+        round_event=None,
+        mechanism_name: str | None = None,
+        budget=None,
+    ) -> None:
         self.mechanism, self.dims, self.clients = mechanism, dims, clients
         self.aggregators = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
         self.deviation = deviation
@@ -177,8 +206,13 @@ class MeanServer:
         self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
         return RoundPlan(self._planned, {})
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
-                  sums: dict[int, dict] | None = None) -> dict:
+    def aggregate(
+        self,
+        server_round: int,
+        replies: dict[int, ClientReply],
+        failures: dict[int, str],
+        sums: dict[int, dict] | None = None,
+    ) -> dict:
         """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`)."""
         pids = sorted(replies)
         sums = total_sums(replies, sums, self.dims)
@@ -190,8 +224,11 @@ class MeanServer:
         if self.round_event is not None:
             for pid in pids:
                 self.ledger.record_event(pid, server_round, self.round_event, self.mechanism_name)
-        return {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
-                "users_reported": int(sums.users)}
+        return {
+            **participation(self._planned, replies, failures),
+            **budget_record(self.budget, self._stopped),
+            "users_reported": int(sums.users),
+        }
 
     def evaluate(self, server_round: int) -> dict:
         return {}
@@ -200,6 +237,13 @@ class MeanServer:
 def server_from_config(config: Config) -> MeanServer:
     aggregators = list(dict.fromkeys([config.aggregation.aggregator, "mean"]))
     event = round_event(config, config.privacy.epsilon, config.delta_or_none)
-    return MeanServer(mechanism(config), config.data.dims, config.federation.clients, aggregators,
-                      alpha=config.aggregation.alpha, round_event=event, mechanism_name=config.privacy.mechanism,
-                      budget=config.budget)
+    return MeanServer(
+        mechanism(config),
+        config.data.dims,
+        config.federation.clients,
+        aggregators,
+        alpha=config.aggregation.alpha,
+        round_event=event,
+        mechanism_name=config.privacy.mechanism,
+        budget=config.budget,
+    )

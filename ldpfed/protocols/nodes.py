@@ -19,8 +19,9 @@ client so the order of the additions does not depend on the order the replies ar
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 

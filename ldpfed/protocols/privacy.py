@@ -41,13 +41,15 @@ def privacy_status(config: Config) -> PrivacyStatus:
 
         reasons.append(f"mechanism {config.privacy.mechanism}: {GUARANTEE_FAILS} (gradient-noise.md)")
     if config.directional and config.training.magnitude == "exact-unsafe":
-        reasons.append("ldpvec magnitude exact-unsafe: clients send the norm of their update without noise "
-                       "(directional.md)")
+        reasons.append(
+            "ldpvec magnitude exact-unsafe: clients send the norm of their update without noise (directional.md)"
+        )
     return PrivacyStatus(not reasons, tuple(reasons))
 
 
-def round_event(config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None,
-                mechanism_event=None):
+def round_event(
+    config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None, mechanism_event=None
+):
     """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost
     (or its own `mechanism_event`, calibrated to (eps, delta), e.g. the discrete Gaussian of the
     safe sampler), or a not-private event with the reasons (ldpfed.accounting), by `privacy_status`."""

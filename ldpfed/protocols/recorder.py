@@ -42,8 +42,13 @@ class Recorder:
     def finish(self, summary: dict, ledger) -> None:
         if not self.output.enabled:
             return
-        self.output.write({"summary.json": summary, "privacy.json": ledger.state_dict(),
-                           "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config)})
+        self.output.write(
+            {
+                "summary.json": summary,
+                "privacy.json": ledger.state_dict(),
+                "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config),
+            }
+        )
 
 
 def plot_rounds(frame: pd.DataFrame, config: Config):

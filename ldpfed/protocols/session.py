@@ -11,8 +11,8 @@ diagnostics reach it (the noise figures are then NaN).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
@@ -21,8 +21,8 @@ from ldpfed.config import FEDAVG, Config
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import frequency, mean, seeds, train
-from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.protocols.nodes import ClientsNode, Layout, default_nodes
+from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.protocols.recorder import Recorder
 from ldpfed.validation import LDPValueError
 
@@ -36,7 +36,7 @@ class World:
     secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
 
     @classmethod
-    def from_config(cls, config: Config) -> "World":
+    def from_config(cls, config: Config) -> World:
         run = config.run
         secrets = None if run.fresh_noise else seeds.client_secrets(run.seed, config.federation.clients)
         return cls(seeds.data_seed(run.seed), seeds.server_seed(run.seed), secrets)
@@ -154,8 +154,14 @@ class Session:
         # by the run's accountant (that of max-epsilon); None when not private (ldpfed.accounting)
         spent = self.server.ledger.max_spent(self.config.privacy.accountant)
         now = time.perf_counter()
-        row = {"round": server_round, **metrics, **joined,
-               "epsilon_spent": spent.epsilon, "delta_spent": spent.delta, "seconds": now - self.round_started}
+        row = {
+            "round": server_round,
+            **metrics,
+            **joined,
+            "epsilon_spent": spent.epsilon,
+            "delta_spent": spent.delta,
+            "seconds": now - self.round_started,
+        }
         self.round_started = now
         self.recorder.add_round(row, self.server.ledger)
         return row
@@ -187,7 +193,9 @@ class Session:
             **(self._data_summary() if config.run.task in ("mean", "frequency") else {}),
             "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
             "clients_replied_total": int(sum(row["clients_replied"] for row in rows)),
-            "failure_reasons": " | ".join(sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})),
+            "failure_reasons": " | ".join(
+                sorted({r for row in rows for r in row["failure_reasons"].split(" | ") if r})
+            ),
             "epsilon_spent_max_per_client": rows[-1]["epsilon_spent"] if rows else None,
             "delta_spent_max_per_client": rows[-1]["delta_spent"] if rows else None,
             "seconds": time.perf_counter() - self.started,
@@ -196,7 +204,6 @@ class Session:
         if rows:
             self.recorder.finish(summary, self.server.ledger)
         return summary
-
 
     def _data_summary(self) -> dict:
         """The mean task's data shape and, for a file with --domain, the scale of its MSE (frequency:
@@ -243,7 +250,9 @@ def train_summary(rows: list[dict], config: Config, server) -> dict:
     measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
     predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
     known = np.isfinite(measured) & np.isfinite(predicted)
-    ratio = float(measured[known].sum() / predicted[known].sum()) if known.any() and predicted[known].sum() > 0 else None
+    ratio = (
+        float(measured[known].sum() / predicted[known].sum()) if known.any() and predicted[known].sum() > 0 else None
+    )
     directional = getattr(server.privatizer, "ldpvec", None)
     return {
         "perturbation": config.training.perturbation,
@@ -259,12 +268,18 @@ def train_summary(rows: list[dict], config: Config, server) -> dict:
         "deviation": deviation_used(config),
         "noise_measured_over_predicted": ratio,
         # gradient noises (ldpfed.gradient_noise): which sampler ran (safe = floating-point safe)
-        "noise_sampler": (server.privatizer.noise(int(server.weights.size)).sampler_description
-                          if hasattr(server.privatizer, "noise") else None),
+        "noise_sampler": (
+            server.privatizer.noise(int(server.weights.size)).sampler_description
+            if hasattr(server.privatizer, "noise")
+            else None
+        ),
         "mean_measured_squared_distance": _nanmean(measured),
         "mean_predicted_squared_distance": _nanmean(predicted),
         "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
-        "diagnostics": ("clients wrote their clean clipped updates to the run's local output; the harness "
-                        "joined them with the server's aggregate (never sent to the server)"
-                        if np.isfinite(measured).any() else None),
+        "diagnostics": (
+            "clients wrote their clean clipped updates to the run's local output; the harness "
+            "joined them with the server's aggregate (never sent to the server)"
+            if np.isfinite(measured).any()
+            else None
+        ),
     }

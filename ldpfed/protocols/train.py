@@ -24,22 +24,29 @@ split, and records each replying client's round cost in its ledger.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 import ldpfed.aggregation as aggregation
-from ldpfed.accounting import PrivacyLedger
+from ldpfed.accounting import PrivacyLedger, not_private
 from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
-from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation, short_reason
-from ldpfed.protocols.nodes import NodeReply
-from ldpfed.accounting import not_private
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+from ldpfed.protocols import seeds
+from ldpfed.protocols.base import (
+    ClientReply,
+    InjectedFailure,
+    RoundPlan,
+    admit,
+    budget_record,
+    participation,
+    short_reason,
+)
+from ldpfed.protocols.nodes import NodeReply
 from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
@@ -53,15 +60,29 @@ PRIVATIZE_BLOCK = 2**22
 # ---- world: data, model, privatizer ---------------------------------------------------------
 @functools.lru_cache(maxsize=2)
 def _federated(name: str, clients: int, partition: str, data_seed: int, data_dir: str, classes: int, alpha: float):
-    return load_federated(name, clients, partition=partition, seed=data_seed, data_dir=data_dir or None,
-                          classes_per_client=classes, alpha=alpha)
+    return load_federated(
+        name,
+        clients,
+        partition=partition,
+        seed=data_seed,
+        data_dir=data_dir or None,
+        classes_per_client=classes,
+        alpha=alpha,
+    )
 
 
 def federated_data(config: Config, data_seed: int):
     """The partitioned data set, from the data seed (the same on the server and every client)."""
     data = config.data
-    return _federated(config.data_name, config.federation.clients, data.partition, data_seed, data.data_dir,
-                      data.classes_per_client, data.dirichlet_alpha)
+    return _federated(
+        config.data_name,
+        config.federation.clients,
+        data.partition,
+        data_seed,
+        data.data_dir,
+        data.classes_per_client,
+        data.dirichlet_alpha,
+    )
 
 
 def new_model(config: Config, data_seed: int, init_seed: int = 0):
@@ -72,14 +93,21 @@ def new_model(config: Config, data_seed: int, init_seed: int = 0):
 
 
 @functools.lru_cache(maxsize=4)
-def _privatizer(mechanism: str, epsilon: float, clip: float, delta: float | None, report_dims: int | None,
-                directional: tuple | None = None):
+def _privatizer(
+    mechanism: str,
+    epsilon: float,
+    clip: float,
+    delta: float | None,
+    report_dims: int | None,
+    directional: tuple | None = None,
+):
     from ldpfed.gradient_noise.calibrate import NAMES
 
     if directional is not None:  # LDPVec (ldpfed.directional): L2 clipping to C, directional noise
         beta, window, magnitude, rotation = directional
-        return DirectionalPrivatizer(mechanism, epsilon, clip, delta, beta=beta, window=window, magnitude=magnitude,
-                                     rotation=rotation)
+        return DirectionalPrivatizer(
+            mechanism, epsilon, clip, delta, beta=beta, window=window, magnitude=magnitude, rotation=rotation
+        )
     if mechanism in NAMES:  # L2 clipping to C and a vector noise (ldpfed.gradient_noise)
         return NoisePrivatizer(mechanism, epsilon=epsilon, delta=delta, clip=clip)
     return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
@@ -91,13 +119,22 @@ Privatizer = UpdatePrivatizer | NoisePrivatizer | DirectionalPrivatizer
 def privatizer(config: Config) -> Privatizer:
     """Clip (and, unless mechanism is none, perturb) the update; built once per config."""
     training = config.training
-    directional = ((training.beta, training.window, training.magnitude, training.rotation)
-                   if config.directional else None)
-    return _privatizer(config.privacy.mechanism, config.privacy.epsilon, training.clip,
-                       config.delta_or_none, config.report_dims_or_none, directional)
+    directional = (
+        (training.beta, training.window, training.magnitude, training.rotation) if config.directional else None
+    )
+    return _privatizer(
+        config.privacy.mechanism,
+        config.privacy.epsilon,
+        training.clip,
+        config.delta_or_none,
+        config.report_dims_or_none,
+        directional,
+    )
 
 
-def privatize(update_privatizer: Privatizer, update: np.ndarray, rng: np.random.Generator, broadcast: dict) -> np.ndarray:
+def privatize(
+    update_privatizer: Privatizer, update: np.ndarray, rng: np.random.Generator, broadcast: dict
+) -> np.ndarray:
     """One client's privatized update (d,), with the round's public inputs from the broadcast: the
     row a node's batched `privatize_rows` gives this client."""
     return update_privatizer.privatize_rows(np.asarray(update, dtype=np.float64)[None, :], [rng], broadcast)[0]
@@ -120,8 +157,10 @@ def check_device(config: Config):
 
     device = resolve_device(config.federation.device)
     if config.federation.gpus_per_node > 0 and device.type != "cuda":
-        raise LDPValueError(f"gpus-per-node {config.federation.gpus_per_node:g} needs --device cuda (or auto with a GPU); "
-                            f"this run trains on {device.type}")
+        raise LDPValueError(
+            f"gpus-per-node {config.federation.gpus_per_node:g} needs --device cuda (or auto with a GPU); "
+            f"this run trains on {device.type}"
+        )
     return device
 
 
@@ -131,8 +170,13 @@ def client_round_event(config: Config, update_privatizer: Privatizer, dims: int)
         status = privacy_status(config)
         return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
     entry = update_privatizer.ledger_entry(dims)
-    return round_event(config, entry["epsilon"], entry["delta"], entry["noise_multiplier"],
-                       mechanism_event=update_privatizer.mechanism_event(dims))
+    return round_event(
+        config,
+        entry["epsilon"],
+        entry["delta"],
+        entry["noise_multiplier"],
+        mechanism_event=update_privatizer.mechanism_event(dims),
+    )
 
 
 # ---- client half: a node's cohort of clients --------------------------------------------------
@@ -173,7 +217,8 @@ class TrainNode:
         for pid in self.partitions if partitions is None else partitions:
             if pid in self.config.failing_partitions:
                 answer.failures[pid] = short_reason(
-                    f"InjectedFailure: injected failure of client {pid} in round {server_round}")
+                    f"InjectedFailure: injected failure of client {pid} in round {server_round}"
+                )
             else:
                 todo.append(pid)
         start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
@@ -201,16 +246,28 @@ class TrainNode:
         training = self.config.training
         like = [p.detach().cpu().numpy() for p in self.trainer.model.parameters()]
         begin = [torch.as_tensor(array) for array in unflatten(start, like)]
-        index, weight = batch_plan([self.sizes[pid] for pid in chunk],
-                                   [seeds.torch_seed(self.secrets[pid], seeds.MINIBATCHES, server_round) for pid in chunk],
-                                   training.local_steps, training.batch_size, self.width)
+        index, weight = batch_plan(
+            [self.sizes[pid] for pid in chunk],
+            [seeds.torch_seed(self.secrets[pid], seeds.MINIBATCHES, server_round) for pid in chunk],
+            training.local_steps,
+            training.batch_size,
+            self.width,
+        )
         rows = torch.tensor([self.row[pid] for pid in chunk])
         params, losses = self.trainer.train(begin, self.x, self.y, rows, index, weight, training.lr)
         weights = torch.cat([p.reshape(len(chunk), -1) for p in params], dim=1).cpu().numpy().astype(np.float64)
         return weights - start, losses.double().mean(dim=1).cpu().numpy()
 
-    def _privatize(self, chunk: list[int], updates: np.ndarray, losses: np.ndarray, server_round: int,
-                   broadcast: dict, answer: NodeReply, total: np.ndarray | None) -> None:
+    def _privatize(
+        self,
+        chunk: list[int],
+        updates: np.ndarray,
+        losses: np.ndarray,
+        server_round: int,
+        broadcast: dict,
+        answer: NodeReply,
+        total: np.ndarray | None,
+    ) -> None:
         """The chunk privatized at once, each client with its own noise stream; the replies (or,
         summing, `total` += sum_k n_k u_k) and the diagnostics."""
         from ldpfed.directional.diagnostics import cosine, leading_energy_share
@@ -231,22 +288,29 @@ class TrainNode:
             answer.replies[pid] = ClientReply(arrays, {NUM_EXAMPLES: count})
             answer.diagnostics[pid] = {"clean": clean[row], "loss": float(losses[row]), NUM_EXAMPLES: count}
             if total is not None:
-                answer.diagnostics[pid].update(cosine_to_clean=float(cosines[index]),
-                                               leading_energy_share=float(shares[index]))
+                answer.diagnostics[pid].update(
+                    cosine_to_clean=float(cosines[index]), leading_energy_share=float(shares[index])
+                )
 
     def _noisy(self, chunk: list[int], updates: np.ndarray, server_round: int, broadcast: dict):
         """(privatized rows, {pid: reason} of the clients whose privatization failed). Batched calls
         of at most PRIVATIZE_BLOCK values; if one raises, each row again alone with a fresh generator
         of its stream, so that a failing client fails alone and the others' noise is what it would
         have been."""
+
         def rngs(pids):
             return [seeds.rng(self.secrets[pid], seeds.NOISE, server_round) for pid in pids]
 
         step = max(1, PRIVATIZE_BLOCK // updates.shape[1])
         try:
-            return np.concatenate([self.privatizer.privatize_rows(updates[first : first + step],
-                                                                  rngs(chunk[first : first + step]), broadcast)
-                                   for first in range(0, len(chunk), step)]), {}
+            return np.concatenate(
+                [
+                    self.privatizer.privatize_rows(
+                        updates[first : first + step], rngs(chunk[first : first + step]), broadcast
+                    )
+                    for first in range(0, len(chunk), step)
+                ]
+            ), {}
         except Exception:  # noqa: BLE001 - find the failing clients below
             pass
         noisy, failed = np.zeros_like(updates), {}
@@ -298,8 +362,13 @@ class TrainOutcome:
 class TrainServer:
     """Strategy-shaped server half of federated LDP-SGD."""
 
-    def __init__(self, config: Config, data_seed: int, server_seed: int,
-                 fedavg: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        data_seed: int,
+        server_seed: int,
+        fedavg: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    ) -> None:
         from ldpfed.training.parameters import flatten, get_weights
 
         self.config, self.server_seed, self.fedavg = config, server_seed, fedavg
@@ -345,15 +414,24 @@ class TrainServer:
             inputs[ROTATION_SEED] = seeds.stream(self.server_seed, seeds.ROTATION, server_round).generate_state(4)
         return inputs
 
-    def aggregate(self, server_round: int, replies: dict[int, ClientReply], failures: dict[int, str],
-                  sums: dict[int, dict] | None = None) -> dict:
+    def aggregate(
+        self,
+        server_round: int,
+        replies: dict[int, ClientReply],
+        failures: dict[int, str],
+        sums: dict[int, dict] | None = None,
+    ) -> dict:
         """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md). `sums`:
         the nodes' count-weighted sums (node-reply sum; the replies then carry counts only), added
         in the order of their keys: the step is their total over sum_k n_k (mean and fedavg)."""
-        metrics = {**participation(self._planned, replies, failures), **budget_record(self.budget, self._stopped),
-                   "predicted_noise": 0.0,
-                   "predicted_noise_trace_worst_case": 0.0, "deviation_variance_trace": np.nan,
-                   "recalibration_shift_squared": np.nan}
+        metrics = {
+            **participation(self._planned, replies, failures),
+            **budget_record(self.budget, self._stopped),
+            "predicted_noise": 0.0,
+            "predicted_noise_trace_worst_case": 0.0,
+            "deviation_variance_trace": np.nan,
+            "recalibration_shift_squared": np.nan,
+        }
         self.outcome = None
         if not replies:
             return metrics
@@ -381,8 +459,10 @@ class TrainServer:
     def _summed_mean(self, sums: dict[int, dict], sizes: np.ndarray, replies: list[ClientReply]) -> np.ndarray:
         """(sum over nodes of sum_k n_k u_k) / sum_k n_k: the FedAvg mean from summed replies."""
         if self.config.aggregation.aggregator not in ("mean", FEDAVG) or any(UPDATE in r.arrays for r in replies):
-            raise LDPValueError("summed node replies need --aggregator mean or fedavg and every node replying with "
-                                "its sum (node-reply sum)")
+            raise LDPValueError(
+                "summed node replies need --aggregator mean or fedavg and every node replying with "
+                "its sum (node-reply sum)"
+            )
         total = np.zeros_like(self.weights)
         for key in sorted(sums):
             total += sums[key][UPDATE]
@@ -398,10 +478,13 @@ class TrainServer:
             # only mean and fedavg with ldpvec)
             return (sizes / sizes.sum()) @ updates, {}
         alpha = config.alpha if "alpha" in aggregation.accepted_options(config.aggregator) else None
-        result = aggregate_updates(updates, sizes, config.aggregator, privatizer=self.privatizer,
-                                   deviation=config.deviation, alpha=alpha)
+        result = aggregate_updates(
+            updates, sizes, config.aggregator, privatizer=self.privatizer, deviation=config.deviation, alpha=alpha
+        )
         summary = result.summary()
-        return result.estimate, {key: summary[key] for key in ("deviation_variance_trace", "recalibration_shift_squared")}
+        return result.estimate, {
+            key: summary[key] for key in ("deviation_variance_trace", "recalibration_shift_squared")
+        }
 
     def evaluate(self, server_round: int) -> dict:
         from ldpfed.training.local import evaluate

@@ -101,15 +101,25 @@ class CohortTrainer:
 
         self._step = vmap(grad_and_value(loss))
 
-    def train(self, start: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor,
-              index: torch.Tensor, weight: torch.Tensor, lr: float) -> tuple[list[torch.Tensor], torch.Tensor]:
+    def train(
+        self,
+        start: list[torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        rows: torch.Tensor,
+        index: torch.Tensor,
+        weight: torch.Tensor,
+        lr: float,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Train the clients `rows` of the padded data (x (clients, n_max, *shape), y (clients,
         n_max), on the trainer's device) from the same `start` parameters (one tensor per
         parameter). index (c, steps, B): each client's minibatch rows; weight (c, B): 1/b_k on a
         client's b_k real rows, 0 on padding. Returns the final parameters (each (c, *shape)) and
         the per-step minibatch losses before each step (c, steps)."""
         clients, steps, _ = index.shape
-        params = {name: p.detach().to(self.device).expand(clients, *p.shape).clone() for name, p in zip(self.names, start)}
+        params = {
+            name: p.detach().to(self.device).expand(clients, *p.shape).clone() for name, p in zip(self.names, start)
+        }
         rows = rows.to(self.device)[:, None]
         index, weight = index.to(self.device), weight.to(self.device)
         losses = torch.empty((clients, steps), device=self.device)
@@ -121,7 +131,9 @@ class CohortTrainer:
         return [params[name] for name in self.names], losses
 
 
-def batch_plan(sizes: list[int], seeds: list[int], steps: int, batch_size: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_plan(
+    sizes: list[int], seeds: list[int], steps: int, batch_size: int, width: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(index (c, steps, width), weight (c, width)) of clients with `sizes` and minibatch `seeds`;
     `width` >= every client's batch min(batch_size, n_k) (the federation's largest, so shapes do
     not depend on which clients are batched together)."""

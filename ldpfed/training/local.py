@@ -21,7 +21,9 @@ def _tensors(X, y) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.as_tensor(np.asarray(X, dtype=np.float32))
     labels = torch.as_tensor(np.asarray(y, dtype=np.int64))
     if x.shape[0] != labels.shape[0] or labels.ndim != 1:
-        raise LDPValueError(f"X and y must have the same number of rows; got {tuple(x.shape)} and {tuple(labels.shape)}")
+        raise LDPValueError(
+            f"X and y must have the same number of rows; got {tuple(x.shape)} and {tuple(labels.shape)}"
+        )
     if labels.numel() == 0:
         raise LDPValueError("a client needs at least one training sample")
     return x, labels

@@ -45,7 +45,9 @@ def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> n
         if key == "logreg":
             model = nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
         elif key == "mlp":
-            model = nn.Sequential(nn.Flatten(), nn.Linear(features, MLP_HIDDEN), nn.Tanh(), nn.Linear(MLP_HIDDEN, num_classes))
+            model = nn.Sequential(
+                nn.Flatten(), nn.Linear(features, MLP_HIDDEN), nn.Tanh(), nn.Linear(MLP_HIDDEN, num_classes)
+            )
         else:
             model = _cnn(shape, num_classes)
     model = model.to_empty(device="cpu")

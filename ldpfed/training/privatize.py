@@ -56,8 +56,9 @@ def check_row_rngs(rngs, rows: np.ndarray) -> list[np.random.Generator]:
     """One numpy Generator per row of a (clients, d) block (each client's own noise stream)."""
     rngs = list(rngs)
     if rows.ndim != 2 or len(rngs) != rows.shape[0]:
-        raise LDPValueError(f"give a (clients, d) block and one generator per client, got shape {rows.shape} "
-                            f"and {len(rngs)} generators")
+        raise LDPValueError(
+            f"give a (clients, d) block and one generator per client, got shape {rows.shape} and {len(rngs)} generators"
+        )
     if not all(isinstance(rng, np.random.Generator) for rng in rngs):
         raise TypeError("rngs must be numpy.random.Generator objects (e.g. np.random.default_rng(seed))")
     return rngs
@@ -247,7 +248,12 @@ class UpdatePrivatizer:
     def ledger_entry(self, dims: int) -> dict:
         """Keyword arguments for `PrivacyLedger.record` for one round of this client."""
         epsilon, delta = self.round_cost()
-        return {"epsilon": epsilon, "delta": delta, "mechanism": self.mechanism, "noise_multiplier": self.noise_multiplier(dims)}
+        return {
+            "epsilon": epsilon,
+            "delta": delta,
+            "mechanism": self.mechanism,
+            "noise_multiplier": self.noise_multiplier(dims),
+        }
 
     def describe(self, dims: int | None = None) -> dict:
         """JSON-ready record of the privatizer (and, given d, of m and the per-value mechanism)."""
