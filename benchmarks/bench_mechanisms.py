@@ -100,7 +100,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for label, bounded, elapsed in rows:
         print(
-            f"| {label} | {bounded} | {n / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} | {1e3 * first_call[label]:.1f} |"
+            f"| {label} | {bounded} | {n / elapsed / 1e6:.1f} | {elapsed / baseline:.2f} | "
+            f"{1e3 * first_call[label]:.1f} |"
         )
 
 

@@ -7,7 +7,8 @@ Three frequency oracles, built by name with `frequency_oracle(name, epsilon, k, 
   (`mechanism="laplace"` by default; further options such as `estimator="raw"` go to it).
 
 Each oracle has `perturb(categories, rng) -> reports` (vectorized over users), `estimate(reports)
--> (k,)` frequencies (the mean of the per-user `contributions(reports)`, which add over chunks), `variance(frequencies, n) -> (k,)` (the exact variance of each estimated
+-> (k,)` frequencies (the mean of the per-user `contributions(reports)`, which add over chunks),
+`variance(frequencies, n) -> (k,)` (the exact variance of each estimated
 frequency), `log_probability(reports, category)` (to check the guarantee), `epsilon` and
 `guarantee`. `epsilon` is the budget of one categorical report; a user who reports m categorical
 attributes gives each one eps/m, as in `ldpfed.multidim`.

@@ -40,6 +40,22 @@ ALL_VARIANTS = tuple(
 )
 
 
+class RowCollector:
+    """A progress sink that keeps each round's metrics row."""
+
+    def __init__(self, rows: list):
+        self.rows = rows
+
+    def start(self, stream):
+        pass
+
+    def update(self, row):
+        self.rows.append(row)
+
+    def stop(self):
+        pass
+
+
 def blocks(quick: bool) -> list[dict]:
     """The grid: one block per (model, N, E, rounds), each with its eps values and variants."""
     if quick:
@@ -186,20 +202,10 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
             continue
         rows = []
 
-        class Collect:
-            def start(self, stream):
-                pass
-
-            def update(self, row):
-                rows.append(row)
-
-            def stop(self):
-                pass
-
         started = time.perf_counter()
         try:
             config, _ = preflight(Config().with_options({**common, **options}).validated())
-            summary = run(config, Collect())
+            summary = run(config, RowCollector(rows))
         except LDPValueError as error:  # e.g. a per-angle budget below the safe sampler's range
             run_rows.append({**record, "status": f"refused: {error}"})
             log(f"{block['name']} | {label}: refused ({error})")

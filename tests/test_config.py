@@ -45,7 +45,7 @@ def test_simulate_flags_are_exactly_the_config_options():
     cli_only = {"config", "json", "verbose"}
     assert set(flags) - cli_only == set(OPTIONS)
     assert len(CLI_ONLY) == len(cli_only)
-    for name, (section, field_name) in OPTIONS.items():
+    for name in OPTIONS:
         default = configuration.option_default(name)
         if isinstance(default, bool):  # booleans are --flag/--no-flag switches
             assert flags[name].param_decls == (f"--{name}/--no-{name}",), name

@@ -19,6 +19,24 @@ from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import layer_profile, parse_layers, read_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
 
+__all__ = [
+    "GUARANTEE_FAILS",
+    "NOISES",
+    "PLRVO",
+    "R1SMG",
+    "GradientNoise",
+    "InidGaussian",
+    "InidLaplace",
+    "ProductNoise",
+    "calibrate",
+    "layer_profile",
+    "optimal_eta",
+    "parse_layers",
+    "plrvo_epsilon",
+    "read_profile",
+    "search_parameters",
+]
+
 NOISES: dict[str, type[GradientNoise]] = {
     cls.name: cls for cls in (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)
 }

@@ -189,7 +189,8 @@ class Mechanism(ABC):
         elif self.floating_point_safe and self.exact_epsilon < self.epsilon * (1 - 1e-9):
             text = f"{self.epsilon:g}-LDP per value (exactly {self.exact_epsilon:.6g}: probability ratio <= e^eps')"
         else:
-            text = f"{self.epsilon:g}-LDP per value ({'probability' if self.floating_point_safe else 'density'} ratio <= e^eps)"
+            ratio = "probability" if self.floating_point_safe else "density"
+            text = f"{self.epsilon:g}-LDP per value ({ratio} ratio <= e^eps)"
         if not self.floating_point_safe:
             text += "; NOT floating-point safe (continuous sampler)"
         return text

@@ -133,11 +133,13 @@ class Gaussian(Mechanism):
         if self._safe is None:
             return (
                 f"({self.epsilon:g}, {self.delta:g})-LDP per value "
-                f"({self.calibration} calibration, sigma={self.sigma:.4g}); NOT floating-point safe (continuous sampler)"
+                f"({self.calibration} calibration, sigma={self.sigma:.4g}); NOT floating-point safe (continuous "
+                "sampler)"
             )
         return (
             f"({self.epsilon:g}, {self.delta:g})-LDP per value (discrete Gaussian on a 1/{self._safe.grid_steps} grid, "
-            f"{self.calibration} calibration, exactly delta <= {self.exact_delta:.6g} at eps; s={self._safe.sigma:.6g} steps)"
+            f"{self.calibration} calibration, exactly delta <= {self.exact_delta:.6g} at eps; "
+            f"s={self._safe.sigma:.6g} steps)"
         )
 
     def describe(self) -> dict:

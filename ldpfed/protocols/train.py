@@ -5,7 +5,8 @@ Client (round r, from the broadcast global weights w): E local SGD steps on its 
 minibatches from its secret stream (secret, MINIBATCHES, r), on one torch thread (reproducible
 across engines); a node trains all its sampled clients of the round at once (`TrainNode`,
 ldpfed.training.cohort; spec: scale.md), each with its own streams; update u = w_k - w; a
-non-finite coordinate (diverged training) becomes 0 (NaN) or +-C (inf) so that a diverging client still sends an ordinary privatized update and its data
+non-finite coordinate (diverged training) becomes 0 (NaN) or +-C (inf) so that a diverging client
+still sends an ordinary privatized update and its data
 cannot show up as a failure; u is clipped per coordinate to [-C, C] and perturbed
 (`UpdatePrivatizer`) with the noise stream (secret, NOISE, r). With `perturbation = ldpvec` the
 update is instead clipped to L2 norm C and perturbed by LDPVec (`DirectionalPrivatizer`,
