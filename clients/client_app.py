@@ -66,10 +66,22 @@ def partition_record(pids: list[int]) -> RecordDict:
     return RecordDict({"partition": MetricRecord({"partition-ids": [int(pid) for pid in pids]})})
 
 
-# Node halves built in this worker process, by (app token, node): Flower's simulation hands each
-# message a fresh copy of the ClientApp, so a cache inside it would rebuild the node (data, model)
-# every round. Only the latest app's nodes are kept.
+# Node halves built in this worker process, by (app token, node). Flower's simulation hands each
+# message a fresh cloudpickle copy of the ClientApp, and a closure pickled by value carries copies of
+# the module globals it names: the cache must be reached through `built_node`, a module-level
+# function pickled by reference, so every copy of the app finds this process's one dict. Only the
+# latest app's nodes are kept.
 _built: dict[tuple[str, int], object] = {}
+
+
+def built_node(token: str, node: int, build):
+    """The node half of (`token`, `node`) in this process, built by `build()` on first use."""
+    key = (token, node)
+    if key not in _built:
+        for other in [other for other in _built if other[0] != token]:
+            del _built[other]
+        _built[key] = build()
+    return _built[key]
 
 
 def make_client_app(
@@ -80,14 +92,12 @@ def make_client_app(
     token = uuid.uuid4().hex
 
     def half(context: Context):
-        key = (token, int(context.node_config["partition-id"]))
-        if key not in _built:
-            for other in [other for other in _built if other[0] != token]:
-                del _built[other]
+        def build():
             pids = hosted_partitions(context, config.federation.clients)
             node_secrets = {pid: seeds.fresh_secret() if secrets is None else secrets[pid] for pid in pids}
-            _built[key] = node_half(config, pids, data_seed, node_secrets)
-        return _built[key]
+            return node_half(config, pids, data_seed, node_secrets)
+
+        return built_node(token, int(context.node_config["partition-id"]), build)
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
