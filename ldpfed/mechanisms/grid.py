@@ -144,6 +144,14 @@ def integer_ratio_weights(epsilon: float, count_high: int, count_low: int, extra
     return max(high, low), low
 
 
+def log_ratio_upper(high: int, low: int) -> float:
+    """A float >= ln(high / low) for integers high >= low >= 1, within 2^-49 relative: the eps' of
+    integer weights, rounded up so that no guarantee is understated. log1p of (high - low) / low
+    (exact numerator below 2^53, one rounding in the division) is within ~2 ulp of the true value;
+    the factor 1 + 2^-50 covers that (a plain ln(high) - ln(low) loses digits when eps' is small)."""
+    return math.log1p((high - low) / low) * (1.0 + 2.0**-50)
+
+
 # --- step 2: an exact discrete law given the grid input -------------------------------------------
 @dataclass(frozen=True)
 class WindowLaw:
@@ -192,11 +200,9 @@ class WindowLaw:
     @property
     def log_ratio(self) -> float:
         """eps' = the exact worst log probability ratio between any two grid inputs."""
-        ratios = [math.log(self.high) - math.log(self.low)]
+        ratios = [log_ratio_upper(self.high, self.low)]
         if self.atom_slope:
-            ratios.append(
-                math.log(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope) - math.log(self.atom_base)
-            )
+            ratios.append(log_ratio_upper(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope, self.atom_base))
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------
