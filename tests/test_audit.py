@@ -184,6 +184,30 @@ def test_laplace_with_half_the_required_scale_fails_on_real_valued_events():
     assert result.epsilon_lower > 1.5  # its real guarantee is eps = 2
 
 
+def test_a_point_mass_on_the_input_fails_on_exact_outputs():
+    """The safe Laplace at eps = 1 that also releases t itself with probability 1e-3: at y = -1
+    the ratio is (1e-3 + 0.999 m(-1|-1)) / (0.999 m(-1|+1)) = e^3.22 (m the exact mass), hidden
+    from the threshold, likelihood-ratio and bit-pattern events (each ~0.98 here), not from the
+    exact-outputs event chosen on the selection half."""
+    laplace = mech.get("laplace", 1.0)
+
+    def draw(which, n, rng):
+        t = SCALAR_INPUTS[which]
+        reports = laplace.perturb(np.full(n, t), rng)
+        reports[rng.random(n) < 1e-3] = t
+        return reports
+
+    mass = lambda t: float(np.exp(laplace.log_density(-1.0, t)))  # noqa: E731
+    assert math.log((1e-3 + 0.999 * mass(-1.0)) / (0.999 * mass(1.0))) > 3.2
+    broken = dataclasses.replace(build_subject(laplace), draw=draw, producible=None)
+    result = run_audit(broken, 400_000, seed=0)
+    assert result.verdict == "fail"
+    assert result.event.startswith("exact-outputs: y in {-1} (1 exact outputs)")
+    assert result.epsilon_lower > 1.5
+    others = [row["epsilon_lower"] for row in result.events if row["family"] != "exact-outputs"]
+    assert max(others) < 1.0  # only the new family sees it
+
+
 @pytest.mark.parametrize("name", [*mech.available(), "histogram"])
 def test_safe_samplers_pass_every_event(name):
     """Every floating-point-safe sampler passes the whole audit (floating-point events included)."""
