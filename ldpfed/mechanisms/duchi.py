@@ -8,8 +8,9 @@ P(+B|t) = b' + (1 - 2b')(1 + t)/2 with b' = 1/(e^eps + 1) rounded UP to a multip
 gives -B). With u = k 2^-53, the realized P(+B | t) is ceil(p(t) 2^53) 2^-53; p(t) is monotone in t
 and equals b' at t = -1 and 1 - b' at t = 1 exactly (both multiples of 2^-53), so the realized
 probability lies in [b', 1 - b'] for every t: exactly eps'-LDP with eps' = ln((1 - b')/b') <= eps,
-computed from the integer counts (eps' = eps up to 2^-53 relative for eps < ~30, capped at
-ln(2^53 - 1) ~ 36.74 above, where b' = 2^-53). A decision u <= p(t) would realize b' + 2^-53 at
+computed from the integer counts and rounded up. Rounding b' up costs eps - eps' < (e^eps + 1)
+2^-53 (4e-8 at eps 20, 2e-4 at 30, 0.055 at 35), and from eps ~ 36.74 on, b' = 2^-53 caps eps' at
+ln(2^53 - 1) ~ 36.74. A decision u <= p(t) would realize b' + 2^-53 at
 t = -1 and 1 - b' + 2^-53 at t = 1: a larger ratio, and P(-B | t = 1) = 0 at the cap.
 B = 1/(1 - 2b') keeps it unbiased, and V(t) = B^2 - t^2 with B^2 - 1 = 4 b'(1 - b')/(1 - 2b')^2 (no
 cancellation). The bias from the 2^-53 resolution of the threshold is below B 2^-52.

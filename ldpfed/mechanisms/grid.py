@@ -24,7 +24,8 @@ steps whose exact law is known:
    not depend on K and A/B <= e^eps (and the atoms' ratio too) holds in exact integer arithmetic,
    so the mechanism is eps'-LDP with eps' = ln(A/B) <= eps EXACTLY, whatever the floats do
    (floor(r / A) of integers below 2^53 is exact in floats: the quotient is correctly rounded).
-   With 53 bits, eps' is within 1e-6 of eps up to eps ~ 20 and capped near ln(2^53) ~ 36.7.
+   With 53 bits, eps' is within 1e-10 of eps up to eps ~ 36.7 and capped at ln(2^53 - M + 1)
+   ~ 36.74 (B = 1, M the number of output indices); `log_ratio_upper` rounds eps' up.
 
 Moments are exact for what is sampled (closed forms in the integers A, B, W, I, E0, E1); they
 converge to the continuous mechanism's as J -> infinity. Reports are index * step: a fixed set.
