@@ -184,25 +184,32 @@ def test_laplace_with_half_the_required_scale_fails_on_real_valued_events():
     assert result.epsilon_lower > 1.5  # its real guarantee is eps = 2
 
 
-def test_a_point_mass_on_the_input_fails_on_exact_outputs():
-    """The safe Laplace at eps = 1 that also releases t itself with probability 1e-3: at y = -1
-    the ratio is (1e-3 + 0.999 m(-1|-1)) / (0.999 m(-1|+1)) = e^3.22 (m the exact mass), hidden
-    from the threshold, likelihood-ratio and bit-pattern events (each ~0.98 here), not from the
-    exact-outputs event chosen on the selection half."""
+@pytest.mark.parametrize(("values", "probability", "samples"), [(1, 1e-3, 400_000), (4, 2e-3, 1_000_000)])
+def test_point_masses_near_the_input_fail_on_exact_outputs(values, probability, samples):
+    """The safe Laplace at eps = 1 that also releases, with probability `probability`, one of the
+    `values` grid outputs t, t -+ 1/J, ... next to its input (uniformly): at each of them the ratio
+    is (probability/values + (1 - probability) m(y|x)) / ((1 - probability) m(y|x')) > e^2.2 (m the
+    exact mass), hidden from the threshold, likelihood-ratio and bit-pattern events (each < 1
+    here), not from the exact-outputs event (a single value, or a set of 4, chosen on the
+    selection half)."""
     laplace = mech.get("laplace", 1.0)
+    step = 1.0 / laplace.safe_sampler.grid_steps
+    inward = [np.arange(values) * step, -np.arange(values) * step]  # from t = -1 up, from t = +1 down
 
     def draw(which, n, rng):
         t = SCALAR_INPUTS[which]
         reports = laplace.perturb(np.full(n, t), rng)
-        reports[rng.random(n) < 1e-3] = t
+        released = rng.random(n) < probability
+        reports[released] = t + inward[which][rng.integers(0, values, np.count_nonzero(released))]
         return reports
 
-    mass = lambda t: float(np.exp(laplace.log_density(-1.0, t)))  # noqa: E731
-    assert math.log((1e-3 + 0.999 * mass(-1.0)) / (0.999 * mass(1.0))) > 3.2
+    masses = [np.exp(laplace.log_density(-1.0 + inward[0], t)) for t in SCALAR_INPUTS]
+    true_ratio = (probability / values + (1 - probability) * masses[0]) / ((1 - probability) * masses[1])
+    assert np.log(true_ratio).min() > 2.2
     broken = dataclasses.replace(build_subject(laplace), draw=draw, producible=None)
-    result = run_audit(broken, 400_000, seed=0)
+    result = run_audit(broken, samples, seed=0)
     assert result.verdict == "fail"
-    assert result.event.startswith("exact-outputs: y in {-1} (1 exact outputs)")
+    assert result.event.startswith("exact-outputs") and f"({values} exact outputs)" in result.event
     assert result.epsilon_lower > 1.5
     others = [row["epsilon_lower"] for row in result.events if row["family"] != "exact-outputs"]
     assert max(others) < 1.0  # only the new family sees it
