@@ -98,8 +98,10 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
         "(discrete outputs) — all on real-valued statistics — and the floating-point families "
         "`bit-pattern` (a likelihood-ratio classifier on the float's exponent and lowest mantissa bits, "
         "fitted on the selection half), `outputs-table` (outputs absent from a table of the other input's "
-        "outputs) and `never-produced` (outputs the other input can never emit, decided by inverting the "
-        "sampler on numpy's 53-bit uniform lattice). The columns *real-valued* and *floating-point* "
+        "outputs), `never-produced` (outputs the other input can never emit, decided by inverting the "
+        "sampler on numpy's 53-bit uniform lattice) and `exact-outputs` (the 1 to 64 output values "
+        "most favoured by one input, ranked on one part of the selection half and sized on the other: "
+        "point masses). The columns *real-valued* and *floating-point* "
         "give the best eps_lower within each group (same run, same confidence split).",
         "",
     ]
@@ -114,8 +116,8 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
         lines += [
             f"## eps = {epsilon:g}",
             "",
-            "| mechanism | sampler | claimed eps | delta | eps_lower | verdict | real-valued | floating-point | "
-            "event |",
+            "| mechanism | sampler | claimed eps | delta | eps_lower | verdict | real-valued | floating-point "
+            "| event |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in part.itertuples():

@@ -184,6 +184,37 @@ def test_laplace_with_half_the_required_scale_fails_on_real_valued_events():
     assert result.epsilon_lower > 1.5  # its real guarantee is eps = 2
 
 
+@pytest.mark.parametrize(("values", "probability", "samples"), [(1, 1e-3, 400_000), (4, 2e-3, 1_000_000)])
+def test_point_masses_near_the_input_fail_on_exact_outputs(values, probability, samples):
+    """The safe Laplace at eps = 1 that also releases, with probability `probability`, one of the
+    `values` grid outputs t, t -+ 1/J, ... next to its input (uniformly): at each of them the ratio
+    is (probability/values + (1 - probability) m(y|x)) / ((1 - probability) m(y|x')) > e^2.2 (m the
+    exact mass), hidden from the threshold, likelihood-ratio and bit-pattern events (each < 1
+    here), not from the exact-outputs event (a single value, or a set of 4, chosen on the
+    selection half)."""
+    laplace = mech.get("laplace", 1.0)
+    step = 1.0 / laplace.safe_sampler.grid_steps
+    inward = [np.arange(values) * step, -np.arange(values) * step]  # from t = -1 up, from t = +1 down
+
+    def draw(which, n, rng):
+        t = SCALAR_INPUTS[which]
+        reports = laplace.perturb(np.full(n, t), rng)
+        released = rng.random(n) < probability
+        reports[released] = t + inward[which][rng.integers(0, values, np.count_nonzero(released))]
+        return reports
+
+    masses = [np.exp(laplace.log_density(-1.0 + inward[0], t)) for t in SCALAR_INPUTS]
+    true_ratio = (probability / values + (1 - probability) * masses[0]) / ((1 - probability) * masses[1])
+    assert np.log(true_ratio).min() > 2.2
+    broken = dataclasses.replace(build_subject(laplace), draw=draw, producible=None)
+    result = run_audit(broken, samples, seed=0)
+    assert result.verdict == "fail"
+    assert result.event.startswith("exact-outputs") and f"({values} exact outputs)" in result.event
+    assert result.epsilon_lower > 1.5
+    others = [row["epsilon_lower"] for row in result.events if row["family"] != "exact-outputs"]
+    assert max(others) < 1.0  # only the new family sees it
+
+
 @pytest.mark.parametrize("name", [*mech.available(), "histogram"])
 def test_safe_samplers_pass_every_event(name):
     """Every floating-point-safe sampler passes the whole audit (floating-point events included)."""

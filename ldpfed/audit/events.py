@@ -11,7 +11,9 @@ half. Families:
   the output norm; the statistic may itself be fitted on the selection half (the empirical
   log-ratio of output classes: outcomes of discrete mechanisms, bit patterns of floats);
 - set families, S from a short list of candidate sets: outputs one input can never produce
-  (sampler inversion), outputs of one input absent from a table of the other's outputs.
+  (sampler inversion), outputs of one input absent from a table of the other's outputs, and a few
+  exact output values (point masses: a grid-valued sampler that also releases some value with a
+  small extra probability hides it from every statistic above, but not from this family).
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ def never_produced(producible: Callable[[np.ndarray, int], np.ndarray]):
     def candidates(_fit_draws):
         return [
             (
-                f"outputs {INPUT_NAMES[other]} can never produce (sampler inversion); P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
+                f"outputs {INPUT_NAMES[other]} can never produce (sampler inversion); "
+                f"P[{INPUT_NAMES[1 - other]}] over P[{INPUT_NAMES[other]}]",
                 1 - other,
                 lambda outputs, other=other: ~producible(outputs, other),
             )
@@ -198,3 +201,78 @@ def unseen_in_table(fit_draws):
             )
         )
     return sets
+
+
+def exact_keys(outputs: np.ndarray) -> np.ndarray:
+    """Each scalar output's exact float, as its 64 bits (so -0.0 and +0.0 are different outputs)."""
+    return np.ascontiguousarray(outputs, dtype=np.float64).view(np.uint64)
+
+
+def _ranked_outputs(draws: tuple[np.ndarray, np.ndarray], numerator: int, objective: Objective) -> np.ndarray:
+    """Distinct output values (keys), best first for the numerator input: each value scored alone
+    as the event {y = v} by the audit's own bound on these draws (ties: the smaller key first).
+    Only values seen more often under the numerator input are ranked."""
+    keys = [exact_keys(part) for part in draws]
+    known, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    parts = np.split(inverse, [keys[0].size])
+    top = np.bincount(parts[numerator], minlength=known.size)
+    bottom = np.bincount(parts[1 - numerator], minlength=known.size)
+    keep = np.flatnonzero(top > bottom)
+    if not keep.size:
+        return known[:0]
+    # The bound depends on the counts only: evaluate it once per distinct pair of counts.
+    pairs, pair_of = np.unique(np.stack([top[keep], bottom[keep]]), axis=1, return_inverse=True)
+    scores = objective(pairs[0], draws[numerator].size, pairs[1], draws[1 - numerator].size)[pair_of.reshape(-1)]
+    return known[keep[np.lexsort((known[keep], -scores))]]
+
+
+@dataclass
+class ExactOutputsFamily(EventFamily):
+    """S = the k best single output values of one input, k in `sizes` (audit.md: point masses).
+
+    The values are ranked on the first half of the selection draws, each size and direction is
+    scored on the second half (the ranking's overfitting does not enter the score), and the winner
+    is re-ranked on all selection draws; the held-out half is never seen, so the bound stays valid.
+    """
+
+    name: str
+    sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+    def choose(self, selection, objective):
+        halves = [np.array_split(draws, 2) for draws in selection]
+        fit_draws, score_draws = (halves[0][0], halves[1][0]), (halves[0][1], halves[1][1])
+        best = None
+        for numerator in (0, 1):
+            ranked = _ranked_outputs(fit_draws, numerator, objective)
+            if not ranked.size:
+                continue
+            order = np.argsort(ranked)
+            sizes = np.array([size for size in self.sizes if size <= ranked.size] or [ranked.size])
+            hits = []
+            for part in score_draws:  # rank of each scored draw's value in the list (size if absent)
+                keys = exact_keys(part)
+                position = np.clip(np.searchsorted(ranked[order], keys), 0, ranked.size - 1)
+                rank = np.where(ranked[order][position] == keys, order[position], ranked.size)
+                hits.append(np.searchsorted(np.sort(rank), sizes, side="left"))
+            values = objective(
+                hits[numerator], score_draws[numerator].size, hits[1 - numerator], score_draws[1 - numerator].size
+            )
+            index = int(np.argmax(values))
+            if best is None or values[index] > best[0]:
+                best = (values[index], numerator, int(sizes[index]))
+        if best is None:  # no value is more frequent under either input
+            return Event(self.name, "no exact output favours either input", 0, lambda y: np.zeros(len(y), dtype=bool))
+        _, numerator, size = best
+        chosen = np.sort(_ranked_outputs(selection, numerator, objective)[:size])
+        shown = ", ".join(f"{value:.17g}" for value in chosen[:4].view(np.float64)) + (", ..." if size > 4 else "")
+
+        def contains(outputs, chosen=chosen):
+            keys = exact_keys(outputs)
+            position = np.clip(np.searchsorted(chosen, keys), 0, chosen.size - 1)
+            return chosen[position] == keys
+
+        description = (
+            f"y in {{{shown}}} ({chosen.size} exact outputs); "
+            f"P[{INPUT_NAMES[numerator]}] over P[{INPUT_NAMES[1 - numerator]}]"
+        )
+        return Event(self.name, description, numerator, contains)

@@ -26,6 +26,7 @@ import numpy as np
 import ldpfed.mechanisms as mechanisms
 from ldpfed.audit.events import (
     EventFamily,
+    ExactOutputsFamily,
     SetFamily,
     ThresholdFamily,
     class_log_ratio,
@@ -49,7 +50,7 @@ from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_p
 
 OUTPUT_KINDS = ("real", "vector", "discrete")
 # Families whose events are sets of exact floats (the rest are events on real-valued statistics).
-FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", "never-produced")
+FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", "never-produced", "exact-outputs")
 LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion is run (~55 replays each)
 TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
 DEFAULT_CATEGORIES = 4
@@ -128,6 +129,7 @@ class AuditSubject:
             families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
         if self.output == "real":
             families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
+            families.append(ExactOutputsFamily("exact-outputs"))
         if self.producible is not None:
             families.append(SetFamily("never-produced", never_produced(self.producible), max_draws=LATTICE_DRAWS))
         return families

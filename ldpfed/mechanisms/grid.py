@@ -24,7 +24,8 @@ steps whose exact law is known:
    not depend on K and A/B <= e^eps (and the atoms' ratio too) holds in exact integer arithmetic,
    so the mechanism is eps'-LDP with eps' = ln(A/B) <= eps EXACTLY, whatever the floats do
    (floor(r / A) of integers below 2^53 is exact in floats: the quotient is correctly rounded).
-   With 53 bits, eps' is within 1e-6 of eps up to eps ~ 20 and capped near ln(2^53) ~ 36.7.
+   With 53 bits, eps' is within 1e-10 of eps up to eps ~ 36.7 and capped at ln(2^53 - M + 1)
+   ~ 36.74 (B = 1, M the number of output indices); `log_ratio_upper` rounds eps' up.
 
 Moments are exact for what is sampled (closed forms in the integers A, B, W, I, E0, E1); they
 converge to the continuous mechanism's as J -> infinity. Reports are index * step: a fixed set.
@@ -144,6 +145,14 @@ def integer_ratio_weights(epsilon: float, count_high: int, count_low: int, extra
     return max(high, low), low
 
 
+def log_ratio_upper(high: int, low: int) -> float:
+    """A float >= ln(high / low) for integers high >= low >= 1, within 2^-49 relative: the eps' of
+    integer weights, rounded up so that no guarantee is understated. log1p of (high - low) / low
+    (exact numerator below 2^53, one rounding in the division) is within ~2 ulp of the true value;
+    the factor 1 + 2^-50 covers that (a plain ln(high) - ln(low) loses digits when eps' is small)."""
+    return math.log1p((high - low) / low) * (1.0 + 2.0**-50)
+
+
 # --- step 2: an exact discrete law given the grid input -------------------------------------------
 @dataclass(frozen=True)
 class WindowLaw:
@@ -192,11 +201,9 @@ class WindowLaw:
     @property
     def log_ratio(self) -> float:
         """eps' = the exact worst log probability ratio between any two grid inputs."""
-        ratios = [math.log(self.high) - math.log(self.low)]
+        ratios = [log_ratio_upper(self.high, self.low)]
         if self.atom_slope:
-            ratios.append(
-                math.log(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope) - math.log(self.atom_base)
-            )
+            ratios.append(log_ratio_upper(self.atom_base + 2 * (self.grid_steps + 1) * self.atom_slope, self.atom_base))
         return max(ratios)
 
     # --- sampling: index codes; atoms are returned as index -I-1 (minus) and I+1 (plus) ---------

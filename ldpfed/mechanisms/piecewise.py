@@ -8,8 +8,9 @@ Safe sampler (the default; mechanisms.md, Floating-point safety): the discrete P
 variance J^-2/4), and the report index is drawn from integer weights: A on the 2 w J + 1 indices of
 the plateau centred on K, B on the other indices of [-I, I], with A/B <= e^eps in exact integer
 arithmetic; the report is index * step, step chosen so that E[t*|t] = t. Guarantee: exactly
-eps'-LDP with eps' = ln(A/B) <= eps (eps' = eps to 1e-9 up to eps ~ 20; for eps beyond ~30 the
-62-bit weights cap eps' near 30: more private than asked, with the variance of what is sampled).
+eps'-LDP with eps' = ln(A/B) <= eps (eps' within 1e-10 of eps up to eps ~ 36.7; the integer
+weights sum to at most 2^53 with B >= 1, which caps eps' at ln(2^53 - M + 1) ~ 36.74 for the M ~
+2^17 indices: above that, more private than asked, with the variance of what is sampled).
 Why this design: the reports form a fixed set by construction and the guarantee is an integer
 inequality, so no float argument is needed; the moments stay affine/quadratic in t (closed forms
 in the integers), which keeps the predictor exact. The continuous inverse CDF stays available as
