@@ -13,7 +13,8 @@ HELP = """Central DP-SGD on one data set: per-example clipping (torch.func), Poi
 batches, --perturbation numeric (Gaussian noise) | geodp (magnitude and direction perturbed
 separately) | none (noise-free baseline, not private). Prints the final test accuracy and the
 epsilon at --target-delta from dp-accounting's RDP accountant (GeoDP: magnitude and direction
-composed additively)."""
+composed additively) under the neighbouring relation the sampling fits: add/remove one example
+(Poisson) or replace one example (shuffle)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +58,8 @@ def dpsgd(
     noise_sampler: str | None = typer.Option(
         None,
         help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
-        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson sampling.",
+        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson "
+        "sampling.",
     ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -97,13 +99,16 @@ def dpsgd(
         print_json(summary)
         return
     privacy = (
-        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} ({summary['accountant']})"
+        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g}, {summary['neighbouring_relation']} "
+        f"({summary['accountant']})"
         if summary["private"]
         else f"NOT PRIVATE ({summary['not_private_reason']})"
     )
+    if summary.get("guarantee_assumes"):
+        privacy += f"; the guarantee assumes {summary['guarantee_assumes']}"
     console.print(
-        f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; {privacy}; "
-        f"mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
+        f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; "
+        f"{privacy}; mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
     )
     for name, attack in summary.get("mia", {}).get("attacks", {}).items():
         console.print(
