@@ -145,7 +145,9 @@ def part_b(epochs: int, shadows: int, seed: int) -> pd.DataFrame:
     from simulations.dpsgd import DPSGDConfig, run
 
     sigma = 1.0
-    common = dict(model="mlp", data="digits", epochs=epochs, batch_size=64, lr=0.5, clip=1.0, seed=seed)
+    common = dict(
+        model="mlp", data="digits", epochs=epochs, batch_size=64, lr=0.5, clip=1.0, seed=seed, noise_seed=seed
+    )
     configs = [
         ("none", DPSGDConfig(perturbation="none", **common)),
         ("numeric", DPSGDConfig(perturbation="numeric", noise_multiplier=sigma, **common)),
@@ -210,8 +212,8 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "spread evenly). Samplers: ldpfed's defaults, floating-point safe (LDPVec's Gaussian angle noise: "
         'the safe grid discrete Gaussian); "-": the configuration is refused because its per-angle '
         "budget eps/d is below the safe sampler's range (1e-4 for Laplace and Piecewise; 1e-2 for the "
-        "Gaussian magnitude of split). Numeric: today's per-coordinate path (coordinates clipped to 3/sqrt(d), Wang's m "
-        "coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
+        "Gaussian magnitude of split). Numeric: today's per-coordinate path (coordinates clipped to 3/sqrt(d), "
+        "Wang's m coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
         "",
     ]
     for dims in sorted(diagnostics["dims"].unique()):
@@ -243,14 +245,15 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "(`simulations/dpsgd.py`, not floating-point safe), so the safe samplers do not change this table; "
         "when it was computed: see the settings line above (no date: before the samplers changed).",
         "",
-        "| run | sigma | eps (delta 1e-5) | test accuracy | cos to clean | loss-threshold acc | loss-threshold AUC | LiRA acc | LiRA AUC |",
+        "| run | sigma | eps (delta 1e-5) | test accuracy | cos to clean | loss-threshold acc | loss-threshold AUC "
+        "| LiRA acc | LiRA AUC |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, row in training.iterrows():
-        lt = f"{row['loss-threshold accuracy']:.3f} [{row['loss-threshold accuracy_low']:.3f}, {row['loss-threshold accuracy_high']:.3f}]"
-        lta = f"{row['loss-threshold auc']:.3f} [{row['loss-threshold auc_low']:.3f}, {row['loss-threshold auc_high']:.3f}]"
-        li = f"{row['lira-offline accuracy']:.3f} [{row['lira-offline accuracy_low']:.3f}, {row['lira-offline accuracy_high']:.3f}]"
-        lia = f"{row['lira-offline auc']:.3f} [{row['lira-offline auc_low']:.3f}, {row['lira-offline auc_high']:.3f}]"
+        lt, lta, li, lia = (
+            f"{row[key]:.3f} [{row[key + '_low']:.3f}, {row[key + '_high']:.3f}]"
+            for key in ("loss-threshold accuracy", "loss-threshold auc", "lira-offline accuracy", "lira-offline auc")
+        )
         lines.append(
             f"| {row['run']} | {_fmt(row['noise_multiplier'], 3)} | {_fmt(row['epsilon'], 2)} | "
             f"{row['accuracy']:.3f} | {row['cosine_to_clean']:.3f} | {lt} | {lta} | {li} | {lia} |"
@@ -320,7 +323,8 @@ def federated_section(runs: pd.DataFrame, rounds: pd.DataFrame) -> list[str]:
                 continue
             curve = per_round[per_round["run"] == run["run"]].set_index("round")["accuracy"]
             lines.append(
-                f"| {run['run']} | {'yes' if run['private'] else 'no'} | {_fmt(curve.get(1))} | {_fmt(curve.get(middle))} | "
+                f"| {run['run']} | {'yes' if run['private'] else 'no'} | {_fmt(curve.get(1))} | "
+                f"{_fmt(curve.get(middle))} | "
                 f"{_fmt(curve.get(last))} | {_fmt(run['best_accuracy'])} | {_fmt(run['final_loss'])} | "
                 f"{_fmt(run['mean_cosine_to_clean'])} | {_fmt(run['mean_leading_energy_share'])} |"
             )
@@ -413,6 +417,7 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
                 near_chance = " (both below 0.2: near chance)" if max(vec.max(), numeric.max()) < LEARNED else ""
                 wins.append(f"{block}, {base} eps {eps:g}: {vec.max():.3f} vs {numeric.max():.3f}{near_chance}")
     vec = ok[ok["perturbation"] == "ldpvec"]
+    numeric_runs = ok[(ok["perturbation"] == "numeric") & (ok["base"] != "none")]
     best = vec.loc[vec["final_accuracy"].idxmax()] if len(vec) else None
     out.append(
         f"- Federated training (part C): in {len(wins)} of {comparisons} (block, eps, base) cells the best LDPVec "
@@ -427,9 +432,8 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
             else ""
         )
         + f"{len(refused)} configurations were refused by the safe samplers' budget ranges (listed in the tables). "
-        + f"Runs above {LEARNED:g} final accuracy: {int((vec['final_accuracy'] > LEARNED).sum())} of {len(vec)} LDPVec, "
-        + f"{int((ok[(ok['perturbation'] == 'numeric') & (ok['base'] != 'none')]['final_accuracy'] > LEARNED).sum())} of "
-        + f"{len(ok[(ok['perturbation'] == 'numeric') & (ok['base'] != 'none')])} numeric."
+        + f"Runs above {LEARNED:g} final accuracy: {int((vec['final_accuracy'] > LEARNED).sum())} of {len(vec)} "
+        + f"LDPVec, {int((numeric_runs['final_accuracy'] > LEARNED).sum())} of {len(numeric_runs)} numeric."
     )
     cnn = ok[ok["model"] == "cnn"]
     if len(cnn):
@@ -459,7 +463,8 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
         private = cnn[cnn["base"] != "none"]["final_accuracy"]
         if len(private) and private.max() < LEARNED:
             out.append(
-                f"- Caveat: every private CNN run, numeric included, ends at or near chance (at most {private.max():.3f}; "
+                "- Caveat: every private CNN run, numeric included, ends at or near chance "
+                f"(at most {private.max():.3f}; "
                 f"noise-free {noise_free:.3f} after 10 rounds), so this block cannot rank the mechanisms against each "
                 "other; it shows only that neither reaches the thesis' 43-92% here. The logreg blocks, where numeric "
                 "perturbation does learn, are the informative comparison."
@@ -482,7 +487,8 @@ def reading(diagnostics: pd.DataFrame, training: pd.DataFrame, federated=None) -
             f"{vec['cosine_mean'].median():.3f}. The numeric path keeps up to {best_num['cosine_mean']:.3f} "
             f"({best_num['base']}, eps {best_num['epsilon']:g}). Without rotation LDPVec puts a median "
             f"{vec[vec['rotation'] == 'none']['leading_energy'].median():.2f} of the energy in the first 1% of "
-            f"coordinates; with the Hadamard rotation {vec[vec['rotation'] == 'hadamard']['leading_energy'].median():.3f}."
+            "coordinates; with the Hadamard rotation "
+            f"{vec[vec['rotation'] == 'hadamard']['leading_energy'].median():.3f}."
         )
     smallest = smallest_angle_noise(sorted(diagnostics["dims"].unique()))
     out += [

@@ -30,8 +30,11 @@ add/remove one example for Poisson sampling, replace one example for shuffled fi
 (one batch per epoch holds the replaced example, its clipped sum moves by up to 2C: an epoch is one
 release at multiplier sigma/2; GeoDP's direction keeps sigma; ldpfed.directional.geodp).
 
-Randomness: the data split and the model initialization come from `seed`; the batches and the
-noise from two streams spawned from it (SeedSequence), never torch's or numpy's global state.
+Randomness: the data split and the model initialization come from `seed` (public: it is in the
+summary); the batches and the noise from two streams spawned (SeedSequence) from a secret: OS
+entropy, or `noise_seed` to reproduce a run, which no output records. Whoever could re-draw the
+noise (from a recorded or guessable seed) could subtract it from the released model, and knowing
+the Poisson batches voids their amplification. Never torch's or numpy's global state.
 Diagnostics (not private, computed by the trainer that holds the data anyway): per step, the cosine
 between the released gradient and the clean mean clipped gradient, and the share of its energy in
 the first 1% of coordinates.
@@ -57,6 +60,7 @@ from ldpfed.directional.geodp import (
     training_event,
 )
 from ldpfed.gradient_noise.profile import clip_layers
+from ldpfed.protocols.seeds import fresh_secret
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 GRADIENT_NOISES = ("inid-gaussian", "inid-laplace", "plrvo", "r1smg", "product-noise")
@@ -98,6 +102,8 @@ class DPSGDConfig:
     # safe (integer noise on a grid) | continuous; None: safe, except numeric and geodp under Poisson
     # sampling, which are continuous (the discrete Gaussian has no Poisson-subsampled bound)
     noise_sampler: str | None = None
+    # secret seed of the batches and the noise (None: OS entropy); never recorded in the results
+    noise_seed: int | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -118,6 +124,8 @@ class DPSGDConfig:
         set_("window", win.check_window(self.window))
         set_("target_delta", check_fraction(self.target_delta, "target_delta"))
         set_("seed", check_positive_int(self.seed, "seed", minimum=0))
+        if self.noise_seed is not None:
+            set_("noise_seed", check_positive_int(self.noise_seed, "noise_seed", minimum=0))
         for name in ("k", "theta", "noise_epsilon"):
             if getattr(self, name) is not None:
                 set_(name, check_positive(getattr(self, name), name))
@@ -250,9 +258,10 @@ def load(config: DPSGDConfig):
     return data, torch.as_tensor(x_train), torch.as_tensor(y_train)
 
 
-def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) -> dict:
-    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD; returns the
-    model, the per-epoch test history, the diagnostics and the step count."""
+def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, noise_seed: int | None = None, progress=None) -> dict:
+    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD, the batches and
+    the noise from `noise_seed` (None: OS entropy); returns the model, the per-epoch test history,
+    the diagnostics and the step count."""
     import torch
 
     from ldpfed.training.local import evaluate
@@ -265,7 +274,8 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     params = {name: p.detach().clone() for name, p in model.named_parameters()}
     shapes = [(name, p.shape, p.numel()) for name, p in params.items()]
     dims = sum(size for _, _, size in shapes)
-    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    secret = fresh_secret() if noise_seed is None else noise_seed
+    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(secret).spawn(2))
     geodp = None
     if config.perturbation == "geodp":
         geodp = GeoDP(
@@ -463,13 +473,23 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
         from simulations.mia import member_split
 
         members = member_split(int(y_all.numel()), config.seed)
-        result = train(config, data, x_all[members], y_all[members], seed=config.seed, progress=progress)
+        result = train(
+            config,
+            data,
+            x_all[members],
+            y_all[members],
+            seed=config.seed,
+            noise_seed=config.noise_seed,
+            progress=progress,
+        )
     else:
-        result = train(config, data, x_all, y_all, seed=config.seed, progress=progress)
+        result = train(config, data, x_all, y_all, seed=config.seed, noise_seed=config.noise_seed, progress=progress)
     final = result["history"][-1]
+    public = {key: value for key, value in asdict(config).items() if key != "noise_seed"}
     summary = {
         "command": "dpsgd",
-        **asdict(config),
+        **public,
+        "batch_and_noise_randomness": "os entropy" if config.noise_seed is None else "secret noise-seed (not recorded)",
         **privacy_record(config, result["train_examples"], result["steps"], result["parameters"]),
         "sample_rate": config.batch_size / result["train_examples"],
         "steps": result["steps"],

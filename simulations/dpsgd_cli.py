@@ -44,7 +44,12 @@ def dpsgd(
     clip: float = typer.Option(1.0, help="Per-example L2 clipping bound C."),
     sampling: str = typer.Option("poisson", help="poisson | shuffle."),
     target_delta: float = typer.Option(1e-5, help="delta at which epsilon is reported."),
-    seed: int = typer.Option(0, help="Seed of the split, the model, the batches and the noise."),
+    seed: int = typer.Option(0, help="Seed of the split and the model's initialization (public: in the summary)."),
+    noise_seed: int | None = typer.Option(
+        None,
+        help="Secret seed of the batches and the noise, to reproduce a run (never recorded; default: OS entropy). "
+        "Whoever knows it can re-draw the noise and remove it from the model.",
+    ),
     mia: bool = typer.Option(
         False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."
     ),
@@ -85,6 +90,7 @@ def dpsgd(
         noise_epsilon=noise_epsilon,
         noise_delta=noise_delta,
         noise_sampler=noise_sampler,
+        noise_seed=noise_seed,
     )
 
     def show(row: dict) -> None:

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from ldpfed.config import Config
 
+SPENT = "every client's budget is spent"
+
 
 class RoundProgress:
     def __init__(self, config: Config) -> None:
@@ -39,8 +41,11 @@ class RoundProgress:
     def update(self, row: dict) -> None:
         if self.progress is None:
             return
-        if row["clients_sampled"] == 0 and row.get("clients_stopped_by_budget"):
-            result = "no reports: the budget stopped every sampled client"  # nothing was estimated (NaN)
+        idle = row["clients_sampled"] == 0 and row.get("clients_stopped_by_budget")  # nothing estimated (NaN)
+        if idle:
+            result = (
+                f"no reports: {SPENT if row.get('budget_exhausted') else 'the budget stopped every sampled client'}"
+            )
         elif self.config.run.task == "train":
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
@@ -59,8 +64,8 @@ class RoundProgress:
         failed = f", {row['clients_failed']} failed ({row['failure_reasons']})" if row["clients_failed"] else ""
         spent = "not private" if row["epsilon_spent"] is None else f"eps spent {row['epsilon_spent']:.3g}"
         line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; {spent}"
-        if row.get("budget_exhausted"):
-            line += "; every client's budget is spent: later rounds have no reports"
+        if row.get("budget_exhausted") and not idle:
+            line += f"; {SPENT}: later rounds have no reports"
         self.progress.console.print(line, highlight=False)
         self.progress.update(self.task_id, advance=1, last="")
 

@@ -189,4 +189,5 @@ def test_an_exhausted_budget_says_so_and_reports_the_last_round_with_reports(tmp
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert f"every client's budget was spent after round {last}: rounds {last + 1}-30 had no reports" in text
-    assert "no reports: the budget stopped every sampled client" in text
+    assert f"round {last}: mse" in text and "every client's budget is spent: later rounds have no reports" in text
+    assert text.count("no reports: every client's budget is spent") == 30 - last

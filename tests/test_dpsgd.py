@@ -100,11 +100,37 @@ def test_geodp_is_charged_both_releases():
 
 
 def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
-    config = DPSGDConfig(perturbation="none", batch_size=128, epochs=1, sampling="shuffle", seed=5)
+    config = DPSGDConfig(perturbation="none", batch_size=128, epochs=1, sampling="shuffle", seed=5, noise_seed=11)
     first, second = run(config), run(config)
     assert first["private"] is False and first["epsilon"] is None and "not_private_reason" in first
     assert first["mean_cosine_to_clean"] == pytest.approx(1.0)
     assert first["history"] == second["history"]
+
+
+def test_the_noise_and_batches_come_from_a_secret_the_summary_never_records():
+    """`seed` (recorded in the summary) fixes the split and the initialization only: two runs with
+    the same seed draw different noise and batches (OS entropy), so nobody re-draws the noise from the
+    summary; a given noise_seed reproduces the run and is not in the summary."""
+    from simulations.dpsgd import load, train
+
+    config = DPSGDConfig(perturbation="numeric", noise_multiplier=1.0, batch_size=64, epochs=1, seed=2)
+    data, x_all, y_all = load(config)
+    x, y = x_all[:256], y_all[:256]
+
+    def weights(noise_seed):
+        model = train(config, data, x, y, seed=config.seed, noise_seed=noise_seed)["model"]
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    fresh = [weights(None), weights(None)]
+    assert not torch.equal(fresh[0], fresh[1])
+    assert torch.equal(weights(123), weights(123)) and not torch.equal(weights(123), weights(124))
+    public = dict(config.__dict__, noise_seed=None)
+    assert "noise_seed" in public  # the field exists; run() leaves it out of the summary
+    result = _invoke("--epochs", "1", "--batch-size", "256", "--noise-seed", "987654321", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert "noise_seed" not in summary and "987654321" not in result.stdout
+    assert summary["batch_and_noise_randomness"].startswith("secret")
 
 
 @pytest.mark.parametrize(
@@ -118,6 +144,7 @@ def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
         ["--sampling", "random"],
         ["--target-delta", "1.5"],
         ["--batch-size", "100000"],
+        ["--noise-seed", "-1"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(args):
