@@ -105,8 +105,8 @@ def dpsgd(
         print_json(summary)
         return
     privacy = (
-        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g}, {summary['neighbouring_relation']} "
-        f"({summary['accountant']})"
+        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} under {summary['neighbouring_relation']} "
+        f"adjacency ({summary['accountant']})"
         if summary["private"]
         else f"NOT PRIVATE ({summary['not_private_reason']})"
     )

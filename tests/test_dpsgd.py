@@ -133,6 +133,14 @@ def test_the_noise_and_batches_come_from_a_secret_the_summary_never_records():
     assert summary["batch_and_noise_randomness"].startswith("secret")
 
 
+def test_the_console_states_the_relation_and_what_a_float_samplers_guarantee_assumes():
+    result = _invoke("--epochs", "1", "--batch-size", "256")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "under add-or-remove-one adjacency" in text
+    assert "the guarantee assumes exact real-valued noise" in text and "NOT floating-point safe" in text
+
+
 @pytest.mark.parametrize(
     "args",
     [
