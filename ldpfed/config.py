@@ -95,6 +95,7 @@ class PrivacyConfig:
     delta: float = 0.0
     report_dims: int = 0
     max_epsilon: float = 0.0  # per-client budget over the run (0 = none): a client stops before exceeding it
+    max_delta: float = 0.0  # the budget's delta (0 = 1e-5, the delta every figure is reported at); needs max-epsilon
     accountant: str = "basic"  # the run's accountant (epsilon spent, max-epsilon): basic | advanced | rdp | pld
 
 
@@ -176,7 +177,14 @@ class Config:
 
         if self.privacy.max_epsilon == 0.0:
             return None
-        return Budget(self.privacy.max_epsilon, self.privacy.accountant)
+        return Budget(self.privacy.max_epsilon, self.privacy.accountant, self.delta_target)
+
+    @property
+    def delta_target(self) -> float:
+        """The delta at which the run's epsilon spent is reported: the budget's max-delta, else 1e-5."""
+        from ldpfed.accounting import DEFAULT_DELTA_TARGET
+
+        return self.privacy.max_delta or DEFAULT_DELTA_TARGET
 
     @property
     def gradient_noise(self) -> bool:
@@ -273,10 +281,14 @@ class Config:
             raise LDPValueError(f"delta must be in [0, 1) (0 = pure), got {privacy.delta!r}")
         check_positive_int(privacy.report_dims, "report-dims", minimum=0)
         create_accountant(privacy.accountant)
+        if not 0.0 <= privacy.max_delta < 1.0:
+            raise LDPValueError(f"max-delta must be in [0, 1) (0 = 1e-5), got {privacy.max_delta!r}")
+        if privacy.max_delta != 0.0 and privacy.max_epsilon == 0.0:
+            raise LDPValueError("max-delta is the delta of a budget: give max-epsilon too")
         if privacy.max_epsilon != 0.0:
             if not self.noisy:
                 raise LDPValueError("max-epsilon needs a private mechanism, not none")
-            self.budget  # noqa: B018 (checks the number; the round's cost is checked in preflight)
+            self.budget  # noqa: B018 (checks the numbers; the round's cost is checked in preflight)
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
@@ -494,6 +506,6 @@ def to_toml(config: Config) -> str:
     nested = config.to_nested()
     nested["output"].pop("overwrite")
     if not config.noisy:
-        for key in ("epsilon", "delta", "report-dims", "max-epsilon", "accountant"):
+        for key in ("epsilon", "delta", "report-dims", "max-epsilon", "max-delta", "accountant"):
             nested["privacy"].pop(key)
     return tomli_w.dumps(nested)

@@ -112,6 +112,11 @@ def simulate(
     max_epsilon: float | None = typer.Option(
         None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."
     ),
+    max_delta: float | None = typer.Option(
+        None,
+        help="The budget's delta (0 = 1e-5): a client also stops before its total delta would exceed it "
+        "(needs --max-epsilon).",
+    ),
     accountant: str | None = typer.Option(
         None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."
     ),

@@ -45,11 +45,6 @@ DELTA = 1e-5
 SAMPLER: dict = {}
 
 
-def interval(row, key: str) -> str:
-    """'value [low, high]' of one attack figure and its confidence interval."""
-    return f"{row[key]:.3f} [{row[key + '_low']:.3f}, {row[key + '_high']:.3f}]"
-
-
 def synthetic_updates(dims: int, clients: int, rng: np.random.Generator):
     direction = rng.standard_normal(dims)
     direction /= np.linalg.norm(direction)
@@ -150,7 +145,9 @@ def part_b(epochs: int, shadows: int, seed: int) -> pd.DataFrame:
     from simulations.dpsgd import DPSGDConfig, run
 
     sigma = 1.0
-    common = dict(model="mlp", data="digits", epochs=epochs, batch_size=64, lr=0.5, clip=1.0, seed=seed)
+    common = dict(
+        model="mlp", data="digits", epochs=epochs, batch_size=64, lr=0.5, clip=1.0, seed=seed, noise_seed=seed
+    )
     configs = [
         ("none", DPSGDConfig(perturbation="none", **common)),
         ("numeric", DPSGDConfig(perturbation="numeric", noise_multiplier=sigma, **common)),
@@ -216,8 +213,7 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         'the safe grid discrete Gaussian); "-": the configuration is refused because its per-angle '
         "budget eps/d is below the safe sampler's range (1e-4 for Laplace and Piecewise; 1e-2 for the "
         "Gaussian magnitude of split). Numeric: today's per-coordinate path (coordinates clipped to 3/sqrt(d), "
-        "Wang's m "
-        "coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
+        "Wang's m coordinates at eps/m). LDPVec rows: magnitude / window / beta / rotation.",
         "",
     ]
     for dims in sorted(diagnostics["dims"].unique()):
@@ -249,15 +245,15 @@ def page(check: dict, diagnostics: pd.DataFrame, training: pd.DataFrame, setting
         "(`simulations/dpsgd.py`, not floating-point safe), so the safe samplers do not change this table; "
         "when it was computed: see the settings line above (no date: before the samplers changed).",
         "",
-        "| run | sigma | eps (delta 1e-5) | test accuracy | cos to clean | loss-threshold acc | loss-threshold AUC | "
-        "LiRA acc | LiRA AUC |",
+        "| run | sigma | eps (delta 1e-5) | test accuracy | cos to clean | loss-threshold acc | loss-threshold AUC "
+        "| LiRA acc | LiRA AUC |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, row in training.iterrows():
-        lt = interval(row, "loss-threshold accuracy")
-        lta = interval(row, "loss-threshold auc")
-        li = interval(row, "lira-offline accuracy")
-        lia = interval(row, "lira-offline auc")
+        lt, lta, li, lia = (
+            f"{row[key]:.3f} [{row[key + '_low']:.3f}, {row[key + '_high']:.3f}]"
+            for key in ("loss-threshold accuracy", "loss-threshold auc", "lira-offline accuracy", "lira-offline auc")
+        )
         lines.append(
             f"| {row['run']} | {_fmt(row['noise_multiplier'], 3)} | {_fmt(row['epsilon'], 2)} | "
             f"{row['accuracy']:.3f} | {row['cosine_to_clean']:.3f} | {lt} | {lta} | {li} | {lia} |"
@@ -421,8 +417,8 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
                 near_chance = " (both below 0.2: near chance)" if max(vec.max(), numeric.max()) < LEARNED else ""
                 wins.append(f"{block}, {base} eps {eps:g}: {vec.max():.3f} vs {numeric.max():.3f}{near_chance}")
     vec = ok[ok["perturbation"] == "ldpvec"]
-    best = vec.loc[vec["final_accuracy"].idxmax()] if len(vec) else None
     numeric_runs = ok[(ok["perturbation"] == "numeric") & (ok["base"] != "none")]
+    best = vec.loc[vec["final_accuracy"].idxmax()] if len(vec) else None
     out.append(
         f"- Federated training (part C): in {len(wins)} of {comparisons} (block, eps, base) cells the best LDPVec "
         "variant ends above the numeric path of the same base and eps"
@@ -437,7 +433,7 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
         )
         + f"{len(refused)} configurations were refused by the safe samplers' budget ranges (listed in the tables). "
         + f"Runs above {LEARNED:g} final accuracy: {int((vec['final_accuracy'] > LEARNED).sum())} of {len(vec)} "
-        "LDPVec, " + f"{int((numeric_runs['final_accuracy'] > LEARNED).sum())} of {len(numeric_runs)} numeric."
+        + f"LDPVec, {int((numeric_runs['final_accuracy'] > LEARNED).sum())} of {len(numeric_runs)} numeric."
     )
     cnn = ok[ok["model"] == "cnn"]
     if len(cnn):
@@ -467,8 +463,8 @@ def federated_reading(runs: pd.DataFrame) -> list[str]:
         private = cnn[cnn["base"] != "none"]["final_accuracy"]
         if len(private) and private.max() < LEARNED:
             out.append(
-                "- Caveat: every private CNN run, numeric included, ends at or near chance (at most "
-                f"{private.max():.3f}; "
+                "- Caveat: every private CNN run, numeric included, ends at or near chance "
+                f"(at most {private.max():.3f}; "
                 f"noise-free {noise_free:.3f} after 10 rounds), so this block cannot rank the mechanisms against each "
                 "other; it shows only that neither reaches the thesis' 43-92% here. The logreg blocks, where numeric "
                 "perturbation does learn, are the informative comparison."

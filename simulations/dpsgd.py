@@ -14,18 +14,27 @@ releases the batch gradient:
   s_i^2 = z^2 D_i ||D||_1: accounted as the Gaussian of noise multiplier z), plrvo (--k, --theta;
   accounted by the joint accountant through `PlrvoDpEvent`, Poisson sampling only), r1smg and
   product-noise (calibrated per step to --noise-epsilon/--noise-delta with D = C, as published;
-  their guarantee does not hold, so the run is NOT private).
+  their guarantee does not hold, so the run is NOT private);
+then it takes an SGD step.
 Samplers (--noise-sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
 safe i.n.i.d. Gaussian of ldpfed.gradient_noise: grid rounding plus exact discrete Gaussian
-integers, one DiscreteGaussianVectorDpEvent(sigma) per release) with shuffled batches, the
-default there; under Poisson sampling, which has no subsampled bound for the discrete Gaussian,
-the default is the continuous sampler (NOT floating-point safe; labelled in the JSON), and asking
-for safe is an error (docs/decisions.md, wt-S).
-then takes an SGD step. The privacy cost of the whole run comes from dp-accounting's RDP
-accountant (`geodp.training_event`); `epsilon` is reported at `target_delta`.
+integers, one DiscreteGaussianVectorDpEvent per release) with shuffled batches, the default
+there; under Poisson sampling, which has no subsampled bound for the discrete Gaussian, the
+default is the continuous sampler, and asking for safe is an error. A private run with a
+continuous sampler says in `guarantee_assumes` (JSON and console) that its epsilon holds for exact
+real-valued noise only: the float sampler is NOT floating-point safe and the audit refutes it.
+The privacy cost of the whole run comes from dp-accounting's RDP
+accountant (`geodp.training_event`); `epsilon` is reported at `target_delta` under the
+neighbouring relation the batch sampling fits, named in the record (`neighbouring_relation`):
+add/remove one example for Poisson sampling, replace one example for shuffled fixed-size batches
+(one batch per epoch holds the replaced example, its clipped sum moves by up to 2C: an epoch is one
+release at multiplier sigma/2; GeoDP's direction keeps sigma; ldpfed.directional.geodp).
 
-Randomness: the data split and the model initialization come from `seed`; the batches and the
-noise from two streams spawned from it (SeedSequence), never torch's or numpy's global state.
+Randomness: the data split and the model initialization come from `seed` (public: it is in the
+summary); the batches and the noise from two streams spawned (SeedSequence) from a secret: OS
+entropy, or `noise_seed` to reproduce a run, which no output records. Whoever could re-draw the
+noise (from a recorded or guessable seed) could subtract it from the released model, and knowing
+the Poisson batches voids their amplification. Never torch's or numpy's global state.
 Diagnostics (not private, computed by the trainer that holds the data anyway): per step, the cosine
 between the released gradient and the clean mean clipped gradient, and the share of its energy in
 the first 1% of coordinates.
@@ -41,8 +50,17 @@ import numpy as np
 
 from ldpfed.directional import cosine, leading_energy_share
 from ldpfed.directional import windows as win
-from ldpfed.directional.geodp import SAMPLINGS, GeoDP, numeric_noise, rdp_epsilon, training_event
+from ldpfed.directional.geodp import (
+    RELATION_DESCRIPTIONS,
+    SAMPLINGS,
+    GeoDP,
+    neighbouring_relation,
+    numeric_noise,
+    rdp_epsilon,
+    training_event,
+)
 from ldpfed.gradient_noise.profile import clip_layers
+from ldpfed.protocols.seeds import fresh_secret
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 GRADIENT_NOISES = ("inid-gaussian", "inid-laplace", "plrvo", "r1smg", "product-noise")
@@ -52,6 +70,12 @@ ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
 NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
+# What `private: true` rests on when the noise comes from a float sampler (said in the JSON and the console).
+FLOAT_ASSUMPTION = (
+    "exact real-valued noise: epsilon is that of the ideal continuous law, but the float sampler that draws "
+    "it is NOT floating-point safe (Mironov 2012) and the audit refutes such samplers (docs/results/audit.md); "
+    "the safe sampler is (--noise-sampler safe; numeric, geodp and inid-gaussian need --sampling shuffle for it)"
+)
 NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian, plrvo)
 
 
@@ -78,6 +102,8 @@ class DPSGDConfig:
     # safe (integer noise on a grid) | continuous; None: safe, except numeric and geodp under Poisson
     # sampling, which are continuous (the discrete Gaussian has no Poisson-subsampled bound)
     noise_sampler: str | None = None
+    # secret seed of the batches and the noise (None: OS entropy); never recorded in the results
+    noise_seed: int | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
@@ -98,6 +124,8 @@ class DPSGDConfig:
         set_("window", win.check_window(self.window))
         set_("target_delta", check_fraction(self.target_delta, "target_delta"))
         set_("seed", check_positive_int(self.seed, "seed", minimum=0))
+        if self.noise_seed is not None:
+            set_("noise_seed", check_positive_int(self.noise_seed, "noise_seed", minimum=0))
         for name in ("k", "theta", "noise_epsilon"):
             if getattr(self, name) is not None:
                 set_(name, check_positive(getattr(self, name), name))
@@ -131,7 +159,8 @@ class DPSGDConfig:
 
     @property
     def safe_noise(self) -> bool:
-        """The run's noise is floating-point safe (numeric, geodp, inid-gaussian, inid-laplace or plrvo, sampler safe)."""
+        """The run's noise is floating-point safe (numeric, geodp, inid-gaussian, inid-laplace or plrvo;
+        sampler safe)."""
         return (
             self.perturbation in ("numeric", "geodp", "inid-gaussian", "inid-laplace", "plrvo")
             and self.noise_sampler == "safe"
@@ -229,9 +258,10 @@ def load(config: DPSGDConfig):
     return data, torch.as_tensor(x_train), torch.as_tensor(y_train)
 
 
-def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) -> dict:
-    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD; returns the
-    model, the per-epoch test history, the diagnostics and the step count."""
+def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, noise_seed: int | None = None, progress=None) -> dict:
+    """Train a fresh model (initialized from `seed`) on (x_all, y_all) with DP-SGD, the batches and
+    the noise from `noise_seed` (None: OS entropy); returns the model, the per-epoch test history,
+    the diagnostics and the step count."""
     import torch
 
     from ldpfed.training.local import evaluate
@@ -244,7 +274,8 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
     params = {name: p.detach().clone() for name, p in model.named_parameters()}
     shapes = [(name, p.shape, p.numel()) for name, p in params.items()]
     dims = sum(size for _, _, size in shapes)
-    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    secret = fresh_secret() if noise_seed is None else noise_seed
+    batch_rng, noise_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(secret).spawn(2))
     geodp = None
     if config.perturbation == "geodp":
         geodp = GeoDP(
@@ -308,28 +339,26 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, progress=None) 
 
 
 def laplace_privacy_record(config: DPSGDConfig, train_examples: int, steps: int) -> dict:
-    """inid-laplace: each step is pure noise_epsilon-DP (add/remove one example: the sum moves by one
-    per-layer-clipped gradient, within the profile's L1 bound). Poisson sampling at rate q amplifies it
-    to log(1 + q (e^eps - 1)) (Balle, Barthe & Gaboardi 2018); shuffled epochs compose once per epoch.
+    """inid-laplace: each step is pure noise_epsilon-DP for one per-layer-clipped gradient added or
+    removed (the sum moves within the profile's L1 bound). Poisson sampling at rate q amplifies it
+    to log(1 + q (e^eps - 1)) (Balle, Barthe & Gaboardi 2018; add/remove one). Shuffled epochs
+    (replace one: the batch sum moves by up to twice that bound) cost 2 noise_epsilon per epoch.
     The rounds are composed by dp_accounting's PLD of the generic eps-DP mechanism."""
     from dp_accounting import SelfComposedDpEvent
 
-    from ldpfed.accounting import pure_round
+    from ldpfed.accounting import create_accountant, pure_round
 
     if config.sampling == "poisson":
         rate = min(1.0, config.batch_size / train_examples)
         event = SelfComposedDpEvent(pure_round(math.log1p(rate * math.expm1(config.noise_epsilon))), steps)
     else:
-        event = SelfComposedDpEvent(pure_round(config.noise_epsilon), config.epochs)
-    from ldpfed.accounting import create_accountant
-
+        event = SelfComposedDpEvent(pure_round(2.0 * config.noise_epsilon), config.epochs)
     epsilon = create_accountant("pld").compose(event).get_epsilon(config.target_delta)
     return {
         "private": True,
         "epsilon": float(epsilon),
         "accountant": "pld (dp_accounting; amplified pure eps per step)",
         "dp_event": str(event),
-        "noise_sampler": config.noise_sampler_description,
     }
 
 
@@ -347,24 +376,38 @@ def safe_epsilon(event, target_delta: float) -> dict:
 
 
 def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int = 0) -> dict:
-    """The run's privacy cost from dp-accounting (or the not-private record)."""
-    if config.perturbation in ("r1smg", "product-noise"):
-        from ldpfed.gradient_noise import GUARANTEE_FAILS
-
-        return {
-            "private": False,
-            "epsilon": None,
-            "accountant": None,
-            "noise_sampler": config.noise_sampler_description,
-            "not_private_reason": f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)",
-        }
+    """The run's privacy cost from dp-accounting (or the not-private record). A private record
+    names the neighbouring relation its epsilon assumes and, for a sampler that is not
+    floating-point safe, the assumption the guarantee rests on."""
     if not config.private:
         return {
             "private": False,
             "epsilon": None,
             "accountant": None,
-            "not_private_reason": "perturbation none: gradients released without noise",
+            "neighbouring_relation": None,
+            "noise_sampler": config.noise_sampler_description,
+            "not_private_reason": _not_private_reason(config),
         }
+    relation = neighbouring_relation(config.sampling)
+    return {
+        **_private_record(config, train_examples, steps, parameters),
+        "neighbouring_relation": relation,
+        "neighbouring_relation_description": RELATION_DESCRIPTIONS[relation],
+        "noise_sampler": config.noise_sampler_description,
+        "guarantee_assumes": None if config.safe_noise else FLOAT_ASSUMPTION,
+    }
+
+
+def _not_private_reason(config: DPSGDConfig) -> str:
+    if config.perturbation in ("r1smg", "product-noise"):
+        from ldpfed.gradient_noise import GUARANTEE_FAILS
+
+        return f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"
+    return "perturbation none: gradients released without noise"
+
+
+def _private_record(config: DPSGDConfig, train_examples: int, steps: int, parameters: int) -> dict:
+    """epsilon, accountant and event of a private run (see `privacy_record`)."""
     if config.perturbation == "plrvo":
         from dp_accounting import SelfComposedDpEvent
 
@@ -379,14 +422,12 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
             "epsilon": rdp_epsilon(event, config.target_delta),
             "accountant": "rdp of the PLRV-O joint accountant (ldpfed.accounting.PlrvoDpEvent)",
             "dp_event": str(event),
-            "noise_sampler": config.noise_sampler_description,
         }
     if config.perturbation == "inid-laplace":
         return laplace_privacy_record(config, train_examples, steps)
-    if config.safe_noise and config.perturbation in ("numeric", "geodp", "inid-gaussian"):
-        # shuffled epochs, discrete Gaussian releases (RDP only), with the samplers' float slack;
-        # inid-gaussian: one release of d coordinates per epoch, as numeric (the profile sets scales only)
-        perturbation = "numeric" if config.perturbation == "inid-gaussian" else config.perturbation
+    # inid-gaussian: one release of d coordinates per step, as numeric (the profile sets scales only)
+    perturbation = "numeric" if config.perturbation == "inid-gaussian" else config.perturbation
+    if config.safe_noise:  # shuffled epochs, discrete Gaussian releases (RDP only), with the samplers' float slack
         event = training_event(
             perturbation,
             config.noise_multiplier,
@@ -402,10 +443,9 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
             **safe_epsilon(event, config.target_delta),
             "accountant": "rdp of the discrete Gaussian (ldpfed.accounting.DiscreteGaussianVectorDpEvent)",
             "dp_event": str(event),
-            "noise_sampler": config.noise_sampler_description,
         }
     event = training_event(
-        "numeric" if config.perturbation == "inid-gaussian" else config.perturbation,
+        perturbation,
         config.noise_multiplier,
         sampling=config.sampling,
         sample_rate=min(1.0 - 1e-12, config.batch_size / train_examples),
@@ -417,7 +457,6 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
         "epsilon": rdp_epsilon(event, config.target_delta),
         "accountant": ACCOUNTANT,
         "dp_event": str(event),
-        "noise_sampler": NOISE_SAMPLER,
     }
 
 
@@ -434,13 +473,23 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
         from simulations.mia import member_split
 
         members = member_split(int(y_all.numel()), config.seed)
-        result = train(config, data, x_all[members], y_all[members], seed=config.seed, progress=progress)
+        result = train(
+            config,
+            data,
+            x_all[members],
+            y_all[members],
+            seed=config.seed,
+            noise_seed=config.noise_seed,
+            progress=progress,
+        )
     else:
-        result = train(config, data, x_all, y_all, seed=config.seed, progress=progress)
+        result = train(config, data, x_all, y_all, seed=config.seed, noise_seed=config.noise_seed, progress=progress)
     final = result["history"][-1]
+    public = {key: value for key, value in asdict(config).items() if key != "noise_seed"}
     summary = {
         "command": "dpsgd",
-        **asdict(config),
+        **public,
+        "batch_and_noise_randomness": "os entropy" if config.noise_seed is None else "secret noise-seed (not recorded)",
         **privacy_record(config, result["train_examples"], result["steps"], result["parameters"]),
         "sample_rate": config.batch_size / result["train_examples"],
         "steps": result["steps"],

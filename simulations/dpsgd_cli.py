@@ -13,7 +13,8 @@ HELP = """Central DP-SGD on one data set: per-example clipping (torch.func), Poi
 batches, --perturbation numeric (Gaussian noise) | geodp (magnitude and direction perturbed
 separately) | none (noise-free baseline, not private). Prints the final test accuracy and the
 epsilon at --target-delta from dp-accounting's RDP accountant (GeoDP: magnitude and direction
-composed additively)."""
+composed additively) under the neighbouring relation the sampling fits: add/remove one example
+(Poisson) or replace one example (shuffle)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +44,12 @@ def dpsgd(
     clip: float = typer.Option(1.0, help="Per-example L2 clipping bound C."),
     sampling: str = typer.Option("poisson", help="poisson | shuffle."),
     target_delta: float = typer.Option(1e-5, help="delta at which epsilon is reported."),
-    seed: int = typer.Option(0, help="Seed of the split, the model, the batches and the noise."),
+    seed: int = typer.Option(0, help="Seed of the split and the model's initialization (public: in the summary)."),
+    noise_seed: int | None = typer.Option(
+        None,
+        help="Secret seed of the batches and the noise, to reproduce a run (never recorded; default: OS entropy). "
+        "Whoever knows it can re-draw the noise and remove it from the model.",
+    ),
     mia: bool = typer.Option(
         False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."
     ),
@@ -57,7 +63,8 @@ def dpsgd(
     noise_sampler: str | None = typer.Option(
         None,
         help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
-        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson sampling.",
+        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson "
+        "sampling.",
     ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -83,6 +90,7 @@ def dpsgd(
         noise_epsilon=noise_epsilon,
         noise_delta=noise_delta,
         noise_sampler=noise_sampler,
+        noise_seed=noise_seed,
     )
 
     def show(row: dict) -> None:
@@ -97,13 +105,16 @@ def dpsgd(
         print_json(summary)
         return
     privacy = (
-        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} ({summary['accountant']})"
+        f"epsilon {summary['epsilon']:.4g} at delta {config.target_delta:g} under {summary['neighbouring_relation']} "
+        f"adjacency ({summary['accountant']})"
         if summary["private"]
         else f"NOT PRIVATE ({summary['not_private_reason']})"
     )
+    if summary.get("guarantee_assumes"):
+        privacy += f"; the guarantee assumes {summary['guarantee_assumes']}"
     console.print(
-        f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; {privacy}; "
-        f"mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
+        f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; "
+        f"{privacy}; mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
     )
     for name, attack in summary.get("mia", {}).get("attacks", {}).items():
         console.print(

@@ -232,7 +232,7 @@ def accuracy(epsilon: float = 2.0) -> list[dict]:
     settings.append(("none (no noise)", {"perturbation": "none"}, "not private"))
     rows = []
     for label, options, guarantee in settings:
-        results = [run(DPSGDConfig(epochs=5, seed=seed, **options)) for seed in SEEDS]
+        results = [run(DPSGDConfig(epochs=5, seed=seed, noise_seed=seed, **options)) for seed in SEEDS]
         rows.append(
             {
                 "setting": f"central DP-SGD, digits logreg, eps={epsilon:g}, {len(SEEDS)} seeds",

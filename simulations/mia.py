@@ -97,7 +97,8 @@ def membership_inference(config, data, x_all, y_all, members: np.ndarray, model,
     for k in range(shadows):
         seed = int(np.random.SeedSequence(config.seed, spawn_key=(MIA_STREAM, k + 1)).generate_state(1)[0])
         shadow_in[k] = member_split(n, seed)
-        shadow = train(config, data, x_all[shadow_in[k]], y_all[shadow_in[k]], seed=seed)["model"]
+        # the attacker's own reference models: its own randomness, reproducible from the run's seed
+        shadow = train(config, data, x_all[shadow_in[k]], y_all[shadow_in[k]], seed=seed, noise_seed=seed)["model"]
         shadow_phi[k] = example_scores(shadow, x_all, y_all)[1]
     out = ~shadow_in  # references that did not train on the example
     count_out = out.sum(axis=0)

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from ldpfed.config import Config
 
+SPENT = "every client's budget is spent"
+
 
 class RoundProgress:
     def __init__(self, config: Config) -> None:
@@ -39,11 +41,19 @@ class RoundProgress:
     def update(self, row: dict) -> None:
         if self.progress is None:
             return
-        if self.config.run.task == "train":
+        idle = row["clients_sampled"] == 0 and row.get("clients_stopped_by_budget")  # nothing estimated (NaN)
+        if idle:
+            result = (
+                f"no reports: {SPENT if row.get('budget_exhausted') else 'the budget stopped every sampled client'}"
+            )
+        elif self.config.run.task == "train":
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
-                result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
+                result += (
+                    f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} "
+                    f"(predicted {row['predicted_squared_distance']:.3g})"
+                )
         elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone
@@ -54,6 +64,8 @@ class RoundProgress:
         failed = f", {row['clients_failed']} failed ({row['failure_reasons']})" if row["clients_failed"] else ""
         spent = "not private" if row["epsilon_spent"] is None else f"eps spent {row['epsilon_spent']:.3g}"
         line = f"round {row['round']}: {result}; {row['clients_replied']} replied{failed}; {spent}"
+        if row.get("budget_exhausted") and not idle:
+            line += f"; {SPENT}: later rounds have no reports"
         self.progress.console.print(line, highlight=False)
         self.progress.update(self.task_id, advance=1, last="")
 
@@ -88,6 +100,8 @@ class RoundProgress:
             "noise_measured_over_predicted",
             "diagnostics",
             "clients_failed_total",
+            "last_round_with_reports",
+            "budget_exhausted_after_round",
             "epsilon_spent_max_per_client",
             "delta_spent_max_per_client",
             "seconds",
@@ -100,6 +114,14 @@ class RoundProgress:
                 value = summary[key]
                 table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
+        exhausted = summary.get("budget_exhausted_after_round")
+        if exhausted is not None and exhausted < summary["rounds_finished"]:
+            Console().print(
+                f"every client's budget was spent after round {exhausted}: rounds {exhausted + 1}-"
+                f"{summary['rounds_finished']} had no reports; the final figures are round "
+                f"{summary['last_round_with_reports']}'s.",
+                highlight=False,
+            )
         if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
             Console().print(summary["scale"]["note"] + ".", highlight=False)
         if self.config.output.out:

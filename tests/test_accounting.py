@@ -487,7 +487,7 @@ def test_budget_admits_within_and_refuses_what_it_cannot_hold():
     ledger.record_event("a", 0, pure_round(0.6))
     assert budget.admit(ledger, ["a", "b"], pure_round(0.3)) == (["a", "b"], [])
     assert budget.admit(ledger, ["a", "b"], pure_round(0.5)) == (["b"], ["a"])
-    assert budget.record() == {"max_epsilon": 1.0, "accountant": "basic", "delta_target": 1e-5}
+    assert budget.record() == {"max_epsilon": 1.0, "max_delta": 1e-5, "accountant": "basic"}
     budget.check(pure_round(0.5))
     with pytest.raises(LDPValueError, match="private mechanism"):
         budget.check(not_private("mechanism none"))
@@ -500,3 +500,66 @@ def test_budget_admits_within_and_refuses_what_it_cannot_hold():
             Budget(bad)
     with pytest.raises(LDPValueError, match="unknown accountant"):
         Budget(1.0, "prv")
+    for bad in (0, 1, -1e-5, math.nan, "x"):
+        with pytest.raises(LDPValueError, match="max-delta"):
+            Budget(1.0, "basic", bad)
+
+
+# --- a budget is a pair (eps, delta) ----------------------------------------------------------------
+def _rounds_admitted(budget, event, rounds: int = 40) -> tuple[int, PrivacyLedger]:
+    ledger = PrivacyLedger()
+    for server_round in range(rounds):
+        taking_part, _ = budget.admit(ledger, ["c"], event)
+        if not taking_part:
+            break
+        ledger.record_event("c", server_round, event)
+    return len(ledger), ledger
+
+
+def test_a_budget_stops_a_client_before_its_delta_exceeds_max_delta():
+    """Basic composition of (1, 1e-3) Gaussian rounds under (8, 0.005): five rounds (delta 0.005),
+    not eight (delta 0.008, eps within); the default max-delta 1e-5 holds no such round at all."""
+    from ldpfed.accounting import Budget, gaussian_round
+
+    event = gaussian_round(1.0, epsilon=1.0, delta=1e-3)
+    rounds, ledger = _rounds_admitted(Budget(8.0, "basic", 0.005), event)
+    spent = ledger.spent("c", "basic")
+    assert rounds == 5 and spent.epsilon == 5.0 and spent.delta == pytest.approx(0.005, rel=1e-12)
+    assert not ledger.can_afford("c", event, 8.0, "basic", 0.005)
+    assert ledger.can_afford("c", event, 8.0, "basic", 0.0061)
+    with pytest.raises(LDPValueError, match="max-delta 1e-05 is below one round's delta"):
+        Budget(8.0, "basic").check(event)
+    Budget(8.0, "basic", 1e-3).check(event)
+
+
+@pytest.mark.parametrize("max_delta", [1e-5, 1e-7])
+def test_pld_and_rdp_budgets_read_epsilon_at_max_delta(max_delta):
+    """Gaussian rounds (z = 4): the rounds admitted are the most whose eps at delta = max_delta, by
+    dp-accounting's own PLD and RDP accountants, stays within 2; a smaller max-delta admits fewer."""
+    from ldpfed.accounting import Budget
+
+    event = dp_accounting.GaussianDpEvent(4.0)
+    for name, library in (("pld", PLDAccountant), ("rdp", RdpAccountant)):
+        rounds, ledger = _rounds_admitted(Budget(2.0, name, max_delta), event)
+        assert library().compose(event, rounds).get_epsilon(max_delta) <= 2.0
+        assert library().compose(event, rounds + 1).get_epsilon(max_delta) > 2.0
+        assert Budget(2.0, name, max_delta).max_spent(ledger).delta == max_delta
+
+
+def test_advanced_composition_takes_its_slack_from_what_max_delta_leaves():
+    """Rounds (0.1, 1e-7): after 50 the rounds hold 5e-6 of max-delta 1e-5, so advanced composition's
+    slack delta' is the 5e-6 left and its total delta is 1e-5, not 1e-5 + 5e-6."""
+    event = dp_accounting_calibrated(0.1, 1e-7)
+    accountant = create_accountant("advanced").compose(event, 50)
+    within = accountant.spent_within(1e-5)
+    assert within.delta == pytest.approx(1e-5, rel=1e-9)
+    assert within.epsilon == pytest.approx(advanced_composition([0.1], 5e-6, [50]), rel=1e-12)
+    assert accountant.spent(1e-5).delta == pytest.approx(1.5e-5, rel=1e-9)  # the slack on top (not a budget's view)
+    spent_out = create_accountant("advanced").compose(event, 100).spent_within(1e-5)  # the rounds hold it all
+    assert spent_out.epsilon == pytest.approx(10.0) and spent_out.delta == pytest.approx(1e-5)
+
+
+def dp_accounting_calibrated(epsilon: float, delta: float):
+    from ldpfed.accounting import CalibratedDpEvent
+
+    return CalibratedDpEvent(dp_accounting.GaussianDpEvent(10.0), epsilon, delta)

@@ -5,6 +5,7 @@ is one clear error before any federation starts."""
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -145,3 +146,48 @@ def test_epsilon_spent_is_reported_by_the_runs_accountant():
 def test_an_accountant_that_cannot_account_the_mechanism_fails_in_preflight_without_a_budget_too():
     with pytest.raises(LDPValueError, match="rdp accountant cannot"):
         preflight(config_of(task="mean", accountant="rdp"))
+
+
+def test_a_budget_bounds_delta_too():
+    """Gaussian (1, 1e-3) per round, basic composition, budget 8: with max-delta 0.005 clients stop
+    after 5 rounds (delta 0.005; eps 5); without it (delta budget 1e-5) no round fits: an error."""
+    options = {"task": "mean", "clients": 2, "users": 200, "dims": 2, "rounds": 10, "mechanism": "gaussian"}
+    options.update({"epsilon": 1.0, "delta": 1e-3, "max-epsilon": 8.0})
+    summary, rows = run_rows(config_of(**options, **{"max-delta": 0.005}))
+    assert (rows["clients_replied"] == 2).sum() == 5 and (rows["clients_replied"] == 0).sum() == 5
+    assert (
+        summary["delta_spent_max_per_client"] == pytest.approx(0.005) and summary["epsilon_spent_max_per_client"] == 5
+    )
+    assert summary["budget"] == {"max_epsilon": 8.0, "max_delta": 0.005, "accountant": "basic"}
+    with pytest.raises(LDPValueError, match="max-delta 1e-05 is below one round's delta"):
+        preflight(config_of(**options))
+    with pytest.raises(LDPValueError, match="max-delta is the delta of a budget"):
+        config_of(task="mean", **{"max-delta": 1e-6})
+    with pytest.raises(LDPValueError, match="max-delta"):
+        config_of(task="mean", **{"max-epsilon": 1.0, "max-delta": 1.5})
+
+
+def test_an_exhausted_budget_says_so_and_reports_the_last_round_with_reports(tmp_path):
+    """The README's pld example, smaller: eps 0.5 per round, budget 8, 30 rounds: the clients stop
+    after round 16 (pld at 1e-5: 16 rounds 7.98, 17 rounds 8.47); rounds 17-30 run without reports,
+    the console says so, and the summary's figures are round 16's (finite), not the empty last
+    round's NaN (JSON null)."""
+    options = {"task": "mean", "clients": 2, "users": 200, "dims": 2, "rounds": 30, "epsilon": 0.5}
+    options.update({"max-epsilon": 8.0, "accountant": "pld", "out": str(tmp_path)})
+    summary, rows = run_rows(config_of(**options))
+    last = int(rows.loc[rows["clients_replied"] > 0, "round"].max())
+    assert last == 16 and (rows.loc[rows["round"] > last, "clients_replied"] == 0).all()
+    assert summary["last_round_with_reports"] == last == summary["budget_exhausted_after_round"]
+    assert rows["budget_exhausted"].tolist() == [False] * (last - 1) + [True] * (31 - last)
+    assert summary["final_mse"] == rows.loc[rows["round"] == last, "mse"].item()
+    assert math.isfinite(summary["final_mse"]) and summary["epsilon_spent_max_per_client"] <= 8.0
+    result = runner.invoke(
+        app,
+        ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2", "--rounds", "30"]
+        + ["--epsilon", "0.5", "--max-epsilon", "8", "--accountant", "pld"],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"every client's budget was spent after round {last}: rounds {last + 1}-30 had no reports" in text
+    assert f"round {last}: mse" in text and "every client's budget is spent: later rounds have no reports" in text
+    assert text.count("no reports: every client's budget is spent") == 30 - last

@@ -12,6 +12,7 @@ from ldpfed.directional import windows as win
 from ldpfed.directional.geodp import (
     GeoDP,
     clip_rows,
+    neighbouring_relation,
     numeric_noise,
     rdp_epsilon,
     step_event,
@@ -61,10 +62,24 @@ def test_geodp_composes_magnitude_and_direction_additively(sigma):
     assert geodp > 1.3 * averaged
 
 
-def test_shuffled_epochs_compose_without_amplification():
+def test_shuffled_epochs_compose_without_amplification_under_replace_one():
+    """One release per epoch (parallel composition inside it), no amplification, at multiplier sigma/2:
+    a replaced example moves its batch's clipped sum by 2C. dp-accounting's PLD under REPLACE_ONE
+    (which doubles the shift itself) is the independent lower reference; add/remove at sigma is below it."""
+    from dp_accounting.pld import PLDAccountant
+
     event = training_event("numeric", 2.0, sampling="shuffle", sample_rate=0.5, steps=10, epochs=4)
-    direct = dp_accounting.SelfComposedDpEvent(step_event("numeric", 2.0), 4)
-    assert rdp_epsilon(event, 1e-5) == pytest.approx(_library_epsilon(direct, 1e-5))
+    assert neighbouring_relation("shuffle") == "replace-one" and neighbouring_relation("poisson") == "add-or-remove-one"
+    direct = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(1.0), 4)
+    assert rdp_epsilon(event, 1e-5) == pytest.approx(_library_epsilon(direct, 1e-5), rel=1e-12)
+    replace_one = PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    reference = replace_one.compose(dp_accounting.GaussianDpEvent(2.0), 4).get_epsilon(1e-5)
+    add_remove = _library_epsilon(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 4), 1e-5)
+    assert rdp_epsilon(event, 1e-5) >= reference > add_remove
+    assert step_event("numeric", 2.0, "replace-one") == dp_accounting.GaussianDpEvent(1.0)
+    assert step_event("geodp", 2.0, "replace-one") == dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(1.0), dp_accounting.GaussianDpEvent(2.0)]
+    )
 
 
 def test_noise_scales_are_the_spec_formulas():
@@ -184,7 +199,10 @@ def test_safe_training_event_is_the_discrete_gaussian_for_shuffled_epochs_only()
         event = training_event(
             perturbation, 1.2, sampling="shuffle", sample_rate=0.1, steps=30, epochs=3, sampler="safe", dims=50
         )
-        library = RdpAccountant().compose(GaussianDpEvent(1.2), 3 * releases).get_epsilon(1e-5)
+        library = RdpAccountant().compose(GaussianDpEvent(0.6), 3)  # replace-one: the sum / magnitude at sigma/2
+        if releases == 2:  # GeoDP's direction keeps sigma
+            library.compose(GaussianDpEvent(1.2), 3)
+        library = library.get_epsilon(1e-5)
         # the ideal curve plus the samplers' float slack (~7e-11 per draw, 50 draws per step): just above
         assert library < rdp_epsilon(event, 1e-5) < library * (1 + 1e-6)
         with pytest.raises(LDPValueError, match="Poisson"):

@@ -100,11 +100,45 @@ def test_geodp_is_charged_both_releases():
 
 
 def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
-    config = DPSGDConfig(perturbation="none", batch_size=128, epochs=1, sampling="shuffle", seed=5)
+    config = DPSGDConfig(perturbation="none", batch_size=128, epochs=1, sampling="shuffle", seed=5, noise_seed=11)
     first, second = run(config), run(config)
     assert first["private"] is False and first["epsilon"] is None and "not_private_reason" in first
     assert first["mean_cosine_to_clean"] == pytest.approx(1.0)
     assert first["history"] == second["history"]
+
+
+def test_the_noise_and_batches_come_from_a_secret_the_summary_never_records():
+    """`seed` (recorded in the summary) fixes the split and the initialization only: two runs with
+    the same seed draw different noise and batches (OS entropy), so nobody re-draws the noise from the
+    summary; a given noise_seed reproduces the run and is not in the summary."""
+    from simulations.dpsgd import load, train
+
+    config = DPSGDConfig(perturbation="numeric", noise_multiplier=1.0, batch_size=64, epochs=1, seed=2)
+    data, x_all, y_all = load(config)
+    x, y = x_all[:256], y_all[:256]
+
+    def weights(noise_seed):
+        model = train(config, data, x, y, seed=config.seed, noise_seed=noise_seed)["model"]
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    fresh = [weights(None), weights(None)]
+    assert not torch.equal(fresh[0], fresh[1])
+    assert torch.equal(weights(123), weights(123)) and not torch.equal(weights(123), weights(124))
+    public = dict(config.__dict__, noise_seed=None)
+    assert "noise_seed" in public  # the field exists; run() leaves it out of the summary
+    result = _invoke("--epochs", "1", "--batch-size", "256", "--noise-seed", "987654321", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert "noise_seed" not in summary and "987654321" not in result.stdout
+    assert summary["batch_and_noise_randomness"].startswith("secret")
+
+
+def test_the_console_states_the_relation_and_what_a_float_samplers_guarantee_assumes():
+    result = _invoke("--epochs", "1", "--batch-size", "256")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "under add-or-remove-one adjacency" in text
+    assert "the guarantee assumes exact real-valued noise" in text and "NOT floating-point safe" in text
 
 
 @pytest.mark.parametrize(
@@ -118,6 +152,7 @@ def test_noise_free_baseline_is_not_private_and_runs_are_reproducible():
         ["--sampling", "random"],
         ["--target-delta", "1.5"],
         ["--batch-size", "100000"],
+        ["--noise-seed", "-1"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(args):
@@ -160,10 +195,32 @@ def test_mia_report_from_the_cli():
     assert _invoke("--shadows", "1", "--json").exit_code == 2
 
 
-@pytest.mark.parametrize("perturbation, releases", [("numeric", 1), ("geodp", 2)])
-def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases):
-    """--sampling shuffle: the safe sampler by default, labelled, accounted as `releases` discrete
-    Gaussian releases of multiplier sigma per epoch (the library's Gaussian RDP curve)."""
+def _replace_one_events(perturbation: str, sigma: float) -> list:
+    """One shuffled epoch under replace-one, in dp-accounting's own terms: the sum (numeric) or the
+    magnitude (GeoDP) moves by 2C, i.e. a Gaussian of multiplier sigma/2; GeoDP's direction, whose
+    sensitivity covers a replacement, keeps sigma."""
+    magnitude = dp_accounting.GaussianDpEvent(sigma / 2)
+    return [magnitude] if perturbation == "numeric" else [magnitude, dp_accounting.GaussianDpEvent(sigma)]
+
+
+def _replace_one_pld_epsilon(perturbation: str, sigma: float, epochs: int, delta: float) -> float:
+    """The independent reference: dp-accounting's PLD accountant under REPLACE_ONE, which doubles the
+    Gaussian's shift itself (noise sigma C, records of norm <= C). GeoDP's direction has noise sigma L
+    with L bounding a replacement's whole shift: records of norm L/2 in REPLACE_ONE's terms, 2 sigma."""
+    from dp_accounting.pld import PLDAccountant
+
+    accountant = PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_accounting.GaussianDpEvent(sigma), epochs)
+    if perturbation == "geodp":
+        accountant.compose(dp_accounting.GaussianDpEvent(2 * sigma), epochs)
+    return float(accountant.get_epsilon(delta))
+
+
+@pytest.mark.parametrize("perturbation", ["numeric", "geodp"])
+def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation):
+    """--sampling shuffle: the safe sampler by default, labelled, accounted under replace-one: per
+    epoch one discrete Gaussian release of multiplier sigma/2 for the sum or magnitude (and sigma for
+    GeoDP's direction), on the library's Gaussian RDP curve, plus the samplers' float slack."""
     from dp_accounting.rdp import RdpAccountant
 
     result = _invoke(
@@ -182,20 +239,83 @@ def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation, releases
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["noise_sampler"].startswith("safe") and "floating-point safe" in summary["noise_sampler"]
-    library = RdpAccountant().compose(dp_accounting.GaussianDpEvent(1.5), releases).get_epsilon(1e-5)
+    assert summary["neighbouring_relation"] == "replace-one" and summary["guarantee_assumes"] is None
+    events = _replace_one_events(perturbation, 1.5)
+    library = RdpAccountant().compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-5)
     # the ideal curve's eps at the delta the samplers' float slack leaves, plus the slack's eps (its own field)
     slack = summary["float_slack"]
     assert 0 < slack["epsilon"] < 1e-6 and 0 < slack["delta"] < 1e-10
-    at_slack_delta = (
-        RdpAccountant().compose(dp_accounting.GaussianDpEvent(1.5), releases).get_epsilon(1e-5 - slack["delta"])
-    )
+    at_slack_delta = RdpAccountant().compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(1e-5 - slack["delta"])
     assert summary["epsilon"] == pytest.approx(at_slack_delta + slack["epsilon"], rel=1e-12)
     assert summary["epsilon"] > library + slack["epsilon"]
+    assert summary["epsilon"] >= _replace_one_pld_epsilon(perturbation, 1.5, 1, 1e-5)
     assert "DiscreteGaussianVectorDpEvent" in summary["dp_event"]
     if perturbation == "numeric":  # sigma C / B, inflated by the rounding's sqrt(d)/J <= 2^-10
         assert 1.5 / 128 < summary["noise_sd"]["per_coordinate"] < 1.5 / 128 * (1 + 2.0**-9)
     else:
         assert summary["noise_sd"]["sampler"] == "safe"
+
+
+@pytest.mark.parametrize(
+    "perturbation, sampler, old_epsilon",
+    [("numeric", "safe", 12.30), ("numeric", "continuous", 12.30), ("geodp", "safe", 19.05)],
+)
+def test_shuffled_epochs_are_charged_under_replace_one(perturbation, sampler, old_epsilon):
+    """sigma = 1, 5 shuffled epochs, delta 1e-5 (the README's command with --sampling shuffle): one
+    release at sigma/2 per epoch (numeric 30.13; GeoDP 35.08 with its direction at sigma), never
+    below dp-accounting's own REPLACE_ONE PLD (28.37; GeoDP 33.10); add/remove at sigma read 12.30
+    (GeoDP 19.05), below what a replaced example can cost."""
+    from dp_accounting.rdp import RdpAccountant
+
+    from simulations.dpsgd import privacy_record
+
+    config = DPSGDConfig(
+        perturbation=perturbation, noise_multiplier=1.0, epochs=5, sampling="shuffle", noise_sampler=sampler
+    )
+    record = privacy_record(config, TRAIN_EXAMPLES, 5 * math.ceil(TRAIN_EXAMPLES / 64), 650)
+    library = RdpAccountant().compose(dp_accounting.ComposedDpEvent(_replace_one_events(perturbation, 1.0)), 5)
+    expected = library.get_epsilon(1e-5)
+    assert record["epsilon"] == pytest.approx(expected, rel=1e-6)  # + the safe sampler's slack (< 1e-6)
+    assert record["epsilon"] >= expected
+    reference = _replace_one_pld_epsilon(perturbation, 1.0, 5, 1e-5)
+    assert record["epsilon"] >= reference > old_epsilon  # the add/remove figure understated a replacement
+    assert (
+        record["neighbouring_relation"] == "replace-one"
+        and "REPLACE_ONE" in record["neighbouring_relation_description"]
+    )
+
+
+def test_poisson_records_name_add_or_remove_and_the_float_samplers_assumption():
+    """Poisson sampling stays add/remove one example; the continuous sampler's private: true comes with
+    what it assumes (exact real-valued noise; the audit refutes the float sampler)."""
+    from simulations.dpsgd import privacy_record
+
+    record = privacy_record(DPSGDConfig(perturbation="numeric"), TRAIN_EXAMPLES, 22, 650)
+    assert record["private"] is True and record["neighbouring_relation"] == "add-or-remove-one"
+    assert "NOT floating-point safe" in record["guarantee_assumes"] and "audit" in record["guarantee_assumes"]
+    assert record["epsilon"] == pytest.approx(_poisson_epsilon(1.0, 64 / TRAIN_EXAMPLES, 22, 1e-5), rel=1e-9)
+    laplace = DPSGDConfig(perturbation="inid-laplace", noise_epsilon=0.5, sampling="shuffle", epochs=3)
+    assert privacy_record(laplace, TRAIN_EXAMPLES, 3 * 23, 650)["guarantee_assumes"] is None
+    none = privacy_record(DPSGDConfig(perturbation="none"), TRAIN_EXAMPLES, 22, 650)
+    assert none["private"] is False and none["epsilon"] is None and none["neighbouring_relation"] is None
+
+
+def test_shuffled_inid_laplace_costs_twice_its_step_epsilon_per_epoch():
+    """Replace-one moves the batch sum by twice the add/remove bound: pure 2E per epoch, composed by
+    dp-accounting's PLD of the generic eps-DP mechanism (3 epochs of 1.0 at delta 1e-5)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
+
+    from simulations.dpsgd import privacy_record
+
+    config = DPSGDConfig(perturbation="inid-laplace", noise_epsilon=0.5, sampling="shuffle", epochs=3)
+    record = privacy_record(config, TRAIN_EXAMPLES, 3 * 23, 650)
+    reference = (
+        pld_lib.from_privacy_parameters(DifferentialPrivacyParameters(1.0, 0.0))
+        .self_compose(3)
+        .get_epsilon_for_delta(1e-5)
+    )
+    assert record["epsilon"] == pytest.approx(reference, rel=1e-6) and record["epsilon"] > 2.0
 
 
 def test_poisson_dpsgd_defaults_to_the_continuous_sampler_and_refuses_safe():

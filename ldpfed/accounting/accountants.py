@@ -157,6 +157,12 @@ class Accountant(ABC):
         """The samplers' slack this accountant adds to its ideal result (none: the default)."""
         return NO_SLACK
 
+    def spent_within(self, max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
+        """The (eps, delta) this accountant states with delta <= `max_delta` where it can (a budget's
+        delta): rdp and pld at target `max_delta`; basic's delta is the sum of the rounds' and may
+        exceed it (the caller compares). advanced overrides (its delta adds the slack)."""
+        return self.spent(max_delta)
+
     def get_epsilon(self, target_delta: float = DEFAULT_DELTA_TARGET) -> float | None:
         return self.spent(target_delta).epsilon
 
@@ -235,6 +241,18 @@ def advanced_composition(epsilons, delta_slack: float, counts=None) -> float:
 class AdvancedAccountant(_GuaranteeAccountant):
     name = "advanced"
     description = "advanced composition, Dwork-Rothblum-Vadhan 2010 (heterogeneous form); basic where smaller"
+
+    def spent_within(self, max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
+        """Advanced composition's delta is the rounds' sum plus the slack delta': the slack is what
+        `max_delta` leaves (max_delta - sum delta_i); with nothing left, basic composition."""
+        max_delta = check_fraction(max_delta, "max_delta")
+        if not self.private:
+            return self.spent(max_delta)
+        eps, delta, counts = self.guarantees(tuple(self.history.items()))
+        slack = max_delta - float(np.sum(counts * delta))
+        if slack > 0.0:
+            return self.spent(slack)
+        return Spent(self.name, float(np.sum(counts * eps)), float(np.sum(counts * delta)), True, (), 0.0, 0.0)
 
     @classmethod
     def compute(cls, pairs, target_delta):

@@ -137,21 +137,27 @@ class PrivacyLedger:
         """The client's total so far under `accountant` (epsilon None when not private)."""
         return self.accountant(client_id, accountant).spent(delta_target)
 
+    def spent_within(self, client_id, accountant: str = "basic", max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
+        """The client's total as `accountant` states it with delta <= `max_delta` where it can
+        (`Accountant.spent_within`; basic's delta is the rounds' sum)."""
+        return self.accountant(client_id, accountant).spent_within(max_delta)
+
     def can_afford(
         self,
         client_id,
         event: dp_event.DpEvent,
         budget: float,
         accountant: str = "basic",
-        delta_target: float = DEFAULT_DELTA_TARGET,
+        max_delta: float = DEFAULT_DELTA_TARGET,
     ) -> bool:
-        """Would the client's total, with one more round costing `event`, stay within `budget`?
-        A not-private event is never affordable; an event `accountant` cannot account raises."""
+        """Would the client's total, with one more round costing `event`, stay within the budget
+        (`budget`, `max_delta`): eps <= budget AND delta <= max_delta? A not-private event is never
+        affordable; an event `accountant` cannot account raises."""
         budget = float(budget)
         if not budget > 0:
             raise LDPValueError(f"the epsilon budget must be > 0, got {budget!r}")
-        spent = self.accountant(client_id, accountant, extra=event).spent(delta_target)
-        return spent.private and spent.epsilon <= budget
+        spent = self.accountant(client_id, accountant, extra=event).spent_within(max_delta)
+        return spent.private and spent.epsilon <= budget and spent.delta <= max_delta
 
     def split_by_budget(
         self,
@@ -159,23 +165,26 @@ class PrivacyLedger:
         event: dp_event.DpEvent,
         budget: float,
         accountant: str = "basic",
-        delta_target: float = DEFAULT_DELTA_TARGET,
+        max_delta: float = DEFAULT_DELTA_TARGET,
     ) -> tuple[list, list]:
-        """(clients that can afford one more round costing `event`, clients that must stop) under
-        `budget` (`simulate --max-epsilon`): a run then never spends more than the budget."""
+        """(clients that can afford one more round costing `event`, clients that must stop) under the
+        budget (`budget`, `max_delta`) (`simulate --max-epsilon/--max-delta`): a run then never
+        spends more than the budget."""
         taking_part, stopped = [], []
         for client in clients:
-            (taking_part if self.can_afford(client, event, budget, accountant, delta_target) else stopped).append(
-                client
-            )
+            (taking_part if self.can_afford(client, event, budget, accountant, max_delta) else stopped).append(client)
         return taking_part, stopped
 
-    def max_spent(self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
-        """The largest total any client has spent (not private if any client is not)."""
+    def max_spent(
+        self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET, *, within: bool = False
+    ) -> Spent:
+        """The largest total any client has spent (not private if any client is not); `within`:
+        each client's total as stated within delta_target (`spent_within`, a budget's view)."""
         reasons = tuple(self.reasons())
         if reasons:
             return Spent(accountant, None, None, False, reasons)
-        spents = [self.spent(client, accountant, delta_target) for client in self._events]
+        spend = self.spent_within if within else self.spent
+        spents = [spend(client, accountant, delta_target) for client in self._events]
         if not spents:
             return Spent(accountant, 0.0, 0.0, True, (), 0.0, 0.0)
         return Spent(

@@ -34,9 +34,21 @@ Poisson-subsampled bound: sound with shuffled batches only (`training_event` ref
 Each event carries its sampler's float slack, which the rdp accountant composes into the reported
 eps (ldpfed.accounting.float_slack).
 "continuous": rng.standard_normal at the spec's sds, NOT floating-point safe (Mironov 2012).
-Sampling: "poisson" (each example joins a step's batch with probability q = B/N; amplification by
-PoissonSampledDpEvent) or "shuffle" (a fresh permutation per epoch cut into batches of B; each
-example is in one batch per epoch; no amplification is claimed: one event per epoch).
+Sampling and the neighbouring relation every figure assumes:
+- "poisson": each example joins a step's batch with probability q = B/N, amplified by
+  PoissonSampledDpEvent; adjacency: add or remove one example (dp_accounting's ADD_OR_REMOVE_ONE,
+  Abadi et al. 2016; N, hence q and the step count, is public).
+- "shuffle": a fresh permutation per epoch cut into fixed-size batches of B, each example in exactly
+  one batch per epoch. Add/remove does not fit (one more example moves every later batch and may
+  add a step), so the adjacency is REPLACE ONE example: the permutation is over positions, so the
+  neighbours differ in one batch per epoch, where the clipped sum moves by up to 2C (||g - g'|| <=
+  2C) and ||sum g_i|| by up to 2C; the other steps' conditional laws are equal (parallel
+  composition, adaptively). One epoch is one release at multiplier sigma/2 for the sum (numeric)
+  and for the magnitude (GeoDP); GeoDP's direction keeps sigma, its L2 sensitivity sqrt(d+2) beta pi
+  already covering a replaced example (window widths, see the DECISION above). Epochs compose in
+  RDP. No amplification by shuffling is claimed. dp_accounting's RdpAccountant takes a
+  GaussianDpEvent's multiplier as given whatever its relation (it does not double the shift for
+  REPLACE_ONE, its PLD accountant does), so the halved multiplier is written into the event here.
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import attr
 import numpy as np
 
 from ldpfed.directional import windows as win
@@ -164,14 +177,47 @@ def numeric_noise(
 
 
 # --- accounting (dp-accounting events; no hand-written RDP) -----------------------------------------
-def step_event(perturbation: str, noise_multiplier: float):
+ADD_OR_REMOVE = "add-or-remove-one"
+REPLACE_ONE = "replace-one"
+RELATIONS = {  # sampling -> the neighbouring relation its accounting assumes (module docstring)
+    "poisson": ADD_OR_REMOVE,
+    "shuffle": REPLACE_ONE,
+}
+RELATION_DESCRIPTIONS = {
+    ADD_OR_REMOVE: "add or remove one training example (dp_accounting ADD_OR_REMOVE_ONE; Poisson sampling)",
+    REPLACE_ONE: (
+        "replace one training example by another (dp_accounting REPLACE_ONE; shuffled fixed-size batches: "
+        "one batch per epoch differs, its clipped sum by up to 2C)"
+    ),
+}
+
+
+def neighbouring_relation(sampling: str) -> str:
+    """The relation a run with this batch sampling is accounted under (module docstring)."""
+    if sampling not in RELATIONS:
+        raise LDPValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    return RELATIONS[sampling]
+
+
+def _replaced(event):
+    """A release whose shift doubles under replace-one: the same event at half the multiplier."""
+    return attr.evolve(event, noise_multiplier=event.noise_multiplier / 2.0)
+
+
+def step_event(perturbation: str, noise_multiplier: float, relation: str = ADD_OR_REMOVE):
     """The DpEvent of one release on one batch: numeric = one Gaussian; geodp = magnitude and
-    direction composed (additively in RDP)."""
+    direction composed (additively in RDP). Under replace-one the sum (magnitude) moves by 2C: its
+    multiplier is sigma/2; the direction's sensitivity already covers a replacement."""
     import dp_accounting
 
     if perturbation not in PERTURBATIONS:
         raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
     gaussian = dp_accounting.GaussianDpEvent(check_positive(noise_multiplier, "noise_multiplier"))
+    if relation == REPLACE_ONE:
+        magnitude = _replaced(gaussian)
+        return magnitude if perturbation == "numeric" else dp_accounting.ComposedDpEvent([magnitude, gaussian])
+    if relation != ADD_OR_REMOVE:
+        raise LDPValueError(f"relation must be one of {tuple(RELATION_DESCRIPTIONS)}, got {relation!r}")
     if perturbation == "numeric":
         return gaussian
     # Magnitude and direction: two Gaussian releases of multiplier sigma on the same batch (a
@@ -187,21 +233,27 @@ def thesis_averaged_event(noise_multiplier: float):
     return dp_accounting.GaussianDpEvent(noise_multiplier)
 
 
-def safe_step_event(perturbation: str, noise_multiplier: float, dims: int):
+def safe_step_event(perturbation: str, noise_multiplier: float, dims: int, relation: str = REPLACE_ONE):
     """One step's event with the safe sampler on d = `dims` parameters: the releases' own
     DiscreteGaussianVectorDpEvent(sigma), with their samplers' float slack (numeric: one release of
-    d coordinates; geodp: the magnitude (1) and the angle offsets (d - 1), composed)."""
+    d coordinates; geodp: the magnitude (1) and the angle offsets (d - 1), composed). Under
+    replace-one (shuffled batches, the safe sampler's only use) the sum's and the magnitude's
+    multiplier is sigma/2: the rounding's grid sensitivity J + sqrt(d) becomes at most 2J + sqrt(d)
+    <= 2 (J + sqrt(d)) steps; the float slack bounds the sampler, whatever the input."""
     import dp_accounting
 
     from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 
     if perturbation not in PERTURBATIONS:
         raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
+    if relation not in RELATION_DESCRIPTIONS:
+        raise LDPValueError(f"relation must be one of {tuple(RELATION_DESCRIPTIONS)}, got {relation!r}")
     dims = check_positive_int(dims, "dims", minimum=2)
+    adjust = _replaced if relation == REPLACE_ONE else (lambda event: event)
     if perturbation == "numeric":  # the slack depends on (sigma, d) only, not on the profile's scale
-        return InidGaussian(np.ones(dims), noise_multiplier=noise_multiplier, sampler="safe").event()
+        return adjust(InidGaussian(np.ones(dims), noise_multiplier=noise_multiplier, sampler="safe").event())
     magnitude, angles = GeoDP(noise_multiplier, 1.0, 1).safe_noises(dims)
-    return dp_accounting.ComposedDpEvent([magnitude.event(), angles.event()])
+    return dp_accounting.ComposedDpEvent([adjust(magnitude.event()), angles.event()])
 
 
 def training_event(
@@ -215,25 +267,26 @@ def training_event(
     sampler: str = "continuous",
     dims: int | None = None,
 ):
-    """The whole run's DpEvent: `steps` Poisson-sampled steps at rate q, or `epochs` shuffled epochs.
-    sampler "safe": each epoch one `safe_step_event` on `dims` parameters (shuffled epochs only)."""
+    """The whole run's DpEvent under the sampling's neighbouring relation (`neighbouring_relation`):
+    `steps` Poisson-sampled steps at rate q (add/remove one), or `epochs` shuffled epochs, each one
+    release on the batch holding the replaced example (replace one). sampler "safe": each epoch one
+    `safe_step_event` on `dims` parameters (shuffled epochs only)."""
     import dp_accounting
 
-    event = step_event(perturbation, noise_multiplier)
+    relation = neighbouring_relation(sampling)
     if sampler == "safe":
         if sampling != "shuffle":
             raise LDPValueError(f"{perturbation}: {SAFE_POISSON}")
         if dims is None:
             raise LDPValueError("the safe sampler's event needs the number of parameters (dims)")
         return dp_accounting.SelfComposedDpEvent(
-            safe_step_event(perturbation, noise_multiplier, dims), check_positive_int(epochs, "epochs")
+            safe_step_event(perturbation, noise_multiplier, dims, relation), check_positive_int(epochs, "epochs")
         )
+    event = step_event(perturbation, noise_multiplier, relation)
     if sampling == "poisson":
         sampled = dp_accounting.PoissonSampledDpEvent(check_fraction(sample_rate, "sample_rate"), event)
         return dp_accounting.SelfComposedDpEvent(sampled, check_positive_int(steps, "steps"))
-    if sampling == "shuffle":
-        return dp_accounting.SelfComposedDpEvent(event, check_positive_int(epochs, "epochs"))
-    raise LDPValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    return dp_accounting.SelfComposedDpEvent(event, check_positive_int(epochs, "epochs"))
 
 
 def rdp_epsilon(event, target_delta: float) -> float:

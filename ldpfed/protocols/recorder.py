@@ -37,7 +37,9 @@ class Recorder:
     def add_round(self, row: dict, ledger) -> None:
         self.rows.append(row)
         if self.output.enabled:
-            self.output.write({"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": ledger.to_frame()})
+            self.output.write(
+                {"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": ledger.to_frame(self.config.delta_target)}
+            )
 
     def finish(self, summary: dict, ledger) -> None:
         if not self.output.enabled:
@@ -45,7 +47,7 @@ class Recorder:
         self.output.write(
             {
                 "summary.json": summary,
-                "privacy.json": ledger.state_dict(),
+                "privacy.json": ledger.state_dict(self.config.delta_target),
                 "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config),
             }
         )

@@ -151,8 +151,10 @@ class Session:
             joined = joins.frequency_round(self.server.outcome, self.data, self.cohorts, self.config)
         else:
             joined = joins.train_round(self.server.outcome, diagnostics, self.server.privatizer)
-        # by the run's accountant (that of max-epsilon); None when not private (ldpfed.accounting)
-        spent = self.server.ledger.max_spent(self.config.privacy.accountant)
+        # by the run's accountant (that of the budget, as the budget sees it); None when not private
+        budget = self.config.budget
+        ledger = self.server.ledger
+        spent = ledger.max_spent(self.config.privacy.accountant) if budget is None else budget.max_spent(ledger)
         now = time.perf_counter()
         row = {
             "round": server_round,
@@ -162,6 +164,10 @@ class Session:
             "delta_spent": spent.delta,
             "seconds": now - self.round_started,
         }
+        if budget is not None:  # no client can afford another round: the later rounds have no reports
+            row["budget_exhausted"] = not budget.can_continue(
+                ledger, range(self.config.federation.clients), self.server.round_event
+            )
         self.round_started = now
         self.recorder.add_round(row, self.server.ledger)
         return row
@@ -170,10 +176,11 @@ class Session:
         """The summary (written with the other files); `interrupted`: the run stopped early and the
         summary covers the rounds that finished."""
         config, rows = self.config, self.recorder.rows
+        reported = [row for row in rows if row["clients_replied"] > 0]
         if not rows:
             task_summary = {}
         elif config.run.task in ("mean", "frequency"):
-            task_summary = mean_summary(rows)
+            task_summary = mean_summary(rows, reported)
         else:
             task_summary = train_summary(rows, config, self.server)
         summary = {
@@ -198,6 +205,8 @@ class Session:
             ),
             "epsilon_spent_max_per_client": rows[-1]["epsilon_spent"] if rows else None,
             "delta_spent_max_per_client": rows[-1]["delta_spent"] if rows else None,
+            "last_round_with_reports": reported[-1]["round"] if reported else None,
+            **budget_summary(config, rows),
             "seconds": time.perf_counter() - self.started,
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
@@ -218,14 +227,26 @@ def _nanmean(values) -> float | None:
     return float(finite.mean()) if finite.size else None
 
 
-def mean_summary(rows: list[dict]) -> dict:
-    last = rows[-1]
+def mean_summary(rows: list[dict], reported: list[dict]) -> dict:
+    """The final figures are the last round's that had reports (`last_round_with_reports`): a round
+    without any (every client failed, or the budget stopped them all) estimates nothing (NaN)."""
+    last = reported[-1] if reported else rows[-1]
     return {
         "final_mse": last["mse"],
         "predicted_mse_plain_mean": last["predicted_mse"],
         "mean_mse_over_rounds": _nanmean([row["mse"] for row in rows]),
         "final_mse_plain_mean": last["mse_plain_mean"],
     }
+
+
+def budget_summary(config: Config, rows: list[dict]) -> dict:
+    """With a budget: the budget, and the round after which no client could afford another
+    (None if never); the rounds after it ran without reports (the run keeps its stated length)."""
+    budget = config.budget
+    if budget is None:
+        return {}
+    exhausted = next((row["round"] for row in rows if row.get("budget_exhausted")), None)
+    return {"budget": budget.record(), "budget_exhausted_after_round": exhausted}
 
 
 def _ldpvec_record(ldpvec, dims: int) -> dict:
