@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ldpfed.config import Config
+from ldpfed.protocols import seeds
 
 
 class RoundProgress:
@@ -43,7 +44,10 @@ class RoundProgress:
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
-                result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
+                result += (
+                    f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} "
+                    f"(predicted {row['predicted_squared_distance']:.3g})"
+                )
         elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone
@@ -73,6 +77,7 @@ class RoundProgress:
             "noise_sampler",
             "private",
             "privacy_reasons",
+            "noise_seed",
             "epsilon",
             "aggregator",
             "deviation",
@@ -100,7 +105,21 @@ class RoundProgress:
                 value = summary[key]
                 table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
+        if summary.get("privacy_qualification"):  # a user-chosen noise seed: it may be guessed
+            Console().print(
+                f"private: {summary['privacy_qualification']} (it was given with --noise-seed)",
+                highlight=False,
+                soft_wrap=True,
+            )
         if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
             Console().print(summary["scale"]["note"] + ".", highlight=False)
         if self.config.output.out:
             Console().print(f"results written to {self.config.output.out}/", highlight=False)
+            if summary.get("noise_seed") in (seeds.OS_ENTROPY, seeds.USER_CHOSEN):
+                secret = f"{self.config.output.out}/noise_secret"
+                Console().print(
+                    f'replay the clients\' noise with --noise-seed "$(cat {secret})"; keep {secret} from the server',
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )

@@ -42,10 +42,10 @@ def test_simulate_flags_are_exactly_the_config_options():
     from simulations.cli import CLI_ONLY, simulate
 
     flags = typer_flags(simulate)
-    cli_only = {"config", "json", "verbose"}
+    cli_only = {"config", "noise-seed", "json", "verbose"}
     assert set(flags) - cli_only == set(OPTIONS)
     assert len(CLI_ONLY) == len(cli_only)
-    for name, (section, field_name) in OPTIONS.items():
+    for name in OPTIONS:
         default = configuration.option_default(name)
         if isinstance(default, bool):  # booleans are --flag/--no-flag switches
             assert flags[name].param_decls == (f"--{name}/--no-{name}",), name
