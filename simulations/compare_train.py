@@ -14,8 +14,8 @@ Design decisions:
   noise), so differences between aggregators are paired. Repetition r uses the run seed
   `SeedSequence(seed).spawn(R)[r]` (as a 32-bit integer): another partition, initial model and
   noise. The clients' noise root is that run seed too (`noise_seed`), so a sweep is reproducible
-  from `--seed` and the pairing holds: a comparison of utility, whose noise a server could
-  re-draw (each run's summary says `noise_seed: user-chosen`).
+  from `--seed` and the pairing holds: it compares utility, and its noise is not secret from
+  anyone who knows `--seed` (it makes no privacy statement beyond each mechanism's epsilon).
 - Mechanism `none` (no privacy) is run once, not per epsilon; its rows have epsilon None.
 - `engine` flower (default: each federation is a Flower simulation on Ray, ~10 s of start-up on
   this machine) or local (the same client and server functions in this process, no Flower).

@@ -70,6 +70,18 @@ def test_the_drift_check_can_fail(tmp_path):
         load_file(path)
 
 
+def test_a_noise_seed_is_no_config_option(tmp_path):
+    """The clients' noise root is a secret of the run (`simulate --noise-seed`): the config is written
+    to config.toml and, under `flwr run`, is the run config the server reads, so neither a config
+    file nor Flower's run config can carry one."""
+    with pytest.raises(LDPValueError, match="unknown option 'run.noise-seed'"):
+        from_flat({"run.noise-seed": "0x07"}, source="run config")
+    path = tmp_path / "job.toml"
+    path.write_text('[run]\nnoise-seed = "7"\n')
+    with pytest.raises(LDPValueError, match="unknown option 'run.noise-seed'"):
+        load_file(path)
+
+
 # ---- round trips and overrides ---------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
 def test_shipped_configs_are_valid(name):

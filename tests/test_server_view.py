@@ -9,6 +9,11 @@ secrets it spawns), and subtracts it. With Laplace on every coordinate the noise
 independent of the value, so a right guess recovers the clean value to float precision: the
 positive control below does it with the client's real secret (what a leaked seed gave the review:
 1e-17). Without the secret the best residual stays at the noise's scale.
+
+The run seed is a small integer, so the server also finds it by enumeration (the candidate whose
+data seed and server seed it was given) and tries every secret the code derives from it; the
+clients' noise root is 128 bits of OS entropy, independent of it. A noise seed the user chose is
+enumerable in turn (the last test), which is why such a run's privacy statement is qualified.
 """
 
 from __future__ import annotations
