@@ -3,10 +3,10 @@ record with the diagnostics joined in, and the summary (spec: federated.md).
 
 `World` is what the harness knows: the run seed's children (data seed, server seed) and one secret
 per client from the noise root (128 bits of OS entropy, or `--noise-seed`; per client with
-`fresh-noise`). `Session` turns each round's server metrics and the
-clients' diagnostics into a metrics row, writes the files (`Recorder`) and builds the summary. It
-is used by `ldpfed simulate` (both engines) and by the ServerApp under `flwr run`, where no
-diagnostics reach it (the noise figures are then NaN).
+`fresh-noise`). `Session` turns each round's server metrics and the clients' diagnostics into a
+metrics row, writes the files (`Recorder`) and builds the summary. It is used by `ldpfed simulate`
+(both engines) and by the ServerApp under `flwr run`, where no diagnostics reach it (the noise
+figures are then NaN).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class World:
     server: int
     secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
     noise_root: int | None = None
-    noise: str = seeds.USER_CHOSEN
+    noise: str = seeds.USER_CHOSEN  # secrets given directly (a deployment's node seeds in a test) are chosen
 
     @classmethod
     def from_config(cls, config: Config, noise_seed: int | None = None) -> World:
