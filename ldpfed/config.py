@@ -20,10 +20,12 @@ Decisions where the issue is silent (docs/decisions.md, Flower section):
 - `data.domain`, `data.header`, `data.out-of-domain` are the `--domain`, `--header/--no-header`
   and `--out-of-domain` of `predict` and `compare` (ldpfed.data.read_tuples); `header` is a string
   (auto | yes | no) because TOML and Flower's run config have no null.
-- `run.seed` is the run seed that the harness (`ldpfed simulate`) spawns the server's seed, the
-  data seed and every client's secret from (ldpfed.protocols.seeds); it is never sent to the
-  server. `run.fresh-noise` gives the clients OS entropy instead (the data and the server's
-  choices still follow the seed).
+- `run.seed` is the run seed that the harness (`ldpfed simulate`) spawns the server's seed and the
+  data seed from (ldpfed.protocols.seeds); it is never sent to the server, but being small it is
+  guessable, so the clients' secrets derive from a separate noise root instead: 128 bits of OS
+  entropy per run, or `simulate --noise-seed`, which is deliberately not a config field (the
+  config is written to config.toml and, under `flwr run`, read by the server). `run.fresh-noise`
+  gives each client its own OS entropy, recorded nowhere.
 - `output.diagnostics` (default on): clients write their clean statistics to the run's local
   output for the noise-measured-vs-predicted figures; nothing clean is ever sent to the server.
 """

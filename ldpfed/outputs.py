@@ -13,7 +13,8 @@ Use it in every command that writes results (`compare`, `predict --output`, `sim
   commands need no `if out` branches. An empty `out` (`--out ""`, an unset shell variable) is an
   error, never the current directory (`named_path`); give "." for that.
 - `write(files)` takes {file name: content}; content is a DataFrame (CSV, or Parquet by suffix), a
-  matplotlib Figure (PNG), str (text), bytes, or a JSON payload (`ldpfed.results.write_content`).
+  matplotlib Figure (PNG), str (text; a `Secret` is readable by its owner only), bytes, or a JSON
+  payload (`ldpfed.results.write_content`).
   Every file is first written under a hidden temporary name in the directory, then all are renamed
   into place with SIGINT held back: after Ctrl-C a write has left all of its files or none. Call it
   as often as needed (e.g. once per finished round: the same names are replaced).
@@ -59,9 +60,14 @@ RESULT_FILES = frozenset(
         "frequencies.csv",
         "frequencies.png",
         "mse_per_aggregator.png",
+        "noise_secret",
     }
 )
 EXIT_INTERRUPTED = 130
+
+
+class Secret(str):
+    """Text that only the owner may read (mode 0600 from before it is written): e.g. a run's noise root."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -135,6 +141,8 @@ def _stage(directory: Path, files: dict[str, object]) -> dict[Path, Path]:
                 raise LDPValueError(f"output file name {name!r} must be a plain file name")
             temporary = temporary_path(directory, name)
             staged[temporary] = final
+            if isinstance(content, Secret):
+                os.chmod(temporary, 0o600)
             write_content(temporary, content, suffix=final.suffix)
     except BaseException:
         for temporary in staged:

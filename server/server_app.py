@@ -81,7 +81,7 @@ def main(grid: Grid, context: Context) -> None:
     try:
         config, _ = preflight(config)
         half = server_half(config, data_seed, seeds.server_seed(config.run.seed), flower_fedavg)
-        session = Session(config, half, data_seed, engine="flower")
+        session = Session(config, half, data_seed, engine="flower", noise=seeds.NODES)
     except LDPValueError as error:
         raise RunFailed(str(error)) from None
     LDPStrategy(half, config.federation.clients, lambda r, metrics: session.after_round(r, metrics, {})).run(

@@ -3,6 +3,8 @@ through the `ldpfed.commands` entry point (so ldpfed itself never imports Flower
 
 Every option flag is one field of `ldpfed.config.Config` (tests/test_config.py checks that the
 flags and the fields agree); `--config FILE` reads a TOML file of the same options, flags win.
+`--noise-seed` is not one: the noise root is a secret of the run, kept out of the config, which
+is written to config.toml and, under `flwr run`, read by the server.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import typer
 from ldpfed.cli.common import HEADER_HELP, OUT_OF_DOMAIN_HELP, error_console, handle_errors, print_json
 from ldpfed.config import resolve
 from ldpfed.outputs import named_path
+from ldpfed.protocols import seeds
+from ldpfed.validation import LDPValueError
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
 MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-calibrated by
@@ -21,7 +25,7 @@ MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-ca
 default job (configs/default.toml: mean of 10,000 users in 10 dimensions held by 10 clients,
 Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
-CLI_ONLY = ("config_file", "json_output", "verbose")
+CLI_ONLY = ("config_file", "noise_seed", "json_output", "verbose")
 EXIT_INTERRUPTED = 130
 
 
@@ -40,7 +44,19 @@ def simulate(
     ),
     rounds: int | None = typer.Option(None, help="Federated rounds."),
     seed: int | None = typer.Option(
-        None, help="Run seed: the data, the server's seed and every client's secret derive from it."
+        None,
+        help=(
+            "Run seed: the data, the partition and the server's choices (sampling, model initialisation) derive from "
+            "it; the clients' noise does not (see --noise-seed)."
+        ),
+    ),
+    noise_seed: str | None = typer.Option(
+        None,
+        help=(
+            "Root of the clients' noise, to replay a run: its OUT/noise_secret (decimal or 0x hex). Default: 128 bits "
+            "of OS entropy, written to OUT/noise_secret. A seed you choose makes the run private only against a server"
+            " that cannot guess it (the summary says so). Not a config-file option."
+        ),
     ),
     engine: str | None = typer.Option(
         None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."
@@ -48,12 +64,15 @@ def simulate(
     fresh_noise: bool | None = typer.Option(
         None,
         "--fresh-noise/--no-fresh-noise",
-        help="Clients draw their noise from OS entropy instead of secrets spawned from --seed.",
+        help="Each client draws its own OS entropy, recorded nowhere (the run cannot be replayed).",
     ),
     # [data]
     data: str | None = typer.Option(
         None,
-        help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits).",
+        help=(
+            "mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | "
+            "mnist | cifar10 (default digits)."
+        ),
     ),
     data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     users: int | None = typer.Option(
@@ -64,7 +83,10 @@ def simulate(
     ),
     domain: str | None = typer.Option(
         None,
-        help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale).",
+        help=(
+            "mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised "
+            "[-1, 1] scale)."
+        ),
     ),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
@@ -88,7 +110,10 @@ def simulate(
     ),
     nodes: int | None = typer.Option(
         None,
-        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node).",
+        help=(
+            "Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, "
+            "CPUs); = clients: one client per node)."
+        ),
     ),
     device: str | None = typer.Option(
         None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."
@@ -98,7 +123,11 @@ def simulate(
     ),
     node_reply: str | None = typer.Option(
         None,
-        help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report counts).",
+        help=(
+            "A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of "
+            "updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report "
+            "counts)."
+        ),
     ),
     # [privacy]
     mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
@@ -125,9 +154,7 @@ def simulate(
         None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
     ),
     alpha: float | None = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: str | None = typer.Option(
-        None, help="train: deviation model of the re-calibration, plug-in | model."
-    ),
+    deviation: str | None = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
     # [training]
     model: str | None = typer.Option(None, help="train: logreg | mlp | cnn."),
     local_steps: int | None = typer.Option(None, help="train: local SGD steps per round, E."),
@@ -138,7 +165,10 @@ def simulate(
     ),
     perturbation: str | None = typer.Option(
         None,
-        help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer).",
+        help=(
+            "train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base "
+            "randomizer)."
+        ),
     ),
     beta: float | None = typer.Option(
         None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."
@@ -148,7 +178,10 @@ def simulate(
     ),
     magnitude: str | None = typer.Option(
         None,
-        help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private).",
+        help=(
+            "train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: "
+            "NOT private)."
+        ),
     ),
     rotation: str | None = typer.Option(
         None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."
@@ -159,17 +192,25 @@ def simulate(
     # [output]
     out: str | None = typer.Option(
         None,
-        help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work).",
+        help=(
+            "Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any "
+            "work)."
+        ),
     ),
     overwrite: bool | None = typer.Option(
         None,
         "--overwrite/--no-overwrite",
-        help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused.",
+        help=(
+            "Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."
+        ),
     ),
     diagnostics: bool | None = typer.Option(
         None,
         "--diagnostics/--no-diagnostics",
-        help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server).",
+        help=(
+            "Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures "
+            "(never sent to the server)."
+        ),
     ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
@@ -178,6 +219,9 @@ def simulate(
     named_path(out)  # `--out ""` is an error here; `out = ""` in a config file means no files
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
+    root = None if noise_seed is None else seeds.parse_noise_seed(noise_seed)
+    if root is not None and config.run.fresh_noise:
+        raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")
     from ldpfed.protocols.recorder import output_dir
     from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run
@@ -189,7 +233,7 @@ def simulate(
         error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
     progress = RoundProgress(config)
     try:
-        summary = run(config, progress, output=output, verbose=verbose)
+        summary = run(config, progress, output=output, verbose=verbose, noise_seed=root)
     except Interrupted as stop:
         where = (
             f"; results of the finished rounds in {config.output.out}/"

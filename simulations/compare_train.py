@@ -13,7 +13,9 @@ Design decisions:
   within a repetition (same partition, initial model, minibatches and, in round 1, the same
   noise), so differences between aggregators are paired. Repetition r uses the run seed
   `SeedSequence(seed).spawn(R)[r]` (as a 32-bit integer): another partition, initial model and
-  noise.
+  noise. The clients' noise root is that run seed too (`noise_seed`), so a sweep is reproducible
+  from `--seed` and the pairing holds: it compares utility, and its noise is not secret from
+  anyone who knows `--seed` (it makes no privacy statement beyond each mechanism's epsilon).
 - Mechanism `none` (no privacy) is run once, not per epsilon; its rows have epsilon None.
 - `engine` flower (default: each federation is a Flower simulation on Ray, ~10 s of start-up on
   this machine) or local (the same client and server functions in this process, no Flower).
@@ -140,7 +142,7 @@ def run_one(labels: dict, config: Config) -> tuple[dict, list[dict]]:
     from simulations.federation import run
 
     collector = _RoundCollector()
-    summary = run(config, collector)
+    summary = run(config, collector, noise_seed=config.run.seed)
     row = {**labels, **{key: summary.get(key) for key in RUN_COLUMNS if key not in labels}}
     rounds = [{**labels, **round_row} for round_row in collector.rows]
     return row, rounds
@@ -226,7 +228,8 @@ def results_table(summary: pd.DataFrame, title: str):
             cells.append(
                 "-"
                 if row is None
-                else f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n({row.best_accuracy:.3f}) [{row.final_loss:.3g}]"
+                else f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n"
+                f"({row.best_accuracy:.3f}) [{row.final_loss:.3g}]"
             )
         table.add_row(mechanism, "-" if pd.isna(epsilon) else f"{epsilon:g}", *cells)
     return table

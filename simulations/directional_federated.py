@@ -205,7 +205,7 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
         started = time.perf_counter()
         try:
             config, _ = preflight(Config().with_options({**common, **options}).validated())
-            summary = run(config, RowCollector(rows))
+            summary = run(config, RowCollector(rows), noise_seed=seed)  # reproducible from the seed: a utility grid
         except LDPValueError as error:  # e.g. a per-angle budget below the safe sampler's range
             run_rows.append({**record, "status": f"refused: {error}"})
             log(f"{block['name']} | {label}: refused ({error})")

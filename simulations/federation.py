@@ -1,16 +1,18 @@
 """The harness of `ldpfed simulate`: it plays the world, not the server (spec: federated.md,
 "Who knows the noise").
 
-From the run seed it spawns the data seed, the server's seed and one secret per client
-(`World`); the server half gets its seed and the data seed, each client half its secret (OS
-entropy with `--fresh-noise`). Two engines run the same halves in the same order:
+From the run seed it spawns the data seed and the server's seed, and from the noise root (128
+bits of OS entropy, or `--noise-seed`) one secret per client (`World`); the server half gets its
+seed and the data seed, each client half its secret (OS entropy per client with `--fresh-noise`).
+The noise root goes to `noise_secret` in the results directory only, to replay the run. Two
+engines run the same halves in the same order:
 - `flower`: the ServerApp (an `LDPStrategy` around the server half) and the ClientApps on Ray
   workers (simulations.runner), K = `federation.nodes` Flower nodes each hosting a contiguous
-  block of the clients (ldpfed.protocols.nodes); each node writes its clients' diagnostics (clean clipped update, loss) to
-  the run's local output (`DIR/diagnostics`, or a temporary directory), and after each round the
-  harness joins them with the server's aggregate and removes them;
+  block of the clients (ldpfed.protocols.nodes); each node writes its clients' diagnostics (clean
+  clipped update, loss) to the run's local output (`DIR/diagnostics`, or a temporary directory),
+  and after each round the harness joins them with the server's aggregate and removes them;
 - `local`: the same node halves called in this process (`ldpfed.protocols.base.local_round`), the
-  diagnostics handed over in memory. Same seed, same numbers as `flower`.
+  diagnostics handed over in memory. Same seed and noise root, same numbers as `flower`.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ import threading
 from pathlib import Path
 
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir
+from ldpfed.outputs import OutputDir, Secret
+from ldpfed.protocols import seeds
 from ldpfed.protocols.base import local_round
 from ldpfed.protocols.nodes import NodeSet
+from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 
 SERVER_STOP_SECONDS = 10.0
+NOISE_SECRET = "noise_secret"  # the run's noise root, in its results directory (owner-only)
 
 
 class Interrupted(Exception):
@@ -40,17 +45,29 @@ class Interrupted(Exception):
         self.summary = summary
 
 
-def run(config: Config, progress=None, *, output: OutputDir | None = None, verbose: bool = False) -> dict:
+def run(
+    config: Config,
+    progress=None,
+    *,
+    output: OutputDir | None = None,
+    verbose: bool = False,
+    noise_seed: int | None = None,
+) -> dict:
     """Run the federation described by (validated) `config`; return its summary. `output`: the
-    results directory, checked before any work (default: checked here). On Ctrl-C the finished
-    rounds' files are written (summary marked interrupted), Ray is shut down and `Interrupted` is
-    raised; a further Ctrl-C during that cleanup is ignored."""
-    world = World.from_config(config)
+    results directory, checked before any work (default: checked here). `noise_seed`: the root of
+    the clients' secrets (default: 128 bits of OS entropy), written to `noise_secret` in the
+    results directory, never given to the server half. On Ctrl-C the finished rounds' files are
+    written (summary marked interrupted), Ray is shut down and `Interrupted` is raised; a further
+    Ctrl-C during that cleanup is ignored."""
+    world = World.from_config(config, noise_seed)
+    output = output_dir(config) if output is None else output
     # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
     # get the config without its seed and could not bind it themselves (bind_data re-validates)
     config = bind_data(config, world.data)
     half = server_half(config, world.data, world.server, flower_fedavg)
-    session = Session(config, half, world.data, engine=config.run.engine, output=output)
+    session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
+    if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
+        output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
     runner = run_local if config.run.engine == "local" else run_flower
     try:
         runner(config, world, half, session, progress, verbose)
@@ -118,7 +135,10 @@ def run_local(config: Config, world: World, half, session: Session, progress, ve
         for server_round in range(1, config.run.rounds + 1):
             diagnostics: dict[int, dict] = {}
             metrics = local_round(
-                half, nodes, server_round, lambda r, pid, values: diagnostics.__setitem__(pid, values)
+                half,
+                nodes,
+                server_round,
+                lambda r, pid, values: diagnostics.__setitem__(pid, values),  # noqa: B023
             )
             row = session.after_round(server_round, metrics, diagnostics if config.output.diagnostics else {})
             if progress is not None:

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ldpfed.config import Config
+from ldpfed.protocols import seeds
 
 SPENT = "every client's budget is spent"
 
@@ -85,6 +86,7 @@ class RoundProgress:
             "noise_sampler",
             "private",
             "privacy_reasons",
+            "noise_seed",
             "epsilon",
             "aggregator",
             "deviation",
@@ -122,7 +124,21 @@ class RoundProgress:
                 f"{summary['last_round_with_reports']}'s.",
                 highlight=False,
             )
+        if summary.get("privacy_qualification"):  # a user-chosen noise seed: it may be guessed
+            Console().print(
+                f"private: {summary['privacy_qualification']} (it was given with --noise-seed)",
+                highlight=False,
+                soft_wrap=True,
+            )
         if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
             Console().print(summary["scale"]["note"] + ".", highlight=False)
         if self.config.output.out:
             Console().print(f"results written to {self.config.output.out}/", highlight=False)
+            if summary.get("noise_seed") in (seeds.OS_ENTROPY, seeds.USER_CHOSEN):
+                secret = f"{self.config.output.out}/noise_secret"
+                Console().print(
+                    f'replay the clients\' noise with --noise-seed "$(cat {secret})"; keep {secret} from the server',
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )

@@ -36,8 +36,9 @@ def processes_with_env(key: str, value: str) -> list[int]:
     return pids
 
 
-def run_collecting_rows(config):
-    """(summary, one DataFrame row per round) of `simulations.federation.run(config)` in this process."""
+def run_collecting_rows(config, noise_seed: int | None = None):
+    """(summary, one DataFrame row per round) of `simulations.federation.run(config)` in this process;
+    `noise_seed`: the clients' noise root (default OS entropy: give one to compare two runs' noise)."""
     import pandas as pd
 
     from simulations.federation import run
@@ -54,4 +55,4 @@ def run_collecting_rows(config):
         def stop(self):
             pass
 
-    return run(config, Collect()), pd.DataFrame(rows)
+    return run(config, Collect(), noise_seed=noise_seed), pd.DataFrame(rows)

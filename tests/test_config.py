@@ -42,7 +42,7 @@ def test_simulate_flags_are_exactly_the_config_options():
     from simulations.cli import CLI_ONLY, simulate
 
     flags = typer_flags(simulate)
-    cli_only = {"config", "json", "verbose"}
+    cli_only = {"config", "noise-seed", "json", "verbose"}
     assert set(flags) - cli_only == set(OPTIONS)
     assert len(CLI_ONLY) == len(cli_only)
     for name in OPTIONS:
@@ -67,6 +67,18 @@ def test_the_drift_check_can_fail(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text("[privacy]\nepsilonn = 2.0\n")
     with pytest.raises(LDPValueError, match="unknown option 'privacy.epsilonn'"):
+        load_file(path)
+
+
+def test_a_noise_seed_is_no_config_option(tmp_path):
+    """The clients' noise root is a secret of the run (`simulate --noise-seed`): the config is written
+    to config.toml and, under `flwr run`, is the run config the server reads, so neither a config
+    file nor Flower's run config can carry one."""
+    with pytest.raises(LDPValueError, match="unknown option 'run.noise-seed'"):
+        from_flat({"run.noise-seed": "0x07"}, source="run config")
+    path = tmp_path / "job.toml"
+    path.write_text('[run]\nnoise-seed = "7"\n')
+    with pytest.raises(LDPValueError, match="unknown option 'run.noise-seed'"):
         load_file(path)
 
 

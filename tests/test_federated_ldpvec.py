@@ -49,7 +49,7 @@ def config_of(**options) -> Config:
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
     if out is not None:
         config = config.with_options({"out": str(out)})
-    return run_collecting_rows(config)
+    return run_collecting_rows(config, noise_seed=5)  # one noise root: runs compared have the same noise
 
 
 # ---- the options reach the client --------------------------------------------------------------

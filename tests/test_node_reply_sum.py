@@ -46,6 +46,7 @@ SUMMARY_KEYS = (
     "noise_measured_over_predicted",
     "epsilon_spent_max_per_client",
 )
+NOISE_SEED = 5  # both runs of a comparison get the same noise root, so the same noise
 EXACT_KEYS = ("clients_replied_total", "clients_failed_total", "failure_reasons", "rounds_finished")
 
 
@@ -72,7 +73,7 @@ def train_config(reply: str, **options) -> Config:
 
 def global_model(config: Config) -> tuple[np.ndarray, float, dict]:
     """(final global weights, largest |privatized update| seen, per-client ledger totals) of a local run."""
-    world = World.from_config(config)
+    world = World.from_config(config, NOISE_SEED)
     half = server_half(config, world.data, world.server)
     nodes = NodeSet(Layout(CLIENTS, NODES), lambda pids: node_half(config, pids, world.data, world.secrets_of(pids)))
     largest = 0.0
@@ -111,7 +112,7 @@ def test_sum_replies_give_the_per_client_replies_global_model(options):
 
 def test_sum_replies_give_the_per_client_replies_summary_local_engine():
     (clients_summary, clients_rows), (sum_summary, sum_rows) = (
-        run_collecting_rows(train_config(reply)) for reply in ("clients", "sum")
+        run_collecting_rows(train_config(reply), noise_seed=NOISE_SEED) for reply in ("clients", "sum")
     )
     assert_same_run(clients_summary, sum_summary)
     assert clients_summary["clients_failed_total"] >= 1  # the failing client failed alone
@@ -167,7 +168,7 @@ def test_tuple_task_sum_replies_give_the_per_client_replies_summary(task, option
             )
             .validated()
         )
-        runs[reply] = run_collecting_rows(config)
+        runs[reply] = run_collecting_rows(config, noise_seed=NOISE_SEED)
     (clients_summary, clients_rows), (sum_summary, sum_rows) = runs["clients"], runs["sum"]
     for key in EXACT_KEYS + ("epsilon_spent_max_per_client",):
         assert sum_summary[key] == clients_summary[key], key
@@ -187,7 +188,7 @@ def test_a_summing_node_sends_no_clients_update():
     pids, answers = [0, 1, 2, 3], {}
     for reply in ("clients", "sum"):
         config = train_config(reply, **{"fail-clients": "1"})
-        world = World.from_config(config)
+        world = World.from_config(config, NOISE_SEED)
         node = node_half(config, pids, world.data, world.secrets_of(pids))
         answers[reply] = node_reply_record(
             node.reply(1, {"global": flatten(get_weights(new_model(config, world.data)))}, pids)
@@ -249,7 +250,9 @@ def test_sum_replies_give_the_per_client_replies_summary_under_flower():
     strategy hands the nodes' sums to the server half; train and the mean task."""
     from simulations.federation import run
 
-    clients_summary, sum_summary = (run(train_config(reply, engine="flower", rounds=2)) for reply in ("clients", "sum"))
+    clients_summary, sum_summary = (
+        run(train_config(reply, engine="flower", rounds=2), noise_seed=NOISE_SEED) for reply in ("clients", "sum")
+    )
     assert_same_run(clients_summary, sum_summary)
     mean = {
         "task": "mean",
@@ -264,7 +267,8 @@ def test_sum_replies_give_the_per_client_replies_summary_under_flower():
         "fail-clients": "4",
     }
     clients_summary, sum_summary = (
-        run(Config().with_options({**mean, "node-reply": reply}).validated()) for reply in ("clients", "sum")
+        run(Config().with_options({**mean, "node-reply": reply}).validated(), noise_seed=NOISE_SEED)
+        for reply in ("clients", "sum")
     )
     for key in EXACT_KEYS:
         assert sum_summary[key] == clients_summary[key], key

@@ -9,6 +9,11 @@ secrets it spawns), and subtracts it. With Laplace on every coordinate the noise
 independent of the value, so a right guess recovers the clean value to float precision: the
 positive control below does it with the client's real secret (what a leaked seed gave the review:
 1e-17). Without the secret the best residual stays at the noise's scale.
+
+The run seed is a small integer, so the server also finds it by enumeration (the candidate whose
+data seed and server seed it was given) and tries every secret the code derives from it; the
+clients' noise root is 128 bits of OS entropy, independent of it. A noise seed the user chose is
+enumerable in turn (the last test), which is why such a run's privacy statement is qualified.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from ldpfed.protocols.train import privatizer
 CLIENTS, ROUNDS = 3, 2
 
 
-def observed_run(task: str):
-    """A local-engine run; returns (everything the server saw, the clients' clean values, world)."""
+def observed_run(task: str, noise_seed: int | None = None):
+    """A local-engine run (the clients' noise root: OS entropy, or `noise_seed`); returns (the config,
+    everything the server saw, the clients' clean values, the world)."""
     options = {
         "task": task,
         "clients": CLIENTS,
@@ -43,7 +49,7 @@ def observed_run(task: str):
     else:
         options.update({"users": 60, "dims": 40})
     config = Config().with_options(options).validated()
-    world = World.from_config(config)
+    world = World.from_config(config) if noise_seed is None else World.from_config(config, noise_seed)
     half = server_half(config, world.data, world.server)
     clients = {pid: client_half(config, pid, world.data, world.secret(pid)) for pid in range(CLIENTS)}
     seen = {
@@ -127,6 +133,14 @@ def _sums_with(client: MeanClient, stream) -> np.ndarray:
     return collect_sums(client.values, client.mechanism, client.report_dims, stream).total
 
 
+def noise_sd(task: str, config: Config) -> float:
+    """The sd of the noise in one reply: C * sd(Laplace(2d/eps)) per coordinate of an update, or the
+    sum of a cohort's `users` Laplace(2d/eps) per dimension."""
+    if task == "train":
+        return config.training.clip * np.sqrt(2) * 2 * 650 / config.privacy.epsilon
+    return np.sqrt(config.data.users // CLIENTS * 2) * 2 * config.data.dims / config.privacy.epsilon
+
+
 @pytest.mark.parametrize("task", ["train", "mean"])
 def test_the_server_cannot_redraw_a_clients_noise(task):
     config, seen, clean, world = observed_run(task)
@@ -134,15 +148,59 @@ def test_the_server_cannot_redraw_a_clients_noise(task):
         assert seen["config"] == server_half(config, world.data, world.server).config
     assert seen["config"].run.seed is None
     residual = best_residual(task, config, seen, clean, world, integers_seen(seen["config"], seen))
-    if task == "train":
-        noise_sd = config.training.clip * np.sqrt(2) * 2 * 650 / config.privacy.epsilon  # C * sd(Laplace(2d/eps))
-    else:
-        users = config.data.users // CLIENTS
-        noise_sd = np.sqrt(users * 2) * 2 * config.data.dims / config.privacy.epsilon  # sum of `users` Laplace(2d/eps)
-    assert residual > 0.5 * noise_sd, (residual, noise_sd)
+    assert residual > 0.5 * noise_sd(task, config), (residual, noise_sd(task, config))
     # Positive control: with a client's real secret the same attack recovers the clean values, up
     # to the safe Laplace's input rounding to its grid (K/J depends on t, so re-drawing on zeros
     # leaves a residual of a few grid steps, ~1e-5 of the noise sd here; the continuous sampler's
     # additive noise would cancel to float rounding).
     secrets = set(world.secrets.values())
-    assert best_residual(task, config, seen, clean, world, secrets) < 1e-3 * max(1.0, noise_sd)
+    assert best_residual(task, config, seen, clean, world, secrets) < 1e-3 * max(1.0, noise_sd(task, config))
+
+
+# ---- enumerating the run seed ------------------------------------------------------------------
+RUN_SEEDS = 10_000  # candidate run seeds the server tries (about 27 us each: 0.3 s in all)
+
+
+def enumerated_run_seed(seen: dict) -> int | None:
+    """The run seed, found as a server that knows the code finds it: the candidate whose data seed
+    and server seed are the ones it was given."""
+    for candidate in range(RUN_SEEDS):
+        if seeds.data_seed(candidate) == seen["data_seed"] and seeds.server_seed(candidate) == seen["server_seed"]:
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("task", ["train", "mean"])
+def test_enumerating_the_run_seed_does_not_give_the_clients_noise(task):
+    """Run seeds are small integers, so the server finds the run's from the data seed it holds; the
+    clients' secrets must not follow from it. Had they been spawned from the run seed, this attack
+    would recover every clean value up to the safe sampler's grid rounding (residual 1.5e-4 against
+    a noise sd of 23 for the update, 0.009 against 126 for the cohort sums); from an independent
+    noise root it leaves sqrt(2) noise sds (two independent noises)."""
+    config, seen, clean, world = observed_run(task)
+    run_seed = enumerated_run_seed(seen)
+    assert run_seed == 11  # the run seed is public in effect: nothing secret may derive from it
+    residual = best_residual(task, config, seen, clean, world, {run_seed})
+    assert residual > 0.5 * noise_sd(task, config), (residual, noise_sd(task, config))
+
+
+def looks_clipped(config: Config, update: np.ndarray, candidate: int) -> bool:
+    """The server's test of a candidate noise root without any ground truth: client 0's update of
+    round 1, with the noise that root gives subtracted, lies within the clipping bound [-C, C] (up
+    to the safe sampler's grid rounding); a wrong root leaves noise of sd ~ 23 / C = 460 times C."""
+    secret = seeds.client_secrets(candidate, 1)[0]  # client 0's secret (keys are (CLIENTS, pid))
+    noise = privatizer(config).privatize(np.zeros_like(update), seeds.rng(secret, seeds.NOISE, 1))
+    return bool(np.max(np.abs(update - noise)) <= 1.01 * config.training.clip)
+
+
+def test_a_chosen_noise_seed_is_enumerable_which_is_why_its_run_is_qualified():
+    """Positive control of the enumeration, and the reason a run with a user-chosen noise seed says
+    "private against a server that does not know the noise seed": the server tries every small
+    integer as the noise root and keeps the one under which client 0's reply looks like a clipped
+    update; it finds the chosen seed and with it every client's clean values."""
+    config, seen, clean, world = observed_run("train", noise_seed=7)
+    update = seen["replies"][1][0].arrays["update"]
+    found = [candidate for candidate in range(100) if looks_clipped(config, update, candidate)]
+    assert found == [7]
+    assert best_residual("train", config, seen, clean, world, set(found)) < 1e-3 * noise_sd("train", config)
+    assert world.noise == seeds.USER_CHOSEN

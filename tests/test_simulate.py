@@ -20,6 +20,7 @@ from ldpfed.cli.main import app
 from ldpfed.config import Config, load_file
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import World, client_half, server_half
+from ldpfed.validation import LDPValueError
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -29,7 +30,7 @@ def config_of(**options) -> Config:
     return Config().with_options({"engine": "local", **options}).validated()
 
 
-def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
+def run_rows(config: Config, noise_seed: int | None = None) -> tuple[dict, pd.DataFrame]:
     from simulations.federation import run
 
     rows = []
@@ -44,19 +45,29 @@ def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
         def stop(self):
             pass
 
-    summary = run(config, Collect())
+    summary = run(config, Collect(), noise_seed=noise_seed)
     return summary, pd.DataFrame(rows)
 
 
 # ---- seeds: who knows what ---------------------------------------------------------------------
-def test_the_harness_spawns_distinct_seeds_and_fresh_noise_uses_os_entropy():
+def test_the_harness_spawns_distinct_seeds_and_the_noise_root_is_os_entropy_unless_given():
     world = World.from_config(config_of(clients=4))
     values = [world.data, world.server, *world.secrets.values()]
     assert len(set(values)) == len(values) and 0 not in values
-    assert World.from_config(config_of(clients=4)) == world  # the same seed reproduces the world
+    assert world.noise == seeds.OS_ENTROPY and world.secrets == seeds.client_secrets(world.noise_root, 4)
+    other = World.from_config(config_of(clients=4))  # another run: the same public seeds, other secrets
+    assert (other.data, other.server) == (world.data, world.server) and other.noise_root != world.noise_root
+    assert not set(other.secrets.values()) & set(world.secrets.values())
+    replay = World.from_config(config_of(clients=4), world.noise_root)  # the root given back: the same world
+    assert (replay.data, replay.server, replay.secrets) == (world.data, world.server, world.secrets)
+    assert replay.noise == seeds.USER_CHOSEN
     fresh = World.from_config(config_of(clients=4, **{"fresh-noise": True}))
-    assert fresh.secrets is None and (fresh.data, fresh.server) == (world.data, world.server)
+    assert (
+        fresh.secrets is None and fresh.noise_root is None and (fresh.data, fresh.server) == (world.data, world.server)
+    )
     assert fresh.secret(0) != fresh.secret(0)
+    with pytest.raises(LDPValueError, match="exclude each other"):
+        World.from_config(config_of(clients=4, **{"fresh-noise": True}), 5)
 
 
 def test_cohorts_partition_the_users_and_client_noise_follows_the_secret():
@@ -141,12 +152,13 @@ def test_mean_task_agrees_with_the_prediction_locally():
 
 def test_simulate_mean_with_one_client_is_compare():
     """One mean-estimation path (issue 10, item 3): `compare`'s plain-mean MSE per repetition is
-    `simulate --task mean --clients 1`'s plain-mean MSE per round for the same seed."""
+    `simulate --task mean --clients 1`'s plain-mean MSE per round for the same seed (as run seed and
+    noise seed: `compare` draws its noise from the secret that seed spawns)."""
     from ldpfed.data import load_tuples
     from ldpfed.experiment import run_mean_experiment
 
     config = config_of(clients=1, users=500, dims=6, rounds=3, seed=9, epsilon=1.5, mechanism="piecewise")
-    _, rows = run_rows(config)
+    _, rows = run_rows(config, noise_seed=9)
     table = load_tuples("gaussian", users=500, dims=6, rng=np.random.default_rng(seeds.data_seed(9)))
     result = run_mean_experiment(table, "piecewise", 1.5, aggregators=["mean"], repeats=3, seed=9)
     np.testing.assert_allclose(result.runs["mse"].to_numpy(), rows["mse_plain_mean"].to_numpy(), rtol=1e-12)
@@ -166,17 +178,19 @@ def test_noise_free_fedavg_reaches_the_stated_accuracy():
     assert (rows["predicted_noise"] == 0).all()
 
 
-def test_ldp_training_is_reproducible_from_the_seed_and_fresh_noise_is_not():
+def test_ldp_training_is_reproducible_from_the_seed_and_noise_seed_and_its_noise_is_fresh_otherwise():
     options = dict(
         task="train", data="synthetic-fedprox", clients=5, rounds=3, mechanism="laplace", epsilon=8.0, fraction=0.6
     )
-    runs = [run_rows(config_of(**options))[1].drop(columns=["seconds"]) for _ in range(2)]
+    runs = [run_rows(config_of(**options), noise_seed=2**100 + 1)[1].drop(columns=["seconds"]) for _ in range(2)]
     pd.testing.assert_frame_equal(runs[0], runs[1])
     assert (runs[0]["clients_sampled"] == 3).all() and (runs[0]["predicted_noise"] > 0).all()
     assert runs[0]["epsilon_spent"].iloc[-1] <= 8.0 * 3 and runs[0]["epsilon_spent"].iloc[0] == 8.0
-    fresh = run_rows(config_of(**options, **{"fresh-noise": True}))[1]
-    assert fresh["clients_sampled"].tolist() == runs[0]["clients_sampled"].tolist()  # the server's seed
-    assert not np.allclose(fresh["measured_squared_distance"], runs[0]["measured_squared_distance"])
+    for fresh_noise in (False, True):  # a noise root of OS entropy for the run, or per client
+        summary, fresh = run_rows(config_of(**options, **{"fresh-noise": fresh_noise}))
+        assert summary["noise_seed"] == (seeds.FRESH_PER_CLIENT if fresh_noise else seeds.OS_ENTROPY)
+        assert fresh["clients_sampled"].tolist() == runs[0]["clients_sampled"].tolist()  # the server's seed
+        assert not np.allclose(fresh["measured_squared_distance"], runs[0]["measured_squared_distance"])
 
 
 # ---- Flower federations (Ray) ----------------------------------------------------------------
@@ -236,6 +250,8 @@ def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(t
         "1",
         "--seed",
         "3",
+        "--noise-seed",
+        "3",
         "--out",
         str(out),
         "--json",
@@ -257,7 +273,7 @@ def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(t
     local = config_of(
         task="mean", clients=4, users=4000, dims=40, epsilon=4.0, rounds=3, seed=3, **{"fail-clients": "1"}
     )
-    _, local_rows = run_rows(local)
+    _, local_rows = run_rows(local, noise_seed=3)  # the same noise root: the same noise
     np.testing.assert_allclose(metrics["mse"], local_rows["mse"], rtol=1e-12)
     assert json.loads((out / "summary.json").read_text())["final_mse"] == pytest.approx(summary["final_mse"])
     assert load_file(out / "config.toml").federation.fail_clients == "1"

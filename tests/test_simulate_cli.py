@@ -122,7 +122,90 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
 
     run(config, OnDisk())
     assert [(r, n, e) for r, n, e, _ in seen] == [(1, 1, 2.0), (2, 2, 4.0), (3, 3, 6.0)]
-    assert seen[0][3] == ["config.toml", "metrics.csv", "privacy.csv"]
+    assert seen[0][3] == ["config.toml", "metrics.csv", "noise_secret", "privacy.csv"]  # the root before round 1
+
+
+# ---- the clients' noise root -------------------------------------------------------------------
+QUALIFIED = "private against a server that does not know the noise seed"
+
+
+def test_the_noise_root_is_os_entropy_recorded_only_in_noise_secret_and_replays_the_run(tmp_path):
+    """Two runs with the same --seed draw different noise (a noise root of 128 bits of OS entropy
+    each); each root is in its run's noise_secret (owner-only) and in no other file; given back with
+    --noise-seed it replays the run exactly, and that run says its noise seed was chosen by the user."""
+    runs = {name: tmp_path / name for name in ("first", "second", "replay")}
+    for name in ("first", "second"):
+        assert runner.invoke(app, [*SMALL, "--seed", "1", "--out", str(runs[name])]).exit_code == 0
+    first, second = (json.loads((runs[name] / "summary.json").read_text()) for name in ("first", "second"))
+    assert first["final_mse"] != second["final_mse"]
+    assert (first["noise_seed"], first["private"], first["privacy_qualification"]) == ("os-entropy", True, None)
+    secret = (runs["first"] / "noise_secret").read_text()
+    assert len(secret.strip()) == 2 + 32 and int(secret, 16) != int((runs["second"] / "noise_secret").read_text(), 16)
+    assert (runs["first"] / "noise_secret").stat().st_mode & 0o777 == 0o600
+    for name, content in files_of(runs["first"]).items():
+        if name != "noise_secret":  # neither in hexadecimal nor in decimal anywhere else
+            assert secret.strip()[2:].encode() not in content.lower() and str(int(secret, 16)).encode() not in content
+    replay = [*SMALL, "--config", str(runs["first"] / "config.toml"), "--noise-seed", secret.strip()]
+    assert runner.invoke(app, [*replay, "--out", str(runs["replay"])]).exit_code == 0
+    replayed = json.loads((runs["replay"] / "summary.json").read_text())
+    assert (
+        replayed["final_mse"] == first["final_mse"]
+        and replayed["mean_mse_over_rounds"] == first["mean_mse_over_rounds"]
+    )
+    assert (replayed["noise_seed"], replayed["private"], replayed["privacy_qualification"]) == (
+        "user-chosen",
+        True,
+        QUALIFIED,
+    )
+    privacy = json.loads((runs["replay"] / "privacy.json").read_text())
+    assert (privacy["private"], privacy["privacy_qualification"]) == (True, QUALIFIED)
+    assert (runs["replay"] / "noise_secret").read_text() == secret
+
+
+def test_a_chosen_noise_seed_is_said_on_the_console_and_qualifies_only_a_private_run(tmp_path):
+    result = runner.invoke(app, [*SMALL, "--noise-seed", "7", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "user-chosen" in result.stdout and QUALIFIED in " ".join(result.stdout.split())
+    assert (tmp_path / "run" / "noise_secret").read_text() == f"0x{7:032x}\n"
+    train = [
+        "simulate",
+        "--engine",
+        "local",
+        "--task",
+        "train",
+        "--clients",
+        "2",
+        "--rounds",
+        "1",
+        "--local-steps",
+        "1",
+    ]
+    result = runner.invoke(app, [*train, "--mechanism", "none", "--noise-seed", "7", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["private"], summary["privacy_qualification"], summary["noise_seed"]) == (False, None, "user-chosen")
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--noise-seed", "0xg1"], "--noise-seed must be a non-negative integer"),
+        (["--noise-seed", "-5"], "--noise-seed must be a non-negative integer"),
+        (["--noise-seed", ""], "--noise-seed must be a non-negative integer"),
+        (["--noise-seed", "7", "--fresh-noise"], "--noise-seed and --fresh-noise exclude each other"),
+    ],
+)
+def test_a_bad_noise_seed_is_one_line_and_writes_nothing(tmp_path, flags, message):
+    out = tmp_path / "run"
+    assert message in one_line_error(runner.invoke(app, [*SMALL, *flags, "--out", str(out)]))
+    assert not out.exists()
+
+
+def test_fresh_noise_writes_no_noise_secret(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, [*SMALL, "--fresh-noise", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["noise_seed"] == "os-entropy-per-client" and not (out / "noise_secret").exists()
 
 
 # ---- tuple files (item 13) ---------------------------------------------------------------------
@@ -150,9 +233,9 @@ def test_a_tuple_file_gives_users_dims_and_the_scale_of_the_mse(tmp_path, tuples
     assert "read 500 rows x 3 columns" in result.stderr and "no header row" in result.stderr
     recorded = tomllib.loads((out / "config.toml").read_text())["data"]
     assert (recorded["users"], recorded["dims"], recorded["domain"]) == (500, 3, "0,10")
-    again = runner.invoke(
-        app, ["simulate", "--config", str(out / "config.toml"), "--json", "--out", str(tmp_path / "again")]
-    )
+    noise_secret = (out / "noise_secret").read_text().strip()
+    replay = ["simulate", "--config", str(out / "config.toml"), "--json", "--noise-seed", noise_secret]
+    again = runner.invoke(app, [*replay, "--out", str(tmp_path / "again")])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["final_mse"] == summary["final_mse"]  # the recorded run reproduces
 
@@ -173,6 +256,8 @@ def test_simulate_reads_a_file_exactly_as_compare_does(tmp_path, tuples_file):
             "--rounds",
             "3",
             *options,
+            "--noise-seed",
+            "4",  # compare's noise: the secret its seed spawns
             "--out",
             str(tmp_path / "simulate"),
         ],

@@ -25,7 +25,8 @@ def _config(**options) -> Config:
 
 
 def test_simulate_frequency_with_one_client_is_compare():
-    """One path: compare's per-repetition plain-mean MSE is simulate's per-round one (same seed)."""
+    """One path: compare's per-repetition plain-mean MSE is simulate's per-round one (same seed, given
+    to simulate as run seed and noise seed: compare's noise comes from the secret that seed spawns)."""
     config = _config(
         clients=1,
         users=600,
@@ -38,7 +39,7 @@ def test_simulate_frequency_with_one_client_is_compare():
         report_dims=2,
         aggregator="hdr4me",
     )
-    summary, rows = run_collecting_rows(config)
+    summary, rows = run_collecting_rows(config, noise_seed=5)
     assert summary["task"] == "frequency" and summary["private"] is True
     data = read_categorical(
         "zipf", users=600, attributes=3, categories="4", rng=np.random.default_rng(seeds.data_seed(5))
@@ -114,6 +115,8 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
             "1",
             "--seed",
             "1",
+            "--noise-seed",
+            "1",
             "--out",
             str(out),
             "--json",
@@ -127,7 +130,7 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
     assert (summary["engine"], summary["task"], summary["users"], summary["dims"]) == ("flower", "frequency", 6366, 8)
     metrics = pd.read_csv(out / "metrics.csv")
     assert (metrics["clients_replied"] == 3).all() and np.isfinite(metrics["mse"]).all()
-    # the same halves as the local engine: the same numbers for the same seed
+    # the same halves as the local engine: the same numbers for the same seed and noise root
     local, rows = run_collecting_rows(
         _config(
             data="fair",
@@ -138,6 +141,7 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
             report_dims=2,
             aggregator="simplex",
             seed=1,
-        )
+        ),
+        noise_seed=1,
     )
     np.testing.assert_allclose(metrics["mse"], rows["mse"], rtol=1e-12)

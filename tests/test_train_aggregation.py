@@ -42,14 +42,17 @@ def train_config(**options) -> Config:
     return Config().with_options({**base, **options}).validated()
 
 
+NOISE_SEED = 5  # runs and replies compared with each other get the same noise root, so the same noise
+
+
 def server_of(config: Config):
-    world = World.from_config(config)
+    world = World.from_config(config, NOISE_SEED)
     return server_half(config, world.data, world.server)
 
 
 def one_round_replies(config: Config):
     """The server half and the replies of round 1 (the client halves, in this process)."""
-    world = World.from_config(config)
+    world = World.from_config(config, NOISE_SEED)
     server = server_half(config, world.data, world.server)
     plan = server.configure_round(1)
     replies = {
@@ -74,7 +77,7 @@ def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
         def stop(self):
             pass
 
-    summary = run(config, Collect())
+    summary = run(config, Collect(), noise_seed=NOISE_SEED)
     return summary, pd.DataFrame(rows)
 
 
@@ -269,6 +272,8 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
         "1",
         "--seed",
         "2",
+        "--noise-seed",
+        "2",  # the same noise root on both engines: the same noise
         "--out",
         str(out),
         "--json",

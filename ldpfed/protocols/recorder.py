@@ -4,8 +4,10 @@
 - metrics.csv: one row per finished round, and privacy.csv: each client's privacy totals so far
   (ldpfed.accounting: `private`, reasons, every accountant's epsilon, null when not private),
   rewritten together after every round, so the rounds finished before an interrupt are on disk;
-- summary.json, privacy.json (the ledger's events and totals, `private` and its reasons) and
-  plot.png at the end.
+- summary.json, privacy.json (the ledger's events and totals, `private` and its reasons, and where
+  the clients' noise came from) and plot.png at the end;
+- noise_secret (written by the harness of `ldpfed simulate`, owner-only): the noise root the
+  clients' secrets derive from, to replay the run with `--noise-seed`.
 Every write goes through `ldpfed.outputs.OutputDir` (issue 11, item 11): the directory was checked
 before any work (writable; no other run's results unless `overwrite`), and each write replaces
 its files atomically, all of them or none, so an interrupted run leaves complete files.
@@ -47,10 +49,22 @@ class Recorder:
         self.output.write(
             {
                 "summary.json": summary,
-                "privacy.json": ledger.state_dict(self.config.delta_target),
+                "privacy.json": qualified(ledger.state_dict(self.config.delta_target), summary),
                 "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config),
             }
         )
+
+
+def qualified(state: dict, summary: dict) -> dict:
+    """The ledger's record with the summary's qualification of `private` and the noise's source next
+    to `private` (a user-chosen noise seed: private only against a server that cannot guess it)."""
+    keys = ("privacy_qualification", "noise_seed")
+    record = {}
+    for key, value in state.items():
+        record[key] = value
+        if key == "private":
+            record.update({name: summary.get(name) for name in keys})
+    return record
 
 
 def plot_rounds(frame: pd.DataFrame, config: Config):

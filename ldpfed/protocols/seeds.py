@@ -1,12 +1,18 @@
 """Who draws which randomness (spec: federated.md, "Who knows the noise"; reproducibility).
 
-The harness of a simulation plays the world, not the server: from the run seed it spawns
-- the data seed (synthetic data, the partition of the users or samples over clients),
-- the server's seed (client sampling, model initialisation, evaluation: the server's own choices),
-- one secret per client (partition id): the client's noise, report mask and minibatch order.
-The server receives its own seed and the data seed only, never the run seed or a secret, so it
-cannot re-draw a client's noise; the same run seed still reproduces a run exactly.
-`fresh_secret()` is OS entropy (`--fresh-noise`, and a deployment node without a seed).
+The harness of a simulation plays the world, not the server. It holds two roots:
+- the run seed (`--seed`): the data seed (synthetic data, the partition of the users or samples
+  over clients) and the server's seed (client sampling, model initialisation, evaluation) derive
+  from it, so the same run seed reproduces the data and every choice of the server. It is a small
+  integer and the server knows the code, so the server can find it (by enumerating candidates
+  until `data_seed` matches the data seed it was given): nothing secret may derive from it;
+- the noise root: 128 bits of OS entropy drawn for each run (`fresh_secret`), or a seed the user
+  gives (`--noise-seed`: the root recorded by an earlier run, to replay it, or a chosen seed, which
+  may be guessable: the run's privacy statement then says so). One secret per client (partition
+  id) derives from it (`client_secrets`): the client's noise, report mask and minibatch order.
+The server receives its own seed and the data seed only; neither depends on the noise root, so
+enumerating the run seed gives it none of the clients' secrets. `--fresh-noise`, and a deployment
+node without a `noise-seed` of its own, draw OS entropy per client instead.
 
 Streams are `SeedSequence(seed, spawn_key=(purpose, *keys))`, keyed by purpose, round and (for
 the server) nothing of Flower's random node ids, so scheduling never changes a result.
@@ -14,14 +20,27 @@ the server) nothing of Flower's random node ids, so scheduling never changes a r
 
 from __future__ import annotations
 
+import re
+import secrets
+
 import numpy as np
 
-# children of the run seed
+from ldpfed.validation import LDPValueError
+
+# children of the run seed (DATA, SERVER) and of the noise root (CLIENTS)
 DATA, SERVER, CLIENTS = 0, 1, 2
 # purposes under a client's secret: (purpose, round)
 NOISE, MINIBATCHES = 0, 1
 # purposes under the server's seed (ROTATION: LDPVec's public Hadamard signs, round-keyed)
 SAMPLING, MODEL_INIT, ROTATION = 0, 1, 2
+SECRET_BITS = 128  # OS entropy in a noise root or a fresh client secret
+
+# where the clients' noise came from (a run summary's `noise_seed`)
+OS_ENTROPY = "os-entropy"  # one noise root drawn from the OS for the run
+FRESH_PER_CLIENT = "os-entropy-per-client"  # --fresh-noise: each client draws its own, recorded nowhere
+USER_CHOSEN = "user-chosen"  # --noise-seed: given by the user, maybe guessable
+NODES = "nodes"  # flwr run: each node's own (OS entropy unless its node config sets noise-seed)
+QUALIFIED = "private against a server that does not know the noise seed"  # the statement for USER_CHOSEN
 
 
 def _entropy(seed_sequence: np.random.SeedSequence) -> int:
@@ -38,14 +57,33 @@ def server_seed(run_seed: int) -> int:
     return _entropy(np.random.SeedSequence(run_seed, spawn_key=(SERVER,)))
 
 
-def client_secrets(run_seed: int, clients: int) -> dict[int, int]:
-    """{partition id: 128-bit secret}; handed to the nodes outside the protocol."""
-    return {pid: _entropy(np.random.SeedSequence(run_seed, spawn_key=(CLIENTS, pid))) for pid in range(clients)}
+def client_secrets(noise_root: int, clients: int) -> dict[int, int]:
+    """{partition id: 128-bit secret} spawned from the noise root; handed to the nodes outside the
+    protocol. (A noise root equal to the run seed gives the secrets of runs made before the two
+    roots were separated.)"""
+    return {pid: _entropy(np.random.SeedSequence(noise_root, spawn_key=(CLIENTS, pid))) for pid in range(clients)}
 
 
 def fresh_secret() -> int:
-    """OS entropy (128 bits)."""
-    return int(np.random.SeedSequence().entropy)
+    """OS entropy (`SECRET_BITS` bits, from the OS's cryptographic source)."""
+    return secrets.randbits(SECRET_BITS)
+
+
+def parse_noise_seed(text: str, flag: str = "--noise-seed") -> int:
+    """A noise seed as given by the user: a decimal integer, or hexadecimal with 0x (as `format_noise_seed`
+    writes a run's noise root to its `noise_secret` file)."""
+    value = str(text).strip().lower()
+    if not re.fullmatch(r"0x[0-9a-f]+|[0-9]+", value):
+        raise LDPValueError(
+            f"{flag} must be a non-negative integer, decimal or hexadecimal with 0x (as in a run's noise_secret "
+            f"file), got {text!r}"
+        )
+    return int(value, 16 if value.startswith("0x") else 10)
+
+
+def format_noise_seed(noise_root: int) -> str:
+    """The noise root as the `noise_secret` file holds it and `parse_noise_seed` reads it back."""
+    return f"0x{noise_root:0{SECRET_BITS // 4}x}"
 
 
 def stream(seed: int, purpose: int, *keys: int) -> np.random.SeedSequence:

@@ -1,11 +1,12 @@
 """One federation run seen from outside the protocol: the world's seeds, the halves, the per-round
 record with the diagnostics joined in, and the summary (spec: federated.md).
 
-`World` is what the harness knows: the run seed's children (data seed, server seed, one secret per
-client, or OS entropy with `fresh-noise`). `Session` turns each round's server metrics and the
-clients' diagnostics into a metrics row, writes the files (`Recorder`) and builds the summary. It
-is used by `ldpfed simulate` (both engines) and by the ServerApp under `flwr run`, where no
-diagnostics reach it (the noise figures are then NaN).
+`World` is what the harness knows: the run seed's children (data seed, server seed) and one secret
+per client from the noise root (128 bits of OS entropy, or `--noise-seed`; per client with
+`fresh-noise`). `Session` turns each round's server metrics and the clients' diagnostics into a
+metrics row, writes the files (`Recorder`) and builds the summary. It is used by `ldpfed simulate`
+(both engines) and by the ServerApp under `flwr run`, where no diagnostics reach it (the noise
+figures are then NaN).
 """
 
 from __future__ import annotations
@@ -29,17 +30,29 @@ from ldpfed.validation import LDPValueError
 
 @dataclass(frozen=True)
 class World:
-    """The harness's seeds: the server gets `server` and `data` only; clients `data` and their secret."""
+    """The harness's seeds: the server gets `server` and `data` only; clients `data` and their secret.
+    `noise_root` (None with fresh noise) is what the clients' secrets derive from, never the run
+    seed; `noise` says where it came from (`seeds.OS_ENTROPY`, `USER_CHOSEN`, `FRESH_PER_CLIENT`)."""
 
     data: int
     server: int
     secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
+    noise_root: int | None = None
+    noise: str = seeds.USER_CHOSEN  # secrets given directly (a deployment's node seeds in a test) are chosen
 
     @classmethod
-    def from_config(cls, config: Config) -> World:
+    def from_config(cls, config: Config, noise_seed: int | None = None) -> World:
+        """Data and server seeds from the run seed; the clients' secrets from `noise_seed` if given,
+        else from a noise root of 128 bits of OS entropy (per client with `fresh-noise`)."""
         run = config.run
-        secrets = None if run.fresh_noise else seeds.client_secrets(run.seed, config.federation.clients)
-        return cls(seeds.data_seed(run.seed), seeds.server_seed(run.seed), secrets)
+        public = seeds.data_seed(run.seed), seeds.server_seed(run.seed)
+        if run.fresh_noise:
+            if noise_seed is not None:
+                raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")
+            return cls(*public, None, None, seeds.FRESH_PER_CLIENT)
+        root = seeds.fresh_secret() if noise_seed is None else noise_seed
+        source = seeds.OS_ENTROPY if noise_seed is None else seeds.USER_CHOSEN
+        return cls(*public, seeds.client_secrets(root, config.federation.clients), root, source)
 
     def secret(self, partition_id: int) -> int:
         return seeds.fresh_secret() if self.secrets is None else self.secrets[partition_id]
@@ -129,10 +142,19 @@ def check_accounting(config: Config, event) -> None:
 class Session:
     """Per-round rows (server metrics + joined diagnostics + privacy spent) and the summary."""
 
-    def __init__(self, config: Config, server, data_seed: int, engine: str, output: OutputDir | None = None) -> None:
-        """`output`: the results directory checked before any work (default: `output.out`, checked now)."""
+    def __init__(
+        self,
+        config: Config,
+        server,
+        data_seed: int,
+        engine: str,
+        output: OutputDir | None = None,
+        noise: str = seeds.NODES,
+    ) -> None:
+        """`output`: the results directory checked before any work (default: `output.out`, checked now).
+        `noise`: where the clients' secrets came from (`World.noise`; under `flwr run`, the nodes)."""
         config = bind_data(config, data_seed)
-        self.config, self.server, self.engine = config, server, engine
+        self.config, self.server, self.engine, self.noise = config, server, engine, noise
         self.status = privacy_status(config)
         self.recorder = Recorder(config, output)
         self.started = time.perf_counter()
@@ -192,10 +214,12 @@ class Session:
             "interrupted": interrupted,
             "mechanism": config.privacy.mechanism,
             **self.status.record(),
+            "privacy_qualification": self.qualification(),
             "epsilon": self.status.epsilon(config.privacy.epsilon),
             "aggregator": config.aggregation.aggregator,
             "seed": config.run.seed,
             "fresh_noise": config.run.fresh_noise,
+            "noise_seed": self.noise,
             **task_summary,
             **(self._data_summary() if config.run.task in ("mean", "frequency") else {}),
             "clients_failed_total": int(sum(row["clients_failed"] for row in rows)),
@@ -213,6 +237,11 @@ class Session:
         if rows:
             self.recorder.finish(summary, self.server.ledger)
         return summary
+
+    def qualification(self) -> str | None:
+        """A private run whose clients' noise derives from a seed the user chose holds only against a
+        server that cannot guess that seed (it may be a small, enumerable integer)."""
+        return seeds.QUALIFIED if self.status.private and self.noise == seeds.USER_CHOSEN else None
 
     def _data_summary(self) -> dict:
         """The mean task's data shape and, for a file with --domain, the scale of its MSE (frequency:
