@@ -69,8 +69,14 @@ FINDINGS = """
 samplers, wt-P): new noise draws, the same settings and laws. The conclusions hold; individual
 numbers moved within their spread, most for FedProx + Laplace, where one of the two repetitions of
 the mean now learns. The noise-free logreg and FedProx runs are identical to the previous page's;
-the noise-free CNN runs differ by up to 0.007 in accuracy: the CNN's training is not bit-identical
-between runs of this script here (cause not investigated).)
+the noise-free CNN runs differ by up to 0.007 in accuracy because the training code changed between
+the two runs, not because runs vary: the previous page trained each client alone (`train_local`),
+this one trains a node's clients as one batched computation (`torch.func.vmap`), whose batched
+convolution gradient rounds the CNN's float32 training differently (the linear models' bits are the
+same). Each page's code reproduces its own CNN numbers bit for bit with torch held to the AVX2
+kernels of the machine they ran on (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2); on an
+AVX-512 machine torch's kernels give other CNN numbers (0.638 instead of 0.635 for repetition 0 of
+the mean). Same-seed runs on one machine are identical.)
 
 **No re-calibrating aggregator reliably helps test accuracy in federated LDP-SGD at these budgets;
 the plain weighted mean (FedAvg) is best, or within the spread of the best, in every cell where
@@ -122,8 +128,8 @@ beyond 1.96 predicted sd (5% under a normal law), because with m << d a coordina
 ~K m / d << 1 clients, so its noise is mostly the small "not reported" error with rare huge values.
 
 Scope: 20 clients, 15 rounds, C = 0.05, lr 0.1 (CNN 0.3), E = 5 and 2 seeds were fixed before
-the LDP runs and not tuned on them; more clients (the noise variance falls as 1/K_eff) or larger eps are what LDP training
-needs, not a different aggregator.
+the LDP runs and not tuned on them; more clients (the noise variance falls as 1/K_eff) or larger
+eps are what LDP training needs, not a different aggregator.
 """
 
 
@@ -342,7 +348,8 @@ def page_text(runs, summary, differences, noise) -> str:
         "clipped updates (analysis.md, federated rounds); measured = the same distance observed; "
         "signal = ||clean mean update||^2; z = share of coordinates with |z| > 1.96 (5% under the CLT).",
         "",
-        "| setting | mechanism | eps/round | predicted | measured | measured/predicted ± se | z>1.96 | signal | noise/signal |",
+        "| setting | mechanism | eps/round | predicted | measured | measured/predicted ± se | z>1.96 | signal "
+        "| noise/signal |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in noise.itertuples(index=False):

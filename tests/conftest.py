@@ -16,6 +16,16 @@ from pathlib import Path
 PRISTINE_ENVIRONMENT = dict(os.environ)
 
 
+def pytest_configure(config):
+    """LDPFED_TORCH_THREADS=n runs torch on n intra-op threads (.ci/portability.py reruns the
+    `float_portable` tests at 1 and 2); unset, torch keeps its default."""
+    threads = os.environ.get("LDPFED_TORCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 def pytest_collection_modifyitems(config, items):
     """Stable reorder: every test without the `slow` marker before every test with it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)

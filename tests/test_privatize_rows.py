@@ -103,6 +103,7 @@ LDPVEC_CASES = [
 ]
 
 
+@pytest.mark.float_portable
 @pytest.mark.parametrize("base, options", LDPVEC_CASES)
 def test_ldpvec_batched_equals_row_by_row(base, options):
     delta = 1e-5 if base == "gaussian" else None

@@ -35,7 +35,9 @@ MIN_SAMPLES = 1_000
 
 @dataclass(frozen=True)
 class AuditResult:
-    """What an audit found; `events` holds every evaluated event with its counts and bounds."""
+    """What an audit found; `events` holds every evaluated event with its counts and bounds,
+    `unavailable_families` each event family that applies to such a mechanism but could not be
+    built here, with the reason ({"family", "reason"}), so a missing event is never silent."""
 
     mechanism: str
     options: dict
@@ -50,6 +52,7 @@ class AuditResult:
     neighbours: list
     seed: int
     events: list = field(default_factory=list)
+    unavailable_families: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -96,12 +99,14 @@ def run_audit(
     held_out = (draws[0][half:], draws[1][half:])
 
     supported = subject.families()
+    families_asked = families
     if families is not None:
         unknown = set(families) - {family.name for family in supported}
         if unknown:
+            why = "".join(f"; {name}: {reason}" for name, reason in subject.unavailable if name in unknown)
             raise LDPValueError(
                 f"event families {sorted(unknown)} do not apply to {subject.name}; "
-                f"available: {', '.join(family.name for family in supported)}"
+                f"available: {', '.join(family.name for family in supported)}{why}"
             )
         supported = [family for family in supported if family.name in families]
         if not supported:
@@ -129,6 +134,11 @@ def run_audit(
         neighbours=list(subject.inputs),
         seed=seed,
         events=evaluated,
+        unavailable_families=[
+            {"family": name, "reason": reason}
+            for name, reason in subject.unavailable
+            if families_asked is None or name in families_asked
+        ],
     )
 
 

@@ -13,7 +13,14 @@ uniforms), finds by bisection over k the lattice point where Q crosses y on each
 Q, and checks a few neighbouring k for exact equality (float rounding may break monotonicity by an
 ulp). It is built only after a replay check shows that the stand-in reproduces the real sampler bit
 for bit; a sampler that draws anything else (integers, normals, several uniforms) is not
-invertible this way and the auditor falls back on the table and bit-pattern events.
+invertible this way and the auditor falls back on the table and bit-pattern events, and says so
+(`replay_mismatch` gives the reason, which the audit reports under `unavailable_families`).
+
+The stand-in computes what the generator computes with the same scalar functions: numpy's C
+samplers call the C library's `log`, whereas numpy's ufunc `np.log` runs numpy's own SIMD kernels
+where the CPU has them (AVX-512), which differ from the C library in the last bit of some values.
+`scalar_log` calls the C library's `log`, so the replay is exact on every CPU, not only where numpy
+happens to fall back on the C library.
 
 A wrong decision can only weaken the audit, never make a sound mechanism fail: the event is
 evaluated on held-out samples, so outputs of x' wrongly called "impossible" are counted against it.
@@ -21,8 +28,10 @@ evaluated on held-out samples, so outputs of x' wrongly called "impossible" are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -50,13 +59,48 @@ class _ReplayUniforms:
         return self._take(size).copy()
 
     def laplace(self, loc=0.0, scale=1.0, size=None):
+        """distributions.c, random_laplace: loc - scale log((2 - u) - u) if u >= 0.5, else
+        loc + scale log(u + u), with the C library's log; u = 0 (numpy redraws it) gives -inf,
+        never a real output."""
         u = self._take(size)
         upper = u >= 0.5
-        out = np.empty_like(u)
-        with np.errstate(divide="ignore"):  # u = 0 (numpy redraws it) gives -inf: never a real output
-            out[~upper] = loc + scale * np.log(u[~upper] + u[~upper])
-        out[upper] = loc - scale * np.log((2.0 - u[upper]) - u[upper])
+        argument = np.where(upper, (2.0 - u) - u, u + u)
+        logarithm = scalar_log(argument)
+        return np.where(upper, loc - scale * logarithm, loc + scale * logarithm)
+
+
+def scalar_log(values: np.ndarray) -> np.ndarray:
+    """The C library's log of each value (log 0 = -inf): what numpy's C samplers compute, where
+    `np.log` may use numpy's SIMD kernels instead (module docstring)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    out = np.empty_like(values)
+    compiled = _compiled_log()
+    if compiled is not None:
+        compiled(values.ravel(), out.ravel())
         return out
+    positive = values > 0.0  # math.log is the C library's log, but raises at 0 where C gives -inf
+    out[~positive] = -np.inf
+    out[positive] = np.fromiter(map(math.log, values[positive].tolist()), dtype=np.float64, count=int(positive.sum()))
+    return out
+
+
+def _log_each(values, out):  # compiled by _compiled_log
+    for index in range(values.size):
+        out[index] = math.log(values[index])
+
+
+@lru_cache(maxsize=1)
+def _compiled_log():
+    """`_log_each` compiled by numba (a loop of calls to the C library's log, ~40x faster than
+    math.log from Python), or None where numba would vectorize the loop with Intel's SVML (its
+    log is not the C library's) or is missing: then `scalar_log` calls math.log per value."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    if numba.config.USING_SVML:
+        return None
+    return numba.njit(cache=True, nogil=True)(_log_each)
 
 
 # Pieces of the lattice on which a sampler's Q(k) is monotone; u = 0 is never used by laplace.
@@ -69,19 +113,36 @@ def replay(sample: Callable, t: float, lattice_points: np.ndarray) -> np.ndarray
     return np.asarray(sample(np.full(uniforms.shape, t), _ReplayUniforms(uniforms)), dtype=float)
 
 
-def replays_exactly(sample: Callable, draw: Callable, inputs: tuple[float, ...], seed: int = 0) -> bool:
-    """Does replaying `sample` on the uniforms a real Generator would give reproduce `draw`'s
-    outputs bit for bit (for every input)? `draw(t, n, rng)` is the mechanism's public sampler."""
+def replay_mismatch(sample: Callable, draw: Callable, inputs: tuple[float, ...], seed: int = 0) -> str | None:
+    """Why replaying `sample` on the uniforms a real Generator would give does not reproduce
+    `draw`'s outputs bit for bit (None when it does, for every input). `draw(t, n, rng)` is the
+    mechanism's public sampler."""
     for t in inputs:
         expected = draw(t, _REPLAY_DRAWS, np.random.default_rng(seed))
         uniforms = np.random.default_rng(seed).random(_REPLAY_DRAWS)
         try:
             got = np.asarray(sample(np.full(_REPLAY_DRAWS, t), _ReplayUniforms(uniforms)), dtype=float)
-        except (AttributeError, TypeError, ValueError):  # the sampler draws something else
-            return False
-        if got.shape != expected.shape or not np.array_equal(got.view(np.uint64), expected.view(np.uint64)):
-            return False
-    return True
+        except (AttributeError, TypeError, ValueError) as error:  # the sampler draws something else
+            drawn = f"Generator.{error.name}" if isinstance(error, AttributeError) and error.name else str(error)
+            return (
+                f"its sampler draws with {drawn}, not one 53-bit uniform per output, so it cannot be "
+                "inverted on the uniform lattice; the outputs-table and bit-pattern events test its floats"
+            )
+        if got.shape != expected.shape:
+            return f"replaying its sampler gave shape {got.shape}, the generator {expected.shape}"
+        differ = got.view(np.uint64) != expected.view(np.uint64)
+        if differ.any():
+            return (
+                f"replaying its sampler differs from the generator in {int(differ.sum())} of {_REPLAY_DRAWS} "
+                f"draws at t = {t:g} (this platform computes the sampler's floats in a way the replay does "
+                "not reproduce), so an inversion could call producible outputs impossible"
+            )
+    return None
+
+
+def replays_exactly(sample: Callable, draw: Callable, inputs: tuple[float, ...], seed: int = 0) -> bool:
+    """Does replaying `sample` reproduce `draw` bit for bit (see `replay_mismatch`)?"""
+    return replay_mismatch(sample, draw, inputs, seed) is None
 
 
 @dataclass(frozen=True)

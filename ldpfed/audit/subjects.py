@@ -34,7 +34,7 @@ from ldpfed.audit.events import (
     never_produced,
     unseen_in_table,
 )
-from ldpfed.audit.floating_point import LATTICE_SIZE, LatticeInverter, bit_pattern_classes, replays_exactly
+from ldpfed.audit.floating_point import LATTICE_SIZE, LatticeInverter, bit_pattern_classes, replay_mismatch
 from ldpfed.experiment import options_text
 from ldpfed.frequency import (
     ORACLES,
@@ -50,7 +50,8 @@ from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_p
 
 OUTPUT_KINDS = ("real", "vector", "discrete")
 # Families whose events are sets of exact floats (the rest are events on real-valued statistics).
-FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", "never-produced", "exact-outputs")
+NEVER_PRODUCED = "never-produced"  # sampler inversion: outputs one input can never produce
+FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", NEVER_PRODUCED, "exact-outputs")
 LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion is run (~55 replays each)
 TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
 DEFAULT_CATEGORIES = 4
@@ -67,6 +68,8 @@ class AuditSubject:
     `draw(which, n, rng)` returns n outputs for input `which` (0: x, 1: x'), shape (n,) or (n, d).
     `log_ratio(y)` = log p(y | x) - log p(y | x'); `producible(y, which)` says exactly whether
     input `which` can emit each float y; `classes(y)` maps outputs to int64 classes.
+    `unavailable` lists (family, reason) for the event families that apply to such a mechanism but
+    could not be built for this one here (e.g. a sampler inversion whose replay check failed).
     """
 
     name: str
@@ -81,6 +84,7 @@ class AuditSubject:
     classes: Callable[[np.ndarray], np.ndarray] | None = None
     producible: Callable[[np.ndarray, int], np.ndarray] | None = None
     options: dict = field(default_factory=dict)
+    unavailable: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.output not in OUTPUT_KINDS:
@@ -131,7 +135,7 @@ class AuditSubject:
             families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
             families.append(ExactOutputsFamily("exact-outputs"))
         if self.producible is not None:
-            families.append(SetFamily("never-produced", never_produced(self.producible), max_draws=LATTICE_DRAWS))
+            families.append(SetFamily(NEVER_PRODUCED, never_produced(self.producible), max_draws=LATTICE_DRAWS))
         return families
 
     def describe(self) -> dict:
@@ -175,22 +179,24 @@ def _mechanism_label(mechanism: Mechanism) -> tuple[str, dict]:
     return (f"{mechanism.name}[{options_text(options)}]" if options else mechanism.name), options
 
 
-def scalar_inverter(mechanism: Mechanism) -> LatticeInverter | None:
-    """An exact producibility test for the mechanism's sampler, if its sampler replays exactly."""
+def scalar_inverter(mechanism: Mechanism) -> tuple[LatticeInverter | None, str]:
+    """(an exact producibility test for the mechanism's sampler, "") if its sampler replays
+    exactly, else (None, why not)."""
     sample = mechanism._sample  # the vectorized sampler on validated inputs (Mechanism interface)
 
     def draw(t, n, rng):
         return mechanism.perturb(np.full(n, t), rng)
 
-    if not replays_exactly(sample, draw, SCALAR_INPUTS):
-        return None
-    return LatticeInverter(sample, _lattice_pieces(mechanism))
+    reason = replay_mismatch(sample, draw, SCALAR_INPUTS)
+    if reason is not None:
+        return None, reason
+    return LatticeInverter(sample, _lattice_pieces(mechanism)), ""
 
 
 def mechanism_subject(mechanism: Mechanism) -> AuditSubject:
     """A scalar randomizer on the neighbours t = -1, t' = +1."""
     x, x_prime = SCALAR_INPUTS
-    inverter = scalar_inverter(mechanism)
+    inverter, reason = scalar_inverter(mechanism)
     name, options = _mechanism_label(mechanism)
     return AuditSubject(
         name=name,
@@ -204,6 +210,7 @@ def mechanism_subject(mechanism: Mechanism) -> AuditSubject:
         classes=bit_pattern_classes,
         producible=None if inverter is None else (lambda y, which: inverter.producible(y, SCALAR_INPUTS[which])),
         options=options,
+        unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
     )
 
 
@@ -249,7 +256,7 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
         b0, b1 = entry.bias_coefficients
         encoded = [np.where(np.arange(oracle.k) == category, 1.0, -1.0) for category in (0, 1)]
         centres = tuple(b0 + (1.0 + b1) * one_hot for one_hot in encoded)
-        inverter = scalar_inverter(entry)
+        inverter, reason = scalar_inverter(entry)
         producible = None
         if inverter is not None:
             # Only entries 0 and 1 differ between the categories; entry j of category c is the
@@ -268,6 +275,7 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
             output="vector",
             centres=centres,
             producible=producible,
+            unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
             **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
         )
     raise LDPValueError(f"no audit subject for frequency oracle {oracle.name!r}")

@@ -100,10 +100,13 @@ def audit_command(
             table.add_row(
                 row["family"],
                 escape(row["event"]),
-                f"{row['hits_numerator']}/{row['draws_numerator']} vs {row['hits_denominator']}/{row['draws_denominator']}",
+                f"{row['hits_numerator']}/{row['draws_numerator']} vs "
+                f"{row['hits_denominator']}/{row['draws_denominator']}",
                 f"{row['epsilon_lower']:.4f}",
             )
         console.print(table)
+        for row in result.unavailable_families:
+            console.print(f"event family {row['family']} unavailable: {row['reason']}", highlight=False, markup=False)
         claim = f"eps = {result.claimed_epsilon:g}" + (
             f", delta = {result.claimed_delta:g}" if result.claimed_delta else ""
         )

@@ -11,6 +11,12 @@ cumulative sum of squares (the public reference code is O(d^2) and divides by ze
 coordinates). atan2 is defined everywhere, so zeros, negative zeros and zero tails give finite
 angles (a zero tail gives theta = 0 or pi and the rest of the product is exactly 0).
 
+Same result for one row and for many: every transcendental (arctan2, sin) runs on C-contiguous
+arrays made for it, so numpy runs the same kernel on every element whatever the number of rows.
+On a strided or reversed view numpy may pick the C library's function for a one-row batch and its
+own SIMD kernel for a larger one (AVX-512), which differ in the last bit; the rest is exactly
+rounded arithmetic and sequential cumulative sums and products along each row.
+
 Float precision: rows are scaled by a power of two (exact) before squaring, so no square
 overflows; sin and cos are evaluated as sin(min(|a|, pi - |a|)) and sin(pi/2 - |a|), which are
 exactly 0 at the angles atan2 returns for zero coordinates (np.cos(pi/2) is 6e-17, not 0), so
@@ -51,13 +57,15 @@ def to_spherical(vectors) -> tuple[np.ndarray, np.ndarray]:
     y = g / scale
     reversed_tail = np.square(y[..., ::-1])  # contiguous, so the cumulative sum runs at full speed
     np.cumsum(reversed_tail, axis=-1, out=reversed_tail)
-    np.sqrt(reversed_tail, out=reversed_tail)
-    tail = reversed_tail[..., ::-1]  # tail[z] = ||y_(z..d)||
+    np.sqrt(reversed_tail, out=reversed_tail)  # reversed_tail[..., d-1-z] = ||y_(z..d)||
     d = g.shape[-1]
-    angles = np.empty(g.shape[:-1] + (d - 1,))
-    np.arctan2(tail[..., 1 : d - 1], y[..., : d - 2], out=angles[..., : d - 2])
-    np.arctan2(y[..., d - 1], y[..., d - 2], out=angles[..., d - 2])
-    radius = tail[..., 0] * scale[..., 0]
+    # theta_z = atan2(||y_(z+1..d)||, y_z) for z < d-1 and atan2(y_d, y_(d-1)): one arctan2 on
+    # contiguous operands (module docstring)
+    numerator = np.empty(g.shape[:-1] + (d - 1,))
+    numerator[..., : d - 2] = reversed_tail[..., d - 2 : 0 : -1]
+    numerator[..., d - 2] = y[..., d - 1]
+    angles = np.arctan2(numerator, np.ascontiguousarray(y[..., : d - 1]))
+    radius = reversed_tail[..., d - 1] * scale[..., 0]
     return radius, angles
 
 
@@ -67,7 +75,7 @@ def _reduced(angles) -> np.ndarray:
     Perturbed angles can be huge (Laplace noise at eps/d); sin and cos are faster on a reduced
     argument, and the reduction loses nothing that the float angle still held.
     """
-    theta = np.asarray(angles, dtype=np.float64)
+    theta = np.ascontiguousarray(angles, dtype=np.float64)  # contiguous for np.sin (module docstring)
     if theta.size and np.max(np.abs(theta)) > PI:
         theta = theta - TWO_PI * np.round(theta / TWO_PI)
     return theta

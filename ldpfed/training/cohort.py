@@ -115,8 +115,18 @@ class CohortTrainer:
         n_max), on the trainer's device) from the same `start` parameters (one tensor per
         parameter). index (c, steps, B): each client's minibatch rows; weight (c, B): 1/b_k on a
         client's b_k real rows, 0 on padding. Returns the final parameters (each (c, *shape)) and
-        the per-step minibatch losses before each step (c, steps)."""
+        the per-step minibatch losses before each step (c, steps).
+
+        A chunk of one client is computed as a chunk of two (the client and a copy of it): torch's
+        vmap of a convolution's gradient runs another kernel for a batch of one than for several,
+        which rounds differently (and so does any layer on more than one intra-op thread), so
+        without the copy a client's result would depend on whether it was alone in its chunk,
+        i.e. on --nodes and on which clients were sampled. From two clients on, each client's
+        rows are computed alike (tests/test_cohort_nodes.py)."""
         clients, steps, _ = index.shape
+        if clients == 1:  # a lone client trains beside a copy of itself (see `train`'s note)
+            trained, losses = self.train(start, x, y, rows.repeat(2), index.repeat(2, 1, 1), weight.repeat(2, 1), lr)
+            return [p[:1] for p in trained], losses[:1]
         params = {
             name: p.detach().to(self.device).expand(clients, *p.shape).clone() for name, p in zip(self.names, start)
         }
