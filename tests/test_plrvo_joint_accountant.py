@@ -53,27 +53,42 @@ def _mp_g(x, eta, law):
 
 
 @lru_cache(maxsize=2)
-def _mp_log_products(safe: bool) -> tuple:
-    """log prod_{i=1..n} G(x_i, eta), eta = 0..max(ORDERS)+1, coordinate by coordinate."""
+def _mp_g_table(safe: bool) -> tuple:
+    """G(x_i, eta) for eta = 0..max(ORDERS)+1 (rows) and i = 1..n (columns), in mpmath."""
     law = SafeLaw.for_params(PARAMS) if safe else None
     with mpmath.workdps(30):
         xs = [mpmath.mpf(CLIP) * (mpmath.sqrt(i) - mpmath.sqrt(i - 1)) for i in range(1, PARAMS + 1)]
         return tuple(
-            mpmath.mpf(0) if eta < 2 else mpmath.fsum(mpmath.log(_mp_g(x, eta, law)) for x in xs)
-            for eta in range(max(ORDERS) + 2)
+            tuple(mpmath.mpf(1) if eta < 2 else _mp_g(x, eta, law) for x in xs) for eta in range(max(ORDERS) + 2)
         )
+
+
+def _mp_log_products(safe: bool) -> list:
+    """log prod_{i=1..n} G(x_i, eta), coordinate by coordinate."""
+    with mpmath.workdps(30):
+        return [mpmath.fsum(mpmath.log(g) for g in row) for row in _mp_g_table(safe)]
+
+
+def _mp_weights(lam: int, q: float) -> list:
+    with mpmath.workdps(30):
+        q = mpmath.mpf(q)
+        return [mpmath.binomial(lam + 1, eta) * (1 - q) ** (lam + 1 - eta) * q**eta for eta in range(lam + 2)]
 
 
 def _mp_alpha(lam: int, q: float, log_products) -> float:
     """log sum_eta binom(lam+1, eta) (1-q)^(lam+1-eta) q^eta prod_i G(x_i, eta), every eta."""
     with mpmath.workdps(30):
-        q = mpmath.mpf(q)
+        weights = _mp_weights(lam, q)
+        return float(mpmath.log(mpmath.fsum(w * mpmath.exp(log_products[eta]) for eta, w in enumerate(weights))))
+
+
+def _mp_paper_alpha(lam: int, q: float, table) -> float:
+    """The paper's sum_i log sum_eta w_eta G(x_i, eta), every eta and coordinate."""
+    with mpmath.workdps(30):
+        weights = _mp_weights(lam, q)
         return float(
-            mpmath.log(
-                mpmath.fsum(
-                    mpmath.binomial(lam + 1, eta) * (1 - q) ** (lam + 1 - eta) * q**eta * mpmath.exp(log_products[eta])
-                    for eta in range(lam + 2)
-                )
+            mpmath.fsum(
+                mpmath.log(mpmath.fsum(w * table[eta][i] for eta, w in enumerate(weights))) for i in range(PARAMS)
             )
         )
 
@@ -114,6 +129,16 @@ def test_joint_accountant_is_never_below_the_full_sum(q, safe):
             computed = plrvo_module.plrvo_epsilon(K, THETA, CLIP, PARAMS, q, steps, delta, "joint", ORDERS, law)[0]
             expected = _eps(ORDERS, steps * reference, delta)
             assert expected - 1e-12 <= computed <= expected + steps * max(slack / np.array(ORDERS)) + 1e-12
+
+
+@pytest.mark.parametrize("safe", [False, True], ids=["continuous", "safe"])
+def test_paper_accountant_is_the_published_sum_from_above(safe):
+    """Terms it does not evaluate are replaced by their bound: at most n (lam + 2) e^-40 above the full sum."""
+    law = SafeLaw.for_params(PARAMS) if safe else None
+    lams, alphas = plrvo_module.step_alphas(K, THETA, CLIP, PARAMS, 1e-2, "paper", ORDERS, law)
+    reference = np.array([_mp_paper_alpha(lam, 1e-2, _mp_g_table(safe)) for lam in ORDERS])
+    assert np.all(alphas >= reference * (1 - 1e-12))
+    assert np.all(alphas <= reference * (1 + 1e-12) + PARAMS * (np.array(ORDERS) + 2) * math.exp(-40))
 
 
 def _plain_joint_alphas(k, theta, clip, params, q, orders):
