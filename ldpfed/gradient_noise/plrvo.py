@@ -22,7 +22,7 @@ raise eps, so the figure stays an upper bound.
 
 Joint accountant, computed from above with no term dropped. Every eta = 0..lam+1 is summed (the
 product over n coordinates can make a high-eta term dominate however small its weight). The
-coordinates are grouped: the first HEAD one by one, then blocks [a, b] with b < a (1 + BLOCK_GROWTH).
+coordinates are grouped: the first HEAD one by one, then blocks [a, b] with b ~ a (1 + BLOCK_GROWTH).
 On a block, with t -> x(t) = C (sqrt(t) - sqrt(t-1)) convex and decreasing on t >= 1, and G(., eta)
 nondecreasing and convex on [0, C] (eta = 0, 1: G = 1; eta >= 2, with a = eta/(2eta-1), b = 1 - a:
     dG/dx = k theta eta (eta-1)/(2eta-1) [(1 - theta(eta-1)x)^(-k-1) - (1 + theta eta x)^(-k-1)] >= 0,
@@ -32,7 +32,7 @@ between a and b; the chord's mean over the integers a..b is its endpoints' mean,
     sum_{i=a..b} log G(x_i, eta) <= sum log L(i) <= (b-a+1) log((G(x_a, eta) + G(x_b, eta)) / 2).
 The accountant sums the right-hand side: an upper bound on log prod_i G, hence on alpha_step; what
 it adds is second order in the block's spread (tests: against an mpmath term-by-term sum).
-Cost: 2 (HEAD + log(n / HEAD) / BLOCK_GROWTH) points x (lam_max + 2) etas, about 10^3 x 10^3 at n = 10^7.
+Cost: 2 (HEAD + log(n / HEAD) / BLOCK_GROWTH) points x (lam_max + 2) etas, about 6000 x 1026 at n = 10^7.
 
 Paper accountant: per coordinate, the terms with w_eta (1 - theta(eta-1)C)^(-k) (a bound on
 w_eta G(x, eta) for every x <= C) below e^-TRUNCATION of the largest weight are not evaluated; the
@@ -65,9 +65,9 @@ MAX_INVERSE_SCALE = 10.0
 MIN_INVERSE_SCALE_FACTOR = (1.0 + 1e-9) / MAX_INVERSE_SCALE  # u >= 0.1, with a hair of slack
 MAX_TAIL_PROBABILITY = 1e-3
 MIN_MEAN_INVERSE = 0.1
-TRUNCATION = 40.0  # paper accountant: terms bounded by e^-40 of the largest weight are bounded, not evaluated
+TRUNCATION = 40.0  # paper accountant: a term bounded below e^-40 of the largest weight is charged its bound
 HEAD = 256  # joint accountant: the first coordinates (largest shifts), one by one
-BLOCK_GROWTH = 2.0**-8  # joint accountant: beyond HEAD, a block [a, b] of coordinates has b < a (1 + BLOCK_GROWTH)
+BLOCK_GROWTH = 2.0**-8  # joint accountant: beyond HEAD, a block [a, b] of coordinates has b ~ a (1 + BLOCK_GROWTH)
 _CHUNK = 1 << 20  # coordinates x etas per array
 
 
@@ -84,7 +84,7 @@ def _shift(clip: float, i: np.ndarray) -> np.ndarray:
 
 def coordinate_blocks(clip: float, params: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(x at each block's first coordinate, x at its last, its size): coordinates 1..HEAD one by one,
-    then blocks [a, b] with b < a (1 + BLOCK_GROWTH) (module docstring)."""
+    then blocks [a, b] with b ~ a (1 + BLOCK_GROWTH) (module docstring; any partition gives a bound)."""
     starts = np.arange(1, min(params, HEAD) + 1, dtype=np.int64)
     if params > HEAD:
         growths = np.arange(math.ceil(math.log((params + 1) / (HEAD + 1)) / math.log1p(BLOCK_GROWTH)) + 1)
