@@ -22,7 +22,12 @@ and the atoms are dominated by Gamma(k, theta) except bin 0, so E_atoms F <= E_G
 (F(u_1) - F(0)) / M, with E_Gamma F in closed form by the Gamma MGF. Hence
     G_safe(X, eta) = e^{(2eta-1) tau} [c_A e^{(eta-1) gamma'} (1 - theta (eta-1) X)^-k
                      + c_B e^{-eta gamma'} (1 + theta eta X)^-k + (F(u_1) - F(0)) / M],
-used by the joint (and paper) accountant in place of G. Moments, mixtures over the roundings and
+used by the joint (and paper) accountant in place of G. For eta >= 2 and X in [0, C], c_A, c_B >= 0
+(c_B = (eta-1)/(2eta-1) - (2eta-1) t^2/24 >= 0 for eta < 10^7 at t <= ln2 / 2^12) and G_safe is a
+constant plus positive multiples of (1 - theta(eta-1)X)^-k, (1 + theta eta X)^-k, e^{u_1(eta-1)X} and
+e^{-u_1 eta X}: convex in X, and nondecreasing (its derivative is at least e^{(2eta-1)tau} (k theta +
+u_1/M) (c_A (eta-1) - c_B eta) = e^{(2eta-1)tau} (k theta + u_1/M) (2eta-1)^2 t^2/24 >= 0), as the joint
+accountant's blocks of coordinates need (plrvo.py). Moments, mixtures over the roundings and
 over the atoms: the subsampled moment is jointly convex in (P0, P1), so each mixture costs at most
 its worst component. The grid's own cost is gamma' per coordinate in rate units: gamma0 is chosen
 ~ 2^-11 / sqrt(n) so that it stays ~1e-3 of the clip's contribution.
