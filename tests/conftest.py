@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
 # session's end. Every simulation still terminates its own actors, so no client state is shared;
 # `ray_released()` tells a test that its run asked for the shutdown (what `not ray.is_initialized()`
 # checked). Commands run in a subprocess (`ldpfed`, `flwr run`) start and stop their own Ray.
-def pytest_configure(config):
+def pytest_sessionstart(session):
     import simulations.runner as runner
 
     original = runner.run_simulation
