@@ -8,6 +8,7 @@ capability shows up within the first minutes; `python -m pytest -m "not slow"` i
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 # The environment as the test session started, before any in-process run changed it (an in-process
@@ -29,6 +30,58 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Stable reorder: every test without the `slow` marker before every test with it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+
+
+# ---- one Ray start per session -------------------------------------------------------------------
+# Flower's Ray backend starts Ray when it is not running and shuts it down after every simulation;
+# each start costs seconds of CPU (GCS, raylet, agents) on a 2-core machine. In the suite the first
+# in-process federation starts Ray and the later ones find it running (Flower then skips its start):
+# from then on a `ray.shutdown()` of the product is recorded, not done, and the real one runs at the
+# session's end. Every simulation still terminates its own actors, so no client state is shared;
+# `ray_released()` tells a test that its run asked for the shutdown (what `not ray.is_initialized()`
+# checked). Commands run in a subprocess (`ldpfed`, `flwr run`) start and stop their own Ray.
+def pytest_sessionstart(session):
+    import simulations.runner as runner
+
+    original = runner.run_simulation
+
+    def run_simulation_on_the_session_ray(*args, **kwargs):
+        _defer_ray_shutdown().calls = 0
+        return original(*args, **kwargs)
+
+    runner.run_simulation = run_simulation_on_the_session_ray
+
+
+def _defer_ray_shutdown():
+    import ray
+
+    if getattr(ray.shutdown, "deferred", False):
+        return ray.shutdown
+
+    def deferred_shutdown(*args, **kwargs):
+        deferred_shutdown.calls += 1
+
+    deferred_shutdown.deferred, deferred_shutdown.calls, deferred_shutdown.real = True, 0, ray.shutdown
+    ray.shutdown = deferred_shutdown
+    return deferred_shutdown
+
+
+def ray_released() -> bool:
+    """Whether the last in-process federation left Ray stopped, as a run outside the suite does: it
+    called `ray.shutdown()` (deferred here, see above)."""
+    import ray
+
+    if not getattr(ray.shutdown, "deferred", False):
+        return not ray.is_initialized()
+    return ray.shutdown.calls > 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray.shutdown, "deferred", False):
+        ray.shutdown = ray.shutdown.real
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 def processes_with_env(key: str, value: str) -> list[int]:

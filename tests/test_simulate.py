@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import processes_with_env
+from conftest import processes_with_env, ray_released
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -195,9 +195,7 @@ def test_ldp_training_is_reproducible_from_the_seed_and_noise_seed_and_its_noise
 
 # ---- Flower federations (Ray) ----------------------------------------------------------------
 def _assert_ray_stopped():
-    import ray
-
-    assert not ray.is_initialized()
+    assert ray_released()  # the run shut Ray down (deferred to the session's end in the suite)
 
 
 def test_run_called_directly_under_flower_binds_the_data_shape_itself():

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_collecting_rows
+from conftest import ray_released, run_collecting_rows
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -122,9 +122,7 @@ def test_simulate_frequency_under_flower_writes_its_files(tmp_path):
             "--json",
         ],
     )
-    import ray
-
-    assert not ray.is_initialized()
+    assert ray_released()
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["engine"], summary["task"], summary["users"], summary["dims"]) == ("flower", "frequency", 6366, 8)

@@ -243,7 +243,7 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
     measurement joined from the nodes' diagnostics files, through `ldpfed simulate`; the local
     engine on the same options gives exactly the same rounds (same secrets and server seed, same
     halves, client training on one torch thread in both engines)."""
-    import ray
+    from conftest import ray_released
 
     out = tmp_path / "flower"
     args = [
@@ -279,7 +279,7 @@ def test_train_aggregator_under_flower_equals_the_local_engine(tmp_path):
         "--json",
     ]
     result = runner.invoke(app, args)
-    assert not ray.is_initialized()
+    assert ray_released()
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["engine"] == "flower" and summary["aggregator"] == "hdr4me"
