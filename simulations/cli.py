@@ -7,13 +7,22 @@ flags and the fields agree); `--config FILE` reads a TOML file of the same optio
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import typer
 
-from ldpfed.cli.common import HEADER_HELP, OUT_OF_DOMAIN_HELP, error_console, handle_errors, print_json
-from ldpfed.config import resolve
+from ldpfed.cli.common import (
+    HEADER_HELP,
+    OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
+    error_console,
+    handle_errors,
+    print_json,
+)
+from ldpfed.config import OPTIONS, option_default, resolve
 from ldpfed.outputs import named_path
+from ldpfed.validation import LDPValueError
 
 HELP = """Run an LDP federation under Flower: --task mean (tuple collection; measured vs predicted
 MSE) or --task train (federated LDP-SGD: FedAvg of the privatized updates, re-calibrated by
@@ -23,10 +32,67 @@ Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "json_output", "verbose")
 EXIT_INTERRUPTED = 130
+# Flags that apply to some tasks only: given with another task they are an error, not ignored.
+TASK_OPTIONS = {
+    "train": (
+        "model",
+        "local_steps",
+        "lr",
+        "batch_size",
+        "clip",
+        "perturbation",
+        "beta",
+        "window",
+        "magnitude",
+        "rotation",
+        "chunk_clients",
+        "partition",
+        "classes_per_client",
+        "dirichlet_alpha",
+        "fraction",
+        "device",
+        "deviation",
+        "data_dir",
+    ),
+    "mean": ("domain", "out_of_domain"),
+    "frequency": ("categories",),
+}
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate", help=HELP)(simulate)
+    _show_defaults()
+    app.command("simulate", help=HELP, epilog=OUTPUTS_EPILOG)(simulate)
+
+
+def _show_defaults() -> None:
+    """Each flag's help ends with its default from `ldpfed.config` (the flags default to None, "not
+    given", so that they do not override a --config file's values)."""
+    for name, parameter in inspect.signature(simulate).parameters.items():
+        info, flag = parameter.default, name.replace("_", "-")
+        if flag not in OPTIONS or "[default:" in (info.help or ""):
+            continue
+        value = option_default(flag)
+        if value is not None:
+            info.help = f"{info.help} \\[default: {_shown(value)}]"  # \\[: not Rich markup
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return repr(value) if value == "" else str(value)
+
+
+def _check_task_flags(task: str, flags: dict) -> None:
+    """A flag given for another task is an error naming it (compare does the same)."""
+    foreign = sorted(
+        "--" + name.replace("_", "-")
+        for other, names in TASK_OPTIONS.items()
+        if other != task
+        for name in names
+        if flags.get(name) is not None
+    )
+    if foreign:
+        raise LDPValueError(f"{', '.join(foreign)} do(es) not apply to --task {task}")
 
 
 @handle_errors
@@ -53,7 +119,8 @@ def simulate(
     # [data]
     data: str | None = typer.Option(
         None,
-        help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (default digits).",
+        help="mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | "
+        "synthetic-fedprox | mnist | cifar10 (default digits).",
     ),
     data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     users: int | None = typer.Option(
@@ -64,7 +131,8 @@ def simulate(
     ),
     domain: str | None = typer.Option(
         None,
-        help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised [-1, 1] scale).",
+        help="mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the "
+        "normalised [-1, 1] scale).",
     ),
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
@@ -88,7 +156,8 @@ def simulate(
     ),
     nodes: int | None = typer.Option(
         None,
-        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node).",
+        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = "
+        "min(clients, CPUs); = clients: one client per node).",
     ),
     device: str | None = typer.Option(
         None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."
@@ -98,12 +167,15 @@ def simulate(
     ),
     node_reply: str | None = typer.Option(
         None,
-        help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report counts).",
+        help="A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted "
+        "sum of updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the "
+        "summed report counts).",
     ),
     # [privacy]
     mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
     epsilon: float | None = typer.Option(
-        None, help="Budget per user and round (mean) or per client and round (train)."
+        None,
+        help="Budget per user and round, eps/m per reported value (mean, frequency) or per client and round (train).",
     ),
     delta: float | None = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
     report_dims: int | None = typer.Option(
@@ -120,9 +192,7 @@ def simulate(
         None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
     ),
     alpha: float | None = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: str | None = typer.Option(
-        None, help="train: deviation model of the re-calibration, plug-in | model."
-    ),
+    deviation: str | None = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
     # [training]
     model: str | None = typer.Option(None, help="train: logreg | mlp | cnn."),
     local_steps: int | None = typer.Option(None, help="train: local SGD steps per round, E."),
@@ -133,7 +203,8 @@ def simulate(
     ),
     perturbation: str | None = typer.Option(
         None,
-        help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base randomizer).",
+        help="train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base "
+        "randomizer).",
     ),
     beta: float | None = typer.Option(
         None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."
@@ -143,7 +214,8 @@ def simulate(
     ),
     magnitude: str | None = typer.Option(
         None,
-        help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: NOT private).",
+        help="train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without "
+        "noise: NOT private).",
     ),
     rotation: str | None = typer.Option(
         None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."
@@ -154,17 +226,20 @@ def simulate(
     # [output]
     out: str | None = typer.Option(
         None,
-        help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work).",
+        help="Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any "
+        "work).",
     ),
     overwrite: bool | None = typer.Option(
         None,
         "--overwrite/--no-overwrite",
-        help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused.",
+        help="Replace the results of another run in --out (ldpfed's files only); without it such a directory is "
+        "refused.",
     ),
     diagnostics: bool | None = typer.Option(
         None,
         "--diagnostics/--no-diagnostics",
-        help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures (never sent to the server).",
+        help="Clients write their clean values to the run's local output for the noise-measured-vs-predicted "
+        "figures (never sent to the server).",
     ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
@@ -173,6 +248,7 @@ def simulate(
     named_path(out)  # `--out ""` is an error here; `out = ""` in a config file means no files
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
+    _check_task_flags(config.run.task, flags)
     from ldpfed.protocols.recorder import output_dir
     from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run

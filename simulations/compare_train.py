@@ -226,7 +226,8 @@ def results_table(summary: pd.DataFrame, title: str):
             cells.append(
                 "-"
                 if row is None
-                else f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n({row.best_accuracy:.3f}) [{row.final_loss:.3g}]"
+                else f"{_cell(row.final_accuracy, row.final_accuracy_std)}\n"
+                f"({row.best_accuracy:.3f}) [{row.final_loss:.3g}]"
             )
         table.add_row(mechanism, "-" if pd.isna(epsilon) else f"{epsilon:g}", *cells)
     return table
@@ -239,6 +240,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     frame = rounds.assign(epsilon=rounds["epsilon"].astype(float))
     panels = list(dict.fromkeys(zip(frame["mechanism"], frame["epsilon"].fillna(-1.0))))
@@ -252,6 +254,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
             axis.plot(curve.index, curve.to_numpy(), marker="o", ms=2, label=name)
         axis.set_title(mechanism if epsilon < 0 else f"{mechanism}, eps/round={epsilon:g}", fontsize=9)
         axis.set_xlabel("round")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         axis.grid(True, alpha=0.3)
     for axis in axes.flat[len(panels) :]:
         axis.set_visible(False)

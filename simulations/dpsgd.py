@@ -15,7 +15,7 @@ releases the batch gradient:
   accounted by the joint accountant through `PlrvoDpEvent`, Poisson sampling only), r1smg and
   product-noise (calibrated per step to --noise-epsilon/--noise-delta with D = C, as published;
   their guarantee does not hold, so the run is NOT private).
-Samplers (--noise-sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
+Samplers (--sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
 safe i.n.i.d. Gaussian of ldpfed.gradient_noise: grid rounding plus exact discrete Gaussian
 integers, one DiscreteGaussianVectorDpEvent(sigma) per release) with shuffled batches, the
 default there; under Poisson sampling, which has no subsampled bound for the discrete Gaussian,

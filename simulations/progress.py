@@ -43,7 +43,10 @@ class RoundProgress:
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
-                result += f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} (predicted {row['predicted_squared_distance']:.3g})"
+                result += (
+                    f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} "
+                    f"(predicted {row['predicted_squared_distance']:.3g})"
+                )
         elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone
@@ -93,12 +96,17 @@ class RoundProgress:
             "seconds",
             "seconds_per_round",
         ]
+        per_round = "per client and round" if summary.get("task") == "train" else "per user and round, eps/m per value"
+        units = {  # every epsilon says what it is a budget of
+            "epsilon": f"epsilon ({per_round})",
+            "epsilon_spent_max_per_client": f"epsilon_spent_max_per_client (total, {self.config.privacy.accountant})",
+        }
         if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
-            table.add_row("epsilon", "none (not private)")
+            table.add_row(units["epsilon"], "none (not private)")
         for key in keys:
             if key in summary and summary[key] is not None:
                 value = summary[key]
-                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+                table.add_row(units.get(key, key), f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
         if summary.get("scale"):  # a data file with --domain: MSE on the normalised scale
             Console().print(summary["scale"]["note"] + ".", highlight=False)

@@ -14,7 +14,9 @@ and created by name (`create_accountant("pld")`); every accountant reads the sam
   (eps, delta) round has no RDP curve, so pure eps-rounds are not supported (use pld).
 - pld: dp_accounting's privacy loss distributions (pessimistic discretization): a generic
   (eps, delta) round by `from_privacy_parameters`, Gaussian rounds by `from_gaussian_mechanism`
-  with Poisson subsampling where it applies. The tightest of the four for composition.
+  with Poisson subsampling where it applies. The tightest of the four for composition. T identical
+  generic rounds alone are composed in closed form (ldpfed.accounting.optimal_composition: the
+  same optimal composition, in time and memory that do not grow like T).
 
 Opacus's PRV accountant is not offered: it numerically composes the same privacy loss
 distribution as pld (on Opacus's test vector they agree within PRV's own eps error, see
@@ -55,6 +57,7 @@ from ldpfed.accounting.events import (
 )
 from ldpfed.accounting.float_slack import NONE as NO_SLACK
 from ldpfed.accounting.float_slack import FloatSlack, composed_slack
+from ldpfed.accounting.optimal_composition import composed_epsilon
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
@@ -325,7 +328,14 @@ class PldAccountant(Accountant):
 
     @classmethod
     def compute(cls, pairs, target_delta):
-        """The composed PLD's eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack)."""
+        """The composed PLD's eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack).
+        Identical generic (eps, delta) rounds alone: the same composition in closed form
+        (ldpfed.accounting.optimal_composition), whose cost does not grow with the number of rounds."""
+        slack = cls.float_slack(pairs)
+        if len(pairs) == 1 and isinstance(pairs[0][0], EpsilonDeltaDpEvent):
+            ((leaf, count),) = pairs
+            epsilon = composed_epsilon(leaf.epsilon, leaf.delta, count, slack.ideal_delta(target_delta))
+            return epsilon + slack.epsilon, target_delta
         interval = cls.discretization(pairs)
         composed = pld_lib.identity(value_discretization_interval=interval)
         for leaf, count in pairs:
@@ -343,7 +353,6 @@ class PldAccountant(Accountant):
                     value_discretization_interval=interval,
                 ).self_compose(count)
             composed = composed.compose(one)
-        slack = cls.float_slack(pairs)
         return float(composed.get_epsilon_for_delta(slack.ideal_delta(target_delta))) + slack.epsilon, target_delta
 
 

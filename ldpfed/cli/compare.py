@@ -27,6 +27,7 @@ from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
     check_estimator,
     console,
     estimator_options,
@@ -113,7 +114,7 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
     return choices
 
 
-@app.command("compare")
+@app.command("compare", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def compare(
     mechanism: str | None = typer.Option(
@@ -126,7 +127,8 @@ def compare(
         None,
         "--epsilons",
         "-e",
-        help="Comma-separated budgets: per user (mean: 0.5,1,2,4) or per client and round (train: 1.5,4.9,15.3).",
+        help="Comma-separated budgets: per user, eps/m per reported value (mean, frequency: 0.5,1,2,4) "
+        "or per client and round (train: 1.5,4.9,15.3).",
     ),
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
@@ -134,8 +136,8 @@ def compare(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; "
-        + frequency_cli.DATA_HELP,
+        help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; "
+        "train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP,
     ),
     domain: str | None = typer.Option(
         None,
@@ -195,7 +197,8 @@ def compare(
     task: str = typer.Option(
         "mean",
         "--task",
-        help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes).",
+        help="What to compare: mean (mean estimation), train (federated LDP-SGD) "
+        "or frequency (categorical attributes).",
     ),
     out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     overwrite: bool = typer.Option(
@@ -398,6 +401,7 @@ def mse_figure(result: ExperimentResult):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     summary = result.summary.assign(
         label=[_label(m, o) for m, o in zip(result.summary["mechanism"], result.summary["options"])]
@@ -413,6 +417,10 @@ def mse_figure(result: ExperimentResult):
             axis.plot(predicted["epsilon"], predicted["predicted_mse"], "k--", lw=1, label="predicted (mean)")
         axis.set_xscale("log")
         axis.set_yscale("log")
+        # ticks at the budgets run, labelled once each (log-axis minor labels collide)
+        budgets = sorted(set(panel["epsilon"]))
+        axis.set_xticks(budgets, [f"{e:g}" for e in budgets])
+        axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_title(label)
         axis.set_xlabel("epsilon")
         axis.grid(True, which="both", alpha=0.3)
