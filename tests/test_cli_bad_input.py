@@ -258,6 +258,11 @@ def test_errors_come_before_synthetic_data_is_generated():
         ["predict", "--mechanism", "nope", "--epsilon", "1", "--data", "gaussian"],
         ["predict", "--mechanism", "laplace", "--epsilon", "1", "--data", "gaussian", "--report-dims", "20"],
         ["predict", "--mechanism", "gaussian", "--epsilon", "1", "--data", "gaussian"],
+        ["compare", "--epsilons", "1e-300"],
+        ["compare", "--report-dims", "50"],
+        ["compare", "--mechanism", "gaussian"],
+        ["simulate", "--engine", "local", "--epsilon", "1e-300"],
+        ["simulate", "--engine", "local", "--mechanism", "gaussian"],
     ):
         result = runner.invoke(app, arguments)
         assert_one_line_error(result, arguments)

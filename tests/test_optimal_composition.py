@@ -25,6 +25,7 @@ CASES = [  # (eps per round, delta per round, rounds T, target delta)
     (0.5, 0.0, 60, 1e-6),
     (1.0, 1e-7, 50, 1e-5),
     (2.0, 0.0, 1000, 1e-5),  # a target between two loss atoms: the PLD's answer is the next atom
+    (30.0, 0.0, 100, 1e-5),  # 1 - p = 9e-14: the binomial is taken in q = 1 / (1 + e^eps), exactly
 ]
 
 

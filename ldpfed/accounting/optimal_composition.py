@@ -2,10 +2,10 @@
 
 Kairouz, Oh & Viswanath 2015 (Thm 3.3): T rounds of any (eps, delta)-DP mechanism are dominated
 by T rounds of the generic (eps, delta) pair (randomized response with an extra delta atom), whose
-privacy loss is eps * (2K - T) with K ~ Binomial(T, p), p = e^eps / (1 + e^eps). Its hockey-stick
-divergence at e^eps' gives the composed delta for any eps':
+privacy loss is eps * (T - 2J) with J ~ Binomial(T, q), q = 1 / (1 + e^eps) (the rounds whose
+loss is -eps). Its hockey-stick divergence at e^eps' gives the composed delta for any eps':
 
-    delta_T(eps') = 1 - (1 - delta)^T + (1 - delta)^T * sum_k P(K = k) (1 - e^(eps' - eps(2k - T)))_+
+    delta_T(eps') = 1 - (1 - delta)^T + (1 - delta)^T * sum_j P(J = j) (1 - e^(eps' - eps(T - 2j)))_+
 
 This is what the pld accountant computes for such rounds (dp_accounting's `from_privacy_parameters`
 self-composed T times), without the PLD's array of 2T + 1 losses: the binomial is summed over a
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 WINDOW_SDS = 10.0
 WINDOW_CAP = 1 << 22
@@ -28,14 +28,16 @@ SUM_SLACK = 1e-9  # relative float error allowed for in a summed delta (far abov
 
 def composed_delta(epsilon: float, delta: float, count: int):
     """delta_T(eps') (module docstring) as a function of eps', upper-bounded by the dropped tails."""
-    p = math.exp(epsilon) / (1.0 + math.exp(epsilon)) if epsilon < 700 else 1.0
-    mean, sd = count * p, math.sqrt(count * p * (1.0 - p))
+    # In j = T - K ~ Binomial(T, q), q = 1 / (1 + e^eps) <= 1/2 is exact to the last bit (expit),
+    # where 1 - p would lose digits for a large eps.
+    q = float(special.expit(-epsilon))
+    mean, sd = count * q, math.sqrt(count * q * (1.0 - q))
     half = min(WINDOW_SDS * sd + 10.0, WINDOW_CAP / 2)
     low, high = max(0, math.floor(mean - half)), min(count, math.ceil(mean + half))
-    k = np.arange(low, high + 1, dtype=np.float64)
-    pmf = stats.binom.pmf(k, count, p)
-    dropped = float(stats.binom.cdf(low - 1, count, p) + stats.binom.sf(high, count, p))
-    losses = epsilon * (2.0 * k - count)
+    j = np.arange(low, high + 1, dtype=np.float64)
+    pmf = stats.binom.pmf(j, count, q)
+    dropped = float(stats.binom.cdf(low - 1, count, q) + stats.binom.sf(high, count, q))
+    losses = epsilon * (count - 2.0 * j)
     kept = -math.expm1(count * math.log1p(-delta)) if delta else 0.0  # 1 - (1 - delta)^T
 
     def delta_at(eps_prime: float) -> float:

@@ -44,6 +44,7 @@ from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
@@ -258,6 +259,12 @@ def compare(
     low, high = parse_domain(domain)
     out_of_domain = "error" if out_of_domain is None else out_of_domain
     out_of_domain_policy(out_of_domain)
+    if synthetic:  # d is known before the data are generated: m and every budget per value too
+        m = dims if report_dims is None else check_report_dims(report_dims, dims)
+        for choice in choices:
+            approximate = mechanisms.get_class(choice.name).approximate
+            for epsilon in eps_list:
+                per_value_mechanism(choice.name, epsilon, m, delta if approximate else None, **choice.options)
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
         # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
         tuples = read_data(
