@@ -84,8 +84,11 @@ def audit_command(
     samples = check_positive_int(samples, "--samples")
     key = mechanism.strip().lower().replace("_", "-")
     coordinates = dims if dims is not None else DEFAULT_VECTOR_DIMS if key in VECTOR_NOISES else 1
+    coordinates = max(int(coordinates), 1)
     check_memory(
-        8.0 * AUDIT_ARRAYS * samples * max(int(coordinates), 1), f"--samples {samples:,} draws", "lower --samples"
+        8.0 * AUDIT_ARRAYS * samples * coordinates,
+        f"--samples {samples:,} draws of {coordinates:,} coordinate(s)",
+        "lower --samples or --dims",
     )
     result = audit(
         mechanism,
