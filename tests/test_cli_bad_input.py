@@ -338,3 +338,16 @@ def test_what_used_to_pass_silently_or_crash_names_the_fault(tmp_path, arguments
     result = runner.invoke(app, arguments)
     assert_one_line_error(result, arguments)
     assert message in result.stderr, result.stderr
+
+
+def test_a_pld_composition_beyond_memory_is_refused_before_the_fft(monkeypatch):
+    """10^6 Poisson-sampled Gaussian rounds: dp_accounting's FFT has 2.2 * 10^6 points (about 270 MiB);
+    with 100 MiB available the pld accountant refuses in one line and names rdp, which runs."""
+    import ldpfed.validation as validation
+
+    monkeypatch.setattr(validation, "available_memory", lambda: 100 * 2**20)
+    arguments = ["account", "-m", "gaussian", "-z", "1", "-q", "0.01", "--rounds", "1000000"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "pld accountant's composition of 1,000,000 rounds" in result.stderr and "rdp" in result.stderr
+    assert runner.invoke(app, [*arguments, "--accountant", "rdp", "--json"]).exit_code == 0
