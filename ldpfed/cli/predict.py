@@ -182,6 +182,8 @@ def _check_before_data(names, epsilon, delta, users, dims, report_dims, data, op
         check_memory(8.0 * PREDICTION_ARRAYS * dims, f"--dims {dims:,} dimensions", "lower --dims")
     if data is not None and data not in available_synthetic():
         return  # a file: d and m are known once it is read
+    if data is None and (users is None) != (dims is None):
+        return  # _load_data names the missing option
     m = report_dims if report_dims is not None else dims if dims is not None else DEFAULT_DIMS
     m = check_report_dims(m, DEFAULT_DIMS if dims is None else dims)
     for name in names:
