@@ -72,14 +72,14 @@ def _show_defaults() -> None:
         if flag not in OPTIONS or "[default:" in (info.help or ""):
             continue
         value = option_default(flag)
-        if value is not None:
+        if value not in (None, ""):  # "" = the task's default, which the help text names
             info.help = f"{info.help} \\[default: {_shown(value)}]"  # \\[: not Rich markup
 
 
 def _shown(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return repr(value) if value == "" else str(value)
+    return str(value)
 
 
 def _check_task_flags(task: str, flags: dict) -> None:
