@@ -46,7 +46,15 @@ def per_value_mechanism(
     # Validate the total delta before dividing (delta=1.5, m=3 must fail, not become 0.5).
     delta = check_delta(delta, approximate=mechanisms.get_class(name).approximate, mechanism=str(name))
     per_value_delta = None if delta is None else delta / report_dims
-    return mechanisms.get(name, epsilon / report_dims, per_value_delta, **options)
+    try:
+        return mechanisms.get(name, epsilon / report_dims, per_value_delta, **options)
+    except LDPValueError as error:
+        if "epsilon" not in str(error) or report_dims == 1:
+            raise
+        raise LDPValueError(  # the user typed the total: say which total gave the per-value budget
+            f"epsilon {epsilon:g} (a user's total) is {epsilon / report_dims:g} per reported value "
+            f"(eps/m, m = {report_dims}): {error}"
+        ) from None
 
 
 def sample_report_mask(users: int, dims: int, report_dims: int, rng: np.random.Generator) -> np.ndarray:

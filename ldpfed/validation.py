@@ -6,6 +6,7 @@ Internals trust what passed through these functions (scikit-learn's convention).
 from __future__ import annotations
 
 import math
+import os
 from typing import Literal
 
 import numpy as np
@@ -36,6 +37,8 @@ def parse_domain(text: str) -> tuple[float, float]:
         bounds = []
     if len(bounds) != 2 or not all(math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
         raise LDPValueError(f"--domain must be LOW,HIGH with finite LOW < HIGH, got {text!r}")
+    if not math.isfinite(bounds[1] - bounds[0]):  # the rescaling to [-1, 1] divides by the width
+        raise LDPValueError(f"--domain must have a finite width HIGH - LOW, got {text!r}")
     return bounds[0], bounds[1]
 
 
@@ -102,6 +105,45 @@ def check_positive_int(value: int, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise LDPValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
+
+
+def available_memory() -> int:
+    """Bytes this process can still allocate without swapping or the OOM killer: psutil's
+    `available` when installed, else Linux's MemAvailable, else free physical pages (os.sysconf)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def _size(nbytes: float) -> str:
+    """Bytes in binary units, e.g. '72.8 TiB'."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30)):
+        if nbytes >= size:
+            return f"{nbytes / size:,.1f} {unit}"
+    return f"{nbytes / 2**20:,.1f} MiB"
+
+
+def check_memory(nbytes: float, what: str, remedy: str) -> None:
+    """Refuse, before allocating, work whose arrays would not fit in the memory available now:
+    one line naming the need, the limit and the option to lower (better than numpy's traceback
+    or the OOM killer, which ends the process without a word)."""
+    limit = available_memory()
+    if nbytes > limit:
+        raise LDPValueError(
+            f"{what} need(s) about {_size(nbytes)} of memory, more than the {_size(limit)} available "
+            f"on this machine; {remedy}"
+        )
 
 
 def check_report_dims(report_dims: int, dims: int) -> int:

@@ -9,12 +9,20 @@ is written to config.toml and, under `flwr run`, read by the server.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import typer
 
-from ldpfed.cli.common import HEADER_HELP, OUT_OF_DOMAIN_HELP, error_console, handle_errors, print_json
-from ldpfed.config import resolve
+from ldpfed.cli.common import (
+    HEADER_HELP,
+    OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
+    error_console,
+    handle_errors,
+    print_json,
+)
+from ldpfed.config import OPTIONS, option_default, resolve
 from ldpfed.outputs import named_path
 from ldpfed.protocols import seeds
 from ldpfed.validation import LDPValueError
@@ -27,10 +35,67 @@ Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "noise_seed", "json_output", "verbose")
 EXIT_INTERRUPTED = 130
+# Flags that apply to some tasks only: given with another task they are an error, not ignored.
+TASK_OPTIONS = {
+    "train": (
+        "model",
+        "local_steps",
+        "lr",
+        "batch_size",
+        "clip",
+        "perturbation",
+        "beta",
+        "window",
+        "magnitude",
+        "rotation",
+        "chunk_clients",
+        "partition",
+        "classes_per_client",
+        "dirichlet_alpha",
+        "fraction",
+        "device",
+        "deviation",
+        "data_dir",
+    ),
+    "mean": ("domain", "out_of_domain"),
+    "frequency": ("categories",),
+}
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate", help=HELP)(simulate)
+    _show_defaults()
+    app.command("simulate", help=HELP, epilog=OUTPUTS_EPILOG)(simulate)
+
+
+def _show_defaults() -> None:
+    """Each flag's help ends with its default from `ldpfed.config` (the flags default to None, "not
+    given", so that they do not override a --config file's values)."""
+    for name, parameter in inspect.signature(simulate).parameters.items():
+        info, flag = parameter.default, name.replace("_", "-")
+        if flag not in OPTIONS or "[default:" in (info.help or ""):
+            continue
+        value = option_default(flag)
+        if value not in (None, ""):  # "" = the task's default, which the help text names
+            info.help = f"{info.help} \\[default: {_shown(value)}]"  # \\[: not Rich markup
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _check_task_flags(task: str, flags: dict) -> None:
+    """A flag given for another task is an error naming it (compare does the same)."""
+    foreign = sorted(
+        "--" + name.replace("_", "-")
+        for other, names in TASK_OPTIONS.items()
+        if other != task
+        for name in names
+        if flags.get(name) is not None
+    )
+    if foreign:
+        raise LDPValueError(f"{', '.join(foreign)} do(es) not apply to --task {task}")
 
 
 @handle_errors
@@ -132,7 +197,8 @@ def simulate(
     # [privacy]
     mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
     epsilon: float | None = typer.Option(
-        None, help="Budget per user and round (mean) or per client and round (train)."
+        None,
+        help="Budget per user and round, eps/m per reported value (mean, frequency) or per client and round (train).",
     ),
     delta: float | None = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
     report_dims: int | None = typer.Option(
@@ -219,6 +285,7 @@ def simulate(
     named_path(out)  # `--out ""` is an error here; `out = ""` in a config file means no files
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
+    _check_task_flags(config.run.task, flags)
     root = None if noise_seed is None else seeds.parse_noise_seed(noise_seed)
     if root is not None and config.run.fresh_noise:
         raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")

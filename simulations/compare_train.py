@@ -242,6 +242,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     frame = rounds.assign(epsilon=rounds["epsilon"].astype(float))
     panels = list(dict.fromkeys(zip(frame["mechanism"], frame["epsilon"].fillna(-1.0))))
@@ -255,6 +256,7 @@ def accuracy_figure(rounds: pd.DataFrame, title: str = ""):
             axis.plot(curve.index, curve.to_numpy(), marker="o", ms=2, label=name)
         axis.set_title(mechanism if epsilon < 0 else f"{mechanism}, eps/round={epsilon:g}", fontsize=9)
         axis.set_xlabel("round")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         axis.grid(True, alpha=0.3)
     for axis in axes.flat[len(panels) :]:
         axis.set_visible(False)

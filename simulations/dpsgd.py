@@ -16,7 +16,7 @@ releases the batch gradient:
   product-noise (calibrated per step to --noise-epsilon/--noise-delta with D = C, as published;
   their guarantee does not hold, so the run is NOT private);
 then it takes an SGD step.
-Samplers (--noise-sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
+Samplers (--sampler; mechanisms.md, Floating-point safety): numeric and geodp are safe (the
 safe i.n.i.d. Gaussian of ldpfed.gradient_noise: grid rounding plus exact discrete Gaussian
 integers, one DiscreteGaussianVectorDpEvent per release) with shuffled batches, the default
 there; under Poisson sampling, which has no subsampled bound for the discrete Gaussian, the
@@ -74,7 +74,7 @@ NOISE_SAMPLER = "continuous (numpy standard_normal; not floating-point safe)"
 FLOAT_ASSUMPTION = (
     "exact real-valued noise: epsilon is that of the ideal continuous law, but the float sampler that draws "
     "it is NOT floating-point safe (Mironov 2012) and the audit refutes such samplers (docs/results/audit.md); "
-    "the safe sampler is (--noise-sampler safe; numeric, geodp and inid-gaussian need --sampling shuffle for it)"
+    "the safe sampler is (--sampler safe; numeric, geodp and inid-gaussian need --sampling shuffle for it)"
 )
 NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both (inid-gaussian, plrvo)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from ldpfed.cli.common import console, error_console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, error_console, handle_errors, print_json
 from ldpfed.validation import LDPValueError
 
 HELP = """Central DP-SGD on one data set: per-example clipping (torch.func), Poisson or shuffled
@@ -18,7 +18,7 @@ composed additively) under the neighbouring relation the sampling fits: add/remo
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dpsgd", help=HELP)(dpsgd)
+    app.command("dpsgd", help=HELP, epilog=OUTPUTS_EPILOG)(dpsgd)
 
 
 @handle_errors
@@ -36,7 +36,9 @@ def dpsgd(
         "fixed", help="GeoDP angle windows: fixed (thesis) | centred (on the previous release)."
     ),
     data: str = typer.Option(
-        "digits", help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra [mnist])."
+        "digits",
+        # help texts are Rich markup: \\[ shows a bracket
+        help="digits | mnist-5k | synthetic-fedprox | mnist | cifar10 (mnist-5k: the extra \\[mnist]).",
     ),
     data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     model: str = typer.Option("logreg", help="logreg | mlp | cnn."),
@@ -62,9 +64,10 @@ def dpsgd(
     noise_delta: float | None = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
     noise_sampler: str | None = typer.Option(
         None,
+        "--sampler",
         help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
-        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with Poisson "
-        "sampling.",
+        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with "
+        "Poisson sampling.",
     ),
     json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
@@ -114,7 +117,8 @@ def dpsgd(
         privacy += f"; the guarantee assumes {summary['guarantee_assumes']}"
     console.print(
         f"{config.perturbation} DP-SGD, {config.model} on {config.data}: accuracy {summary['accuracy']:.4f}; "
-        f"{privacy}; mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
+        f"{privacy}; "
+        f"mean cosine to the clean gradient {summary['mean_cosine_to_clean']:.3f}"
     )
     for name, attack in summary.get("mia", {}).get("attacks", {}).items():
         console.print(

@@ -109,12 +109,17 @@ class RoundProgress:
             "seconds",
             "seconds_per_round",
         ]
+        per_round = "per client and round" if summary.get("task") == "train" else "per user and round, eps/m per value"
+        units = {  # every epsilon says what it is a budget of
+            "epsilon": f"epsilon ({per_round})",
+            "epsilon_spent_max_per_client": f"epsilon_spent_max_per_client (total, {self.config.privacy.accountant})",
+        }
         if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
-            table.add_row("epsilon", "none (not private)")
+            table.add_row(units["epsilon"], "none (not private)")
         for key in keys:
             if key in summary and summary[key] is not None:
                 value = summary[key]
-                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+                table.add_row(units.get(key, key), f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
         exhausted = summary.get("budget_exhausted_after_round")
         if exhausted is not None and exhausted < summary["rounds_finished"]:

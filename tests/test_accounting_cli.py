@@ -78,7 +78,7 @@ def test_mechanism_none_is_not_private():
 
 
 def test_table_output():
-    result = runner.invoke(app, ["account", "-m", "laplace", "-e", "0.5", "-T", "20", "-a", "advanced"])
+    result = runner.invoke(app, ["account", "-m", "laplace", "-e", "0.5", "-T", "20", "--accountant", "advanced"])
     assert result.exit_code == 0, result.output
     assert "advanced" in result.output
 
@@ -87,16 +87,16 @@ def test_table_output():
     ("arguments", "message"),
     [
         (("-m", "laplace", "--noise-multiplier", "1.5", "-T", "10"), "not a noise multiplier"),
-        (("-m", "laplace", "-e", "1", "-T", "10", "-a", "rdp"), "rdp accountant cannot account"),
+        (("-m", "laplace", "-e", "1", "-T", "10", "--accountant", "rdp"), "rdp accountant cannot account"),
         (("-m", "laplace", "-e", "1", "--delta", "1e-5", "-T", "10"), "takes no delta"),
         (("-m", "laplace", "-e", "1", "--sample-rate", "0.1", "-T", "10"), "Gaussian rounds only"),
         (("-m", "foo", "-e", "1", "-T", "10"), "unknown mechanism"),
         (("-m", "laplace", "-e", "nan", "-T", "10"), "epsilon"),
         (("-m", "laplace", "-e", "1", "-T", "0"), "--rounds"),
-        (("-m", "laplace", "-e", "1", "-T", "10", "-a", "prv"), "unknown accountant"),
+        (("-m", "laplace", "-e", "1", "-T", "10", "--accountant", "prv"), "unknown accountant"),
         (("-m", "gaussian", "-e", "1", "-T", "10"), "delta"),
-        (("-m", "gaussian", "-z", "1", "-T", "10", "-a", "basic"), "per-round --delta"),
-        (("-m", "gaussian", "-z", "1", "--delta", "1e-5", "-T", "10", "-a", "rdp"), "--target-delta"),
+        (("-m", "gaussian", "-z", "1", "-T", "10", "--accountant", "basic"), "per-round --delta"),
+        (("-m", "gaussian", "-z", "1", "--delta", "1e-5", "-T", "10", "--accountant", "rdp"), "--target-delta"),
         (("-m", "gaussian", "-z", "1", "-q", "1.5", "-T", "10"), "sample_rate"),
         (("-m", "gaussian", "-z", "1", "-T", "10", "--target-delta", "0"), "--target-delta"),
         (("-m", "none", "-e", "1", "-T", "3"), "no privacy parameters"),

@@ -34,7 +34,7 @@ def _continuous(name: str) -> list[str]:
 
 
 def test_json_has_the_contract_keys_and_matches_the_api():
-    result = runner.invoke(app, ["audit", "-m", "oue", "-e", "2", "-n", "20000", "--seed", "3", "--json"])
+    result = runner.invoke(app, ["audit", "-m", "oue", "-e", "2", "--samples", "20000", "--seed", "3", "--json"])
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)
     assert REQUIRED <= set(row)
@@ -44,7 +44,9 @@ def test_json_has_the_contract_keys_and_matches_the_api():
 
 
 def test_refuted_claim_exits_1_and_still_prints_the_result():
-    result = runner.invoke(app, ["audit", "-m", "laplace", "-e", "1", "-n", "20000", *_continuous("laplace"), "--json"])
+    result = runner.invoke(
+        app, ["audit", "-m", "laplace", "-e", "1", "--samples", "20000", *_continuous("laplace"), "--json"]
+    )
     assert result.exit_code == 1, result.output
     row = json.loads(result.stdout)
     assert row["verdict"] == "fail" and row["epsilon_lower"] > row["claimed_epsilon"]
@@ -62,7 +64,7 @@ def test_table_output_names_the_verdict_and_the_event():
             "debiased",
             "-e",
             "1.5",
-            "-n",
+            "--samples",
             "4000",
             "--confidence",
             "0.9",
@@ -83,10 +85,10 @@ def test_table_output_names_the_verdict_and_the_event():
         ["-m", "nope", "-e", "1"],
         ["-m", "gaussian", "-e", "1"],
         ["-m", "laplace", "-e", "1", "--delta", "0.1"],
-        ["-m", "laplace", "-e", "1", "-n", "5"],
+        ["-m", "laplace", "-e", "1", "--samples", "5"],
         ["-m", "laplace", "-e", "1", "--confidence", "1.5"],
         ["-m", "laplace", "-e", "1", "--sampler", "bogus"],
-        ["-m", "grr", "-e", "1", "-k", "1"],
+        ["-m", "grr", "-e", "1", "--categories", "1"],
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_no_output(arguments):

@@ -23,6 +23,7 @@ COMMANDS: dict[str, click.Command] = typer.main.get_command(app).commands
 
 VALID = {
     "account": ["--mechanism", "laplace", "--epsilon", "1", "--rounds", "10"],
+    "audit": ["--mechanism", "laplace", "--epsilon", "1", "--samples", "2000"],
     "calibrate": ["--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--dims", "10"],
     "mechanisms": [],
     "predict": ["--mechanism", "laplace", "--epsilon", "1", "--users", "100", "--dims", "3"],
@@ -35,6 +36,9 @@ def _file(tmp_path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+HUGE = str(10**12)  # sizes no machine holds: refused before any allocation, naming the memory available
 
 
 def _specific(tmp_path) -> dict[str, list[list[str]]]:
@@ -57,7 +61,9 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--layers", "1:5"],
             ["--mechanism", "plrvo", "--k", "2", "--theta", "0.1", "--params", "5"],
             ["--mechanism", "inid-gaussian"],
+            ["--mechanism", "inid-gaussian", "--epsilon", "1", "--noise-multiplier", "1", "--layers", f"1:{HUGE}"],
         ],
+        "audit": [["--samples", HUGE], ["--mechanism", "gaussian-vector", "--delta", "1e-5", "--dims", HUGE]],
         "calibrate": [
             ["--mechanism", "nope"],
             ["--epsilon", "0"],
@@ -75,6 +81,8 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--profile", a_file],
             ["--mechanism", "r1smg", "--dims", "2"],
             ["--mechanism", "product-noise", "--k", "1"],
+            ["--dims", HUGE],
+            ["--mechanism", "r1smg", "--dims", HUGE],
         ],
         "mechanisms": [["--epsilon", "0"], ["--epsilon", "inf"]],
         "predict": [
@@ -94,6 +102,11 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--data", "gaussian", "--header"],
             ["--data", "uniform", "--domain", "0,10"],
             ["--domain", "0,10"],
+            ["--data", "gaussian", "--users", HUGE],
+            ["--dims", HUGE],
+            ["--task", "frequency", "--categories", "abc"],
+            ["--task", "frequency", "--categories", "3,"],
+            ["--task", "frequency", "--users", HUGE],
         ],
         "compare": [
             ["--epsilons", "1,-2"],
@@ -106,6 +119,16 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--task", "nope"],
             ["--header"],
             ["--model", "cnn"],
+            ["--users", HUGE],
+            ["--dims", HUGE],
+            ["--epsilons", "1,1"],
+            ["--epsilons", "1,1.0"],
+            ["--epsilons", "1,"],
+            ["--epsilons", "1,,2"],
+            ["--mechanism", "laplace,laplace"],
+            ["--aggregators", "mean,mean"],
+            ["--task", "frequency", "--categories", "abc"],
+            ["--task", "frequency", "--epsilons", "2,2"],
         ],
         "simulate": [
             ["--config", str(tmp_path)],
@@ -131,6 +154,13 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--config", _file(tmp_path, "header.toml", "[data]\nheader = true")],
             ["--node-reply", "rows"],
             ["--node-reply", "sum", "--task", "train", "--aggregator", "hdr4me"],
+            ["--users", HUGE],
+            ["--task", "frequency", "--users", HUGE],
+            ["--task", "frequency", "--categories", "abc"],
+            ["--model", "cnn"],
+            ["--task", "mean", "--local-steps", "3"],
+            ["--categories", "5"],
+            ["--task", "frequency", "--domain", "0,10"],
         ],
     }
 
@@ -206,3 +236,118 @@ def test_every_command_rejects_missing_and_malformed_options_in_one_line(tmp_pat
             tail = (result.output.strip().splitlines() or [""])[-1][:200]
             failures.append(f"exit {result.exit_code}: ldpfed {name} {' '.join(arguments)} -> {tail}")
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
+
+
+def test_a_size_beyond_memory_names_the_memory_available(monkeypatch):
+    """The refusal says what the work needs and what this machine has; the limit is the memory
+    available now (here pretended to be 1 GiB), not a fixed number."""
+    import ldpfed.validation as validation
+
+    monkeypatch.setattr(validation, "available_memory", lambda: 2**30)
+    arguments = ["predict", "--mechanism", "laplace", "--epsilon", "1", "--data", "gaussian", "--users", "20000000"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "3.0 GiB" in result.stderr and "1.0 GiB available" in result.stderr and "--users" in result.stderr
+    arguments[-1] = "2000000"  # 0.3 GiB: runs
+    assert runner.invoke(app, [*arguments, "--json"]).exit_code == 0
+
+
+def test_errors_come_before_synthetic_data_is_generated():
+    """Options that can be checked without the data fail before any `data:` line."""
+    for arguments in (
+        ["predict", "--mechanism", "nope", "--epsilon", "1", "--data", "gaussian"],
+        ["predict", "--mechanism", "laplace", "--epsilon", "1", "--data", "gaussian", "--report-dims", "20"],
+        ["predict", "--mechanism", "gaussian", "--epsilon", "1", "--data", "gaussian"],
+        ["compare", "--epsilons", "1e-300"],
+        ["compare", "--report-dims", "50"],
+        ["compare", "--mechanism", "gaussian"],
+        ["simulate", "--engine", "local", "--epsilon", "1e-300"],
+        ["simulate", "--engine", "local", "--mechanism", "gaussian"],
+    ):
+        result = runner.invoke(app, arguments)
+        assert_one_line_error(result, arguments)
+        assert "data:" not in result.stderr, result.stderr
+
+
+def test_a_budget_out_of_range_names_what_was_typed():
+    arguments = ["predict", "--mechanism", "laplace", "--epsilon", "1e-300", "--users", "10", "--dims", "2"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "epsilon 1e-300 (a user's total) is 5e-301 per reported value" in result.stderr
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"ldpfed {version('ldpfed')}"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_shows_every_bracket_and_points_to_the_outputs_page(name):
+    """Help texts are Rich markup: an unescaped '[mnist]' would vanish from --help."""
+    shown = " ".join(runner.invoke(app, [name, "--help"], terminal_width=400).stdout.replace("│", " ").split())
+    assert "docs/outputs.md" in shown
+    for option in _options(COMMANDS[name]):
+        for bracket in __import__("re").findall(r"\\?\[[a-z][^\]]*\]", option.help or ""):
+            assert bracket.lstrip("\\") in shown, (name, option.opts, bracket)
+
+
+def test_simulate_help_shows_the_defaults():
+    from ldpfed.config import option_default
+
+    shown = " ".join(runner.invoke(app, ["simulate", "--help"], terminal_width=400).stdout.replace("│", " ").split())
+    for flag in ("rounds", "clients", "epsilon", "mechanism", "aggregator"):
+        assert f"[default: {option_default(flag)}]" in shown, flag
+
+
+def test_short_flags_mean_one_thing_across_commands():
+    """-n, -k, -T, -a... name the same long option wherever they appear (a list option's plural,
+    compare's --epsilons for -e, counts as the same name)."""
+    meaning: dict[str, set[str]] = {}
+    for command in COMMANDS.values():
+        for option in _options(command):
+            longs = [o.removesuffix("s") for o in option.opts if o.startswith("--")]
+            for short in (o for o in option.opts if not o.startswith("--")):
+                meaning.setdefault(short, set()).update(longs)
+    assert {short: longs for short, longs in meaning.items() if len(longs) > 1} == {}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["predict", "-m", "laplace", "-e", "1", "--data", "{npy}"], "not in numpy's .npy format"),
+        (["predict", "-m", "laplace", "-e", "1", "--data", "{csv}", "--domain", "-1e308,1e308"], "finite width"),
+        (["predict", "--task", "frequency", "-m", "grr", "-e", "1", "--data", "{floats}"], "non-integer numbers"),
+        (["predict", "--task", "frequency", "-m", "grr", "-e", "1", "--categories", "abc"], "count K or counts"),
+        (["compare", "--epsilons", "1,1"], "lists 1.0 more than once"),
+        (["compare", "--epsilons", "1,"], "empty item"),
+        (["simulate", "--task", "mean", "--model", "cnn"], "--model do(es) not apply to --task mean"),
+        (["simulate", "--categories", "5"], "--categories do(es) not apply to --task mean"),
+        (["audit", "-m", "laplace", "-e", "1", "--categories", "3"], "--categories applies to --mechanism grr"),
+        (["account", "-m", "laplace", "-e", "1", "--rounds", "1", "-a", "rdp"], "No such option '-a'"),
+    ],
+)
+def test_what_used_to_pass_silently_or_crash_names_the_fault(tmp_path, arguments, message):
+    files = {
+        "npy": _file(tmp_path, "text.npy", "0.1,0.2\n0.3,0.4\n"),
+        "csv": _file(tmp_path, "values.csv", "0.1,0.2\n0.3,0.4\n"),
+        "floats": _file(tmp_path, "floats.csv", "\n".join(f"{0.001 * i + 0.0005}" for i in range(200)) + "\n"),
+    }
+    arguments = [item.format(**files) for item in arguments]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert message in result.stderr, result.stderr
+
+
+def test_a_pld_composition_beyond_memory_is_refused_before_the_fft(monkeypatch):
+    """10^6 Poisson-sampled Gaussian rounds: dp_accounting's FFT has 2.2 * 10^6 points (about 270 MiB);
+    with 100 MiB available the pld accountant refuses in one line and names rdp, which runs."""
+    import ldpfed.validation as validation
+
+    monkeypatch.setattr(validation, "available_memory", lambda: 100 * 2**20)
+    arguments = ["account", "-m", "gaussian", "-z", "1", "-q", "0.01", "--rounds", "1000000"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "pld accountant's composition of 1,000,000 rounds" in result.stderr and "rdp" in result.stderr
+    assert runner.invoke(app, [*arguments, "--accountant", "rdp", "--json"]).exit_code == 0

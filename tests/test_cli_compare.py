@@ -117,3 +117,40 @@ def test_bad_data_values_exit_2(tmp_path):
     result = invoke("compare", "--data", str(path), "--mechanism", "laplace", "--out", str(out))
     assert result.exit_code == 2 and "must lie in" in result.output
     assert not out.exists()
+
+
+def test_the_figure_labels_each_budget_run_once_and_rounds_are_whole_numbers():
+    """Log-axis minor labels (0.6, 0.7, ... 3, 4) collided with the budgets; a round axis showed 1.5."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ldpfed.cli.compare import mse_figure
+    from ldpfed.config import Config
+    from ldpfed.protocols.recorder import plot_rounds
+
+    budgets = [0.5, 1.0, 2.0, 4.0]
+    summary = pd.DataFrame(
+        {
+            "mechanism": "laplace",
+            "options": "",
+            "epsilon": budgets,
+            "aggregator": "mean",
+            "mse": [0.4, 0.1, 0.03, 0.01],
+            "mse_se": 0.0,
+            "predicted_mse": [0.4, 0.1, 0.03, 0.01],
+        }
+    )
+    figure = mse_figure(SimpleNamespace(summary=summary))
+    figure.canvas.draw()
+    axis = figure.axes[0]
+    shown = [t.get_text() for t in axis.get_xticklabels() if t.get_text()]
+    minor = [t.get_text() for t in axis.get_xticklabels(minor=True) if t.get_text()]
+    assert shown == ["0.5", "1", "2", "4"] and minor == []
+    frame = pd.DataFrame(
+        {"round": [1, 2, 3], "mse": 0.1, "mse_plain_mean": 0.1, "predicted_mse": 0.1, "clients_replied": 3}
+    ).assign(clients_failed=0)
+    rounds = plot_rounds(frame, Config())
+    rounds.canvas.draw()
+    for axis in rounds.axes:
+        assert all(float(t.get_text()).is_integer() for t in axis.get_xticklabels() if t.get_text())

@@ -326,5 +326,5 @@ def test_poisson_dpsgd_defaults_to_the_continuous_sampler_and_refuses_safe():
     )
     assert DPSGDConfig(perturbation="inid-gaussian", sampling="shuffle").noise_sampler == "safe"
     for perturbation in ("numeric", "geodp"):
-        result = _invoke("--perturbation", perturbation, "--noise-sampler", "safe", "--json")
+        result = _invoke("--perturbation", perturbation, "--sampler", "safe", "--json")
         assert result.exit_code == 2 and "Poisson" in result.output

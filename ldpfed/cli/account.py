@@ -22,7 +22,7 @@ from ldpfed.accounting import (
     round_event,
 )
 from ldpfed.accounting.float_slack import SLACK_RULE
-from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
 from ldpfed.cli.main import app
 from ldpfed.gradient_noise.safe_grid import check_sampler
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
@@ -187,12 +187,12 @@ def noise_multiplier_of(event) -> float | None:
     return inner.noise_multiplier if isinstance(inner, (GaussianDpEvent, DiscreteGaussianVectorDpEvent)) else None
 
 
-@app.command("account")
+@app.command("account", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def account_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`), or none."),
     epsilon: float = typer.Option(
-        None, "--epsilon", "-e", help="Budget per round (pure mechanisms; Gaussian with --delta)."
+        None, "--epsilon", "-e", help="Budget of one round of one client (pure mechanisms; Gaussian with --delta)."
     ),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier", "-z", help="Gaussian: noise sd / sensitivity."),
     delta: float = typer.Option(
@@ -205,7 +205,6 @@ def account_command(
     accountant: str = typer.Option(
         None,
         "--accountant",
-        "-a",
         help=f"One of {', '.join(ACCOUNTANTS)} (default pld); plrvo: joint (default), paper, rdp.",
     ),
     target_delta: float = typer.Option(

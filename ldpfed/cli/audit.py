@@ -9,18 +9,24 @@ from rich.table import Table
 from ldpfed.audit import audit
 from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
 from ldpfed.audit.subjects import DEFAULT_CATEGORIES, available
-from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
 from ldpfed.cli.main import app
 from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_memory, check_positive_int
 
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
+ORACLES = ("grr", "oue", "histogram")
+VECTOR_NOISES = ("gaussian-vector", "ldpvec", *GRADIENT_NOISES)
+DEFAULT_VECTOR_DIMS = 10
+# float64 values per draw and coordinate alive at once: both neighbours' draws, their halves, the
+# event statistics and sorting copies (measured: about 12 for Laplace)
+AUDIT_ARRAYS = 16
 
 
 def _options(
-    mechanism: str, estimator, calibration, categories: int, dims: int | None = None, ldpvec: dict | None = None
+    mechanism: str, estimator, calibration, categories: int | None, dims: int | None = None, ldpvec: dict | None = None
 ) -> dict:
-    """The variant options that apply to `mechanism` (unused ones are ignored, as in `compare`)."""
+    """The variant options that apply to `mechanism`; one given for another mechanism is an error."""
     key = mechanism.strip().lower().replace("_", "-")
     options = {}
     given = {name: value for name, value in (ldpvec or {}).items() if value is not None}
@@ -28,22 +34,27 @@ def _options(
         raise LDPValueError(f"--{', --'.join(given)} apply to --mechanism ldpvec only")
     if key == "ldpvec":
         options.update(given)
-    if estimator is not None and key == "square-wave":
+    for flag, value, applies in (
+        ("--estimator", estimator, ("square-wave",)),
+        ("--calibration", calibration, ("gaussian",)),
+        ("--categories", categories, ORACLES),
+    ):
+        if value is not None and key not in applies:
+            raise LDPValueError(f"{flag} applies to --mechanism {' or '.join(applies)} only")
+    if estimator is not None:
         options["estimator"] = estimator
-    if calibration is not None and key == "gaussian":
+    if calibration is not None:
         options["calibration"] = calibration
-    if key in ("grr", "oue", "histogram"):
-        options["k"] = categories
+    if key in ORACLES:
+        options["k"] = DEFAULT_CATEGORIES if categories is None else categories
     if dims is not None:
-        if key not in ("gaussian-vector", "ldpvec", *GRADIENT_NOISES):
-            raise LDPValueError(
-                f"--dims applies to the vector noises ({', '.join(('gaussian-vector', 'ldpvec', *GRADIENT_NOISES))})"
-            )
+        if key not in VECTOR_NOISES:
+            raise LDPValueError(f"--dims applies to the vector noises ({', '.join(VECTOR_NOISES)})")
         options["dims"] = check_positive_int(dims, "--dims")
     return options
 
 
-@app.command("audit")
+@app.command("audit", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def audit_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of: {', '.join(available())}."),
@@ -51,14 +62,14 @@ def audit_command(
     delta: float = typer.Option(None, "--delta", help="Claimed delta (approximate mechanisms only)."),
     sampler: str = typer.Option(None, "--sampler", help="safe | continuous (default: the mechanism's default)."),
     samples: int = typer.Option(
-        DEFAULT_SAMPLES, "--samples", "-n", help="Draws per neighbouring input (half select events, half bound them)."
+        DEFAULT_SAMPLES, "--samples", help="Draws per neighbouring input (half select events, half bound them)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the draws."),
     confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--confidence", help="Joint confidence of the lower bound."),
     estimator: str = typer.Option(None, "--estimator", help="square-wave: raw | debiased."),
     calibration: str = typer.Option(None, "--calibration", help="gaussian: analytic | classic."),
     categories: int = typer.Option(
-        DEFAULT_CATEGORIES, "--categories", "-k", help="Categories k of a frequency oracle."
+        None, "--categories", help=f"Categories k of a frequency oracle (default {DEFAULT_CATEGORIES})."
     ),
     dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10; ldpvec 4)."),
     base: str = typer.Option(None, "--base", help="ldpvec: its base scalar mechanism (default laplace)."),
@@ -70,6 +81,15 @@ def audit_command(
 ) -> None:
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""
+    samples = check_positive_int(samples, "--samples")
+    key = mechanism.strip().lower().replace("_", "-")
+    coordinates = dims if dims is not None else DEFAULT_VECTOR_DIMS if key in VECTOR_NOISES else 1
+    coordinates = max(int(coordinates), 1)
+    check_memory(
+        8.0 * AUDIT_ARRAYS * samples * coordinates,
+        f"--samples {samples:,} draws of {coordinates:,} coordinate(s)",
+        "lower --samples or --dims",
+    )
     result = audit(
         mechanism,
         epsilon,

@@ -6,20 +6,33 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
 from ldpfed.cli.main import app
 from ldpfed.gradient_noise import GUARANTEE_FAILS, calibrate, parse_layers, read_profile
 from ldpfed.gradient_noise.calibrate import NAMES
-from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive, check_positive_int
+from ldpfed.gradient_noise.profile import PROFILE_ARRAYS
+from ldpfed.validation import (
+    LDPValueError,
+    check_epsilon,
+    check_fraction,
+    check_memory,
+    check_positive,
+    check_positive_int,
+)
 
 PLRVO_ONLY = ("--sample-rate", "--steps")
 
 
-@app.command("calibrate")
+@app.command("calibrate", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def calibrate_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of {', '.join(NAMES)}."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Target epsilon (PLRV-O: after --steps steps)."),
+    epsilon: float = typer.Option(
+        ...,
+        "--epsilon",
+        "-e",
+        help="Target epsilon of one release of the gradient (PLRV-O: in total after --steps steps).",
+    ),
     delta: float = typer.Option(None, "--delta", help="Target delta (product noise: searches k; PLRV-O default 1e-5)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Coordinates M (parameters n for PLRV-O)."),
     clip: float = typer.Option(1.0, "--clip", help="Sensitivity: L2 clip C (one layer for the i.n.i.d. noises)."),
@@ -31,7 +44,7 @@ def calibrate_command(
     sample_rate: float = typer.Option(
         None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."
     ),
-    steps: int = typer.Option(None, "--steps", "-T", help="PLRV-O: DP-SGD steps (default 1)."),
+    steps: int = typer.Option(None, "--steps", help="PLRV-O: DP-SGD steps (default 1)."),
     sampler: str = typer.Option(
         None,
         "--sampler",
@@ -47,6 +60,8 @@ def calibrate_command(
     delta = None if delta is None else check_fraction(delta, "--delta")
     clip = check_positive(clip, "--clip")
     dims = None if dims is None else check_positive_int(dims, "--dims")
+    if dims is not None:
+        check_memory(8.0 * PROFILE_ARRAYS * dims, f"--dims {dims:,} coordinates", "lower --dims")
     if sample_rate is not None and not (0.0 < sample_rate <= 1.0):
         raise LDPValueError(f"--sample-rate must be in (0, 1], got {sample_rate!r}")
     steps = None if steps is None else check_positive_int(steps, "--steps")

@@ -27,6 +27,7 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 error_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
+OUTPUTS_EPILOG = "Outputs (files, JSON keys, CSV columns with their units): docs/outputs.md"
 OUT_OF_DOMAIN_HELP = "Data outside --domain: error (default) or clip (clip to the domain, count printed)."
 HEADER_HELP = "CSV files: the first row is (not) a header. Default: a header when a first-row field is not a number."
 
@@ -86,14 +87,21 @@ def print_json(payload) -> None:
 
 
 def parse_list(text: str, convert: Callable = str, name: str = "list") -> list:
-    """'a,b,c' -> [convert(a), ...]; a clear error naming the option for a bad item."""
-    items = [item.strip() for item in str(text).split(",") if item.strip()]
-    if not items:
+    """'a,b,c' -> [convert(a), ...]; an empty item ('1,', '1,,2') or a repeated one ('1,1.0') is an
+    error naming the option, not silently dropped or merged."""
+    items = [item.strip() for item in str(text).split(",")]
+    if not any(items):
         raise LDPValueError(f"{name} must be a non-empty comma-separated list")
+    if not all(items):
+        raise LDPValueError(f"{name} has an empty item: {text!r}")
     try:
-        return [convert(item) for item in items]
+        values = [convert(item) for item in items]
     except ValueError:
         raise LDPValueError(f"{name} must be a comma-separated list of {convert.__name__}, got {text!r}") from None
+    repeated = sorted({str(value) for value in values if values.count(value) > 1})
+    if repeated:
+        raise LDPValueError(f"{name} lists {', '.join(repeated)} more than once: {text!r}")
+    return values
 
 
 def read_data(

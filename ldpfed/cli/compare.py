@@ -27,6 +27,7 @@ from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
     check_estimator,
     console,
     estimator_options,
@@ -43,6 +44,7 @@ from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic
 from ldpfed.deviation import DEVIATION_SOURCES
 from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
@@ -113,7 +115,7 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
     return choices
 
 
-@app.command("compare")
+@app.command("compare", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def compare(
     mechanism: str | None = typer.Option(
@@ -126,7 +128,8 @@ def compare(
         None,
         "--epsilons",
         "-e",
-        help="Comma-separated budgets: per user (mean: 0.5,1,2,4) or per client and round (train: 1.5,4.9,15.3).",
+        help="Comma-separated budgets: per user, eps/m per reported value (mean, frequency: 0.5,1,2,4) "
+        "or per client and round (train: 1.5,4.9,15.3).",
     ),
     aggregators: str | None = typer.Option(
         None, "--aggregators", "-a", help="Comma-separated aggregators (default: all; train also: fedavg)."
@@ -134,8 +137,8 @@ def compare(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; "
-        + frequency_cli.DATA_HELP,
+        help="mean: synthetic set (gaussian|uniform|poisson) or .csv/.npy/.parquet; "
+        "train: digits|mnist-5k|synthetic-fedprox|mnist|cifar10; " + frequency_cli.DATA_HELP,
     ),
     domain: str | None = typer.Option(
         None,
@@ -195,7 +198,8 @@ def compare(
     task: str = typer.Option(
         "mean",
         "--task",
-        help="What to compare: mean (mean estimation), train (federated LDP-SGD) or frequency (categorical attributes).",
+        help="What to compare: mean (mean estimation), train (federated LDP-SGD) "
+        "or frequency (categorical attributes).",
     ),
     out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
     overwrite: bool = typer.Option(
@@ -255,6 +259,12 @@ def compare(
     low, high = parse_domain(domain)
     out_of_domain = "error" if out_of_domain is None else out_of_domain
     out_of_domain_policy(out_of_domain)
+    if synthetic:  # d is known before the data are generated: m and every budget per value too
+        m = dims if report_dims is None else check_report_dims(report_dims, dims)
+        for choice in choices:
+            approximate = mechanisms.get_class(choice.name).approximate
+            for epsilon in eps_list:
+                per_value_mechanism(choice.name, epsilon, m, delta if approximate else None, **choice.options)
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
         # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
         tuples = read_data(
@@ -398,6 +408,7 @@ def mse_figure(result: ExperimentResult):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     summary = result.summary.assign(
         label=[_label(m, o) for m, o in zip(result.summary["mechanism"], result.summary["options"])]
@@ -413,6 +424,10 @@ def mse_figure(result: ExperimentResult):
             axis.plot(predicted["epsilon"], predicted["predicted_mse"], "k--", lw=1, label="predicted (mean)")
         axis.set_xscale("log")
         axis.set_yscale("log")
+        # ticks at the budgets run, labelled once each (log-axis minor labels collide)
+        budgets = sorted(set(panel["epsilon"]))
+        axis.set_xticks(budgets, [f"{e:g}" for e in budgets])
+        axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_title(label)
         axis.set_xlabel("epsilon")
         axis.grid(True, which="both", alpha=0.3)

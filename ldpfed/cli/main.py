@@ -12,7 +12,7 @@ code 2 (`OneLineErrors`).
 from __future__ import annotations
 
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 
 import click
 import typer
@@ -55,8 +55,18 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ldpfed {version('ldpfed')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print ldpfed's version and exit."
+    ),
+) -> None:
     """Local differential privacy in federated settings."""
 
 

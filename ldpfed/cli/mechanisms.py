@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 import ldpfed.mechanisms as registry
-from ldpfed.cli.common import console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
 from ldpfed.cli.main import app
 from ldpfed.mechanisms.base import SAMPLERS
 from ldpfed.validation import LDPValueError, check_epsilon
@@ -14,7 +14,7 @@ from ldpfed.validation import LDPValueError, check_epsilon
 EXAMPLE_DELTA = 1e-5
 
 
-@app.command("mechanisms")
+@app.command("mechanisms", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def list_mechanisms(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget per value used for the variance columns."),

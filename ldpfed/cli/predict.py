@@ -18,6 +18,7 @@ from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
     check_estimator,
     console,
     estimator_options,
@@ -30,10 +31,12 @@ from ldpfed.cli.common import (
 )
 from ldpfed.cli.main import app
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
+from ldpfed.multidim import per_value_mechanism
 from ldpfed.outputs import OutputFile
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_memory, check_positive_int, check_report_dims
 
 SHOWN_DIMENSIONS = 10
+PREDICTION_ARRAYS = 16  # float64 arrays of d values a prediction holds (bias, variance terms, r_j, moments...)
 PREDICT_TASKS = ("mean", "frequency")
 DEFAULT_DATA_HELP = (
     f"Default: the default data set ({DEFAULT_SET}, {DEFAULT_USERS:,} users x {DEFAULT_DIMS} dims, as `ldpfed "
@@ -41,11 +44,16 @@ DEFAULT_DATA_HELP = (
 )
 
 
-@app.command("predict")
+@app.command("predict", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def predict_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="A user's total budget (eps/m per reported value)."),
+    epsilon: float = typer.Option(
+        ...,
+        "--epsilon",
+        "-e",
+        help="Budget per user: one report of m of the d dimensions, eps/m per reported value.",
+    ),
     delta: float = typer.Option(
         None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."
     ),
@@ -128,6 +136,7 @@ def predict_command(
         raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
     if output is not None and output.suffix.lower() != ".json":
         raise LDPValueError(f"--output must be a .json file, got {output}")
+    _check_before_data(names, epsilon, delta, users, dims, report_dims, data, options)
     with OutputFile.prepare(output, overwrite=overwrite) as destination:
         moments, source, scale = _load_data(data, users, dims, seed, low_high, header, out_of_domain)
         first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
@@ -162,6 +171,24 @@ def predict_command(
         console.print(scale["note"] + ".", highlight=False)
     if output is not None:
         console.print(f"wrote {output}", highlight=False)
+
+
+def _check_before_data(names, epsilon, delta, users, dims, report_dims, data, options) -> None:
+    """What can be checked before data are read or generated: the sizes and, where m is known
+    (synthetic or no data), each mechanism at its per-value budget eps/m."""
+    users = None if users is None else check_positive_int(users, "--users")
+    dims = None if dims is None else check_positive_int(dims, "--dims")
+    if dims is not None:
+        check_memory(8.0 * PREDICTION_ARRAYS * dims, f"--dims {dims:,} dimensions", "lower --dims")
+    if data is not None and data not in available_synthetic():
+        return  # a file: d and m are known once it is read
+    if data is None and (users is None) != (dims is None):
+        return  # _load_data names the missing option
+    m = report_dims if report_dims is not None else dims if dims is not None else DEFAULT_DIMS
+    m = check_report_dims(m, DEFAULT_DIMS if dims is None else dims)
+    for name in names:
+        approximate = registry.get_class(name).approximate
+        per_value_mechanism(name, epsilon, m, delta if approximate or name == names[0] else None, **options[name])
 
 
 def _load_data(data, users, dims, seed, domain, header, out_of_domain):
@@ -203,7 +230,8 @@ def _load_data(data, users, dims, seed, domain, header, out_of_domain):
 def _print_summary(first, source, second, comparison, supremum) -> None:
     columns = [("", first)] + ([("", second)] if second is not None else [])
     table = Table(
-        title=f"Predicted error (CLT): {first.users:,} users, d = {first.dims}, m = {first.report_dims}; data: {source}"
+        title=f"Predicted error (CLT): eps = {first.epsilon:g} per user ({first.epsilon / first.report_dims:g} per "
+        f"value), {first.users:,} users, d = {first.dims}, m = {first.report_dims}; data: {source}"
     )
     table.add_column("quantity")
     for _, prediction in columns:
@@ -258,7 +286,8 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
             if comparison.total_winner == "tie"
             else f"{comparison.total_winner} wins at every population size"
             if comparison.total_dominates
-            else f"break-even at n' = {comparison.total_n_prime:,.0f} users (lower-variance one wins below, lower-bias one above)"
+            else f"break-even at n' = {comparison.total_n_prime:,.0f} users "
+            "(lower-variance one wins below, lower-bias one above)"
         )
         console.print(
             f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpfed.data.tabular import has_header_row
-from ldpfed.validation import LDPValueError, check_positive, check_positive_int
+from ldpfed.validation import LDPValueError, check_memory, check_positive, check_positive_int
 
 SYNTHETIC_LAWS = ("zipf", "uniform")
 REAL_SETS = ("fair",)
@@ -120,6 +120,12 @@ def synthetic_categorical(
     users = check_positive_int(users, "users")
     attributes = check_positive_int(attributes, "attributes")
     counts = _counts(categories, attributes)
+    # the uniforms, their codes and the shifted codes: three 8-byte arrays of users x attributes
+    check_memory(
+        24.0 * users * attributes,
+        f"{users:,} users x {attributes:,} attributes of synthetic categorical data",
+        "lower --users or --dims",
+    )
     cdfs = [np.cumsum(category_law(law, int(k), exponent)) for k in counts]
     for cdf in cdfs:
         cdf[-1] = 1.0  # exact top, so that u < 1 never falls past the last category
@@ -127,6 +133,16 @@ def synthetic_categorical(
     shifted = np.concatenate([cdf + j for j, cdf in enumerate(cdfs)])
     u = rng.random((users, attributes)) + np.arange(attributes)
     return np.searchsorted(shifted, u, side="right") - starts
+
+
+def _synthetic_counts(text: str) -> list[float]:
+    """--categories of a synthetic set: K or K1,K2,... (category counts, not labels)."""
+    items = [item.strip() for item in str(text).split(",")]
+    if not all(_is_number(item) for item in items):
+        raise LDPValueError(
+            f"--categories of a synthetic set must be a count K or counts K1,K2,... (integers >= 2), got {text!r}"
+        )
+    return [float(item) for item in items]
 
 
 def _counts(categories, attributes: int) -> np.ndarray:
@@ -216,6 +232,23 @@ def _encode(columns: list[list[str]], categories: list[tuple[str, ...]] | None):
     return np.column_stack(codes), tuple(labels)
 
 
+def _check_not_continuous(columns, path, names) -> None:
+    """A column of non-integer numbers is continuous data, not categories: an error (with
+    --categories the labels are explicit and such a column is taken as given)."""
+    for j, column in enumerate(columns):
+        labels = [label for label in column if label]
+        if (
+            labels
+            and all(_is_number(label) for label in labels)
+            and any("." in label or "e" in label for label in labels)
+        ):
+            name = names[j] if names else f"column {j}"
+            raise LDPValueError(
+                f"{path}: {name} holds non-integer numbers ({len(set(labels))} distinct), which would each "
+                "become a category; for real values use --task mean, or give --categories to take them as labels"
+            )
+
+
 def read_categorical_csv(path: str | Path, categories: str | None = None, header: bool | None = None):
     """(codes, labels, names) of a CSV of category labels or integers, one column per attribute."""
     path = Path(path)
@@ -235,6 +268,8 @@ def read_categorical_csv(path: str | Path, categories: str | None = None, header
         [_label(float(v)) if _is_number(v) else ("" if v.lower() == "nan" else v) for v in column]
         for column in zip(*rows)
     ]
+    if categories is None:
+        _check_not_continuous(columns, path, names)
     codes, labels = _encode([list(c) for c in columns], parse_categories(categories, width))
     return codes, labels, names or tuple(f"attribute {j}" for j in range(width))
 
@@ -265,7 +300,7 @@ def read_categorical(
             raise LDPValueError("synthetic categorical data need a numpy Generator (a seed)")
         users = DEFAULT_CATEGORICAL_USERS if users is None else users
         attributes = DEFAULT_ATTRIBUTES if attributes is None else check_positive_int(attributes, "attributes")
-        counts = _counts([float(i) for i in categories.split(",")] if categories else DEFAULT_CATEGORIES, attributes)
+        counts = _counts(_synthetic_counts(categories) if categories else DEFAULT_CATEGORIES, attributes)
         codes = synthetic_categorical(law, users, attributes, counts, rng, exponent)
         labels = tuple(tuple(str(c) for c in range(k)) for k in counts)
         law_text = f"zipf (S = {exponent:g})" if law == "zipf" else "uniform"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_memory, check_positive_int
 
 # The default data set of ldpfed's commands (the README's default job, configs/default.toml):
 # `ldpfed predict -m laplace -e 1` with no data predicts for it.
@@ -46,6 +46,10 @@ def poisson(users: int, dims: int, rng: np.random.Generator) -> np.ndarray:
     return np.where(high > low, scaled, 0.0)
 
 
+# float64 arrays of users x dims alive at once while a set is generated and then used (poisson
+# holds its counts, their float copy and the scaled result; every set one working copy downstream)
+WORKING_ARRAYS = {"gaussian": 2, "uniform": 2, "poisson": 5}
+
 SYNTHETIC_SETS: dict[str, Callable[[int, int, np.random.Generator], np.ndarray]] = {
     "gaussian": gaussian,
     "uniform": uniform,
@@ -63,4 +67,9 @@ def generate(name: str, users: int, dims: int, rng: np.random.Generator) -> np.n
         raise LDPValueError(f"unknown synthetic data set {name!r}; available: {', '.join(SYNTHETIC_SETS)}")
     users = check_positive_int(users, "users")
     dims = check_positive_int(dims, "dims")
+    check_memory(
+        8.0 * users * dims * WORKING_ARRAYS[name],
+        f"{users:,} users x {dims:,} dimensions of synthetic {name} data",
+        "lower --users or --dims",
+    )
     return SYNTHETIC_SETS[name](users, dims, rng)

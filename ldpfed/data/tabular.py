@@ -83,6 +83,9 @@ def read_table(
         raise LDPValueError(f"header/no-header applies to .csv files, not to {path.name}")
     try:
         if suffix == ".npy":
+            with open(path, "rb") as handle:
+                if handle.read(6) != b"\x93NUMPY":  # numpy's magic: anything else is not a saved array
+                    raise LDPValueError("it is not in numpy's .npy format (np.save)")
             table = np.load(path, allow_pickle=False)
         elif suffix == ".csv":
             import pandas as pd

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, check_positive, check_positive_int
+from ldpfed.validation import LDPValueError, check_memory, check_positive, check_positive_int
+
+# float64 arrays of the profile's length that calibrating, accounting or sampling a noise holds at once
+PROFILE_ARRAYS = 6
 
 
 def check_profile(profile) -> np.ndarray:
@@ -31,6 +34,7 @@ def layer_profile(clips, sizes) -> np.ndarray:
     sizes = [check_positive_int(s, "layer size d_l") for s in sizes]
     if len(clips) != len(sizes) or not clips:
         raise LDPValueError("give one clip C_l per layer size d_l (at least one layer)")
+    check_memory(8.0 * PROFILE_ARRAYS * sum(sizes), f"a profile of {sum(sizes):,} coordinates", "use smaller layers")
     return np.repeat(np.asarray(clips) / np.sqrt(sizes), sizes)
 
 

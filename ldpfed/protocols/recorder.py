@@ -73,6 +73,7 @@ def plot_rounds(frame: pd.DataFrame, config: Config):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     title = f"{config.run.task}: {config.federation.clients} clients, {config.privacy.mechanism}"
@@ -97,6 +98,7 @@ def plot_rounds(frame: pd.DataFrame, config: Config):
         axes[1].legend()
     for axis in axes:
         axis.set_xlabel("round")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     figure.suptitle(title)
     figure.tight_layout()
     return figure

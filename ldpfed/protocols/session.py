@@ -19,6 +19,7 @@ import numpy as np
 
 from ldpfed.accounting import create_accountant
 from ldpfed.config import FEDAVG, Config
+from ldpfed.data import DEFAULT_DIMS, available_synthetic
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import frequency, mean, seeds, train
@@ -119,9 +120,14 @@ def preflight(config: Config) -> tuple[Config, str | None]:
     domain, names). Returns the config bound to the data's shape (`bind_data`) and, for the mean
     task, one line saying what data was read."""
     data_seed = seeds.data_seed(config.run.seed)
+    if config.run.task == "mean" and config.noisy and config.data_name in available_synthetic():
+        # the shape is known: a bad budget fails before the data are generated
+        mean.mechanism(replace(config, data=replace(config.data, dims=config.data.dims or DEFAULT_DIMS)))
     if config.run.task in ("mean", "frequency"):
         described = (mean if config.run.task == "mean" else frequency).read(config, data_seed).description
         config = bind_data(config, data_seed)
+        if config.run.task == "mean" and config.noisy:
+            mean.mechanism(config)  # a file: m is known once it is read
         event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     else:
         described, event = None, train.check_setup(config, data_seed)

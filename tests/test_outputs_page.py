@@ -1,0 +1,54 @@
+"""docs/outputs.md names every file and CSV column the commands write (each --help points there):
+read from real runs, so a column added later without its line fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ldpfed.cli.main import app
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
+RUNS = {
+    "simulate mean": ["simulate", "--engine", "local", "--rounds", "1", "--clients", "2", "--users", "200"],
+    "simulate train": [
+        "simulate",
+        "--engine",
+        "local",
+        "--task",
+        "train",
+        "--rounds",
+        "1",
+        "--clients",
+        "2",
+        "--local-steps",
+        "1",
+    ],
+    "compare mean": ["compare", "-m", "laplace", "-e", "1", "--users", "200", "--dims", "2", "--repeats", "1"],
+    "compare train": (
+        "compare --task train -m laplace -e 4 -a mean --engine local --clients 2 --rounds 1 --local-steps 1 --repeats 1"
+    ).split(),
+    "compare frequency": ["compare", "--task", "frequency", "-m", "grr", "-e", "1", "--users", "300", "--repeats", "1"],
+}
+
+
+def documented() -> set[str]:
+    """Every `name` in backquotes on the page."""
+    return set(re.findall(r"`([^`\s]+)`", PAGE.read_text()))
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_every_file_and_column_is_on_the_outputs_page(tmp_path, run):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*RUNS[run], "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    names = documented()
+    files = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    missing = [f for f in files if f not in names]
+    for csv in out.glob("*.csv"):
+        missing += [f"{csv.name}:{column}" for column in pd.read_csv(csv).columns if column not in names]
+    assert not missing, f"{run}: not on docs/outputs.md: {missing}"
