@@ -9,6 +9,12 @@ whether one more round keeps a client within a budget (`simulate --max-epsilon`)
 A client with any not-private event reports `private: False`, the reasons, and no epsilon
 (None, JSON null) under every accountant.
 
+Totals are computed once per distinct history: a client's total is a function of its events and
+their counts (in the order it met them), so clients with the same history (every client of a run in
+which all take part) share one accountant computation, memoized by that history. A round's totals
+then cost O(clients) dictionary work plus one accountant call per distinct history, not one per
+client and round of the run (the same numbers as composing each client on its own).
+
 No amplification by the server's client sampling is claimed: LDP protects each report on its
 own, the client knows whether it was sampled (its loss counts in every round it took part in),
 and the sampling is done by the untrusted server the guarantee is meant to hold against.
@@ -81,13 +87,26 @@ def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_mult
     return CalibratedDpEvent(GaussianDpEvent(noise_multiplier), epsilon, delta)
 
 
+def _composed(history: tuple, accountant: str, extra: dp_event.DpEvent | None = None):
+    """A fresh `accountant` composed with the (event, count) pairs of `history`, then `extra`."""
+    composed = create_accountant(accountant)
+    for event, count in history:
+        composed.compose(event, count)
+    if extra is not None:
+        composed.compose(extra)
+    return composed
+
+
 class PrivacyLedger:
     """Each client's privacy-cost event per round, and its totals over the rounds it took part in."""
 
     def __init__(self) -> None:
         self._entries: list[LedgerEntry] = []
         self._events: dict[str, Counter] = {}
+        self._mechanisms: dict[str, set[str]] = {}
         self._seen: set[tuple[str, int]] = set()
+        # (history, accountant, delta target, extra event) -> Spent, or None where unsupported
+        self._memo: dict[tuple, Spent | None] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -101,10 +120,10 @@ class PrivacyLedger:
             raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
         if (client, round) in self._seen:
             raise LDPValueError(f"client {client!r} already has an entry for round {round}")
-        self._entries.append(
-            LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
-        )
+        entry = LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
+        self._entries.append(entry)
         self._events.setdefault(client, Counter())[event] += 1
+        self._mechanisms.setdefault(client, set()).add(entry.mechanism)
         self._seen.add((client, round))
 
     def record(
@@ -126,16 +145,24 @@ class PrivacyLedger:
 
     def accountant(self, client_id, accountant: str = "basic", extra: dp_event.DpEvent | None = None):
         """`accountant` composed with the client's events (and `extra`, if given)."""
-        composed = create_accountant(accountant)
-        for event, count in self._events.get(str(client_id), Counter()).items():
-            composed.compose(event, count)
-        if extra is not None:
-            composed.compose(extra)
-        return composed
+        return _composed(self._history(client_id), accountant, extra)
 
     def spent(self, client_id, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
         """The client's total so far under `accountant` (epsilon None when not private)."""
-        return self.accountant(client_id, accountant).spent(delta_target)
+        return self._spent_of(self._history(client_id), accountant, delta_target)
+
+    def _history(self, client_id) -> tuple:
+        """The client's (event, count) pairs in the order it met them: all its total depends on."""
+        return tuple(self._events.get(str(client_id), Counter()).items())
+
+    def _spent_of(
+        self, history: tuple, accountant: str, delta_target: float, extra: dp_event.DpEvent | None = None
+    ) -> Spent:
+        """`accountant`'s total of `history` (and `extra`), computed once per distinct argument."""
+        key = (history, accountant, delta_target, extra)
+        if key not in self._memo:
+            self._memo[key] = _composed(history, accountant, extra).spent(delta_target)
+        return self._memo[key]
 
     def can_afford(
         self,
@@ -150,7 +177,7 @@ class PrivacyLedger:
         budget = float(budget)
         if not budget > 0:
             raise LDPValueError(f"the epsilon budget must be > 0, got {budget!r}")
-        spent = self.accountant(client_id, accountant, extra=event).spent(delta_target)
+        spent = self._spent_of(self._history(client_id), accountant, delta_target, event)
         return spent.private and spent.epsilon <= budget
 
     def split_by_budget(
@@ -204,12 +231,9 @@ class PrivacyLedger:
         """str(client_id) -> {rounds, mechanisms, private, reasons, and for each accountant
         <name>_epsilon, <name>_delta}; figures an accountant cannot give are None."""
         delta_target = check_fraction(delta_target, "delta_target")
-        mechanisms: dict[str, set] = {}
-        for entry in self._entries:
-            mechanisms.setdefault(entry.client_id, set()).add(entry.mechanism)
         result = {}
         for client, events in self._events.items():
-            total = {"rounds": int(sum(events.values())), "mechanisms": sorted(mechanisms[client])}
+            total = {"rounds": int(sum(events.values())), "mechanisms": sorted(self._mechanisms[client])}
             for name in ACCOUNTANTS:
                 spent = self._spent_if_supported(client, name, delta_target)
                 total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
@@ -222,10 +246,13 @@ class PrivacyLedger:
 
     def _spent_if_supported(self, client: str, accountant: str, delta_target: float) -> Spent | None:
         """The client's total under `accountant`, or None if it cannot account one of the events."""
-        fresh = create_accountant(accountant)
-        if any(fresh.unsupported(event) is not None for event in self._events[client]):
-            return None
-        return self.spent(client, accountant, delta_target)
+        history = self._history(client)
+        key = (history, accountant, delta_target, "if supported")
+        if key not in self._memo:
+            fresh = create_accountant(accountant)
+            supported = all(fresh.unsupported(event) is None for event, _ in history)
+            self._memo[key] = self._spent_of(history, accountant, delta_target) if supported else None
+        return self._memo[key]
 
     def to_frame(self, delta_target: float = DEFAULT_DELTA_TARGET) -> pd.DataFrame:
         """One row per client with its totals (for CSV/Parquet)."""
