@@ -107,21 +107,26 @@ class ClientsNode:
 
 class NodeSet:
     """The nodes of a run in this process (engine `local`): `layout` and `node(i)`, built on
-    first use by `build(partitions)`."""
+    first use by `build(partitions)`; `builds` counts the nodes built so far."""
 
     def __init__(self, layout: Layout, build: Callable[[list[int]], NodeHalf]) -> None:
         self.layout, self.build = layout, build
         self._nodes: dict[int, NodeHalf] = {}
+        self.builds = 0
 
     def node(self, index: int) -> NodeHalf:
         if index not in self._nodes:
             self._nodes[index] = self.build(self.layout.hosted(index))
+            self.builds += 1
         return self._nodes[index]
 
 
 class ClientNodes:
     """Each client its own node, from a function `client(pid)` returning its client half (what
-    `local_round` took before nodes existed; kept for callers that hold client halves)."""
+    `local_round` took before nodes existed; kept for callers that hold client halves, which
+    build them: `builds` stays 0)."""
+
+    builds = 0
 
     def __init__(self, client: Callable[[int], ClientHalf]) -> None:
         self.layout, self.client = self, client
