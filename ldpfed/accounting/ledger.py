@@ -231,22 +231,31 @@ class PrivacyLedger:
         """str(client_id) -> {rounds, mechanisms, private, reasons, and for each accountant
         <name>_epsilon, <name>_delta}; figures an accountant cannot give are None."""
         delta_target = check_fraction(delta_target, "delta_target")
+        shared: dict[tuple, dict] = {}  # one record per distinct (history, mechanisms)
         result = {}
         for client, events in self._events.items():
-            total = {"rounds": int(sum(events.values())), "mechanisms": sorted(self._mechanisms[client])}
-            for name in ACCOUNTANTS:
-                spent = self._spent_if_supported(client, name, delta_target)
-                total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
-                total[f"{name}_delta"] = None if spent is None else spent.delta
-            client_reasons = not_private_reasons(events)
-            total["private"] = not client_reasons
-            total["reasons"] = list(client_reasons)
-            result[client] = total
+            history, mechanisms = tuple(events.items()), self._mechanisms[client]
+            key = (history, frozenset(mechanisms))
+            if key not in shared:
+                shared[key] = self._total(history, mechanisms, delta_target)
+            record = shared[key]
+            result[client] = {**record, "mechanisms": list(record["mechanisms"]), "reasons": list(record["reasons"])}
         return result
 
-    def _spent_if_supported(self, client: str, accountant: str, delta_target: float) -> Spent | None:
-        """The client's total under `accountant`, or None if it cannot account one of the events."""
-        history = self._history(client)
+    def _total(self, history: tuple, mechanisms: set[str], delta_target: float) -> dict:
+        """A client's `totals` record from its history and mechanisms."""
+        total = {"rounds": int(sum(count for _, count in history)), "mechanisms": sorted(mechanisms)}
+        for name in ACCOUNTANTS:
+            spent = self._spent_if_supported(history, name, delta_target)
+            total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
+            total[f"{name}_delta"] = None if spent is None else spent.delta
+        client_reasons = not_private_reasons(event for event, _ in history)
+        total["private"] = not client_reasons
+        total["reasons"] = list(client_reasons)
+        return total
+
+    def _spent_if_supported(self, history: tuple, accountant: str, delta_target: float) -> Spent | None:
+        """The total of `history` under `accountant`, or None if it cannot account one of the events."""
         key = (history, accountant, delta_target, "if supported")
         if key not in self._memo:
             fresh = create_accountant(accountant)
