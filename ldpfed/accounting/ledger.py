@@ -122,8 +122,10 @@ class PrivacyLedger:
             raise LDPValueError(f"client {client!r} already has an entry for round {round}")
         entry = LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
         self._entries.append(entry)
-        self._events.setdefault(client, Counter())[event] += 1
-        self._mechanisms.setdefault(client, set()).add(entry.mechanism)
+        if client not in self._events:  # (setdefault would build a Counter on every call)
+            self._events[client], self._mechanisms[client] = Counter(), set()
+        self._events[client][event] += 1
+        self._mechanisms[client].add(entry.mechanism)
         self._seen.add((client, round))
 
     def record(
