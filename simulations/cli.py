@@ -88,7 +88,8 @@ def simulate(
     ),
     nodes: int | None = typer.Option(
         None,
-        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, CPUs); = clients: one client per node).",
+        help="Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, "
+        "CPUs), for mean and frequency at most one per 250 clients or 2^22 values a round; = clients: one per node).",
     ),
     device: str | None = typer.Option(
         None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."

@@ -1,11 +1,14 @@
 """Flower's Ray backend starts one actor per `cpus-per-client` CPUs it is given: the runner gives it
-no more CPUs than the run's nodes use, so no actor (a Python process of a few hundred MiB) idles."""
+no more CPUs than the run's nodes use, so no actor (a Python process of a few hundred MiB) idles;
+and a light tuple task does not ask for a node per CPU."""
 
 from __future__ import annotations
 
 import pytest
 
 from ldpfed.config import Config
+from ldpfed.protocols import seeds
+from ldpfed.protocols.session import bind_data, layout
 from simulations.runner import backend_config
 
 
@@ -28,3 +31,20 @@ def actors(options: dict, nodes: int) -> int:
 )
 def test_no_more_actors_than_nodes_nor_than_the_cpus_hold(options, nodes, expected):
     assert actors(options, nodes) == expected
+
+
+def layout_of(options: dict):
+    config = Config().with_options(options).validated()
+    return layout(bind_data(config, seeds.data_seed(config.run.seed)))
+
+
+def test_a_light_tuple_task_runs_on_one_node_and_a_heavy_one_on_every_cpu():
+    """The default job (mean, 10 clients, 10^5 values a round) needs one node; 1,000 clients or
+    10^7 values fill every CPU; train keeps one node per CPU; --nodes is taken as given."""
+    assert layout_of({"task": "mean", "clients": 10, "cpus": 2}).nodes == 1
+    assert layout_of({"task": "mean", "clients": 1000, "cpus": 2}).nodes == 2
+    assert layout_of({"task": "mean", "clients": 1000, "cpus": 16}).nodes == 4
+    assert layout_of({"task": "mean", "clients": 10, "users": 100_000, "dims": 100, "cpus": 16}).nodes == 3
+    assert layout_of({"task": "frequency", "clients": 10, "cpus": 2}).nodes == 1
+    assert layout_of({"task": "train", "clients": 10, "cpus": 2}).nodes == 2
+    assert layout_of({"task": "mean", "clients": 10, "nodes": 5, "cpus": 2}).nodes == 5
