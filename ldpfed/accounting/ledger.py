@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from dp_accounting import dp_event
 
 from ldpfed.accounting.accountants import (
@@ -46,6 +46,9 @@ from ldpfed.accounting.events import (
     not_private,
 )
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,8 @@ class PrivacyLedger:
 
     def to_frame(self, delta_target: float = DEFAULT_DELTA_TARGET) -> pd.DataFrame:
         """One row per client with its totals (for CSV/Parquet)."""
+        import pandas as pd  # lazily, with pyarrow: a Flower node imports this module, never this method
+
         columns = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
             f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
         ]
@@ -283,6 +288,8 @@ class PrivacyLedger:
 
     def entries_frame(self) -> pd.DataFrame:
         """Every recorded round (the accountants' inputs)."""
+        import pandas as pd
+
         rows = [
             {"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism, "event": describe_event(e.event)}
             for e in self._entries
