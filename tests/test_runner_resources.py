@@ -1,8 +1,12 @@
 """Flower's Ray backend starts one actor per `cpus-per-client` CPUs it is given: the runner gives it
 no more CPUs than the run's nodes use, so no actor (a Python process of a few hundred MiB) idles;
-and a light tuple task does not ask for a node per CPU."""
+a light tuple task does not ask for a node per CPU; and a node loads only what its task needs."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +14,8 @@ from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import bind_data, layout
 from simulations.runner import backend_config
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def actors(options: dict, nodes: int) -> int:
@@ -48,3 +54,13 @@ def test_a_light_tuple_task_runs_on_one_node_and_a_heavy_one_on_every_cpu():
     assert layout_of({"task": "frequency", "clients": 10, "cpus": 2}).nodes == 1
     assert layout_of({"task": "train", "clients": 10, "cpus": 2}).nodes == 2
     assert layout_of({"task": "mean", "clients": 10, "nodes": 5, "cpus": 2}).nodes == 5
+
+
+def test_a_flower_node_imports_no_table_plotting_or_training_library():
+    """What a mean-task node process loads with the ClientApp (numba comes with the first kernel)."""
+    code = (
+        "import sys, clients.client_app; "
+        "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib', 'torch', 'numba') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert loaded.stdout.strip() == "[]"
