@@ -11,7 +11,8 @@ one round's record to the next, the server's aggregation and the record included
 state is the median of rounds 2..R (round 1 starts the actors and builds the nodes). Reported: the
 seconds per round, ms per client-round, Flower / local, and a round at the largest N over one at
 the smallest (linear growth: their ratio of clients). The default job's peak is the largest sum of
-PSS over the tree (driver, Ray's services, the ClientAppActors; benchmarks/process_memory.py).
+PSS over the tree (driver, Ray's services, the ClientAppActors; benchmarks/process_memory.py), with
+its summed USS then (PSS moves with what else on the machine maps the same libraries).
 Timings on a shared machine move with its load (printed with `uptime`); compare ratios of one run.
 """
 
@@ -111,11 +112,11 @@ def main() -> None:
             result[f"default_job_{engine}"] = {"peak_pss_mib": peak["total_mib"], "wall_seconds": wall, **peak}
             print(
                 f"default job, {engine}: {wall:.1f} s, peak summed PSS {peak['total_mib']:.0f} MiB "
-                f"over {peak['count']} processes",
+                f"(USS {peak['uss_mib']:.0f} MiB) over {peak['count']} processes",
                 flush=True,
             )
-            for command, mib in peak["processes"]:
-                print(f"    {mib:7.1f} MiB  {command}")
+            for command, pss, uss in peak["processes"]:
+                print(f"    PSS {pss:7.1f} MiB  USS {uss:7.1f} MiB  {command}")
     result["load_after"] = load()
     print(f"load average before: {result['load_before']}, after: {result['load_after']}")
     if args.json:
