@@ -17,8 +17,10 @@ second = sampled clients x E / seconds per round. The plain loop trains `--loop-
 (at most N), scaled to N: once untimed (its first model calls run about 3x slow), then the median
 of `--loop-repeats` timed passes (default 3). Default grid (`DEFAULT_GRID`): logreg and MLP at N = 1000, E = 20 and
 the CNN at N = 100, E = 20 on all three paths; the CNN at N = 1000, E = 20 on the cohort path and
-the loop; the node memory. It took about 25 minutes on the shared 2-core machine (load ~10),
-most of it the per-client path at N = 1000 (200-250 s per round). The rest of the issue's grid
+the loop; the node memory. With 2 rounds it took about 25 minutes on the shared 2-core machine
+(load ~10), most of it the per-client path at N = 1000, then 200-250 s per round as every message
+rebuilt its node; on 2026-11-25 (nodes built once per actor, load 4-10) that path took 51 s per
+round for logreg (`--rounds 3`), the cohort path 0.44 s (`--rounds 6`). The rest of the issue's grid
 (E = 200; N = 1000 per-client for the CNN, hours) is `--full` or a grid of your own.
 
 With the default data (scikit-learn digits, 1,438 training samples) N = 1000 clients hold 1-2
