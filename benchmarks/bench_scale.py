@@ -9,15 +9,18 @@ resident memory before the round and its peak).
     python benchmarks/bench_scale.py --models logreg --clients 1000 --steps 20 --paths cohort,per-client
     python benchmarks/bench_scale.py --full               # models x N {100, 1000} x E {20, 200}
 
-Each federation runs `rounds` rounds (default 2) under the Flower engine (Ray) with
-`--mechanism laplace`; its time per round is the LAST round's (round 1 includes building the
-nodes, loading the data and torch.func's first call), from the end of one round's record to the
-end of the next, so it includes the server's aggregation and evaluation. Client-steps per second
-= sampled clients x E / seconds per round. The plain loop trains `--loop-clients` clients (at
-most N) and is scaled to N. Default grid (`DEFAULT_GRID`): logreg and MLP at N = 1000, E = 20 and
+Each federation runs `rounds` rounds (default 4) under the Flower engine (Ray) with
+`--mechanism laplace`; its time per round is the median of rounds 2..R (round 1 includes building
+the nodes, loading the data and torch.func's first call), each from the end of one round's record
+to the end of the next, so it includes the server's aggregation and evaluation. Client-steps per
+second = sampled clients x E / seconds per round. The plain loop trains `--loop-clients` clients
+(at most N), scaled to N: once untimed (its first model calls run about 3x slow), then the median
+of `--loop-repeats` timed passes (default 3). Default grid (`DEFAULT_GRID`): logreg and MLP at N = 1000, E = 20 and
 the CNN at N = 100, E = 20 on all three paths; the CNN at N = 1000, E = 20 on the cohort path and
-the loop; the node memory. It took about 25 minutes on the shared 2-core machine (load ~10),
-most of it the per-client path at N = 1000 (200-250 s per round). The rest of the issue's grid
+the loop; the node memory. With 2 rounds it took about 25 minutes on the shared 2-core machine
+(load ~10), most of it the per-client path at N = 1000, then 200-250 s per round as every message
+rebuilt its node; on 2026-11-25 (nodes built once per actor, load 4-10) that path took 51 s per
+round for logreg (`--rounds 3`), the cohort path 0.44 s (`--rounds 6`). The rest of the issue's grid
 (E = 200; N = 1000 per-client for the CNN, hours) is `--full` or a grid of your own.
 
 With the default data (scikit-learn digits, 1,438 training samples) N = 1000 clients hold 1-2
@@ -34,6 +37,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -76,7 +81,8 @@ def config_for(model: str, clients: int, steps: int, nodes: int, rounds: int, cp
 
 
 def seconds_per_round(config: Config) -> float:
-    """The last round's seconds under `ldpfed simulate`'s harness (Flower engine)."""
+    """The steady-state seconds per round under `ldpfed simulate`'s harness (Flower engine): the
+    median of rounds 2..R (round 1 alone when R = 1)."""
     from simulations.federation import run
 
     times: list[float] = []
@@ -92,11 +98,13 @@ def seconds_per_round(config: Config) -> float:
             pass
 
     run(config, Clock())
-    return float(times[-1] - times[-2])
+    rounds = np.diff(times)
+    return float(np.median(rounds[1:] if rounds.size > 1 else rounds))
 
 
-def loop_seconds(config: Config, clients: int) -> float:
-    """Seconds for `clients` clients' local training one after another (reset the weights, train)."""
+def loop_seconds(config: Config, clients: int, repeats: int = 3) -> float:
+    """Seconds for `clients` clients' local training one after another (reset the weights, train):
+    the median of `repeats` timed passes after one untimed warm-up pass."""
     from ldpfed.protocols import seeds
     from ldpfed.protocols.train import federated_data, new_model
     from ldpfed.training.local import single_thread, train_local
@@ -105,8 +113,9 @@ def loop_seconds(config: Config, clients: int) -> float:
     training = config.training
     model = new_model(config, seeds.data_seed(0))
     initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    started = time.perf_counter()
-    with single_thread():
+
+    def one_pass() -> float:
+        started = time.perf_counter()
         for pid in range(clients):
             model.load_state_dict(initial)
             train_local(
@@ -117,7 +126,11 @@ def loop_seconds(config: Config, clients: int) -> float:
                 batch_size=training.batch_size,
                 seed=pid,
             )
-    return time.perf_counter() - started
+        return time.perf_counter() - started
+
+    with single_thread():
+        one_pass()  # warm-up: torch's first calls of a model run several times slower
+        return float(np.median([one_pass() for _ in range(repeats)]))
 
 
 def _resident_mib() -> float:
@@ -167,10 +180,11 @@ def main() -> None:
     parser.add_argument("--steps", default="", help="comma-separated E")
     parser.add_argument("--paths", default="cohort,per-client,loop")
     parser.add_argument("--full", action="store_true", help="models {logreg, mlp, cnn} x N {100, 1000} x E {20, 200}")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--nodes", type=int, default=0, help="cohort path's K (0 = min(N, cpus))")
     parser.add_argument("--loop-clients", type=int, default=100)
+    parser.add_argument("--loop-repeats", type=int, default=3)
     parser.add_argument("--data", default="digits")
     parser.add_argument(
         "--memory",
@@ -196,7 +210,8 @@ def main() -> None:
         for path in paths:
             if path == "loop":
                 measured = min(args.loop_clients, n)
-                seconds = loop_seconds(config_for(model, n, e, 1, 1, args.cpus, args.data), measured) * n / measured
+                loop_config = config_for(model, n, e, 1, 1, args.cpus, args.data)
+                seconds = loop_seconds(loop_config, measured, args.loop_repeats) * n / measured
             else:
                 nodes = cohort_nodes if path == "cohort" else n
                 seconds = seconds_per_round(config_for(model, n, e, nodes, args.rounds, args.cpus, args.data))

@@ -70,18 +70,20 @@ def partition_record(pids: list[int]) -> RecordDict:
 # message a fresh cloudpickle copy of the ClientApp, and a closure pickled by value carries copies of
 # the module globals it names: the cache must be reached through `built_node`, a module-level
 # function pickled by reference, so every copy of the app finds this process's one dict. Only the
-# latest app's nodes are kept.
+# latest app's (run's) nodes are kept.
 _built: dict[tuple[str, int], object] = {}
 
 
-def built_node(token: str, node: int, build):
-    """The node half of (`token`, `node`) in this process, built by `build()` on first use."""
+def built_node(token: str, node: int, build) -> tuple[object, bool]:
+    """(the node half of (`token`, `node`) in this process, built by `build()` on first use;
+    whether this call built it)."""
     key = (token, node)
-    if key not in _built:
-        for other in [other for other in _built if other[0] != token]:
-            del _built[other]
-        _built[key] = build()
-    return _built[key]
+    if key in _built:
+        return _built[key], False
+    for other in [other for other in _built if other[0] != token]:
+        del _built[other]
+    _built[key] = build()
+    return _built[key], True
 
 
 def make_client_app(
@@ -106,19 +108,19 @@ def make_client_app(
     @app.train()
     def train(message: Message, context: Context) -> Message:
         server_round, broadcast, pids = read_node_round(message.content)
-        answer = half(context).reply(server_round, broadcast, pids)
+        node, built = half(context)
+        answer = node.reply(server_round, broadcast, pids)
         if diagnostics_dir and any(answer.diagnostics.values()):
             write_diagnostics(
                 diagnostics_dir, server_round, int(context.node_config["partition-id"]), answer.diagnostics
             )
-        return Message(node_reply_record(answer), reply_to=message)
+        return Message(node_reply_record(answer, built), reply_to=message)
 
     return app
 
 
 # ---- `flwr run .`: options from the run config, secrets from the node ------------------------
 app = ClientApp()
-_deployed: dict[tuple, object] = {}
 
 
 def _run_config(context: Context) -> Config:
@@ -126,10 +128,12 @@ def _run_config(context: Context) -> Config:
 
 
 def _deployed_half(context: Context):
-    """Built once per run and node: data seed from the run config, the clients' secrets spawned
-    from the node config's `noise-seed`, or OS entropy."""
-    key = (context.run_id, int(context.node_config["partition-id"]))
-    if key not in _deployed:
+    """(node half, built now?): built once per run and node in a process that answers several
+    messages (Flower's simulation runtime under `flwr run`; a SuperNode starts a process per
+    message, which builds anew). Data seed from the run config, the clients' secrets spawned from
+    the node config's `noise-seed`, or OS entropy."""
+
+    def build():
         config = _run_config(context)
         clients = config.federation.clients
         pids = hosted_partitions(context, clients)
@@ -141,8 +145,9 @@ def _deployed_half(context: Context):
         else:  # one secret per hosted client, spawned from the node's seed
             spawned = seeds.client_secrets(int(node_seed), clients)
             secrets = {pid: spawned[pid] for pid in pids}
-        _deployed[key] = node_half(config, pids, seeds.data_seed(config.run.seed), secrets)
-    return _deployed[key]
+        return node_half(config, pids, seeds.data_seed(config.run.seed), secrets)
+
+    return built_node(f"run-{context.run_id}", int(context.node_config["partition-id"]), build)
 
 
 @app.query()
@@ -155,5 +160,6 @@ def deployed_query(message: Message, context: Context) -> Message:
 @app.train()
 def deployed_train(message: Message, context: Context) -> Message:
     server_round, broadcast, pids = read_node_round(message.content)
-    answer = _deployed_half(context).reply(server_round, broadcast, pids)
-    return Message(node_reply_record(answer), reply_to=message)
+    node, built = _deployed_half(context)
+    answer = node.reply(server_round, broadcast, pids)
+    return Message(node_reply_record(answer, built), reply_to=message)

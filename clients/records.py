@@ -3,9 +3,11 @@
 A broadcast is a RecordDict with one ArrayRecord per named array; the round number and the
 sampled partition ids of the node travel in the ConfigRecord "config". A node's reply stacks its
 clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their ids ("client-ids"),
-their metrics as lists (MetricRecord "metrics") and each failed client's reason (ConfigRecord
-"failures"). With `node-reply sum` the clients' rows are replaced by their count-weighted sum (one
-ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes). Nothing else.
+their metrics as lists (MetricRecord "metrics"), each failed client's reason (ConfigRecord
+"failures") and whether the node built its clients for this message (MetricRecord "node"; the
+run's `node_builds` per round). With `node-reply sum` the clients' rows are replaced by their
+count-weighted sum (one ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes).
+Nothing else.
 
 Reply size (docs/decisions.md, Engineer B, third session): Flower (1.41) sends a message as separate
 objects, one gRPC call each, and splits every array into chunks of at most
@@ -27,6 +29,7 @@ from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import NodeReply
 
 ROUND, CONFIG, METRICS = "round", "config", "metrics"
+NODE, BUILDS = "node", "builds"  # a node's own metric: 1 when it built its clients for this message
 
 
 def round_record(server_round: int, broadcast: dict[str, np.ndarray]) -> RecordDict:
@@ -57,14 +60,16 @@ def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], lis
     return server_round, arrays, [int(pid) for pid in record[CONFIG][PARTITIONS]]
 
 
-def node_reply_record(answer: NodeReply) -> RecordDict:
+def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
     """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
-    the clients' ids, their metrics as lists, and each failed client's reason."""
+    the clients' ids, their metrics as lists, each failed client's reason, and whether the node
+    built its clients (data, halves) to answer this message (`built`)."""
     pids = sorted(answer.replies)
     record = RecordDict(
         {
             CLIENT_IDS: ArrayRecord([np.asarray(pids, dtype=np.int64)]),
             FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
+            NODE: MetricRecord({BUILDS: int(built)}),
         }
     )
     if pids:
@@ -126,6 +131,11 @@ def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[in
         for row, pid in enumerate(pids)
     }
     return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+
+
+def read_node_builds(record: RecordDict) -> int:
+    """1 when the replying node built its clients for this message, else 0."""
+    return int(record[NODE][BUILDS]) if NODE in record.metric_records else 0
 
 
 def read_node_sum(record: RecordDict) -> dict[str, np.ndarray]:

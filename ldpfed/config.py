@@ -84,7 +84,7 @@ class FederationConfig:
     cpus: int = 0  # CPUs Ray may use in total; 0 = all of the machine
     cpus_per_client: float = 1.0
     fail_clients: str = ""  # fault injection: comma-separated partition ids that raise
-    nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0 = min(clients, CPUs)
+    nodes: int = 0  # Flower nodes hosting the clients (contiguous blocks); 0: min(clients, CPUs) or fewer
     device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
     node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
@@ -249,7 +249,7 @@ class Config:
         _positive("cpus-per-client", fed.cpus_per_client)
         check_positive_int(fed.nodes, "nodes", minimum=0)
         if fed.nodes > fed.clients:
-            raise LDPValueError(f"nodes ({fed.nodes}) must be <= clients ({fed.clients}) (0 = min(clients, CPUs))")
+            raise LDPValueError(f"nodes ({fed.nodes}) must be <= clients ({fed.clients}) (0 = the default)")
         _choice("device", fed.device, DEVICES)
         if not (math.isfinite(fed.gpus_per_node) and fed.gpus_per_node >= 0.0):
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")

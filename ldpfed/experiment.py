@@ -32,9 +32,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
@@ -56,6 +56,9 @@ from ldpfed.validation import (
     check_report_dims,
     check_values,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHUNK_VALUES = 2**20  # values (users x dims) perturbed per chunk: ~8 MB per float64 array
 DEFAULT_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein")
@@ -263,6 +266,8 @@ def run_mean_experiment(
                 )
             if progress is not None:
                 progress()
+
+    import pandas as pd  # lazily, with pyarrow: a Flower node imports this module for collect_sums only
 
     runs = pd.DataFrame(run_rows)
     summary = summarize_runs(runs, predicted, choices)

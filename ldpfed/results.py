@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _current_umask() -> int:
@@ -65,7 +69,8 @@ def write_content(path: str | Path, content, *, suffix: str | None = None) -> No
     str as text, bytes as bytes, anything else as JSON (`dumps`). `suffix` defaults to path's."""
     path = Path(path)
     suffix = (path.suffix if suffix is None else suffix).lower()
-    if isinstance(content, pd.DataFrame):
+    pandas = sys.modules.get("pandas")  # not imported by this module: a DataFrame implies it is loaded
+    if pandas is not None and isinstance(content, pandas.DataFrame):
         if suffix == ".parquet":
             content.to_parquet(path, index=False)
         else:

@@ -19,7 +19,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients.records import node_round_record, read_node_reply, read_node_sum
+from clients.records import node_round_record, read_node_builds, read_node_reply, read_node_sum
 from ldpfed.protocols.base import short_reason
 from ldpfed.protocols.nodes import NodeReply, collect_sum
 
@@ -141,18 +141,21 @@ class LDPStrategy(Strategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Each node's reply unpacked into its clients' replies and failures; an error reply is the
         failure of every client the node was asked for (a missing one too: `participation`). A
-        summed reply (`node-reply sum`) goes to the half with the other nodes' sums."""
-        received, failures, sums = {}, {}, {}
+        summed reply (`node-reply sum`) goes to the half with the other nodes' sums. `node_builds`:
+        how many nodes built their clients to answer this round."""
+        received, failures, sums, builds = {}, {}, {}, 0
         for reply in replies:
             pids = self._planned[reply.metadata.src_node_id]
             if reply.has_error():
                 failures.update(dict.fromkeys(pids, short_reason(reply.error.reason)))
                 continue
+            builds += read_node_builds(reply.content)
             node_replies, node_failures = read_node_reply(reply.content)
             received.update(node_replies)
             failures.update(node_failures)
             collect_sum(sums, NodeReply(node_replies, summed=read_node_sum(reply.content)))
-        self.metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
+        metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
+        self.metrics = {**metrics, "node_builds": builds}
         return None, numeric(self.metrics)
 
     def configure_evaluate(

@@ -177,7 +177,8 @@ def simulate(
         None,
         help=(
             "Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, "
-            "CPUs); = clients: one client per node)."
+            "CPUs), for mean and frequency at most one per 250 clients or 2^22 values a round; = clients: one per "
+            "node)."
         ),
     ),
     device: str | None = typer.Option(

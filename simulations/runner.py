@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -35,12 +36,18 @@ QUIET_ENVIRONMENT = {
 }
 
 
-def backend_config(config: Config, verbose: bool = False) -> dict:
+def backend_config(config: Config, verbose: bool = False, nodes: int | None = None) -> dict:
     """Ray backend options: resources per node (`cpus-per-client` CPUs, `gpus-per-node` GPUs, a
-    fraction letting several nodes share one GPU) and the CPUs and GPUs Ray may use."""
+    fraction letting several nodes share one GPU) and the CPUs and GPUs Ray may use. Flower starts
+    as many actors as those CPUs hold (CPUs / cpus-per-client), each a Python process of a few
+    hundred MiB, so with `nodes` Ray gets no more CPUs than the nodes use: one actor per node at
+    most, none idle."""
     gpus = config.federation.gpus_per_node
+    cpus = config.federation.cpus or os.cpu_count() or 1
+    if nodes:
+        cpus = min(cpus, max(1, math.ceil(nodes * config.federation.cpus_per_client)))
     init_args = {
-        "num_cpus": config.federation.cpus or os.cpu_count() or 1,
+        "num_cpus": cpus,
         "num_gpus": _visible_gpus() if gpus > 0 else 0,
         "include_dashboard": False,
         "logging_level": "INFO" if verbose else "ERROR",
@@ -79,14 +86,15 @@ def run_simulation(
     config: Config, server_app, client_app, progress=None, verbose: bool = False, nodes: int | None = None
 ) -> None:
     """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
-    Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`): `start(stream)` with
-    the terminal's stderr before the simulation starts, `stop()` at the end."""
+    Flower nodes (default: one per client) and one actor per node at most (`backend_config`),
+    quietly unless `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`):
+    `start(stream)` with the terminal's stderr before the simulation starts, `stop()` at the end."""
     from flwr.simulation import run_simulation as flower_run_simulation
 
     clients = nodes or config.federation.clients
     if verbose:
         with showing(progress, sys.stderr):
-            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, True))
+            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, True, clients))
         return
     os.environ.update(QUIET_ENVIRONMENT)
     flower_logger = logging.getLogger("flwr")
@@ -102,7 +110,7 @@ def run_simulation(
         log_path = Path(name)
     try:
         with _stderr_to(log_path) as terminal, showing(progress, terminal):
-            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config))
+            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, nodes=clients))
     except Exception:
         tail = log_path.read_text(errors="replace").splitlines()[-30:]
         sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))

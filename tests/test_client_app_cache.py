@@ -1,7 +1,8 @@
 """A Flower node builds its clients once per run, whatever copy of the ClientApp a round brings.
 
-Flower's Ray backend hands each message a cloudpickle copy of the ClientApp. The tests replay
-that: one copy per round, in one process (an actor), counting how often a node half is built.
+Flower's Ray backend hands each message a cloudpickle copy of the ClientApp. The first tests replay
+that: one copy per round, in one process (an actor), counting how often a node half is built; the
+last runs a small federation under Flower and reads the count the nodes report (`node_builds`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import ray.cloudpickle as cloudpickle
+from conftest import run_collecting_rows
 from flwr.app import Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -83,3 +85,18 @@ def test_a_clients_rows_are_its_block_of_array_split(users, clients):
     blocks = np.array_split(np.arange(users), clients)
     for pid in range(clients):
         np.testing.assert_array_equal(cohort(users, clients, pid), blocks[pid])
+
+
+def test_under_flower_a_node_is_built_once_per_actor_not_per_round():
+    """A real federation (Ray actors, one app copy per message): each round's `node_builds` counts
+    the nodes that built their clients to answer it. Flower's actor pool hands a node's message to
+    whichever actor is idle, so a node may be built once in each actor: K x A builds at most over
+    the run (here 2 x 2), against K per round (8 in 4 rounds) when every message rebuilds."""
+    options = {"task": "mean", "clients": 4, "nodes": 2, "users": 400, "dims": 3, "rounds": 4, "seed": 5}
+    flower = Config().with_options({**options, "engine": "flower", "cpus": 2, "cpus-per-client": 1}).validated()
+    local = Config().with_options({**options, "engine": "local"}).validated()
+    (summary, rows), (_, local_rows) = run_collecting_rows(flower), run_collecting_rows(local)
+    assert summary["clients_failed_total"] == 0, summary["failure_reasons"]
+    assert local_rows["node_builds"].tolist() == [2, 0, 0, 0]
+    assert rows["node_builds"].iloc[0] == 2 and rows["node_builds"].sum() <= 2 * 2
+    np.testing.assert_allclose(rows["mse"], local_rows["mse"], rtol=1e-12)

@@ -434,7 +434,9 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 4, 2)
     assert summary["private"] is True
-    assert len(pd.read_csv(out / "metrics.csv")) == 2
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert len(metrics) == 2
+    assert metrics["node_builds"].iloc[0] == 4  # each node built its clients in round 1 (the deployed app)
 
 
 def test_every_client_failing_is_an_error_exit(tmp_path):

@@ -9,6 +9,12 @@ whether one more round keeps a client within a budget (`simulate --max-epsilon`)
 A client with any not-private event reports `private: False`, the reasons, and no epsilon
 (None, JSON null) under every accountant.
 
+Totals are computed once per distinct history: a client's total is a function of its events and
+their counts (in the order it met them), so clients with the same history (every client of a run in
+which all take part) share one accountant computation, memoized by that history. A round's totals
+then cost O(clients) dictionary work plus one accountant call per distinct history, not one per
+client and round of the run (the same numbers as composing each client on its own).
+
 No amplification by the server's client sampling is claimed: LDP protects each report on its
 own, the client knows whether it was sampled (its loss counts in every round it took part in),
 and the sampling is done by the untrusted server the guarantee is meant to hold against.
@@ -19,8 +25,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from dp_accounting import dp_event
 
 from ldpfed.accounting.accountants import (
@@ -40,6 +46,9 @@ from ldpfed.accounting.events import (
     not_private,
 )
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -81,13 +90,26 @@ def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_mult
     return CalibratedDpEvent(GaussianDpEvent(noise_multiplier), epsilon, delta)
 
 
+def _composed(history: tuple, accountant: str, extra: dp_event.DpEvent | None = None):
+    """A fresh `accountant` composed with the (event, count) pairs of `history`, then `extra`."""
+    composed = create_accountant(accountant)
+    for event, count in history:
+        composed.compose(event, count)
+    if extra is not None:
+        composed.compose(extra)
+    return composed
+
+
 class PrivacyLedger:
     """Each client's privacy-cost event per round, and its totals over the rounds it took part in."""
 
     def __init__(self) -> None:
         self._entries: list[LedgerEntry] = []
         self._events: dict[str, Counter] = {}
+        self._mechanisms: dict[str, set[str]] = {}
         self._seen: set[tuple[str, int]] = set()
+        # (history, accountant, delta target, extra event) -> Spent, or None where unsupported
+        self._memo: dict[tuple, Spent | None] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -101,10 +123,12 @@ class PrivacyLedger:
             raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
         if (client, round) in self._seen:
             raise LDPValueError(f"client {client!r} already has an entry for round {round}")
-        self._entries.append(
-            LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
-        )
-        self._events.setdefault(client, Counter())[event] += 1
+        entry = LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
+        self._entries.append(entry)
+        if client not in self._events:  # (setdefault would build a Counter on every call)
+            self._events[client], self._mechanisms[client] = Counter(), set()
+        self._events[client][event] += 1
+        self._mechanisms[client].add(entry.mechanism)
         self._seen.add((client, round))
 
     def record(
@@ -126,21 +150,38 @@ class PrivacyLedger:
 
     def accountant(self, client_id, accountant: str = "basic", extra: dp_event.DpEvent | None = None):
         """`accountant` composed with the client's events (and `extra`, if given)."""
-        composed = create_accountant(accountant)
-        for event, count in self._events.get(str(client_id), Counter()).items():
-            composed.compose(event, count)
-        if extra is not None:
-            composed.compose(extra)
-        return composed
+        return _composed(self._history(client_id), accountant, extra)
 
     def spent(self, client_id, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET) -> Spent:
         """The client's total so far under `accountant` (epsilon None when not private)."""
-        return self.accountant(client_id, accountant).spent(delta_target)
+        return self._spent_of(self._history(client_id), accountant, delta_target)
+
+    def _history(self, client_id) -> tuple:
+        """The client's (event, count) pairs in the order it met them: all its total depends on."""
+        return tuple(self._events.get(str(client_id), Counter()).items())
+
+    def _spent_of(
+        self, history: tuple, accountant: str, delta_target: float, extra: dp_event.DpEvent | None = None
+    ) -> Spent:
+        """`accountant`'s total of `history` (and `extra`), computed once per distinct argument."""
+        key = (history, accountant, delta_target, extra)
+        if key not in self._memo:
+            self._memo[key] = _composed(history, accountant, extra).spent(delta_target)
+        return self._memo[key]
 
     def spent_within(self, client_id, accountant: str = "basic", max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
         """The client's total as `accountant` states it with delta <= `max_delta` where it can
         (`Accountant.spent_within`; basic's delta is the rounds' sum)."""
-        return self.accountant(client_id, accountant).spent_within(max_delta)
+        return self._spent_within_of(self._history(client_id), accountant, max_delta)
+
+    def _spent_within_of(
+        self, history: tuple, accountant: str, max_delta: float, extra: dp_event.DpEvent | None = None
+    ) -> Spent:
+        """`accountant`'s total of `history` (and `extra`) within `max_delta`, once per distinct argument."""
+        key = ("within", history, accountant, max_delta, extra)
+        if key not in self._memo:
+            self._memo[key] = _composed(history, accountant, extra).spent_within(max_delta)
+        return self._memo[key]
 
     def can_afford(
         self,
@@ -156,7 +197,7 @@ class PrivacyLedger:
         budget = float(budget)
         if not budget > 0:
             raise LDPValueError(f"the epsilon budget must be > 0, got {budget!r}")
-        spent = self.accountant(client_id, accountant, extra=event).spent_within(max_delta)
+        spent = self._spent_within_of(self._history(client_id), accountant, max_delta, event)
         return spent.private and spent.epsilon <= budget and spent.delta <= max_delta
 
     def split_by_budget(
@@ -213,31 +254,42 @@ class PrivacyLedger:
         """str(client_id) -> {rounds, mechanisms, private, reasons, and for each accountant
         <name>_epsilon, <name>_delta}; figures an accountant cannot give are None."""
         delta_target = check_fraction(delta_target, "delta_target")
-        mechanisms: dict[str, set] = {}
-        for entry in self._entries:
-            mechanisms.setdefault(entry.client_id, set()).add(entry.mechanism)
+        shared: dict[tuple, dict] = {}  # one record per distinct (history, mechanisms)
         result = {}
         for client, events in self._events.items():
-            total = {"rounds": int(sum(events.values())), "mechanisms": sorted(mechanisms[client])}
-            for name in ACCOUNTANTS:
-                spent = self._spent_if_supported(client, name, delta_target)
-                total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
-                total[f"{name}_delta"] = None if spent is None else spent.delta
-            client_reasons = not_private_reasons(events)
-            total["private"] = not client_reasons
-            total["reasons"] = list(client_reasons)
-            result[client] = total
+            history, mechanisms = tuple(events.items()), self._mechanisms[client]
+            key = (history, frozenset(mechanisms))
+            if key not in shared:
+                shared[key] = self._total(history, mechanisms, delta_target)
+            record = shared[key]
+            result[client] = {**record, "mechanisms": list(record["mechanisms"]), "reasons": list(record["reasons"])}
         return result
 
-    def _spent_if_supported(self, client: str, accountant: str, delta_target: float) -> Spent | None:
-        """The client's total under `accountant`, or None if it cannot account one of the events."""
-        fresh = create_accountant(accountant)
-        if any(fresh.unsupported(event) is not None for event in self._events[client]):
-            return None
-        return self.spent(client, accountant, delta_target)
+    def _total(self, history: tuple, mechanisms: set[str], delta_target: float) -> dict:
+        """A client's `totals` record from its history and mechanisms."""
+        total = {"rounds": int(sum(count for _, count in history)), "mechanisms": sorted(mechanisms)}
+        for name in ACCOUNTANTS:
+            spent = self._spent_if_supported(history, name, delta_target)
+            total[f"{name}_epsilon"] = None if spent is None else spent.epsilon
+            total[f"{name}_delta"] = None if spent is None else spent.delta
+        client_reasons = not_private_reasons(event for event, _ in history)
+        total["private"] = not client_reasons
+        total["reasons"] = list(client_reasons)
+        return total
+
+    def _spent_if_supported(self, history: tuple, accountant: str, delta_target: float) -> Spent | None:
+        """The total of `history` under `accountant`, or None if it cannot account one of the events."""
+        key = (history, accountant, delta_target, "if supported")
+        if key not in self._memo:
+            fresh = create_accountant(accountant)
+            supported = all(fresh.unsupported(event) is None for event, _ in history)
+            self._memo[key] = self._spent_of(history, accountant, delta_target) if supported else None
+        return self._memo[key]
 
     def to_frame(self, delta_target: float = DEFAULT_DELTA_TARGET) -> pd.DataFrame:
         """One row per client with its totals (for CSV/Parquet)."""
+        import pandas as pd  # lazily, with pyarrow: a Flower node imports this module, never this method
+
         columns = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
             f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
         ]
@@ -254,6 +306,8 @@ class PrivacyLedger:
 
     def entries_frame(self) -> pd.DataFrame:
         """Every recorded round (the accountants' inputs)."""
+        import pandas as pd
+
         rows = [
             {"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism, "event": describe_event(e.event)}
             for e in self._entries

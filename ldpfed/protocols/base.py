@@ -68,8 +68,9 @@ def local_round(
     """One round in this process (engine `local`), in the order a Flower Strategy runs it:
     configure, each node's reply for its sampled clients (`nodes`: a `NodeSet`, see
     ldpfed.protocols.nodes; a failing client is that client's failure, an exception of a whole node
-    the failure of its clients), aggregate, evaluate. Returns the round's metrics. A function
-    `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
+    the failure of its clients), aggregate, evaluate. Returns the round's metrics, with
+    `node_builds`: the nodes built to answer this round (as the Flower strategy counts them). A
+    function `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
     if not hasattr(nodes, "layout"):
         from ldpfed.protocols.nodes import ClientNodes
 
@@ -77,7 +78,7 @@ def local_round(
     from ldpfed.protocols.nodes import collect_sum
 
     plan = server.configure_round(server_round)
-    replies, failures, sums = {}, {}, {}
+    replies, failures, sums, builds_before = {}, {}, {}, nodes.builds
     for node, partitions in nodes.layout.group(plan.partitions).items():
         try:
             answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
@@ -91,7 +92,7 @@ def local_round(
             for pid, values in answer.diagnostics.items():
                 on_diagnostics(server_round, pid, values)
     metrics = server.aggregate(server_round, replies, failures, **({"sums": sums} if sums else {}))
-    return {**metrics, **server.evaluate(server_round)}
+    return {**metrics, "node_builds": nodes.builds - builds_before, **server.evaluate(server_round)}
 
 
 def participation(planned: list[int], replies: dict, failures: dict[int, str]) -> dict:

@@ -2,7 +2,9 @@
 
 Placement (docs/decisions.md, engineer C): node i hosts the contiguous block
 `np.array_split(range(N), K)[i]` of partition ids, as the mean task's clients hold contiguous
-blocks of users. K = N is one client per node. The default K is min(N, CPUs): one node per core.
+blocks of users. K = N is one client per node. The default K is min(N, CPUs): one node per core;
+for the tuple tasks (mean, frequency), whose rounds are light, no more nodes than their work fills
+(`default_tuple_nodes`): each node is a Ray actor of a few hundred MiB that a small task leaves idle.
 
 A node half answers `reply(round, broadcast, partitions)` for the sampled clients it hosts with a
 `NodeReply`: each client's reply, each failing client's reason (a failure of that client only:
@@ -18,6 +20,7 @@ client so the order of the additions does not depend on the order the replies ar
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +34,21 @@ from ldpfed.protocols.base import ClientHalf, ClientReply, short_reason
 def default_nodes(clients: int, cpus: int = 0) -> int:
     """min(N, CPUs) (`cpus` 0 = this machine's)."""
     return max(1, min(clients, cpus or os.cpu_count() or 1))
+
+
+# A tuple task's node round costs about 0.2-0.4 ms per client (its streams, one batched draw, the
+# reply) plus a few ns per perturbed value: a node per 250 clients or per 2^22 values a round is
+# about 0.1 s of work, the order of a Flower round's own overhead.
+TUPLE_CLIENTS_PER_NODE = 250
+TUPLE_VALUES_PER_NODE = 2**22
+
+
+def default_tuple_nodes(clients: int, values: int, cpus: int = 0) -> int:
+    """The mean and frequency tasks' default K: one node per TUPLE_CLIENTS_PER_NODE clients or per
+    TUPLE_VALUES_PER_NODE values perturbed a round (users x dims), whichever asks for more, at
+    most min(N, CPUs); the default job (10 clients, 10^5 values) runs on one node."""
+    work = max(math.ceil(clients / TUPLE_CLIENTS_PER_NODE), math.ceil(values / TUPLE_VALUES_PER_NODE))
+    return max(1, min(work, default_nodes(clients, cpus)))
 
 
 def hosted(node: int, nodes: int, clients: int) -> list[int]:
@@ -107,21 +125,26 @@ class ClientsNode:
 
 class NodeSet:
     """The nodes of a run in this process (engine `local`): `layout` and `node(i)`, built on
-    first use by `build(partitions)`."""
+    first use by `build(partitions)`; `builds` counts the nodes built so far."""
 
     def __init__(self, layout: Layout, build: Callable[[list[int]], NodeHalf]) -> None:
         self.layout, self.build = layout, build
         self._nodes: dict[int, NodeHalf] = {}
+        self.builds = 0
 
     def node(self, index: int) -> NodeHalf:
         if index not in self._nodes:
             self._nodes[index] = self.build(self.layout.hosted(index))
+            self.builds += 1
         return self._nodes[index]
 
 
 class ClientNodes:
     """Each client its own node, from a function `client(pid)` returning its client half (what
-    `local_round` took before nodes existed; kept for callers that hold client halves)."""
+    `local_round` took before nodes existed; kept for callers that hold client halves, which
+    build them: `builds` stays 0)."""
+
+    builds = 0
 
     def __init__(self, client: Callable[[int], ClientHalf]) -> None:
         self.layout, self.client = self, client

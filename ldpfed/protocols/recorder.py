@@ -16,10 +16,13 @@ Without `--out` nothing is written. A non-private run has no finite epsilon in a
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ldpfed.config import Config, to_toml
 from ldpfed.outputs import OutputDir
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMMAND = "simulate"
 
@@ -37,6 +40,8 @@ class Recorder:
         self.output.write({"config.toml": to_toml(config)})
 
     def add_round(self, row: dict, ledger) -> None:
+        import pandas as pd  # lazily, with pyarrow: a Flower node imports this module, never the Recorder
+
         self.rows.append(row)
         if self.output.enabled:
             self.output.write(
@@ -44,6 +49,8 @@ class Recorder:
             )
 
     def finish(self, summary: dict, ledger) -> None:
+        import pandas as pd
+
         if not self.output.enabled:
             return
         self.output.write(

@@ -23,7 +23,7 @@ from ldpfed.data import DEFAULT_DIMS, available_synthetic
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols import diagnostics as joins
 from ldpfed.protocols import frequency, mean, seeds, train
-from ldpfed.protocols.nodes import ClientsNode, Layout, default_nodes
+from ldpfed.protocols.nodes import ClientsNode, Layout, default_nodes, default_tuple_nodes
 from ldpfed.protocols.privacy import privacy_status, round_event
 from ldpfed.protocols.recorder import Recorder
 from ldpfed.validation import LDPValueError
@@ -110,9 +110,15 @@ def node_half(config: Config, partitions: list[int], data_seed: int, secrets: di
 
 
 def layout(config: Config) -> Layout:
-    """The run's nodes: `federation.nodes`, or min(clients, CPUs) when 0."""
+    """The run's nodes: `federation.nodes`, or when 0 min(clients, CPUs) (train) or what the tuple
+    task's work fills (`default_tuple_nodes`; users x dims of the bound config)."""
     federation = config.federation
-    return Layout(federation.clients, federation.nodes or default_nodes(federation.clients, federation.cpus))
+    if federation.nodes:
+        return Layout(federation.clients, federation.nodes)
+    if config.run.task in ("mean", "frequency"):
+        values = config.data.users * config.data.dims
+        return Layout(federation.clients, default_tuple_nodes(federation.clients, values, federation.cpus))
+    return Layout(federation.clients, default_nodes(federation.clients, federation.cpus))
 
 
 def preflight(config: Config) -> tuple[Config, str | None]:

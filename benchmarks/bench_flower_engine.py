@@ -1,0 +1,127 @@
+"""A round under Flower against the same round on the local engine, side by side, and the memory
+of the default job (`ldpfed simulate`, no options) over its whole process tree.
+
+    python benchmarks/bench_flower_engine.py                       # mean task, N = 1000 and 2000
+    python benchmarks/bench_flower_engine.py --clients 1000 --rounds 6 --memory-only
+
+Each run is `ldpfed simulate --task mean --clients N --nodes K --rounds R --out TMP` in a fresh
+process (so Ray starts and stops with it), once with `--engine flower` and once with
+`--engine local`, one after the other. A round's time is metrics.csv's `seconds` (from the end of
+one round's record to the next, the server's aggregation and the record included); the steady
+state is the median of rounds 2..R (round 1 starts the actors and builds the nodes). Reported: the
+seconds per round, ms per client-round, Flower / local, and a round at the largest N over one at
+the smallest (linear growth: their ratio of clients). The default job's peak is the largest sum of
+PSS over the tree (driver, Ray's services, the ClientAppActors; benchmarks/process_memory.py), with
+its summed USS then (PSS moves with what else on the machine maps the same libraries).
+Timings on a shared machine move with its load (printed with `uptime`); compare ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from process_memory import run_sampled  # noqa: E402
+
+LDPFED = [str(Path(sys.executable).parent / "ldpfed")]
+
+
+def steady_seconds(clients: int, nodes: int, rounds: int, engine: str, extra: list[str]) -> dict:
+    """One `ldpfed simulate --task mean` run: per-round seconds and their steady-state median."""
+    with tempfile.TemporaryDirectory(prefix="bench-flower-") as out:
+        command = [
+            *LDPFED,
+            "simulate",
+            "--task",
+            "mean",
+            "--clients",
+            str(clients),
+            "--nodes",
+            str(nodes),
+            "--rounds",
+            str(rounds),
+            "--engine",
+            engine,
+            "--seed",
+            "0",
+            "--out",
+            out,
+            *extra,
+        ]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        seconds = pd.read_csv(Path(out) / "metrics.csv")["seconds"].tolist()
+    return {"seconds": seconds, "steady": statistics.median(seconds[1:])}
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", default="1000,2000")
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--extra", default="", help="more simulate options, space-separated")
+    parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    result: dict = {"load_before": load(), "rows": []}
+    if not args.memory_only:
+        print("| clients | Flower s/round | local s/round | Flower ms/client-round | Flower / local | load |")
+        print("|---|---|---|---|---|---|")
+        for clients in (int(n) for n in args.clients.split(",")):
+            flower = steady_seconds(clients, args.nodes, args.rounds, "flower", args.extra.split())
+            local = steady_seconds(clients, args.nodes, args.rounds, "local", args.extra.split())
+            row = {
+                "clients": clients,
+                "flower_seconds_per_round": flower["steady"],
+                "local_seconds_per_round": local["steady"],
+                "flower_ms_per_client_round": 1000 * flower["steady"] / clients,
+                "flower_over_local": flower["steady"] / local["steady"],
+                "flower_rounds": flower["seconds"],
+                "local_rounds": local["seconds"],
+                "load": load(),
+            }
+            result["rows"].append(row)
+            print(
+                f"| {clients} | {flower['steady']:.3f} | {local['steady']:.3f} | "
+                f"{row['flower_ms_per_client_round']:.3f} | {row['flower_over_local']:.2f} | {row['load']} |",
+                flush=True,
+            )
+        rows = result["rows"]
+        if len(rows) > 1:
+            growth = rows[-1]["flower_seconds_per_round"] / rows[0]["flower_seconds_per_round"]
+            result["flower_growth"] = growth
+            print(f"Flower round at {rows[-1]['clients']} / at {rows[0]['clients']} clients: {growth:.2f}x")
+    if not args.no_memory:
+        for engine in ("flower", "local"):
+            peak, wall = run_sampled([*LDPFED, "simulate", "--engine", engine], stdout=subprocess.DEVNULL)
+            result[f"default_job_{engine}"] = {"peak_pss_mib": peak["total_mib"], "wall_seconds": wall, **peak}
+            print(
+                f"default job, {engine}: {wall:.1f} s, peak summed PSS {peak['total_mib']:.0f} MiB "
+                f"(USS {peak['uss_mib']:.0f} MiB) over {peak['count']} processes",
+                flush=True,
+            )
+            for command, pss, uss in peak["processes"]:
+                print(f"    PSS {pss:7.1f} MiB  USS {uss:7.1f} MiB  {command}")
+    result["load_after"] = load()
+    print(f"load average before: {result['load_before']}, after: {result['load_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
