@@ -95,7 +95,7 @@ def test_under_flower_a_node_is_built_once_per_actor_not_per_round():
     options = {"task": "mean", "clients": 4, "nodes": 2, "users": 400, "dims": 3, "rounds": 4, "seed": 5}
     flower = Config().with_options({**options, "engine": "flower", "cpus": 2, "cpus-per-client": 1}).validated()
     local = Config().with_options({**options, "engine": "local"}).validated()
-    (summary, rows), (_, local_rows) = run_collecting_rows(flower), run_collecting_rows(local)
+    (summary, rows), (_, local_rows) = (run_collecting_rows(config, noise_seed=5) for config in (flower, local))
     assert summary["clients_failed_total"] == 0, summary["failure_reasons"]
     assert local_rows["node_builds"].tolist() == [2, 0, 0, 0]
     assert rows["node_builds"].iloc[0] == 2 and rows["node_builds"].sum() <= 2 * 2
