@@ -22,7 +22,6 @@ default job (configs/default.toml: mean of 10,000 users in 10 dimensions held by
 Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "json_output", "verbose")
-EXIT_INTERRUPTED = 130
 
 
 def register(app: typer.Typer) -> None:
@@ -120,9 +119,7 @@ def simulate(
         None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
     ),
     alpha: float | None = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: str | None = typer.Option(
-        None, help="train: deviation model of the re-calibration, plug-in | model."
-    ),
+    deviation: str | None = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
     # [training]
     model: str | None = typer.Option(None, help="train: logreg | mlp | cnn."),
     local_steps: int | None = typer.Option(None, help="train: local SGD steps per round, E."),
@@ -192,7 +189,7 @@ def simulate(
             else ""
         )
         error_console.print(f"{stop}{where}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+        raise typer.Exit(code=stop.exit_code) from None  # 130 SIGINT, 143 SIGTERM
     if json_output:
         print_json(summary)
     else:

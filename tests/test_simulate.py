@@ -457,7 +457,7 @@ def test_ctrl_c_under_flower_leaves_no_diagnostics_of_the_unfinished_round(tmp_p
     out = tmp_path / "run"
     mine = out / "diagnostics" / "notes.txt"
 
-    def interrupted_federation(config, server_app, client_app, progress, verbose, nodes=None):
+    def interrupted_federation(config, server_app, client_app, progress, verbose, **options):
         directory = out / "diagnostics"
         write_diagnostics(directory, 1, 0, {0: {"clean": np.ones(3)}})
         (directory / ".round-00001-node-1.npz").write_bytes(b"PK")  # a node's write cut short
