@@ -144,8 +144,8 @@ def run_flower(
                 log=lambda text: session.recorder.output.write({"flower.log": text}),
             )
     finally:
-        if not done.is_set():  # Flower's runtime ended without its ServerApp (an error): stop it
-            stop.event.set()
+        if not done.is_set() and not stop.requested:  # Flower's runtime failed under its ServerApp: stop it
+            stop.event.set()  # (on a stop request the ServerApp has returned, or never started)
             done.wait(SERVER_STOP_SECONDS)
         remove_diagnostics(directory, ours=not keep)
     if not stop.requested and len(session.recorder.rows) < config.run.rounds:
