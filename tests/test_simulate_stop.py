@@ -81,11 +81,12 @@ class Simulate:
     def printed(self, prefix: str) -> bool:
         return any(line.startswith(prefix) for line in self.seen)
 
-    def running_a_client_task(self) -> bool:
-        """A Ray worker of this run is executing a ClientApp task (Ray names the process after it)."""
+    def has_ray_process(self, title: bytes) -> bool:
+        """A Ray process of this run is titled `title...` (Ray names a worker after what it runs:
+        `ray::IDLE` before it hosts an actor, `ray::ClientAppActor.run` during a client task)."""
         for pid in self.processes():
             try:
-                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ClientAppActor.run"):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(title):
                     return True
             except OSError:
                 continue
@@ -148,9 +149,7 @@ def assert_stopped(run: Simulate, signum: int, result, rounds_at_least: int) -> 
 
 # ---- quick: the local engine ------------------------------------------------------------------
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_after_a_few_rounds_of_the_local_engine_writes_them_and_exits_128_plus_its_number(
-    tmp_path, signum
-):
+def test_a_signal_after_a_few_rounds_of_the_local_engine_writes_them_and_exits_128_plus_its_number(tmp_path, signum):
     """SIGTERM used to kill the process without a summary (its default action)."""
     run = Simulate(["--engine", "local", *MEAN_RUN], tmp_path / "run")
     try:
@@ -186,26 +185,33 @@ def test_sigterm_during_an_atomic_write_waits_for_its_end():
     "signum, moment",
     [
         (signal.SIGINT, "ray-start"),
+        (signal.SIGINT, "ray-workers"),
         (signal.SIGINT, "client-task"),
         (signal.SIGINT, "round-2"),
+        (signal.SIGTERM, "ray-workers"),
         (signal.SIGTERM, "client-task"),
         (signal.SIGTERM, "round-2"),
     ],
-    ids=["SIGINT-ray-start", "SIGINT-client-task", "SIGINT-round-2", "SIGTERM-client-task", "SIGTERM-round-2"],
+    ids=lambda value: signal.Signals(value).name if isinstance(value, int) else value,
 )
 def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, signum, moment):
-    """`ray-start`: once "starting Ray..." is printed (no round yet: no summary); `client-task`: a
-    Ray worker runs a round-1 client task (before the fix the process then hung in the interpreter's
-    exit, joining a Flower thread blocked in Ray after `ray.shutdown`); `round-2`: after round 2 is
-    printed (SIGINT there sometimes segfaulted; SIGTERM aborted, exit 134, without a summary)."""
+    """`ray-start`: once "starting Ray..." is printed (no round yet: no summary); `ray-workers`: once
+    Ray's first idle worker is up (before the fix: a segfault, or a hang in the interpreter's exit
+    joining a Flower thread blocked in Ray after `ray.shutdown`); `client-task`: a Ray worker runs a
+    round-1 client task; `round-2`: after round 2 is printed (before the fix SIGTERM aborted, exit
+    134, without a summary, and SIGINT sometimes segfaulted)."""
     args = ["--task", "train", "--clients", "4", "--rounds", "1000", "--cpus", "2", "--local-steps", "5"]
     run = Simulate(args, tmp_path / "run")
     try:
         if moment == "ray-start":
             run.wait_for(lambda: run.printed("flower train: 4 clients: starting Ray..."), "the start line")
             rounds = 0
+        elif moment == "ray-workers":
+            workers = (b"ray::IDLE", b"ray::ClientAppActor")
+            run.wait_for(lambda: any(map(run.has_ray_process, workers)) or run.printed("round 1:"), "a Ray worker")
+            rounds = 0
         elif moment == "client-task":
-            run.wait_for(lambda: run.running_a_client_task() or run.printed("round 1:"), "a client task")
+            run.wait_for(lambda: run.has_ray_process(b"ray::ClientAppActor.run") or run.printed("round 1:"), "a task")
             rounds = 0
         else:
             run.wait_for(lambda: run.printed("round 2:"), "round 2")
