@@ -14,7 +14,8 @@ so where the main thread is decides what the handler may do:
   (`server.strategy.StoppableGrid`) and returns; Flower's runtime then ends its threads and shuts
   Ray down in order, and the harness writes the summary.
 
-A further signal while the stop is under way is ignored (it takes seconds and leaves complete files).
+A further signal while the stop is under way is ignored (SIG_IGN: it takes seconds and leaves
+complete files, and an ignored signal cannot interrupt Ray's teardown or a system call in it).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class StopRequest:
         if self.signum is not None:
             return
         self.record(signum)
+        self.install()  # now ignored: a further signal interrupts nothing, not even a system call
         if self._raising:
             raise Stopped(signum)
 
@@ -72,7 +74,7 @@ class StopRequest:
         """(Re)install the handlers, in the main thread: `ray.init` replaces the SIGTERM handler with
         one that raises SystemExit wherever the main thread is."""
         for signum, disposition in self._dispositions.items():
-            signal.signal(signum, disposition)
+            signal.signal(signum, signal.SIG_IGN if self.requested else disposition)
 
     @contextlib.contextmanager
     def handling(self):
