@@ -156,7 +156,8 @@ def kill_client_actors() -> None:
 
     if not ray.is_initialized():
         return
-    for handle in [item for item in gc.get_objects() if isinstance(item, ray.actor.ActorHandle)]:
+    # type(), not isinstance(): the latter reads `__class__`, which some module proxies (torch's) warn on
+    for handle in [item for item in gc.get_objects() if issubclass(type(item), ray.actor.ActorHandle)]:
         with contextlib.suppress(Exception):  # best effort: an actor not killed only ends its task first
             ray.kill(handle, no_restart=True)
 
