@@ -5,14 +5,17 @@ interrupted) and the process exits with 128 + the signal's number (130, 143), li
 runs a signal handler in the main thread, between two bytecodes of whatever that thread is doing,
 so where the main thread is decides what the handler may do:
 
-- in ldpfed's own code (the local engine's rounds, the set-up, the summary) it raises `Stopped`
-  (a KeyboardInterrupt), which unwinds to the harness;
+- in the set-up and the summary it raises `Stopped` (a KeyboardInterrupt), which unwinds to the
+  harness;
 - inside Flower's simulation runtime (`deferred`) it only records the request: the main thread is
   there joining the threads that wait on Ray actors (`ray.get`), and unwinding it shuts Ray down
   under them, after which they wait forever (the interpreter joins them at exit) or crash in Ray's
   native code (SIGSEGV, SIGABRT). The ServerApp sees the request between two pulls
   (`server.strategy.StoppableGrid`) and returns; Flower's runtime then ends its threads and shuts
-  Ray down in order, and the harness writes the summary.
+  Ray down in order, and the harness writes the summary;
+- in the local engine's rounds (`deferred` too) the loop stops before the next round: unwound in
+  the middle of the server's aggregation or record, a round would be in the ledger or the rows
+  but not in metrics.csv.
 
 A further signal while the stop is under way is ignored (SIG_IGN: it takes seconds and leaves
 complete files, and an ignored signal cannot interrupt Ray's teardown or a system call in it).
