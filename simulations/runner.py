@@ -7,9 +7,9 @@ the progress display; ClientApps (one per Flower node, each hosting a cohort of 
 actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
 Ray is started here, before Flower's runtime, with Flower's own `RayBackend` (which then finds it
-running): `ray.init` replaces the process' SIGTERM handler, and the harness's stop request
-(simulations.stopping) is installed again after it. Ray is shut down by Flower's runtime when it
-returns, once its threads have stopped waiting on Ray.
+running), in a thread that blocks SIGINT and SIGTERM (`_in_thread_without_signals`): the harness's
+stop request (simulations.stopping) keeps both signals. Ray is shut down by Flower's runtime when
+it returns, once its threads have stopped waiting on Ray.
 
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from ldpfed.config import Config
@@ -95,9 +97,8 @@ def run_simulation(
     """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
     Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g.
     `simulations.progress.RoundProgress`): `start(stream)` with the terminal's stderr before Ray
-    starts, `stop()` at the end. `stop`: the run's stop request, whose handlers are installed again
-    after `ray.init`; requested while Ray starts, the federation does not start. `log(text)`: the
-    Flower/Ray log, when not empty."""
+    starts, `stop()` at the end. `stop`: the run's stop request; requested while Ray starts, the
+    federation does not start. `log(text)`: the Flower/Ray log, when not empty."""
     clients = nodes or config.federation.clients
     if verbose:
         with showing(progress, sys.stderr):
@@ -128,18 +129,51 @@ def run_simulation(
 def _run_on_ray(config: Config, server_app, client_app, clients: int, stop: StopRequest | None, verbose: bool) -> None:
     """Start Ray, then Flower's runtime on it unless a stop was requested meanwhile; Ray is shut
     down at the end either way (by Flower's runtime when it ran)."""
+    # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
+    # workers, which aborts the process (exit 134): read when Ray is imported, so set before
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
     from flwr.simulation import run_simulation as flower_run_simulation
 
     backend = backend_config(config, verbose)
     try:
-        RayBackend(backend)  # ray.init as Flower's runtime would; its own RayBackend then finds Ray running
+        _in_thread_without_signals(lambda: RayBackend(backend))  # Flower's ray.init; its runtime then finds Ray up
         if stop is not None and stop.installed:
-            stop.install()
+            stop.install()  # over any handler Ray's native code installed (if Ray was imported before)
         if stop is None or not stop.requested:
             flower_run_simulation(server_app, client_app, clients, "ray", backend)
     finally:
         shutdown_ray()
+
+
+def _in_thread_without_signals(function) -> None:
+    """Call `function` in a thread of its own that blocks SIGINT and SIGTERM, and wait for it.
+
+    For `ray.init`: in the main thread it replaces the SIGTERM handler with one that raises
+    SystemExit wherever the main thread is (a SIGTERM during the init then aborted the process),
+    while from another thread it leaves the handlers alone (and says so in a warning, silenced
+    here). Ray's native threads, started by that thread, inherit its mask: a signal never lands in
+    them. The main thread keeps receiving both signals meanwhile (the stop request records them)."""
+    failures: list[BaseException] = []
+
+    def call() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            function()
+        except BaseException as error:  # raised again in the calling thread
+            failures.append(error)
+
+    ray_worker_logger = logging.getLogger("ray._private.worker")
+    previous_level = ray_worker_logger.level
+    ray_worker_logger.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": what is wanted
+    try:
+        thread = threading.Thread(target=call, name="ray-init")
+        thread.start()
+        thread.join()
+    finally:
+        ray_worker_logger.setLevel(previous_level)
+    if failures:
+        raise failures[0]
 
 
 def kill_client_actors() -> None:

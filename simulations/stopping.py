@@ -74,8 +74,8 @@ class StopRequest:
             raise Stopped(signum)
 
     def install(self) -> None:
-        """(Re)install the handlers, in the main thread: `ray.init` replaces the SIGTERM handler with
-        one that raises SystemExit wherever the main thread is."""
+        """(Re)install the handlers, in the main thread, e.g. after a library replaced them (`ray.init`
+        called in the main thread replaces SIGTERM's with one that raises SystemExit)."""
         for signum, disposition in self._dispositions.items():
             signal.signal(signum, signal.SIG_IGN if self.requested else disposition)
 
