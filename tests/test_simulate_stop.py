@@ -72,7 +72,10 @@ class Simulate:
         """Collect stderr until `ready()` holds (checked at every line and every 0.2 s)."""
         deadline = time.monotonic() + STARTUP_SECONDS
         while not ready():
-            assert self.process.poll() is None, f"exited before {what}: " + "".join(self.seen)[-3000:]
+            if self.process.poll() is not None:
+                self.reader.join(timeout=30)
+                stderr = "".join(self.seen) + "".join(self.lines.queue)
+                pytest.fail(f"exited ({self.process.returncode}) before {what}: {stderr[-3000:]}")
             assert time.monotonic() < deadline, f"no {what} in {STARTUP_SECONDS} s: " + "".join(self.seen)[-3000:]
             try:
                 self.seen.append(self.lines.get(timeout=0.2))
