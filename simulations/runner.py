@@ -7,7 +7,7 @@ the progress display; ClientApps (one per Flower node, each hosting a cohort of 
 actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
 Ray is started here, before Flower's runtime, with Flower's own `RayBackend` (which then finds it
-running), in a thread that blocks SIGINT and SIGTERM (`_in_thread_without_signals`): the harness's
+running), in a thread that blocks SIGINT and SIGTERM (`_ray_started`): the harness's
 stop request (simulations.stopping) keeps both signals. Ray is shut down by Flower's runtime when
 it returns, once its threads have stopped waiting on Ray.
 
@@ -127,8 +127,7 @@ def run_simulation(
 
 
 def _run_on_ray(config: Config, server_app, client_app, clients: int, stop: StopRequest | None, verbose: bool) -> None:
-    """Start Ray, then Flower's runtime on it unless a stop was requested meanwhile; Ray is shut
-    down at the end either way (by Flower's runtime when it ran)."""
+    """Start Ray, then Flower's runtime on it unless a stop was requested meanwhile."""
     # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
     # workers, which aborts the process (exit 134): read when Ray is imported, so set before
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
@@ -136,44 +135,54 @@ def _run_on_ray(config: Config, server_app, client_app, clients: int, stop: Stop
     from flwr.simulation import run_simulation as flower_run_simulation
 
     backend = backend_config(config, verbose)
-    try:
-        _in_thread_without_signals(lambda: RayBackend(backend))  # Flower's ray.init; its runtime then finds Ray up
+    with _ray_started(lambda: RayBackend(backend)):  # Flower's ray.init; its runtime then finds Ray up
         if stop is not None and stop.installed:
             stop.install()  # over any handler Ray's native code installed (if Ray was imported before)
         if stop is None or not stop.requested:
             flower_run_simulation(server_app, client_app, clients, "ray", backend)
-    finally:
-        shutdown_ray()
 
 
-def _in_thread_without_signals(function) -> None:
-    """Call `function` in a thread of its own that blocks SIGINT and SIGTERM, and wait for it.
+@contextlib.contextmanager
+def _ray_started(start):
+    """Ray up for the block (`start()`: ray.init), shut down at its end (Flower's runtime, when it
+    ran, has done so already), started by a thread of its own that blocks SIGINT and SIGTERM and
+    lives until then.
 
-    For `ray.init`: in the main thread it replaces the SIGTERM handler with one that raises
-    SystemExit wherever the main thread is (a SIGTERM during the init then aborted the process),
-    while from another thread it leaves the handlers alone (and says so in a warning, silenced
-    here). Ray's native threads, started by that thread, inherit its mask: a signal never lands in
-    them. The main thread keeps receiving both signals meanwhile (the stop request records them)."""
+    In the main thread `ray.init` replaces the SIGTERM handler with one that raises SystemExit
+    wherever the main thread is (a SIGTERM during the init aborted the process); from another thread
+    it leaves the handlers alone (and says so in a warning, silenced here). Ray's native threads,
+    started by that thread, inherit its mask: a signal never lands in them, and the main thread
+    keeps both signals (the stop request records them). The thread must outlive Ray: Ray starts its
+    processes with PR_SET_PDEATHSIG, which kills them when the thread that started them ends."""
+    started, release = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
-    def call() -> None:
+    def keeper() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            function()
-        except BaseException as error:  # raised again in the calling thread
+            start()
+        except BaseException as error:  # raised again in the main thread
             failures.append(error)
+        finally:
+            started.set()
+        release.wait()
 
     ray_worker_logger = logging.getLogger("ray._private.worker")
     previous_level = ray_worker_logger.level
     ray_worker_logger.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": what is wanted
+    thread = threading.Thread(target=keeper, name="ray-keeper", daemon=True)
     try:
-        thread = threading.Thread(target=call, name="ray-init")
         thread.start()
-        thread.join()
+        started.wait()
+        ray_worker_logger.setLevel(previous_level)
+        if failures:
+            raise failures[0]
+        yield
     finally:
         ray_worker_logger.setLevel(previous_level)
-    if failures:
-        raise failures[0]
+        shutdown_ray()
+        release.set()
+        thread.join()
 
 
 def kill_client_actors() -> None:
