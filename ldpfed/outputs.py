@@ -64,6 +64,7 @@ RESULT_FILES = frozenset(
     }
 )
 EXIT_INTERRUPTED = 130
+HELD_BACK = (signal.SIGINT, signal.SIGTERM)  # signals that would stop a write between two renames
 
 
 class Secret(str):
@@ -76,7 +77,8 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _sigint_held_back():
-    """Run the block without being interrupted by SIGINT; a Ctrl-C during it is raised after it.
+    """Run the block without being interrupted by SIGINT or SIGTERM (which `ldpfed simulate` treats
+    as a Ctrl-C); a signal received during it is raised after it, through the previous handler.
 
     Only the main thread can install signal handlers; elsewhere the block runs unprotected.
     """
@@ -84,16 +86,20 @@ def _sigint_held_back():
         yield
         return
     received = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in HELD_BACK}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
-            if callable(previous):
-                previous(signal.SIGINT, None)
-            elif previous == signal.SIG_DFL:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(received):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL and signum == signal.SIGINT:
                 raise KeyboardInterrupt
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 def _check_writable_location(path: Path, flag: str) -> None:

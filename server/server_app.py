@@ -11,6 +11,7 @@ A bad run config fails the ServerApp with one line (`RunFailed`; see below for w
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
 
@@ -21,7 +22,7 @@ from ldpfed.config import Config, from_flat
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, preflight, server_half
 from ldpfed.validation import LDPValueError
-from server.strategy import LDPStrategy, StoppableGrid, flower_fedavg
+from server.strategy import LDPStrategy, RunStopped, StoppableGrid, flower_fedavg
 
 
 def make_server_app(
@@ -31,15 +32,23 @@ def make_server_app(
     on_round: Callable[[int, dict], None],
     stop: threading.Event | None = None,
     done: threading.Event | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> ServerApp:
     """A ServerApp running `half` for `rounds` rounds over `clients` partitions. `stop` (set by the
-    harness on Ctrl-C) ends it between pulls (`StoppableGrid`); it sets `done` when it returns."""
+    harness on SIGINT or SIGTERM) ends it between pulls (`StoppableGrid`): it calls `on_stop()` (the
+    harness ends the round's client tasks) and returns normally, so that Flower's runtime ends in
+    order; it sets `done` when it returns. Its thread blocks SIGINT and SIGTERM (as do the threads
+    it starts, e.g. torch's): the main thread handles them."""
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             LDPStrategy(half, clients, on_round).run(grid if stop is None else StoppableGrid(grid, stop), rounds)
+        except RunStopped:
+            if on_stop is not None:
+                on_stop()
         finally:
             if done is not None:
                 done.set()

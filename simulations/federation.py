@@ -32,17 +32,20 @@ from ldpfed.protocols.nodes import NodeSet
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
+from simulations.stopping import Stopped, StopRequest
 
 SERVER_STOP_SECONDS = 10.0
 NOISE_SECRET = "noise_secret"  # the run's noise root, in its results directory (owner-only)
 
 
 class Interrupted(Exception):
-    """Ctrl-C: the summary of the rounds that finished (written, marked interrupted)."""
+    """Ctrl-C or SIGTERM: the summary of the rounds that finished (written, marked interrupted);
+    `exit_code` is 130 for SIGINT, 143 for SIGTERM."""
 
-    def __init__(self, summary: dict) -> None:
-        super().__init__(f"interrupted after {summary['rounds_finished']} of {summary['rounds']} rounds")
-        self.summary = summary
+    def __init__(self, summary: dict, stop: StopRequest) -> None:
+        by = "" if stop.signum == signal.SIGINT else f" by {signal.Signals(stop.signum).name}"
+        super().__init__(f"interrupted{by} after {summary['rounds_finished']} of {summary['rounds']} rounds")
+        self.summary, self.exit_code = summary, stop.exit_code
 
 
 def run(
@@ -56,59 +59,29 @@ def run(
     """Run the federation described by (validated) `config`; return its summary. `output`: the
     results directory, checked before any work (default: checked here). `noise_seed`: the root of
     the clients' secrets (default: 128 bits of OS entropy), written to `noise_secret` in the
-    results directory, never given to the server half. On Ctrl-C the finished rounds' files are
-    written (summary marked interrupted), Ray is shut down and `Interrupted` is raised; a further
-    Ctrl-C during that cleanup is ignored."""
-    world = World.from_config(config, noise_seed)
-    output = output_dir(config) if output is None else output
-    # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
-    # get the config without its seed and could not bind it themselves (bind_data re-validates)
-    config = bind_data(config, world.data)
-    half = server_half(config, world.data, world.server, flower_fedavg)
-    session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
-    if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
-        output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
-    runner = run_local if config.run.engine == "local" else run_flower
-    try:
-        runner(config, world, half, session, progress, verbose)
-    except KeyboardInterrupt:
-        with _sigint_ignored():
-            summary = session.finish(interrupted=True)
-            _shutdown_ray()
-        raise Interrupted(summary) from None
-    return session.finish()
-
-
-@contextlib.contextmanager
-def _sigint_ignored():
-    """The cleanup after a Ctrl-C runs to its end: a further Ctrl-C meanwhile is ignored (it takes
-    seconds and leaves complete files); the previous handler is restored after it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _shutdown_ray() -> None:
-    import sys
-
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
-
-
-def _stop_flower(stop: threading.Event, done: threading.Event) -> None:
-    """After Ctrl-C (issue 11, item 12): Flower's runtime has stopped its workers, but its ServerApp
-    thread would wait up to an hour for replies that never come (the process then outlived the
-    Ctrl-C by minutes). Tell it to stop (`StoppableGrid`), wait until it has returned (so no round
-    is recorded after the summary), shut Ray down."""
-    stop.set()
-    done.wait(SERVER_STOP_SECONDS)
-    _shutdown_ray()
+    results directory, never given to the server half. On SIGINT or SIGTERM (simulations.stopping)
+    the finished rounds' files are written (summary marked interrupted), Ray is shut down and
+    `Interrupted` is raised; a further signal during that cleanup is ignored."""
+    stop = StopRequest()
+    with stop.handling():
+        world = World.from_config(config, noise_seed)
+        output = output_dir(config) if output is None else output
+        # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
+        # get the config without its seed and could not bind it themselves (bind_data re-validates)
+        config = bind_data(config, world.data)
+        half = server_half(config, world.data, world.server, flower_fedavg)
+        session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
+        if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
+            output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
+        runner = run_local if config.run.engine == "local" else run_flower
+        try:
+            runner(config, world, half, session, progress, verbose, stop)
+            if not stop.requested:
+                return session.finish()
+        except KeyboardInterrupt as error:
+            stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
+        summary = session.finish(interrupted=True)
+    raise Interrupted(summary, stop)
 
 
 def remove_diagnostics(directory: Path, ours: bool) -> None:
@@ -125,30 +98,33 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
         directory.rmdir()
 
 
-def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
+def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool, stop: StopRequest) -> None:
     from simulations.runner import showing
 
     nodes = NodeSet(
         layout(config), lambda partitions: node_half(config, partitions, world.data, world.secrets_of(partitions))
     )
-    with showing(progress, None):
+    # a signal ends the run between two rounds: a round interrupted inside the server's aggregation or
+    # its record would leave the ledger, the rows and metrics.csv disagreeing on what finished
+    with showing(progress, None), stop.deferred():
         for server_round in range(1, config.run.rounds + 1):
+            if stop.requested:
+                return
             diagnostics: dict[int, dict] = {}
             metrics = local_round(
-                half,
-                nodes,
-                server_round,
-                lambda r, pid, values: diagnostics.__setitem__(pid, values),  # noqa: B023
+                half, nodes, server_round, lambda r, pid, values, into=diagnostics: into.__setitem__(pid, values)
             )
             row = session.after_round(server_round, metrics, diagnostics if config.output.diagnostics else {})
             if progress is not None:
                 progress.update(row)
 
 
-def run_flower(config: Config, world: World, half, session: Session, progress, verbose: bool) -> None:
+def run_flower(
+    config: Config, world: World, half, session: Session, progress, verbose: bool, stop: StopRequest
+) -> None:
     from clients.client_app import make_client_app, read_diagnostics
     from server.server_app import make_server_app
-    from simulations.runner import run_simulation
+    from simulations.runner import kill_client_actors, run_simulation
 
     keep = bool(config.output.out)
     directory = (
@@ -168,15 +144,26 @@ def run_flower(config: Config, world: World, half, session: Session, progress, v
     client_app = make_client_app(
         without_seed(config), world.data, world.secrets, str(directory) if config.output.diagnostics else None
     )
-    stop, done = threading.Event(), threading.Event()
-    server_app = make_server_app(half, config.federation.clients, config.run.rounds, on_round, stop, done)
+    done = threading.Event()
+    server_app = make_server_app(
+        half, config.federation.clients, config.run.rounds, on_round, stop.event, done, on_stop=kill_client_actors
+    )
     try:
-        run_simulation(config, server_app, client_app, progress, verbose, nodes=layout(config).nodes)
-    except KeyboardInterrupt:
-        with _sigint_ignored():
-            _stop_flower(stop, done)
-        raise
+        with stop.deferred():
+            run_simulation(
+                config,
+                server_app,
+                client_app,
+                progress,
+                verbose,
+                nodes=layout(config).nodes,
+                stop=stop,
+                log=lambda text: session.recorder.output.write({"flower.log": text}),
+            )
     finally:
+        if not done.is_set() and not stop.requested:  # Flower's runtime failed under its ServerApp: stop it
+            stop.event.set()  # (on a stop request the ServerApp has returned, or never started)
+            done.wait(SERVER_STOP_SECONDS)
         remove_diagnostics(directory, ours=not keep)
-    if len(session.recorder.rows) < config.run.rounds:
+    if not stop.requested and len(session.recorder.rows) < config.run.rounds:
         raise RuntimeError("the Flower simulation ended before its last round (see the log; rerun with --verbose)")

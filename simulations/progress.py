@@ -30,14 +30,13 @@ class RoundProgress:
             TextColumn("{task.fields[last]}"),
             console=self.console,
         )
+        description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
+        starting = "starting Ray..." if self.config.run.engine == "flower" else ""
         if self.console.is_terminal:  # a live bar on a terminal; a log gets the round lines alone
             self.progress.start()
-        description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
-        self.task_id = self.progress.add_task(
-            description,
-            total=self.config.run.rounds,
-            last="starting Ray..." if self.config.run.engine == "flower" else "",
-        )
+        elif starting:  # Ray's start takes 15-30 s: say so before the first round's line
+            self.console.print(f"{description}: {starting}", highlight=False)
+        self.task_id = self.progress.add_task(description, total=self.config.run.rounds, last=starting)
 
     def update(self, row: dict) -> None:
         if self.progress is None:
@@ -51,10 +50,8 @@ class RoundProgress:
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
-                result += (
-                    f"; noise |agg - clean|^2 {row['measured_squared_distance']:.3g} "
-                    f"(predicted {row['predicted_squared_distance']:.3g})"
-                )
+                measured, predicted = row["measured_squared_distance"], row["predicted_squared_distance"]
+                result += f"; noise |agg - clean|^2 {measured:.3g} (predicted {predicted:.3g})"
         elif self.config.aggregation.aggregator == "mean":
             result = f"mse {row['mse']:.3g} (predicted {row['predicted_mse']:.3g})"
         else:  # the prediction is the plain mean's (analysis.md): never beside another aggregator's MSE alone

@@ -6,11 +6,17 @@ apps here). The ServerApp runs in a thread of this process, so its per-round cal
 the progress display; ClientApps (one per Flower node, each hosting a cohort of clients) run in Ray
 actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
+Ray is started here, before Flower's runtime, with Flower's own `RayBackend` (which then finds it
+running), in a thread that blocks SIGINT and SIGTERM (`_ray_started`): the harness's
+stop request (simulations.stopping) keeps both signals. Ray is shut down by Flower's runtime when
+it returns, once its threads have stopped waiting on Ray.
+
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
-workers' output, which Ray forwards) goes to a log file (`DIR/flower.log` with `--out`, else a
-temporary file whose tail is shown if the run crashes). The progress display writes to a
-duplicate of the original stderr. `verbose=True` leaves all of it on the terminal.
+workers' output, which Ray forwards) goes to a temporary log file, whose tail is shown if the run
+crashes; `log` receives its text when it is not empty (`simulate --out`: `DIR/flower.log`). The
+progress display writes to a duplicate of the original stderr. `verbose=True` leaves all of it on
+the terminal.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from ldpfed.config import Config
+from simulations.stopping import StopRequest
 
 QUIET_ENVIRONMENT = {
     "RAY_DEDUP_LOGS": "1",
@@ -83,42 +92,133 @@ def _stderr_to(log_path: Path):
 
 
 def run_simulation(
-    config: Config, server_app, client_app, progress=None, verbose: bool = False, nodes: int | None = None
+    config: Config,
+    server_app,
+    client_app,
+    progress=None,
+    verbose: bool = False,
+    nodes: int | None = None,
+    stop: StopRequest | None = None,
+    log=None,
 ) -> None:
     """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
-    Flower nodes (default: one per client) and one actor per node at most (`backend_config`),
-    quietly unless `verbose`. `progress` (optional, e.g. `simulations.progress.RoundProgress`):
-    `start(stream)` with the terminal's stderr before the simulation starts, `stop()` at the end."""
-    from flwr.simulation import run_simulation as flower_run_simulation
-
+    Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g.
+    `simulations.progress.RoundProgress`): `start(stream)` with the terminal's stderr before Ray
+    starts, `stop()` at the end. `stop`: the run's stop request; requested while Ray starts, the
+    federation does not start. Ray gets no more CPUs than the nodes use: one actor per node at most
+    (`backend_config`). `log(text)`: the Flower/Ray log, when not empty."""
     clients = nodes or config.federation.clients
     if verbose:
         with showing(progress, sys.stderr):
-            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, True, clients))
+            _run_on_ray(config, server_app, client_app, clients, stop, verbose=True)
         return
     os.environ.update(QUIET_ENVIRONMENT)
     flower_logger = logging.getLogger("flwr")
     previous_level = flower_logger.level
     flower_logger.setLevel(logging.CRITICAL)
-    out = config.output.out
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        log_path = Path(out) / "flower.log"
-    else:
-        handle, name = tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")
-        os.close(handle)  # reopened by name in _stderr_to
-        log_path = Path(name)
+    handle, name = tempfile.mkstemp(prefix="ldpfed-flower-", suffix=".log")
+    os.close(handle)  # reopened by name in _stderr_to
+    log_path = Path(name)
     try:
         with _stderr_to(log_path) as terminal, showing(progress, terminal):
-            flower_run_simulation(server_app, client_app, clients, "ray", backend_config(config, nodes=clients))
+            _run_on_ray(config, server_app, client_app, clients, stop, verbose=False)
     except Exception:
         tail = log_path.read_text(errors="replace").splitlines()[-30:]
         sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
         raise
     finally:
         flower_logger.setLevel(previous_level)
-        if not out:
-            log_path.unlink(missing_ok=True)
+        text = log_path.read_text(errors="replace")
+        log_path.unlink(missing_ok=True)
+        if text and log is not None:
+            log(text)
+
+
+def _run_on_ray(config: Config, server_app, client_app, clients: int, stop: StopRequest | None, verbose: bool) -> None:
+    """Start Ray, then Flower's runtime on it unless a stop was requested meanwhile."""
+    # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
+    # workers, which aborts the process (exit 134): read when Ray is imported, so set before
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+    from flwr.simulation import run_simulation as flower_run_simulation
+
+    backend = backend_config(config, verbose, nodes=clients)
+    with _ray_started(lambda: RayBackend(backend)):  # Flower's ray.init; its runtime then finds Ray up
+        if stop is not None and stop.installed:
+            stop.install()  # over any handler Ray's native code installed (if Ray was imported before)
+        if stop is None or not stop.requested:
+            flower_run_simulation(server_app, client_app, clients, "ray", backend)
+
+
+@contextlib.contextmanager
+def _ray_started(start):
+    """Ray up for the block (`start()`: ray.init), shut down at its end (Flower's runtime, when it
+    ran, has done so already), started by a thread of its own that blocks SIGINT and SIGTERM and
+    lives until then.
+
+    In the main thread `ray.init` replaces the SIGTERM handler with one that raises SystemExit
+    wherever the main thread is (a SIGTERM during the init aborted the process); from another thread
+    it leaves the handlers alone (and says so in a warning, silenced here). Ray's native threads,
+    started by that thread, inherit its mask: a signal never lands in them, and the main thread
+    keeps both signals (the stop request records them). The thread must outlive Ray: Ray starts its
+    processes with PR_SET_PDEATHSIG, which kills them when the thread that started them ends."""
+    started, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def keeper() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            start()
+        except BaseException as error:  # raised again in the main thread
+            failures.append(error)
+        finally:
+            started.set()
+        release.wait()
+
+    ray_worker_logger = logging.getLogger("ray._private.worker")
+    previous_level = ray_worker_logger.level
+    ray_worker_logger.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": what is wanted
+    thread = threading.Thread(target=keeper, name="ray-keeper", daemon=True)
+    try:
+        thread.start()
+        started.wait()
+        ray_worker_logger.setLevel(previous_level)
+        if failures:
+            raise failures[0]
+        yield
+    finally:
+        ray_worker_logger.setLevel(previous_level)
+        shutdown_ray()
+        release.set()
+        thread.join()
+
+
+def kill_client_actors() -> None:
+    """Kill the Ray actors that run the ClientApps, in the ServerApp's thread once it has stopped
+    (before Flower's runtime shuts Ray down). Flower's threads wait in `ray.get` for the round's
+    client tasks, which an actor cannot interrupt (`ray.cancel` only flags a running actor task):
+    killed, those tasks fail at once and the threads see the runtime's stop, instead of after the
+    round (minutes for a large one). The actors are Flower's (`ClientAppActor`); this process holds
+    no other actor handles, and Flower's pool keeps them private, so they are found among the live
+    objects."""
+    import gc
+
+    import ray
+
+    if not ray.is_initialized():
+        return
+    # type(), not isinstance(): the latter reads `__class__`, which some module proxies (torch's) warn on
+    for handle in [item for item in gc.get_objects() if issubclass(type(item), ray.actor.ActorHandle)]:
+        with contextlib.suppress(Exception):  # best effort: an actor not killed only ends its task first
+            ray.kill(handle, no_restart=True)
+
+
+def shutdown_ray() -> None:
+    """`ray.shutdown()` if Ray is running in this process (it is idempotent; Flower's runtime has
+    usually shut it down already)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 @contextlib.contextmanager

@@ -76,8 +76,8 @@ def handle_errors(command: Callable) -> Callable:
             fail(str(error))
         except Interrupted as error:
             fail(str(error), EXIT_INTERRUPTED)
-        except KeyboardInterrupt:
-            fail("interrupted; no results written", EXIT_INTERRUPTED)
+        except KeyboardInterrupt as error:  # a SIGTERM turned into one carries its own code (143)
+            fail("interrupted; no results written", getattr(error, "exit_code", EXIT_INTERRUPTED))
 
     return wrapper
 

@@ -1,0 +1,118 @@
+"""Stopping a run on SIGINT (Ctrl-C) or SIGTERM (a scheduler or a container stopping the job).
+
+Both signals are one request: the run writes the rounds that finished (summary marked
+interrupted) and the process exits with 128 + the signal's number (130, 143), like a shell. Python
+runs a signal handler in the main thread, between two bytecodes of whatever that thread is doing,
+so where the main thread is decides what the handler may do:
+
+- in the set-up and the summary it raises `Stopped` (a KeyboardInterrupt), which unwinds to the
+  harness;
+- inside Flower's simulation runtime (`deferred`) it only records the request: the main thread is
+  there joining the threads that wait on Ray actors (`ray.get`), and unwinding it shuts Ray down
+  under them, after which they wait forever (the interpreter joins them at exit) or crash in Ray's
+  native code (SIGSEGV, SIGABRT). The ServerApp sees the request between two pulls
+  (`server.strategy.StoppableGrid`) and returns; Flower's runtime then ends its threads and shuts
+  Ray down in order, and the harness writes the summary;
+- in the local engine's rounds (`deferred` too) the loop stops before the next round: unwound in
+  the middle of the server's aggregation or record, a round would be in the ledger or the rows
+  but not in metrics.csv.
+
+A further signal while the stop is under way is ignored (SIG_IGN: it takes seconds and leaves
+complete files, and an ignored signal cannot interrupt Ray's teardown or a system call in it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop request raised in the main thread; `exit_code` is the shell's 128 + signal number."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopRequest:
+    """The run's stop request: the first SIGINT or SIGTERM received while `handling`."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()  # set on the request (read by the ServerApp thread)
+        self.signum: int | None = None
+        self._raising = True
+        self._dispositions: dict[int, object] = {}  # per signal: this request's handler, or SIG_IGN
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_code(self) -> int:
+        return Stopped(self.signum or signal.SIGINT).exit_code
+
+    def record(self, signum: int = signal.SIGINT) -> None:
+        """The request, also for a KeyboardInterrupt that did not come through the handler."""
+        if self.signum is None:
+            self.signum = signum
+            self.event.set()
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum is not None:
+            return
+        self.record(signum)
+        self.install()  # now ignored: a further signal interrupts nothing, not even a system call
+        if self._raising:
+            raise Stopped(signum)
+
+    def install(self) -> None:
+        """(Re)install the handlers, in the main thread, e.g. after a library replaced them (`ray.init`
+        called in the main thread replaces SIGTERM's with one that raises SystemExit)."""
+        for signum, disposition in self._dispositions.items():
+            signal.signal(signum, signal.SIG_IGN if self.requested else disposition)
+
+    @contextlib.contextmanager
+    def handling(self):
+        """SIGINT and SIGTERM request the stop during the block; the previous handlers afterwards.
+        A signal that the process inherited ignored stays ignored (what `nohup` and a shell's `&`
+        ask for). Only the main thread receives Python's signals: elsewhere nothing changes."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+        self._dispositions = {
+            signum: signal.SIG_IGN if handler == signal.SIG_IGN else self._handle
+            for signum, handler in previous.items()
+        }
+        self.install()
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self._dispositions = {}
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """In the block a signal records the request and raises nothing (code that must not be
+        unwound); the handlers are installed again after it (see `install`)."""
+        self._raising = False
+        try:
+            yield self
+        finally:
+            self._raising = True
+            if self.installed:
+                self.install()
+
+    @property
+    def installed(self) -> bool:
+        """The handlers are this request's (set in the main thread by `handling`)."""
+        return bool(self._dispositions)
