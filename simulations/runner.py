@@ -161,7 +161,16 @@ def _ray_started(start):
     it leaves the handlers alone (and says so in a warning, silenced here). Ray's native threads,
     started by that thread, inherit its mask: a signal never lands in them, and the main thread
     keeps both signals (the stop request records them). The thread must outlive Ray: Ray starts its
-    processes with PR_SET_PDEATHSIG, which kills them when the thread that started them ends."""
+    processes with PR_SET_PDEATHSIG, which kills them when the thread that started them ends. So
+    the thread is let go only once Ray is down: a Ray that outlives the block (one whose shutdown its
+    owner defers, such as a test session sharing it) keeps its keeper, and a Ray already running in
+    this process is used as it is."""
+    if ray_running():
+        try:
+            yield
+        finally:
+            shutdown_ray()
+        return
     started, release = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
@@ -189,8 +198,9 @@ def _ray_started(start):
     finally:
         ray_worker_logger.setLevel(previous_level)
         shutdown_ray()
-        release.set()
-        thread.join()
+        if not ray_running():
+            release.set()
+            thread.join()
 
 
 def kill_client_actors() -> None:
@@ -213,12 +223,17 @@ def kill_client_actors() -> None:
             ray.kill(handle, no_restart=True)
 
 
+def ray_running() -> bool:
+    """Whether Ray is initialized in this process (without importing it)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 def shutdown_ray() -> None:
     """`ray.shutdown()` if Ray is running in this process (it is idempotent; Flower's runtime has
     usually shut it down already)."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
+    if ray_running():
+        sys.modules["ray"].shutdown()
 
 
 @contextlib.contextmanager
