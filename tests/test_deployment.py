@@ -134,7 +134,8 @@ class Deployment:
                         node_config,
                     ],
                 )
-            poll(lambda: self.nodes_online() >= len(self.node_configs), START_SECONDS, "SuperNodes registered")
+            # each `flwr supernode list` is a process start (about 1.5 s of CPU the starting nodes need)
+            poll(lambda: self.nodes_online() >= len(self.node_configs), START_SECONDS, "SuperNodes registered", 2.0)
         except BaseException:
             self.stop()
             raise

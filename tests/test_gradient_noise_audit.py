@@ -48,21 +48,24 @@ def test_sound_noises_pass_the_audit(noise):
     assert result.claimed_epsilon > 0 and np.isfinite(result.claimed_epsilon)
 
 
-def build(name, sampler):
-    profile = layer_profile([1.0, 0.5], [6, 4])
+def build(name, sampler=None):
+    """The noise with `sampler`, or with its default sampler when None."""
+    profile, options = layer_profile([1.0, 0.5], [6, 4]), {} if sampler is None else {"sampler": sampler}
     if name == "inid-gaussian":
-        return InidGaussian(profile, epsilon=1.0, delta=1e-5, sampler=sampler)
+        return InidGaussian(profile, epsilon=1.0, delta=1e-5, **options)
     if name == "inid-laplace":
-        return InidLaplace(profile, epsilon=1.0, sampler=sampler)
-    return calibrate("plrvo", epsilon=1.0, dims=10, sampler=sampler)  # one release (q = 1) at eps = 1
+        return InidLaplace(profile, epsilon=1.0, **options)
+    return calibrate("plrvo", epsilon=1.0, dims=10, **options)  # one release (q = 1) at eps = 1
 
 
 @pytest.mark.parametrize("name", ["inid-gaussian", "inid-laplace", "plrvo"])
 def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name):
     """The default (safe) release lies on a fixed grid: the never-produced event has nothing to find
     (P[x'] = 0 on no set), while the continuous sampler fails on it (audit.md, Floating-point events)."""
-    noise = build(name, "safe")
-    assert noise.sampler == "safe" and calibrate(name, epsilon=1.0, delta=1e-5, dims=10).sampler == "safe"
+    noise = build(name)  # the default sampler (for PLRV-O, calibrate's default: its search runs once)
+    assert noise.sampler == "safe"
+    if name != "plrvo":
+        assert calibrate(name, epsilon=1.0, delta=1e-5, dims=10).sampler == "safe"
     subject = noise_subject(noise)
     assert subject.sampler == "safe"
     draws = subject.draw(0, 20_000, np.random.default_rng(3))
@@ -74,7 +77,9 @@ def test_safe_samplers_are_default_and_never_show_the_floating_point_event(name)
     assert result.verdict == "pass" and "never-produced" not in result.event, verdict_message(result)
 
     continuous = build(name, "continuous")
-    failed = run_audit(noise_subject(continuous), samples=200_000, seed=1)
+    # The never-produced event has P[x'] = 0: at 200,000 samples it showed eps_lower 7.2-8.0 against
+    # eps = 1; at 50,000 it shows 5.8-6.6, far above the claim.
+    failed = run_audit(noise_subject(continuous), samples=50_000, seed=1)
     assert failed.verdict == "fail" and failed.event.startswith("never-produced"), verdict_message(failed)
     print(verdict_message(result), "|", verdict_message(failed))
 

@@ -88,11 +88,14 @@ def test_grouped_estimates_mean_and_variance(name, options):
     both from the same reports, against their exact moments."""
     users, reps = 600, 400
     values, budgets, low, high = _population(users)
-    estimates = {True: [], False: []}
-    for rng in map(np.random.default_rng, np.random.SeedSequence(51).spawn(reps)):
-        reports = perturb_personalized(values, budgets, low, high, name, rng, **options)
-        for debiased in estimates:
-            estimates[debiased].append(estimate_mean(reports, budgets, low, high, name, debiased=debiased, **options))
+    # The repetitions are independent copies of the population, perturbed in one call (users are
+    # independent) and estimated one copy at a time.
+    tiled = [np.tile(column, reps) for column in (values, budgets, low, high)]
+    reports = perturb_personalized(*tiled, name, np.random.default_rng(51), **options).reshape(reps, users)
+    estimates = {
+        debiased: [estimate_mean(row, budgets, low, high, name, debiased=debiased, **options) for row in reports]
+        for debiased in (True, False)
+    }
     low_q, high_q = stats.chi2.ppf([1e-6, 1 - 1e-6], df=reps - 1) / (reps - 1)
     for debiased, sample in estimates.items():
         sample = np.array(sample)

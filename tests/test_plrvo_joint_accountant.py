@@ -63,10 +63,11 @@ def _mp_g_table(safe: bool) -> tuple:
         )
 
 
-def _mp_log_products(safe: bool) -> list:
-    """log prod_{i=1..n} G(x_i, eta), coordinate by coordinate."""
+@lru_cache(maxsize=2)
+def _mp_log_products(safe: bool) -> tuple:
+    """log prod_{i=1..n} G(x_i, eta), coordinate by coordinate (computed once per law)."""
     with mpmath.workdps(30):
-        return [mpmath.fsum(mpmath.log(g) for g in row) for row in _mp_g_table(safe)]
+        return tuple(mpmath.fsum(mpmath.log(g) for g in row) for row in _mp_g_table(safe))
 
 
 def _mp_weights(lam: int, q: float) -> list:

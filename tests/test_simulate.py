@@ -198,66 +198,23 @@ def _assert_ray_stopped():
     assert ray_released()  # the run shut Ray down (deferred to the session's end in the suite)
 
 
-def test_run_called_directly_under_flower_binds_the_data_shape_itself():
-    """Without the CLI's preflight, users/dims 0 ("from the data") reached the ClientApps unbound and
-    seedless: every client failed re-validating the config and final_mse was NaN."""
+def test_mean_task_under_flower_binds_its_data_shape_survives_a_failing_client_and_writes_its_files(tmp_path):
+    """One Flower federation, several checks. Called directly, without the CLI's preflight, the run
+    binds dims 0 ("from the data") itself: unbound, every client failed re-validating the config and
+    final_mse was NaN. A failing client is left out of every round, the others give the local
+    engine's numbers for the same noise root, and the run's files are written."""
+    out = tmp_path / "run"
+    options = {"task": "mean", "clients": 4, "users": 4000, "epsilon": 4, "rounds": 3, "seed": 3, "fail-clients": "1"}
     config = (
         Config()
-        .with_options(
-            {
-                "task": "mean",
-                "engine": "flower",
-                "clients": 2,
-                "users": 200,
-                "rounds": 1,
-                "cpus": 2,
-                "cpus-per-client": 1,
-                "epsilon": 4,
-            }
-        )
+        .with_options({**options, "engine": "flower", "cpus": 2, "cpus-per-client": 1, "out": str(out)})
         .validated()
     )
     assert config.data.dims == 0  # "from the data": only the harness can bind it
-    summary, _ = run_rows(config)
+    summary, _ = run_rows(config, noise_seed=3)
     _assert_ray_stopped()
-    assert summary["clients_failed_total"] == 0, summary["failure_reasons"]
     assert summary["dims"] == 10 and np.isfinite(summary["final_mse"])
-
-
-def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(tmp_path):
-    out = tmp_path / "run"
-    args = [
-        "simulate",
-        "--task",
-        "mean",
-        "--clients",
-        "4",
-        "--users",
-        "4000",
-        "--dims",
-        "40",
-        "--epsilon",
-        "4",
-        "--rounds",
-        "3",
-        "--cpus",
-        "2",
-        "--cpus-per-client",
-        "1",
-        "--fail-clients",
-        "1",
-        "--seed",
-        "3",
-        "--noise-seed",
-        "3",
-        "--out",
-        str(out),
-        "--json",
-    ]
-    result = runner.invoke(app, args)
-    _assert_ray_stopped()
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    assert summary["clients_failed_total"] == 3, summary["failure_reasons"]  # the injected failure, once a round
     assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 4, 3)
     assert summary["private"] is True and summary["epsilon"] == 4.0
     metrics = pd.read_csv(out / "metrics.csv")
@@ -268,10 +225,7 @@ def test_mean_task_under_flower_survives_a_failing_client_and_writes_its_files(t
     privacy = pd.read_csv(out / "privacy.csv")
     assert sorted(privacy["client_id"]) == [0, 2, 3] and np.allclose(privacy["basic_epsilon"], 12.0)
     assert metrics["epsilon_spent"].tolist() == [4.0, 8.0, 12.0]
-    local = config_of(
-        task="mean", clients=4, users=4000, dims=40, epsilon=4.0, rounds=3, seed=3, **{"fail-clients": "1"}
-    )
-    _, local_rows = run_rows(local, noise_seed=3)  # the same noise root: the same noise
+    _, local_rows = run_rows(config_of(**options, dims=10), noise_seed=3)  # the same noise root: the same noise
     np.testing.assert_allclose(metrics["mse"], local_rows["mse"], rtol=1e-12)
     assert json.loads((out / "summary.json").read_text())["final_mse"] == pytest.approx(summary["final_mse"])
     assert load_file(out / "config.toml").federation.fail_clients == "1"
