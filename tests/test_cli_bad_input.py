@@ -263,6 +263,11 @@ def test_errors_come_before_synthetic_data_is_generated():
         ["compare", "--mechanism", "gaussian"],
         ["simulate", "--engine", "local", "--epsilon", "1e-300"],
         ["simulate", "--engine", "local", "--mechanism", "gaussian"],
+        # frequency: the categories of a synthetic set come from --dims and --categories
+        ["simulate", "--engine", "local", "--task", "frequency", "--mechanism", "gaussian"],
+        ["simulate", "--engine", "local", "--task", "frequency", "-m", "piecewise", "--epsilon", "1e-300"],
+        ["simulate", "--engine", "local", "--task", "frequency", "--dims", "3", "--categories", "2,3"],
+        ["simulate", "--engine", "local", "--task", "frequency", "--data", "uniform", "--report-dims", "5"],
     ):
         result = runner.invoke(app, arguments)
         assert_one_line_error(result, arguments)
