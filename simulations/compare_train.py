@@ -52,7 +52,7 @@ PASS_THROUGH = (
     "local_steps",
     "lr",
     "batch_size",
-    "clip",
+    "coordinate_clip",
     "partition",
     "fraction",
     "engine",
@@ -327,7 +327,7 @@ def describe(base: Config, repeats: int) -> str:
     training = base.training
     return (
         f"{base.data_name} {training.model}: {base.federation.clients} clients, {base.run.rounds} rounds, "
-        f"E={training.local_steps}, lr={training.lr:g}, C={training.clip:g}, {base.data.partition}, "
+        f"E={training.local_steps}, lr={training.lr:g}, C={training.coordinate_clip:g}, {base.data.partition}, "
         f"fraction={base.federation.fraction:g}, deviation={base.aggregation.deviation}, {repeats} repetition(s), "
         f"engine {base.run.engine}"
     )

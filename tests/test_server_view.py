@@ -45,7 +45,7 @@ def observed_run(task: str, noise_seed: int | None = None):
         "epsilon": 4.0,
     }
     if task == "train":
-        options.update({"report-dims": 650, "local-steps": 2, "clip": 0.05})
+        options.update({"report-dims": 650, "local-steps": 2, "coordinate-clip": 0.05})
     else:
         options.update({"users": 60, "dims": 40})
     config = Config().with_options(options).validated()

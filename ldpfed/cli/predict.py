@@ -54,10 +54,12 @@ def predict_command(
         ...,
         "--epsilon",
         "-e",
-        help="Budget per user: one report of m of the d dimensions, eps/m per reported value.",
+        help="Budget eps per user: one report of m of the d dimensions, eps/m per reported value.",
     ),
     delta: float = typer.Option(
-        None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee, per user (delta/m per reported value); approximate mechanisms.",
     ),
     users: int = typer.Option(
         None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."
