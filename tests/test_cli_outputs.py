@@ -140,9 +140,9 @@ def test_predict_out_is_checked_first_and_not_replaced_without_overwrite(tmp_pat
     assert sorted(path.name for path in target.iterdir()) == [MANIFEST, "per_category.csv", "prediction.json"]
 
 
-def test_predict_has_no_output_option():
-    result = runner.invoke(app, ["predict", "-m", "laplace", "-e", "1", "--output", "p.json"])
-    assert result.exit_code == 2 and "No such option" in result.stderr
+def test_predict_has_no_output_option(tmp_path):
+    result = runner.invoke(app, ["predict", "-m", "laplace", "-e", "1", "--output", str(tmp_path / "p.json")])
+    assert result.exit_code == 2 and "No such option" in result.stderr and not (tmp_path / "p.json").exists()
 
 
 def test_ctrl_c_during_compare_exits_130_with_one_line_and_writes_nothing(tmp_path):
