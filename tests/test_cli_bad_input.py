@@ -368,8 +368,16 @@ def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
         result = runner.invoke(app, ["simulate", "--engine", "local", *arguments])
         assert_one_line_error(result, arguments)
         assert message in result.stderr, result.stderr
-    result = runner.invoke(app, ["compare", "--task", "train", "--clip", "0.1"])
-    assert result.exit_code == 2 and "No such option '--clip'" in result.stderr
+    # a sweep: each bound goes to the runs it applies to; one that applies to none is an error
+    from simulations.compare_train import plan
+
+    sweep = Config().with_options({"task": "train", "clip": 2.0, "coordinate-clip": 0.1, "delta": 1e-5})
+    runs = plan(sweep, ["laplace", "inid-gaussian"], [4.0], ["fedavg"], 1, 0)
+    assert [config.update_clip for _, config in runs] == [0.1, 2.0]
+    arguments = ["compare", "--task", "train", "-m", "laplace", "--clip", "0.1"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "--clip applies to none of the mechanisms laplace" in result.stderr
 
 
 @pytest.mark.parametrize(

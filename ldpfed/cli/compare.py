@@ -71,6 +71,7 @@ TRAIN_ONLY = (
     "local_steps",
     "lr",
     "batch_size",
+    "clip",
     "coordinate_clip",
     "partition",
     "fraction",
@@ -190,6 +191,9 @@ def compare(
     ),
     lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
+    clip: float | None = typer.Option(
+        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
+    ),
     coordinate_clip: float | None = typer.Option(
         None, "--coordinate-clip", help="train: per-coordinate clipping bound C, each to [-C, C] (default 0.05)."
     ),
