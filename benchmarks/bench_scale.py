@@ -66,7 +66,7 @@ def config_for(model: str, clients: int, steps: int, nodes: int, rounds: int, cp
                 "local-steps": steps,
                 "mechanism": "laplace",
                 "epsilon": 2.0,
-                "clip": 0.05,
+                "coordinate-clip": 0.05,
                 "lr": 0.1,
                 "batch-size": 32,
                 "cpus": cpus,

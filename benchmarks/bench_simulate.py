@@ -37,7 +37,7 @@ def options_for(clients: int, rounds: int, cpus: int) -> dict:
                 "clients": clients,
                 "rounds": rounds,
                 "mechanism": "none",
-                "clip": 1e9,
+                "coordinate-clip": 1e9,
                 "local-steps": 10,
                 "lr": 0.1,
                 "batch-size": 32,

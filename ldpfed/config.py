@@ -114,7 +114,8 @@ class TrainingConfig:
     local_steps: int = 10
     lr: float = 0.1
     batch_size: int = 32
-    clip: float = 0.05
+    clip: float = 0.05  # L2 norm bound C of an update (gradient noises, ldpvec)
+    coordinate_clip: float = 0.05  # per-coordinate bound C, each coordinate to [-C, C] (scalar mechanisms, none)
     chunk_clients: int = 0  # clients a node trains at once; 0 = as many as a memory budget allows
     # issue 13: how the update is perturbed: numeric (per coordinate, or a gradient noise) or
     # ldpvec (directional, ldpfed.directional; --mechanism is its base randomizer)
@@ -194,6 +195,16 @@ class Config:
         from ldpfed.gradient_noise.calibrate import NAMES
 
         return self.privacy.mechanism in NAMES
+
+    @property
+    def update_clip(self) -> float:
+        """The bound a client update is clipped to (spec: federated.md): its L2 norm for the gradient
+        noises and ldpvec (`clip`), each coordinate to [-C, C] otherwise (`coordinate-clip`)."""
+        return self.training.clip if self.l2_clipped else self.training.coordinate_clip
+
+    @property
+    def l2_clipped(self) -> bool:
+        return self.gradient_noise or self.directional
 
     @property
     def directional(self) -> bool:
@@ -320,6 +331,8 @@ class Config:
         _positive("lr", train.lr)
         check_positive_int(train.batch_size, "batch-size")
         _positive("clip", train.clip)
+        _positive("coordinate-clip", train.coordinate_clip)
+        _check_clip_applies(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         try:
             failing = self.failing_partitions
@@ -344,6 +357,24 @@ def _check_node_reply(config: Config) -> None:
             f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
             "re-calibrates from each client's update, which a summed reply does not carry "
             "(use --node-reply clients)"
+        )
+
+
+def _check_clip_applies(config: Config) -> None:
+    """A clip bound set (not its default) where the other one applies is an error, not ignored: the
+    two bound different norms (`Config.update_clip`)."""
+    if config.run.task != "train":
+        return
+    defaults = TrainingConfig()
+    if config.l2_clipped and config.training.coordinate_clip != defaults.coordinate_clip:
+        raise LDPValueError(
+            f"coordinate-clip bounds each coordinate for the scalar mechanisms; {config.privacy.mechanism!r}"
+            f"{' (ldpvec)' if config.directional else ''} clips the update's L2 norm: use clip"
+        )
+    if not config.l2_clipped and config.training.clip != defaults.clip:
+        raise LDPValueError(
+            f"clip is the L2 norm bound of the gradient noises and ldpvec; {config.privacy.mechanism!r} clips "
+            "each coordinate to [-C, C]: use coordinate-clip"
         )
 
 

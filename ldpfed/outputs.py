@@ -1,6 +1,6 @@
 """Where a results command writes: checked before any work, written atomically, all files or none.
 
-Use it in every command that writes results (`compare`, `predict --output`, `simulate`):
+Use it in every command that writes results (`compare`, `predict`, `simulate`):
 
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:  # before any work
         ...                                                     # the work (may take hours)
@@ -24,8 +24,6 @@ Use it in every command that writes results (`compare`, `predict --output`, `sim
 - A manifest `.ldpfed-run.json` (command and files) marks the directory as one run's results.
 - Leaving the `with` block by Ctrl-C raises `Interrupted`, whose message says what is on disk; the
   CLI prints it as one line and exits with code 130.
-
-`OutputFile` is the same for a command writing one file (`predict --output FILE.json`).
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from ldpfed.results import temporary_path, write_content
 from ldpfed.validation import LDPValueError
 
 MANIFEST = ".ldpfed-run.json"
-# Files that ldpfed's commands write into an --out directory (compare, compare --task train,
+# Files that ldpfed's commands write into an --out directory (predict, compare, compare --task train,
 # simulate): a directory holding any of them holds results of an earlier run.
 RESULT_FILES = frozenset(
     {
@@ -61,6 +59,9 @@ RESULT_FILES = frozenset(
         "frequencies.png",
         "mse_per_aggregator.png",
         "noise_secret",
+        "prediction.json",
+        "per_dimension.csv",
+        "per_category.csv",
     }
 )
 EXIT_INTERRUPTED = 130
@@ -239,37 +240,3 @@ class OutputDir:
     def __exit__(self, kind, error, traceback) -> None:
         if kind is not None and issubclass(kind, KeyboardInterrupt) and not issubclass(kind, Interrupted):
             raise Interrupted(self.interrupted_message()) from None
-
-
-class OutputFile:
-    """One results file (e.g. `predict --output FILE.json`): same checks, atomic write."""
-
-    def __init__(self, path: Path | None, flag: str) -> None:
-        self.path, self.flag, self.written = path, flag, False
-
-    @classmethod
-    def prepare(cls, path, *, overwrite: bool = False, flag: str = "--output") -> OutputFile:
-        if path is None or str(path) == "":
-            return cls(None, flag)
-        path = Path(path)
-        if path.is_dir():
-            raise LDPValueError(f"{flag} {path} is a directory; give a file name")
-        if path.exists() and not overwrite:
-            raise LDPValueError(f"{flag} {path} exists; choose another name or pass --overwrite to replace it")
-        _check_writable_location(path.parent if str(path.parent) else Path("."), flag)
-        return cls(path, flag)
-
-    def write(self, content) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _commit(_stage(self.path.parent, {self.path.name: content}))
-        self.written = True
-
-    def __enter__(self) -> OutputFile:
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        if kind is not None and issubclass(kind, KeyboardInterrupt) and not issubclass(kind, Interrupted):
-            state = f"{self.path} is complete" if self.written else "nothing written"
-            raise Interrupted(f"interrupted; {state}") from None

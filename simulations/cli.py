@@ -43,6 +43,7 @@ TASK_OPTIONS = {
         "lr",
         "batch_size",
         "clip",
+        "coordinate_clip",
         "perturbation",
         "beta",
         "window",
@@ -141,10 +142,11 @@ def simulate(
     ),
     data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     users: int | None = typer.Option(
-        None, help="mean: users in total, split over the clients (default: a data file's rows; synthetic 10,000)."
+        None, help="mean: users n in total, split over the clients (default: a data file's rows; synthetic 10,000)."
     ),
     dims: int | None = typer.Option(
-        None, help="mean: dimensions of a tuple (default: a data file's columns; synthetic 10)."
+        None,
+        help="mean: dimensions d of a tuple (default: a data file's columns; synthetic 10); frequency: its attributes.",
     ),
     domain: str | None = typer.Option(
         None,
@@ -199,11 +201,15 @@ def simulate(
     mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
     epsilon: float | None = typer.Option(
         None,
-        help="Budget per user and round, eps/m per reported value (mean, frequency) or per client and round (train).",
+        help="Budget eps per user and round, eps/m per reported value (mean, frequency); train: per client and round.",
     ),
-    delta: float | None = typer.Option(None, help="delta for approximate mechanisms (0 = pure)."),
+    delta: float | None = typer.Option(
+        None,
+        help="The delta of the (eps, delta) guarantee, per user and round (mean, frequency) or per client and round "
+        "(train); 0 = pure.",
+    ),
     report_dims: int | None = typer.Option(
-        None, help="Dimensions each user/client reports, m (0 = all for mean, Wang's m for train)."
+        None, help="Dimensions each user reports, m (train: each client; 0 = all for mean, Wang's m for train)."
     ),
     max_epsilon: float | None = typer.Option(
         None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."
@@ -228,7 +234,10 @@ def simulate(
     lr: float | None = typer.Option(None, help="train: client learning rate."),
     batch_size: int | None = typer.Option(None, help="train: client minibatch size."),
     clip: float | None = typer.Option(
-        None, help="train: clipping bound C of a client update (per coordinate; L2 for gradient noises and ldpvec)."
+        None, help="train: L2 clipping norm C of a client update (gradient noises, --perturbation ldpvec)."
+    ),
+    coordinate_clip: float | None = typer.Option(
+        None, help="train: per-coordinate clipping bound C, each coordinate to [-C, C] (scalar mechanisms, none)."
     ),
     perturbation: str | None = typer.Option(
         None,

@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from ldpfed.cli.common import parse_list, progress_steps, show_results
-from ldpfed.config import NO_MECHANISM, Config
+from ldpfed.config import NO_MECHANISM, Config, TrainingConfig
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.train import check_device
-from ldpfed.validation import check_epsilon, check_positive_int
+from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 
 DEFAULTS = {
     "mechanism": "laplace",
@@ -53,6 +53,7 @@ PASS_THROUGH = (
     "lr",
     "batch_size",
     "clip",
+    "coordinate_clip",
     "partition",
     "fraction",
     "engine",
@@ -93,22 +94,20 @@ def repeat_seeds(seed: int, repeats: int) -> list[int]:
 def plan(
     base: Config, mechanisms: list[str], epsilons: list[float], aggregators: list[str], repeats: int, seed: int
 ) -> list[tuple[dict, Config]]:
-    """[(labels, config)] for every federation of the sweep, each config validated."""
-    runs = []
+    """[(labels, config)] for every federation of the sweep, each config validated. Each clip bound
+    goes to the runs it applies to (`Config.update_clip`); one that applies to none is an error."""
+    defaults, runs, used = TrainingConfig(), [], set()
     for repeat, run_seed in enumerate(repeat_seeds(seed, repeats)):
         for mechanism in mechanisms:
             budgets = [None] if mechanism == NO_MECHANISM else epsilons
             for epsilon in budgets:
                 for aggregator in aggregators:
                     config = base.with_options(
-                        {
-                            "task": "train",
-                            "mechanism": mechanism,
-                            "aggregator": aggregator,
-                            "seed": run_seed,
-                            "epsilon": epsilon,
-                        }
-                    ).validated()
+                        {"task": "train", "mechanism": mechanism, "aggregator": aggregator, "seed": run_seed}
+                    )
+                    other = "coordinate_clip" if config.l2_clipped else "clip"
+                    used.add("clip" if config.l2_clipped else "coordinate_clip")
+                    config = config.with_options({other: getattr(defaults, other), "epsilon": epsilon}).validated()
                     labels = {
                         "mechanism": mechanism,
                         "epsilon": epsilon,
@@ -117,6 +116,10 @@ def plan(
                         "seed": run_seed,
                     }
                     runs.append((labels, config))
+    for name in ("clip", "coordinate_clip"):
+        if getattr(base.training, name) != getattr(defaults, name) and name not in used:
+            flag = "--" + name.replace("_", "-")
+            raise LDPValueError(f"{flag} applies to none of the mechanisms {', '.join(mechanisms)}")
     return runs
 
 
@@ -281,7 +284,8 @@ def resolve(options: dict) -> tuple[Config, list[str], list[float], list[str], i
     seed = check_positive_int(merged["seed"], "--seed", minimum=0)
     overrides = {name: given[name] for name in PASS_THROUGH if name in given}
     base = Config().with_options({"task": "train", "data": merged["data"], **overrides})
-    base.validated()
+    clips = TrainingConfig()  # each clip bound is checked with the runs it applies to (`plan`)
+    base.with_options({"clip": clips.clip, "coordinate_clip": clips.coordinate_clip}).validated()
     check_device(base)
     return base, mechanisms, epsilons, aggregators, repeats, seed
 
@@ -327,7 +331,7 @@ def describe(base: Config, repeats: int) -> str:
     training = base.training
     return (
         f"{base.data_name} {training.model}: {base.federation.clients} clients, {base.run.rounds} rounds, "
-        f"E={training.local_steps}, lr={training.lr:g}, C={training.clip:g}, {base.data.partition}, "
+        f"E={training.local_steps}, lr={training.lr:g}, C={training.coordinate_clip:g}, {base.data.partition}, "
         f"fraction={base.federation.fraction:g}, deviation={base.aggregation.deviation}, {repeats} repetition(s), "
         f"engine {base.run.engine}"
     )

@@ -129,7 +129,7 @@ def runs_of(block: dict):
     """(label, options) of every run of a block."""
     yield (
         "noise-free",
-        {"mechanism": "none", "perturbation": "numeric", "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
+        {"mechanism": "none", "perturbation": "numeric", "coordinate-clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
     )
     for eps in block["epsilons"]:
         for base in BASES:
@@ -137,7 +137,7 @@ def runs_of(block: dict):
             common = {"mechanism": base, "epsilon": eps, "delta": DELTA if base == "gaussian" else 0.0}
             yield (
                 f"numeric {base} eps={eps:g}",
-                {**common, "perturbation": "numeric", "clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
+                {**common, "perturbation": "numeric", "coordinate-clip": 3 * CLIP / math.sqrt(DIMS[block["model"]])},
             )
             for magnitude, window, rotation in variants:
                 yield (

@@ -43,9 +43,11 @@ def dpsgd(
     data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
     model: str = typer.Option("logreg", help="logreg | mlp | cnn."),
     lr: float = typer.Option(0.5, help="Learning rate."),
-    clip: float = typer.Option(1.0, help="Per-example L2 clipping bound C."),
+    clip: float = typer.Option(1.0, help="Per-example L2 clipping norm C."),
     sampling: str = typer.Option("poisson", help="poisson | shuffle."),
-    target_delta: float = typer.Option(1e-5, help="delta at which epsilon is reported."),
+    target_delta: float = typer.Option(
+        1e-5, help="The delta at which the composed total eps is reported (central DP over the examples)."
+    ),
     seed: int = typer.Option(0, help="Seed of the split and the model's initialization (public: in the summary)."),
     noise_seed: int | None = typer.Option(
         None,
@@ -56,7 +58,9 @@ def dpsgd(
         False, "--mia", help="Train on a random half and attack membership (loss threshold, offline LiRA)."
     ),
     shadows: int = typer.Option(8, help="Reference models of the LiRA attack (with --mia)."),
-    k: float | None = typer.Option(None, "--k", help="plrvo: Gamma shape k; product-noise: k (else searched)."),
+    k: float | None = typer.Option(
+        None, "--k", help="The noise's parameter k: plrvo's Gamma shape; product-noise's k (else searched)."
+    ),
     theta: float | None = typer.Option(None, "--theta", help="plrvo: Gamma scale theta."),
     noise_epsilon: float | None = typer.Option(
         None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."

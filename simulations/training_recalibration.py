@@ -46,7 +46,7 @@ COMMON = {  # the project's defaults for clip, lr, batch; sizes chosen for ~20 m
     "local-steps": 5,
     "lr": 0.1,
     "batch-size": 32,
-    "clip": 0.05,
+    "coordinate-clip": 0.05,
     "partition": "iid",
     "fraction": 1.0,
     "deviation": "plug-in",

@@ -59,7 +59,7 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--rounds", "0"],
             ["--k", "2"],
             ["--layers", "1:5"],
-            ["--mechanism", "plrvo", "--k", "2", "--theta", "0.1", "--params", "5"],
+            ["--mechanism", "plrvo", "--k", "2", "--theta", "0.1", "--dims", "5"],
             ["--mechanism", "inid-gaussian"],
             ["--mechanism", "inid-gaussian", "--epsilon", "1", "--noise-multiplier", "1", "--layers", f"1:{HUGE}"],
         ],
@@ -95,9 +95,9 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--domain", "1,0"],
             ["--domain", "a,b"],
             ["--out-of-domain", "ignore"],
-            ["--output", str(tmp_path)],
-            ["--output", str(tmp_path / "x.txt")],
-            ["--output", f"{a_file}/x.json"],
+            ["--out", a_file],
+            ["--out", f"{a_file}/x"],
+            ["--out", ""],
             ["--data", outside, "--users", "2", "--dims", "2"],
             ["--data", "gaussian", "--header"],
             ["--data", "uniform", "--domain", "0,10"],
@@ -263,6 +263,11 @@ def test_errors_come_before_synthetic_data_is_generated():
         ["compare", "--mechanism", "gaussian"],
         ["simulate", "--engine", "local", "--epsilon", "1e-300"],
         ["simulate", "--engine", "local", "--mechanism", "gaussian"],
+        # frequency: the categories of a synthetic set come from --dims and --categories
+        ["simulate", "--engine", "local", "--task", "frequency", "--mechanism", "gaussian"],
+        ["simulate", "--engine", "local", "--task", "frequency", "-m", "piecewise", "--epsilon", "1e-300"],
+        ["simulate", "--engine", "local", "--task", "frequency", "--dims", "3", "--categories", "2,3"],
+        ["simulate", "--engine", "local", "--task", "frequency", "--data", "uniform", "--report-dims", "5"],
     ):
         result = runner.invoke(app, arguments)
         assert_one_line_error(result, arguments)
@@ -311,6 +316,68 @@ def test_short_flags_mean_one_thing_across_commands():
             for short in (o for o in option.opts if not o.startswith("--")):
                 meaning.setdefault(short, set()).update(longs)
     assert {short: longs for short, longs in meaning.items() if len(longs) > 1} == {}
+
+
+def test_an_option_name_has_one_meaning_across_commands():
+    """Every command's help of a shared option carries its one meaning (ldpfed.cli.vocabulary), a
+    budget's help names its unit, and the table covers every such option that a command takes."""
+    from ldpfed.cli.vocabulary import MEANINGS, UNIT_OPTIONS, UNITS
+
+    wrong, seen = [], set()
+    for name, command in sorted(COMMANDS.items()):
+        for option in _options(command):
+            for flag in (o for o in option.opts if o in MEANINGS):
+                seen.add(flag)
+                text = " ".join((option.help or "").lower().split())
+                if MEANINGS[flag].lower() not in text:
+                    wrong.append(f"{name} {flag}: {option.help!r} lacks {MEANINGS[flag]!r}")
+                if flag in UNIT_OPTIONS and not any(unit in text for unit in UNITS):
+                    wrong.append(f"{name} {flag}: {option.help!r} names no unit of {UNITS}")
+    assert not wrong, "\n".join(wrong)
+    assert seen == set(MEANINGS)
+
+
+def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
+    """The two bounds of a client update are different options; one set where the other applies
+    (e.g. an old `--clip 0.1` with a scalar mechanism) is an error, not silently ignored."""
+    from ldpfed.config import Config
+
+    train = {"task": "train", "mechanism": "laplace"}
+    assert Config().with_options({**train, "coordinate-clip": 0.1}).validated().update_clip == 0.1
+    noise = {"task": "train", "mechanism": "inid-gaussian", "delta": 1e-5, "aggregator": "fedavg"}
+    assert Config().with_options({**noise, "clip": 2.0}).validated().update_clip == 2.0
+    for arguments, message in (
+        (["--task", "train", "--clip", "0.1"], "use coordinate-clip"),
+        (
+            [
+                "--task",
+                "train",
+                "--mechanism",
+                "inid-gaussian",
+                "--delta",
+                "1e-5",
+                "--aggregator",
+                "fedavg",
+                "--coordinate-clip",
+                "1",
+            ],
+            "use clip",
+        ),
+        (["--coordinate-clip", "1"], "--coordinate-clip do(es) not apply to --task mean"),
+    ):
+        result = runner.invoke(app, ["simulate", "--engine", "local", *arguments])
+        assert_one_line_error(result, arguments)
+        assert message in result.stderr, result.stderr
+    # a sweep: each bound goes to the runs it applies to; one that applies to none is an error
+    from simulations.compare_train import plan
+
+    sweep = Config().with_options({"task": "train", "clip": 2.0, "coordinate-clip": 0.1, "delta": 1e-5})
+    runs = plan(sweep, ["laplace", "inid-gaussian"], [4.0], ["fedavg"], 1, 0)
+    assert [config.update_clip for _, config in runs] == [0.1, 2.0]
+    arguments = ["compare", "--task", "train", "-m", "laplace", "--clip", "0.1"]
+    result = runner.invoke(app, arguments)
+    assert_one_line_error(result, arguments)
+    assert "--clip applies to none of the mechanisms laplace" in result.stderr
 
 
 @pytest.mark.parametrize(

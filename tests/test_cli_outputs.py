@@ -125,15 +125,24 @@ def test_an_empty_out_is_an_error_not_the_current_directory(tmp_path, monkeypatc
         assert (tmp_path / "summary.json").exists()
 
 
-def test_predict_output_is_checked_first_and_not_replaced_without_overwrite(tmp_path):
+def test_predict_out_is_checked_first_and_not_replaced_without_overwrite(tmp_path):
     base = ["predict", "-m", "laplace", "-e", "1", "-n", "100", "-d", "3", "--json"]
-    target = tmp_path / "p.json"
-    assert runner.invoke(app, [*base, "--output", str(target)]).exit_code == 0
-    first = target.read_text()
-    again = runner.invoke(app, [*base, "-e", "2", "--output", str(target)])
-    assert again.exit_code == 2 and "--overwrite" in again.stderr and target.read_text() == first
-    replaced = runner.invoke(app, [*base, "-e", "2", "--output", str(target), "--overwrite"])
-    assert replaced.exit_code == 0 and json.loads(target.read_text())["epsilon"] == 2.0
+    target = tmp_path / "p"
+    assert runner.invoke(app, [*base, "--out", str(target)]).exit_code == 0
+    assert sorted(path.name for path in target.iterdir()) == [MANIFEST, "per_dimension.csv", "prediction.json"]
+    first = (target / "prediction.json").read_text()
+    again = runner.invoke(app, [*base, "-e", "2", "--out", str(target)])
+    assert again.exit_code == 2 and "--overwrite" in again.stderr and (target / "prediction.json").read_text() == first
+    frequency = ["predict", "--task", "frequency", "-m", "grr", "-e", "2", "--json", "--out", str(target)]
+    replaced = runner.invoke(app, [*frequency, "--overwrite"])
+    assert replaced.exit_code == 0 and json.loads((target / "prediction.json").read_text())["epsilon"] == 2.0
+    # the earlier run's per-dimension file is gone: the directory holds one run's results
+    assert sorted(path.name for path in target.iterdir()) == [MANIFEST, "per_category.csv", "prediction.json"]
+
+
+def test_predict_has_no_output_option(tmp_path):
+    result = runner.invoke(app, ["predict", "-m", "laplace", "-e", "1", "--output", str(tmp_path / "p.json")])
+    assert result.exit_code == 2 and "No such option" in result.stderr and not (tmp_path / "p.json").exists()
 
 
 def test_ctrl_c_during_compare_exits_130_with_one_line_and_writes_nothing(tmp_path):

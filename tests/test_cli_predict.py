@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -53,7 +54,7 @@ def test_json_has_the_required_keys_and_matches_the_library():
 
 
 def test_compare_and_confidence(tmp_path):
-    output = tmp_path / "prediction.json"
+    output = tmp_path / "results"
     result = run(
         "-m",
         "square-wave",
@@ -72,7 +73,7 @@ def test_compare_and_confidence(tmp_path):
         "--confidence",
         "0.95",
         "--json",
-        "--output",
+        "--out",
         str(output),
     )
     assert result.exit_code == 0, result.output
@@ -82,7 +83,12 @@ def test_compare_and_confidence(tmp_path):
     assert {"winner", "break_even_users", "mse_a", "mse_b"} <= set(payload["compare"])
     assert payload["compare"]["winner"] in (payload["compare"]["a"], payload["compare"]["b"])
     assert len(payload["confidence"]["per_dimension"]) == 4
-    assert json.loads(output.read_text())["mse"] == payload["mse"]
+    assert json.loads((output / "prediction.json").read_text())["mse"] == payload["mse"]
+    rows = pd.read_csv(output / "per_dimension.csv")
+    assert list(rows["dimension"]) == [0, 1, 2, 3]
+    assert np.allclose(rows["mse"], rows["delta"] ** 2 + rows["sigma2"])
+    assert np.allclose(rows["mse"].mean(), payload["mse"])
+    assert np.allclose(rows["error_supremum"], payload["confidence"]["per_dimension"])
 
 
 def test_human_output_and_data_free_laplace():
@@ -156,8 +162,8 @@ def test_a_data_file_with_a_declared_domain(table):
     ],
 )
 def test_bad_input_exits_2_with_one_line(arguments, message, tmp_path):
-    output = tmp_path / "out.json"
-    result = run(*arguments, "--json", "--output", str(output))
+    output = tmp_path / "out"
+    result = run(*arguments, "--json", "--out", str(output))
     assert result.exit_code == 2
     text = " ".join(result.output.split())  # rich wraps long messages at the terminal width
     assert message in text

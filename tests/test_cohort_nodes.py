@@ -167,7 +167,7 @@ def test_a_cohort_client_takes_the_steps_of_train_local():
     from ldpfed.training.local import single_thread, train_local
     from ldpfed.training.parameters import flatten, get_weights
 
-    config = train_config(**{"mechanism": "none", "clip": 10.0, "batch-size": 16, "partition": "iid"})
+    config = train_config(**{"mechanism": "none", "coordinate-clip": 10.0, "batch-size": 16, "partition": "iid"})
     world = World.from_config(config)
     pids = [0, 2, 5]
     node = node_half(config, pids, world.data, world.secrets_of(pids))
@@ -195,7 +195,8 @@ def test_clients_smaller_than_a_batch_train_on_their_own_rows():
     from ldpfed.training.local import single_thread, train_local
     from ldpfed.training.parameters import flatten, get_weights
 
-    config = train_config(**{"clients": 600, "mechanism": "none", "clip": 10.0, "partition": "iid", "batch-size": 32})
+    options = {"clients": 600, "mechanism": "none", "coordinate-clip": 10.0, "partition": "iid", "batch-size": 32}
+    config = train_config(**options)
     world = World.from_config(config)
     data = federated_data(config, world.data)
     small = [pid for pid in range(600) if data.client_sizes[pid] < 3][:2]

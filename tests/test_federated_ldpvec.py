@@ -43,7 +43,11 @@ LDPVEC = {
 
 
 def config_of(**options) -> Config:
-    return Config().with_options({**LDPVEC, **options}).validated()
+    """The LDPVec run with `options`; the numeric perturbation clips each coordinate to the same C."""
+    base = dict(LDPVEC)
+    if options.get("perturbation") == "numeric":
+        base["coordinate-clip"] = base.pop("clip")
+    return Config().with_options({**base, **options}).validated()
 
 
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:

@@ -4,7 +4,6 @@ all files or none, Ctrl-C safe. The commands' use of it: tests/test_cli_outputs.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ldpfed.outputs import MANIFEST, Interrupted, OutputDir, OutputFile, _sigint_held_back
+from ldpfed.outputs import MANIFEST, Interrupted, OutputDir, _sigint_held_back
 from ldpfed.validation import LDPValueError
 
 
@@ -107,14 +106,3 @@ def test_ctrl_c_inside_the_block_says_what_is_on_disk(tmp_path):
         with OutputDir.prepare(tmp_path / "b", command="test") as output:
             output.write({"x.txt": "1"})
             raise KeyboardInterrupt
-
-
-def test_output_file_refuses_a_directory_and_an_existing_file(tmp_path):
-    with pytest.raises(LDPValueError, match="is a directory"):
-        OutputFile.prepare(tmp_path)
-    existing = tmp_path / "p.json"
-    existing.write_text("{}")
-    with pytest.raises(LDPValueError, match="--overwrite"):
-        OutputFile.prepare(existing)
-    OutputFile.prepare(existing, overwrite=True).write({"a": math.nan})
-    assert json.loads(existing.read_text()) == {"a": None}

@@ -32,6 +32,8 @@ RUNS = {
     "compare train": (
         "compare --task train -m laplace -e 4 -a mean --engine local --clients 2 --rounds 1 --local-steps 1 --repeats 1"
     ).split(),
+    "predict mean": ["predict", "-m", "laplace", "-e", "1", "--confidence", "0.9"],
+    "predict frequency": ["predict", "--task", "frequency", "-m", "grr,oue", "-e", "1", "--users", "300"],
     "compare frequency": ["compare", "--task", "frequency", "-m", "grr", "-e", "1", "--users", "300", "--repeats", "1"],
 }
 

@@ -162,7 +162,7 @@ def _plain_joint_alphas(k, theta, clip, params, q, orders):
 def test_account_cli_at_the_reported_setting_matches_the_full_sum():
     """n = 10^4, q = 0.001, T = 1: eps was 0.0123 where the full sum gives 0.1420."""
     arguments = (
-        "--mechanism plrvo --k 20000 --theta 1e-4 --clip 0.2 --params 10000 --sample-rate 0.001 --rounds 1 "
+        "--mechanism plrvo --k 20000 --theta 1e-4 --clip 0.2 --dims 10000 --sample-rate 0.001 --rounds 1 "
         "--target-delta 1e-5 --accountant joint --sampler continuous --json"
     ).split()
     result = CliRunner().invoke(app, ["account", *arguments])

@@ -45,7 +45,7 @@ def observed_run(task: str, noise_seed: int | None = None):
         "epsilon": 4.0,
     }
     if task == "train":
-        options.update({"report-dims": 650, "local-steps": 2, "clip": 0.05})
+        options.update({"report-dims": 650, "local-steps": 2, "coordinate-clip": 0.05})
     else:
         options.update({"users": 60, "dims": 40})
     config = Config().with_options(options).validated()
@@ -137,7 +137,7 @@ def noise_sd(task: str, config: Config) -> float:
     """The sd of the noise in one reply: C * sd(Laplace(2d/eps)) per coordinate of an update, or the
     sum of a cohort's `users` Laplace(2d/eps) per dimension."""
     if task == "train":
-        return config.training.clip * np.sqrt(2) * 2 * 650 / config.privacy.epsilon
+        return config.update_clip * np.sqrt(2) * 2 * 650 / config.privacy.epsilon
     return np.sqrt(config.data.users // CLIENTS * 2) * 2 * config.data.dims / config.privacy.epsilon
 
 
@@ -190,7 +190,7 @@ def looks_clipped(config: Config, update: np.ndarray, candidate: int) -> bool:
     to the safe sampler's grid rounding); a wrong root leaves noise of sd ~ 23 / C = 460 times C."""
     secret = seeds.client_secrets(candidate, 1)[0]  # client 0's secret (keys are (CLIENTS, pid))
     noise = privatizer(config).privatize(np.zeros_like(update), seeds.rng(secret, seeds.NOISE, 1))
-    return bool(np.max(np.abs(update - noise)) <= 1.01 * config.training.clip)
+    return bool(np.max(np.abs(update - noise)) <= 1.01 * config.update_clip)
 
 
 def test_a_chosen_noise_seed_is_enumerable_which_is_why_its_run_is_qualified():

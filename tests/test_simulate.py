@@ -169,7 +169,9 @@ def test_noise_free_fedavg_reaches_the_stated_accuracy():
     stated target 85% test accuracy (and 20 points above always guessing the majority class)."""
     from ldpfed.protocols.train import federated_data
 
-    config = config_of(task="train", data="synthetic-fedprox", clients=5, rounds=10, clip=1.0, mechanism="none")
+    config = config_of(
+        task="train", data="synthetic-fedprox", clients=5, rounds=10, coordinate_clip=1.0, mechanism="none"
+    )
     summary, rows = run_rows(config)
     test_labels = federated_data(config, World.from_config(config).data).test[1]
     majority = np.bincount(test_labels).max() / test_labels.size

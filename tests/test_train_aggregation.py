@@ -157,7 +157,7 @@ def test_measured_aggregate_noise_agrees_with_the_exact_prediction():
     import ldpfed.mechanisms as mechanisms
 
     per_value = float(mechanisms.get("laplace", config.privacy.epsilon / dims).variance(0.0))
-    v, mu4 = per_value * config.training.clip**2, 6.0 * per_value**2 * config.training.clip**4
+    v, mu4 = per_value * config.update_clip**2, 6.0 * per_value**2 * config.update_clip**4
     sizes = np.array([server.data.client(pid)[1].size for pid in range(config.federation.clients)], dtype=float)
     p = sizes / sizes.sum()
     second = np.sum(p**2) * v

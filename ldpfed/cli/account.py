@@ -28,7 +28,7 @@ from ldpfed.gradient_noise.safe_grid import check_sampler
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
 GUARANTEE_ACCOUNTANTS = ("basic", "advanced")  # compose each round's stated (eps, delta)
-PLRVO_OPTIONS = ("--k", "--theta", "--clip", "--params")
+PLRVO_OPTIONS = ("--k", "--theta", "--clip", "--dims")
 PROFILE_OPTIONS = ("--layers", "--profile")
 PLRVO_ACCOUNTANTS = {
     "joint": "PLRV-O joint moments accountant (one sampling decision covers all coordinates; sound)",
@@ -37,18 +37,18 @@ PLRVO_ACCOUNTANTS = {
 }
 
 
-def plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant, sampler="safe") -> dict:
+def plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accountant, sampler="safe") -> dict:
     """T steps of PLRV-O (gradient-noise.md, PLRV-O) by the joint, paper or rdp accountant."""
     from ldpfed.accounting import PlrvoDpEvent
     from ldpfed.gradient_noise import PLRVO
 
-    if None in (k, theta, params):
-        raise LDPValueError("plrvo needs --k, --theta and --params (and --clip, --sample-rate)")
+    if None in (k, theta, dims):
+        raise LDPValueError("plrvo needs --k, --theta and --dims (and --clip, --sample-rate)")
     accountant = "joint" if accountant is None else str(accountant).strip().lower()
     if accountant not in PLRVO_ACCOUNTANTS:
         raise LDPValueError(f"plrvo's --accountant must be one of {', '.join(PLRVO_ACCOUNTANTS)}, got {accountant!r}")
     noise = PLRVO(
-        check_positive_int(params, "--params"),
+        check_positive_int(dims, "--dims"),
         k=k,
         theta=theta,
         clip=clip,
@@ -192,28 +192,32 @@ def noise_multiplier_of(event) -> float | None:
 def account_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`), or none."),
     epsilon: float = typer.Option(
-        None, "--epsilon", "-e", help="Budget of one round of one client (pure mechanisms; Gaussian with --delta)."
+        None, "--epsilon", "-e", help="Budget eps of one round of one client (pure mechanisms; Gaussian with --delta)."
     ),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier", "-z", help="Gaussian: noise sd / sensitivity."),
     delta: float = typer.Option(
-        None, "--delta", help="Per-round delta (Gaussian calibration, or basic/advanced composition)."
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee of one round of one client (Gaussian; basic, advanced).",
     ),
     rounds: int = typer.Option(..., "--rounds", "-T", help="Rounds the client takes part in."),
-    sample_rate: float = typer.Option(
-        None, "--sample-rate", "-q", help="Gaussian: Poisson sampling probability per round."
-    ),
+    sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="Gaussian: Poisson sampling rate q per round."),
     accountant: str = typer.Option(
         None,
         "--accountant",
         help=f"One of {', '.join(ACCOUNTANTS)} (default pld); plrvo: joint (default), paper, rdp.",
     ),
     target_delta: float = typer.Option(
-        DEFAULT_DELTA_TARGET, "--target-delta", help="delta of the reported eps (rdp, pld; advanced's slack)."
+        DEFAULT_DELTA_TARGET,
+        "--target-delta",
+        help="The delta at which the composed total eps is reported (rdp, pld; advanced's slack).",
     ),
-    k: float = typer.Option(None, "--k", help="plrvo: Gamma shape k of the inverse scale."),
+    k: float = typer.Option(None, "--k", help="plrvo: the noise's parameter k, the Gamma shape of the inverse scale."),
     theta: float = typer.Option(None, "--theta", help="plrvo: Gamma scale theta of the inverse scale."),
-    clip: float = typer.Option(None, "--clip", help="plrvo: per-example L2 clip C (default 1)."),
-    params: int = typer.Option(None, "--params", help="plrvo: number of model parameters n."),
+    clip: float = typer.Option(None, "--clip", help="plrvo: per-example L2 clipping norm C (default 1)."),
+    dims: int = typer.Option(
+        None, "--dims", "-d", help="plrvo: dimensions d of the gradient (the model's parameters n)."
+    ),
     layers: str = typer.Option(
         None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."
     ),
@@ -231,7 +235,7 @@ def account_command(
     key = str(mechanism).strip().lower().replace("_", "-")
     rounds = check_positive_int(rounds, "--rounds")
     target_delta = check_fraction(target_delta, "--target-delta")
-    given = dict(zip(PLRVO_OPTIONS, (k, theta, clip, params)))
+    given = dict(zip(PLRVO_OPTIONS, (k, theta, clip, dims)))
     if key != "plrvo" and any(value is not None for value in given.values()):
         raise LDPValueError(f"{', '.join(PLRVO_OPTIONS)} apply to plrvo only")
     if key != "inid-gaussian" and (layers is not None or profile is not None):
@@ -239,10 +243,10 @@ def account_command(
     if key == "plrvo":
         if epsilon is not None or noise_multiplier is not None or delta is not None:
             raise LDPValueError(
-                "plrvo is accounted from --k, --theta, --clip, --params (no --epsilon, --noise-multiplier, --delta)"
+                "plrvo is accounted from --k, --theta, --clip, --dims (no --epsilon, --noise-multiplier, --delta)"
             )
         clip = 1.0 if clip is None else check_positive(clip, "--clip")
-        result = plrvo_account(k, theta, clip, params, sample_rate, rounds, target_delta, accountant, sampler)
+        result = plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accountant, sampler)
         if as_json:
             print_json(result)
             return

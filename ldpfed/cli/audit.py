@@ -58,8 +58,14 @@ def _options(
 @handle_errors
 def audit_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of: {', '.join(available())}."),
-    epsilon: float = typer.Option(..., "--epsilon", "-e", help="Claimed budget per value (per report for oracles)."),
-    delta: float = typer.Option(None, "--delta", help="Claimed delta (approximate mechanisms only)."),
+    epsilon: float = typer.Option(
+        ..., "--epsilon", "-e", help="Budget eps claimed, per value (per report for oracles)."
+    ),
+    delta: float = typer.Option(
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee claimed, per value (approximate mechanisms only).",
+    ),
     sampler: str = typer.Option(None, "--sampler", help="safe | continuous (default: the mechanism's default)."),
     samples: int = typer.Option(
         DEFAULT_SAMPLES, "--samples", help="Draws per neighbouring input (half select events, half bound them)."
@@ -71,7 +77,9 @@ def audit_command(
     categories: int = typer.Option(
         None, "--categories", help=f"Categories k of a frequency oracle (default {DEFAULT_CATEGORIES})."
     ),
-    dims: int = typer.Option(None, "--dims", "-d", help="Vector noises: coordinates (default 10; ldpvec 4)."),
+    dims: int = typer.Option(
+        None, "--dims", "-d", help="Vector noises: dimensions d of the vector (default 10; ldpvec 4)."
+    ),
     base: str = typer.Option(None, "--base", help="ldpvec: its base scalar mechanism (default laplace)."),
     magnitude: str = typer.Option(None, "--magnitude", help="ldpvec: split | normalize | exact-unsafe."),
     release: str = typer.Option(

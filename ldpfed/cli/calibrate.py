@@ -31,12 +31,23 @@ def calibrate_command(
         ...,
         "--epsilon",
         "-e",
-        help="Target epsilon of one release of the gradient (PLRV-O: in total after --steps steps).",
+        help="Budget eps to calibrate for, of one release of the gradient (PLRV-O: in total after --steps steps).",
     ),
-    delta: float = typer.Option(None, "--delta", help="Target delta (product noise: searches k; PLRV-O default 1e-5)."),
-    dims: int = typer.Option(None, "--dims", "-d", help="Coordinates M (parameters n for PLRV-O)."),
-    clip: float = typer.Option(1.0, "--clip", help="Sensitivity: L2 clip C (one layer for the i.n.i.d. noises)."),
-    k: float = typer.Option(None, "--k", help="Product noise: k > 1 (searched from --delta when not given)."),
+    delta: float = typer.Option(
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee to calibrate for, of one release (PLRV-O: in total, "
+        "default 1e-5; product noise: searches k).",
+    ),
+    dims: int = typer.Option(
+        None, "--dims", "-d", help="Dimensions d of the gradient (M in the papers; PLRV-O: the parameters n)."
+    ),
+    clip: float = typer.Option(
+        1.0, "--clip", help="Sensitivity: L2 clipping norm C (one layer for the i.n.i.d. noises)."
+    ),
+    k: float = typer.Option(
+        None, "--k", help="Product noise: the noise's parameter k > 1 (searched from --delta when not given)."
+    ),
     layers: str = typer.Option(
         None, "--layers", help="i.n.i.d.: per-layer clipping C1:d1,C2:d2,... (D_i = C_l/sqrt(d_l))."
     ),

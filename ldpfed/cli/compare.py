@@ -72,6 +72,7 @@ TRAIN_ONLY = (
     "lr",
     "batch_size",
     "clip",
+    "coordinate_clip",
     "partition",
     "fraction",
     "engine",
@@ -128,7 +129,7 @@ def compare(
         None,
         "--epsilons",
         "-e",
-        help="Comma-separated budgets: per user, eps/m per reported value (mean, frequency: 0.5,1,2,4) "
+        help="Budgets eps, comma-separated: per user, eps/m per reported value (mean, frequency: 0.5,1,2,4) "
         "or per client and round (train: 1.5,4.9,15.3).",
     ),
     aggregators: str | None = typer.Option(
@@ -148,19 +149,29 @@ def compare(
     header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
     out_of_domain: str | None = typer.Option(None, "--out-of-domain", help="mean: " + OUT_OF_DOMAIN_HELP),
     users: int | None = typer.Option(
-        None, "--users", "-n", help=f"mean: users (synthetic default {DEFAULT_USERS}; a file's rows)."
+        None, "--users", "-n", help=f"mean: users n (synthetic default {DEFAULT_USERS}; a file's rows)."
     ),
     dims: int | None = typer.Option(
-        None, "--dims", "-d", help=f"mean: dimensions (synthetic default {DEFAULT_DIMS}; a file's columns)."
+        None,
+        "--dims",
+        "-d",
+        help=f"mean: dimensions d of a tuple (synthetic default {DEFAULT_DIMS}; a file's columns).",
     ),
     report_dims: int | None = typer.Option(
-        None, "--report-dims", "-k", help="Dimensions reported (mean default: all; train default: Wang's m)."
+        None,
+        "--report-dims",
+        "-k",
+        help="Dimensions each user reports, m (train: each client; default all, train: Wang's m).",
     ),
     repeats: int | None = typer.Option(
         None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of data and of every repetition's stream."),
-    delta: float | None = typer.Option(None, "--delta", help="delta of approximate mechanisms."),
+    delta: float | None = typer.Option(
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee, per user (train: per client and round); approximate mechanisms.",
+    ),
     deviation: str = typer.Option(
         "plug-in", "--deviation", help="Deviation model: plug-in (from reports/updates) or model."
     ),
@@ -180,7 +191,12 @@ def compare(
     ),
     lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
-    clip: float | None = typer.Option(None, "--clip", help="train: per-coordinate clipping bound C (default 0.05)."),
+    clip: float | None = typer.Option(
+        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
+    ),
+    coordinate_clip: float | None = typer.Option(
+        None, "--coordinate-clip", help="train: per-coordinate clipping bound C, each to [-C, C] (default 0.05)."
+    ),
     partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
     fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
     engine: str | None = typer.Option(

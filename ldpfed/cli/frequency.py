@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
@@ -35,7 +36,7 @@ from ldpfed.frequency_experiment import (
     FrequencyExperimentResult,
     run_frequency_experiment,
 )
-from ldpfed.outputs import OutputDir, OutputFile
+from ldpfed.outputs import OutputDir
 from ldpfed.protocols.frequency import check_aggregators
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
@@ -55,6 +56,7 @@ FREQUENCY_FILES = [
     "mse_per_aggregator.png",
 ]
 SHOWN_ENTRIES = 40
+PREDICTION_FILE, PER_CATEGORY_FILE = "prediction.json", "per_category.csv"
 
 
 def _reject(given: dict, allowed: set, task_label: str = "--task frequency") -> None:
@@ -101,7 +103,7 @@ def predict_frequency_command(
     seed,
     estimator,
     categories,
-    output,
+    out,
     overwrite,
     as_json,
     unsupported: dict,
@@ -115,9 +117,7 @@ def predict_frequency_command(
     options = _mechanism_options(names, estimator)
     if delta is not None and not any(_approximate(n) for n in names):
         raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
-    if output is not None and output.suffix.lower() != ".json":
-        raise LDPValueError(f"--output must be a .json file, got {output}")
-    with OutputFile.prepare(output, overwrite=overwrite) as destination:
+    with OutputDir.prepare(out, overwrite=overwrite, command="predict --task frequency") as destination:
         table = read_frequency_data(data or "zipf", users, dims, categories, header, np.random.default_rng(seed))
         m = check_report_dims(table.attributes if report_dims is None else report_dims, table.attributes)
         truth = table.frequencies()
@@ -139,13 +139,33 @@ def predict_frequency_command(
             "entries": entries,
             "predictions": [p.to_dict() for p in predictions],
         }
-        destination.write(result)
+        written = destination.write(
+            {PREDICTION_FILE: result, PER_CATEGORY_FILE: per_category_frame(entries, predictions)}
+        )
     if as_json:
         print_json(result)
         return
     _print_prediction(table, predictions, entries)
-    if output is not None:
-        console.print(f"wrote {output}", highlight=False)
+    if written:
+        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+
+
+def per_category_frame(entries: list[dict], predictions) -> pd.DataFrame:
+    """One row per (mechanism, attribute, category): the true frequency and the predicted bias,
+    variance and MSE of its estimate (squared frequency units)."""
+    return pd.concat(
+        [
+            pd.DataFrame(entries).assign(
+                mechanism=p.oracles.name,
+                frequency=p.frequencies,
+                bias=p.bias,
+                variance=p.variance,
+                mse=p.mse_per_entry,
+            )
+            for p in predictions
+        ],
+        ignore_index=True,
+    )[["mechanism", "attribute", "category", "frequency", "bias", "variance", "mse"]]
 
 
 def _approximate(name: str) -> bool:

@@ -17,7 +17,7 @@ EXAMPLE_DELTA = 1e-5
 @app.command("mechanisms", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def list_mechanisms(
-    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget per value used for the variance columns."),
+    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget eps per value, for the variance columns."),
     sampler: str = typer.Option(
         None,
         "--sampler",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import typer
 from rich.table import Table
 
@@ -32,10 +33,11 @@ from ldpfed.cli.common import (
 from ldpfed.cli.main import app
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
 from ldpfed.multidim import per_value_mechanism
-from ldpfed.outputs import OutputFile
+from ldpfed.outputs import OutputDir
 from ldpfed.validation import LDPValueError, check_memory, check_positive_int, check_report_dims
 
 SHOWN_DIMENSIONS = 10
+PER_DIMENSION_FILE = "per_dimension.csv"
 PREDICTION_ARRAYS = 16  # float64 arrays of d values a prediction holds (bias, variance terms, r_j, moments...)
 PREDICT_TASKS = ("mean", "frequency")
 DEFAULT_DATA_HELP = (
@@ -52,10 +54,12 @@ def predict_command(
         ...,
         "--epsilon",
         "-e",
-        help="Budget per user: one report of m of the d dimensions, eps/m per reported value.",
+        help="Budget eps per user: one report of m of the d dimensions, eps/m per reported value.",
     ),
     delta: float = typer.Option(
-        None, "--delta", help="A user's total delta, for approximate mechanisms (delta/m per value)."
+        None,
+        "--delta",
+        help="The delta of the (eps, delta) guarantee, per user (delta/m per reported value); approximate mechanisms.",
     ),
     users: int = typer.Option(
         None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."
@@ -83,8 +87,14 @@ def predict_command(
     compare: str = typer.Option(None, "--compare", help="A second mechanism: break-even population and winner at n."),
     confidence: float = typer.Option(None, "--confidence", help="ALPHA in (0,1): the error supremum xi_j(alpha)."),
     estimator: str = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
-    output: Path = typer.Option(None, "--output", "-o", help="Also write the JSON result to this file."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output file."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        help="Directory for prediction.json, per_dimension.csv (frequency: per_category.csv); checked first.",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "mean",
@@ -116,7 +126,7 @@ def predict_command(
             seed=seed,
             estimator=estimator,
             categories=categories,
-            output=output,
+            out=out,
             overwrite=overwrite,
             as_json=as_json,
             unsupported=unsupported,
@@ -134,10 +144,8 @@ def predict_command(
     options = {name: estimator_options(name, estimator) for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
-    if output is not None and output.suffix.lower() != ".json":
-        raise LDPValueError(f"--output must be a .json file, got {output}")
     _check_before_data(names, epsilon, delta, users, dims, report_dims, data, options)
-    with OutputFile.prepare(output, overwrite=overwrite) as destination:
+    with OutputDir.prepare(out, overwrite=overwrite, command="predict") as destination:
         moments, source, scale = _load_data(data, users, dims, seed, low_high, header, out_of_domain)
         first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
         result = first.to_dict()
@@ -162,15 +170,27 @@ def predict_command(
         if alpha is not None:
             supremum = error_supremum(first.deviation_model(), alpha)
             result["confidence"] = supremum.to_dict()
-        destination.write(result)
+        written = destination.write(
+            {frequency_cli.PREDICTION_FILE: result, PER_DIMENSION_FILE: per_dimension_frame(first, supremum)}
+        )
     if as_json:
         print_json(result)
         return
     _print_summary(first, result["data"], second, comparison, supremum)
     if scale is not None:
         console.print(scale["note"] + ".", highlight=False)
-    if output is not None:
-        console.print(f"wrote {output}", highlight=False)
+    if written:
+        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+
+
+def per_dimension_frame(prediction, supremum) -> pd.DataFrame:
+    """One row per dimension j: the JSON's `per_dimension` arrays (r_j, delta_j, sigma_j^2 and its
+    parts, Berry–Esseen bound; analysis.md), the MSE delta_j^2 + sigma_j^2, and xi_j(alpha) with --confidence."""
+    columns = {"dimension": np.arange(prediction.dims), **prediction.to_dict()["per_dimension"]}
+    columns["mse"] = prediction.bias**2 + prediction.sigma2
+    if supremum is not None:
+        columns["error_supremum"] = supremum.per_dimension
+    return pd.DataFrame(columns)
 
 
 def _check_before_data(names, epsilon, delta, users, dims, report_dims, data, options) -> None:

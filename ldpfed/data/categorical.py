@@ -279,6 +279,15 @@ def available_categorical() -> list[str]:
     return [*SYNTHETIC_LAWS, *REAL_SETS]
 
 
+def synthetic_shape(spec: str | None, attributes: int | None, categories: str | None) -> tuple[int, np.ndarray] | None:
+    """(attributes, category counts) of a synthetic set, known before it is generated (so a budget
+    can be checked first); None for fair or a file, whose shape is known once read."""
+    if parse_synthetic(DEFAULT_CATEGORICAL if spec is None else spec) is None:
+        return None
+    attributes = DEFAULT_ATTRIBUTES if attributes is None else check_positive_int(attributes, "attributes")
+    return attributes, _counts(_synthetic_counts(categories) if categories else DEFAULT_CATEGORIES, attributes)
+
+
 def read_categorical(
     spec: str | None = None,
     *,
@@ -299,8 +308,7 @@ def read_categorical(
         if rng is None:
             raise LDPValueError("synthetic categorical data need a numpy Generator (a seed)")
         users = DEFAULT_CATEGORICAL_USERS if users is None else users
-        attributes = DEFAULT_ATTRIBUTES if attributes is None else check_positive_int(attributes, "attributes")
-        counts = _counts(_synthetic_counts(categories) if categories else DEFAULT_CATEGORIES, attributes)
+        attributes, counts = synthetic_shape(spec, attributes, categories)
         codes = synthetic_categorical(law, users, attributes, counts, rng, exponent)
         labels = tuple(tuple(str(c) for c in range(k)) for k in counts)
         law_text = f"zipf (S = {exponent:g})" if law == "zipf" else "uniform"

@@ -26,7 +26,7 @@ from ldpfed.aggregation.simplex import NAME as SIMPLEX
 from ldpfed.aggregation.simplex import project_to_simplex
 from ldpfed.categorical import AttributeOracles
 from ldpfed.config import HEADERS, Config
-from ldpfed.data.categorical import CategoricalData, read_categorical
+from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic_shape
 from ldpfed.deviation import DeviationModel
 from ldpfed.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
@@ -238,6 +238,18 @@ def oracles_from_config(config: Config, data_seed: int) -> AttributeOracles:
     return _oracles(
         config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m, config.delta_or_none
     )
+
+
+def check_mechanism(config: Config) -> None:
+    """Build every user's oracles at eps from the data's shape where it is known before any data
+    are drawn (a synthetic set: attributes from `data.dims`, counts from `data.categories`), so a
+    bad budget fails first; fair or a file: once read (`oracles_from_config`)."""
+    data = config.data
+    shape = synthetic_shape(config.data_name, data.dims or None, data.categories or None)
+    if shape is not None:
+        attributes, counts = shape
+        m = config.privacy.report_dims or attributes
+        _oracles(config.privacy.mechanism, config.privacy.epsilon, tuple(counts.tolist()), m, config.delta_or_none)
 
 
 def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> FrequencyClient:

@@ -129,11 +129,15 @@ def preflight(config: Config) -> tuple[Config, str | None]:
     if config.run.task == "mean" and config.noisy and config.data_name in available_synthetic():
         # the shape is known: a bad budget fails before the data are generated
         mean.mechanism(replace(config, data=replace(config.data, dims=config.data.dims or DEFAULT_DIMS)))
+    if config.run.task == "frequency":
+        frequency.check_mechanism(config)  # a synthetic set's shape is known: checked before it is drawn
     if config.run.task in ("mean", "frequency"):
         described = (mean if config.run.task == "mean" else frequency).read(config, data_seed).description
         config = bind_data(config, data_seed)
         if config.run.task == "mean" and config.noisy:
             mean.mechanism(config)  # a file: m is known once it is read
+        if config.run.task == "frequency":
+            frequency.oracles_from_config(config, data_seed)  # fair or a file: the categories are read
         event = round_event(config, config.privacy.epsilon, config.delta_or_none)
     else:
         described, event = None, train.check_setup(config, data_seed)

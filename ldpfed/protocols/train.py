@@ -126,7 +126,7 @@ def privatizer(config: Config) -> Privatizer:
     return _privatizer(
         config.privacy.mechanism,
         config.privacy.epsilon,
-        training.clip,
+        config.update_clip,
         config.delta_or_none,
         config.report_dims_or_none,
         directional,
@@ -273,7 +273,7 @@ class TrainNode:
         summing, `total` += sum_k n_k u_k) and the diagnostics."""
         from ldpfed.directional.diagnostics import cosine, leading_energy_share
 
-        clip = self.config.training.clip
+        clip = self.config.update_clip
         updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
         clean = self.privatizer.clip_only(updates)
         noisy, failed = self._noisy(chunk, updates, server_round, broadcast)
