@@ -183,13 +183,14 @@ def local_rounds(config: Config, node_secrets: dict[int, int], out: Path) -> pd.
     """The local engine on the same options with the nodes' secrets in place of the harness's."""
     from server.strategy import flower_fedavg
     from simulations.federation import run_local
+    from simulations.stopping import StopRequest
 
     config = config.with_options({"engine": "local", "out": str(out)}).validated()
     run_seed = config.run.seed
     world = World(seeds.data_seed(run_seed), seeds.server_seed(run_seed), node_secrets)
     half = server_half(config, world.data, world.server, flower_fedavg)
     session = Session(config, half, world.data, engine="local")
-    run_local(config, world, half, session, None, False)
+    run_local(config, world, half, session, None, False, StopRequest())
     session.finish()
     return pd.read_csv(out / "metrics.csv")
 
