@@ -1,5 +1,5 @@
 """The CLT predictor against Monte Carlo: every registered randomizer (and every square-wave
-estimator), every synthetic data set, m = d and m < d (issue 3 correctness bar, small sizes).
+estimator), every synthetic data set, m = d and m < d (the predictor's correctness bar, small sizes).
 
 The prediction's MSE is exact in expectation given the data (the random r_j ~ Binomial(n, m/d)
 is averaged over exactly), so we demand agreement within 5 standard errors of

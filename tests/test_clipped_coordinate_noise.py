@@ -1,5 +1,5 @@
-"""`analysis.federated.clipped_coordinate_noise` against what the privatizer actually does (issue 11
-item 3): m-of-d reporting, d/m rescaling and eps/m per value, for every mechanism and several m.
+"""`analysis.federated.clipped_coordinate_noise` against what the privatizer actually does:
+m-of-d reporting, d/m rescaling and eps/m per value, for every mechanism and several m.
 
 Exactness is checked against `UpdatePrivatizer.noise_moments` at single values; the Monte Carlo
 tests privatize a batch of clients' updates many times and compare the pooled noise mean and the

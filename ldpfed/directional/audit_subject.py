@@ -1,4 +1,4 @@
-"""LDPVec as a subject of ldpfed's privacy auditor (`ldpfed.audit`, spec: audit.md; issue 13).
+"""LDPVec as a subject of ldpfed's privacy auditor (`ldpfed.audit`, spec: audit.md).
 
 The auditor needs a sampler on two neighbouring inputs and, where known, the density ratio. The
 subject draws what a client sends, the Cartesian update y = perturb(x), at the worst-case
