@@ -9,7 +9,7 @@ Sections are dataclasses defined once below; everything else is derived from the
   `data.name` is `--data`, as for `predict` and `compare`); booleans are `--flag/--no-flag`.
 tests/test_config.py fails if any of these drifts from the dataclasses.
 
-Decisions where the issue is silent (docs/decisions.md, Flower section):
+Decisions where the spec is silent (docs/decisions.md, Federated protocol):
 - `data.name` "" means the task's default data: "gaussian" tuples (mean), "digits" (train) or "zipf"
   categorical tuples (frequency; `data.dims` is then the number of attributes).
 - `privacy.delta = 0` means pure; `privacy.report-dims = 0` means all dimensions (mean) or Wang's

@@ -38,7 +38,7 @@ from simulations.provenance import run_stamp
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5  # a user's total delta for approximate mechanisms
-BAR = 0.10  # the relative tolerance
+BAR = 0.10  # the predictor's correctness bar: relative tolerance
 
 
 def variants() -> list[tuple[str, dict]]:

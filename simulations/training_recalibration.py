@@ -289,8 +289,9 @@ def page_text(runs, summary, differences, noise) -> str:
         "`--engine flower`, 4 s with `--engine local`), so this sweep would need about 40 minutes there.",
         "",
         "Noise columns: each client's clipped noise-free update is a diagnostic that the simulation "
-        "harness joins with the server's aggregate outside the protocol (docs/decisions.md, Flower "
-        "simulations); the server never receives it, so every run with noise is private.",
+        "harness joins with the server's aggregate outside the protocol (docs/decisions.md, Federated "
+        'protocol, "Diagnostics outside the protocol"); the server never receives it, so every run with noise '
+        "is private.",
         "",
     ]
     for setting in SETTINGS:

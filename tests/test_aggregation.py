@@ -214,7 +214,7 @@ def test_plugin_delta_of_square_wave_raw_is_unbiased_for_the_true_bias():
 
 def test_plugin_recalibration_of_a_biased_mechanism_matches_the_true_deviation_model():
     """Recalibrated MSE (L1, L2, HDR4ME*) with the plug-in model equals, within 5%, that with the true
-    deviation model (the issue measured L1 0.0613 with b(theta_hat) vs 0.0808 with both)."""
+    deviation model (a measured example: L1 0.0613 with b(theta_hat) vs 0.0808 with both)."""
     truth, runs = _square_wave_raw_run()
     for name in ("l1", "l2", "hdr4me"):
         aggregator = agg.get(name)

@@ -4,7 +4,7 @@ estimator), every synthetic data set, m = d and m < d (the predictor's correctne
 The prediction's MSE is exact in expectation given the data (the random r_j ~ Binomial(n, m/d)
 is averaged over exactly), so we demand agreement within 5 standard errors of
 the Monte Carlo mean, where the standard error comes from the i.i.d. per-repetition errors; the
-sizes make 5 standard errors < 10%, so passing also meets the issue's 10% bar.
+sizes make 5 standard errors < 10%, so passing also meets the predictor's 10% bar.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ def _number(value: float):
 
 
 def json_rows(result: ExperimentResult) -> list[dict]:
-    """One row per (mechanism, epsilon, aggregator) with the keys the issue fixes."""
+    """One row per (mechanism, epsilon, aggregator) with a fixed set of keys."""
     return [
         {
             "mechanism": _label(row.mechanism, row.options),
