@@ -200,7 +200,7 @@ def _square_wave_raw_run(repeats=4, users=4000, dims=100, seed=5):
 
 
 def test_plugin_delta_of_square_wave_raw_is_unbiased_for_the_true_bias():
-    """The issue's defect: b(theta_hat) misses the true bias by b1 b(theta_bar) (0.37 of it at eps = 1),
+    """The defect of the naive plug-in: b(theta_hat) misses the true bias by b1 b(theta_bar) (0.37 of it at eps = 1),
     far beyond the noise. With the inverted estimate, delta_hat - b(theta_bar) = b1/(1 + b1) * noise:
     standardized by that sd it must look N(0, 1) over 400 (dimension, repetition) pairs."""
     truth, runs = _square_wave_raw_run()

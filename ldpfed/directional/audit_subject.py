@@ -18,7 +18,7 @@ continuous sampler releases y = fl(t + fl(sd n)): from t = 0 any float, from t =
 produced by x' and the event fires (Mironov 2012). The safe sampler releases fl(fl(m g) / half)
 for integers m whatever the input: the same test for both inputs, the event cannot fire.
 
-`ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
+`ldpfed.audit` is imported lazily: the auditor is a separate package that this one does not need.
 """
 
 from __future__ import annotations
