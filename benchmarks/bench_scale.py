@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.config import Config  # noqa: E402
+from simulations.provenance import run_stamp  # noqa: E402
 
 DEFAULT_GRID = [  # (model, N, E, paths)
     ("logreg", 1000, 20, ("cohort", "per-client", "loop")),
@@ -229,7 +230,7 @@ def main() -> None:
         memory = node_peak_memory("cnn", 1000, 20, args.nodes or args.cpus, args.data)
         print(json.dumps({"node_peak_memory": memory}), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "node_peak_memory": memory}, indent=2))
+        args.json.write_text(json.dumps({"run": run_stamp(), "results": results, "node_peak_memory": memory}, indent=2))
 
 
 if __name__ == "__main__":
