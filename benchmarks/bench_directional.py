@@ -1,5 +1,5 @@
 """Throughput of directional perturbation (LDPVec) against the numeric per-coordinate perturbation
-of the same vectors (not a test; spec: directional.md; issue 13 target: ratio within 5x).
+of the same vectors (not a test; spec: directional.md; target: ratio within 5x).
 
 For each d and base mechanism: a batch of `rows` updates of d coordinates is privatized by
 - numeric: today's per-coordinate path, `UpdatePrivatizer(base, eps, clip, report_dims=d)`

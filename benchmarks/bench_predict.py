@@ -1,4 +1,4 @@
-"""Speed of the CLT predictor (issue 3): O(d) from summary moments, and its time as a ratio to one
+"""Speed of the CLT predictor: O(d) from summary moments, and its time as a ratio to one
 Monte Carlo repetition of the same configuration (not a test; numbers for the docs).
 
 1. Prediction from summary moments (ColumnMoments.from_summary) at d = 10^5 for every randomizer:
@@ -9,7 +9,7 @@ Monte Carlo repetition of the same configuration (not a test; numbers for the do
    - one Monte Carlo repetition: the actual mechanism with m-of-d sampling
      (perturb_tuples + summarize + mean_estimate), the baseline.
    n is chosen so that one repetition takes a few seconds.
-   Target (issue 11 item 9): predict from raw data >= 10x faster than one repetition, every mechanism.
+   Target: predict from raw data >= 10x faster than one repetition, every mechanism.
    Predicting from raw data includes the data pass (ColumnMoments.from_array: one compiled kernel
    reads each value once and keeps the column sums of t, t^2, t^4 and the extremes, column strips
    on a thread pool) and the Berry–Esseen polynomial fit (cached per mechanism after the first

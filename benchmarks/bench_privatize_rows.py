@@ -1,4 +1,4 @@
-"""A node's batched privatization against the per-client loop it replaced (issue 15; not a test).
+"""A node's batched privatization against the per-client loop it replaced (not a test).
 
 For each privatizer: a (clients, d) block privatized by `privatize_rows` (one call, one generator
 per client) and by a loop of `privatize(row, rng)` over the clients (the old TrainNode path), with

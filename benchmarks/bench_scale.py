@@ -1,4 +1,4 @@
-"""Scale of `ldpfed simulate --task train` (spec: scale.md; issue 15): client-steps per second and
+"""Scale of `ldpfed simulate --task train` (spec: scale.md): client-steps per second and
 seconds per round of cohort nodes (K Flower nodes, each training its clients at once) against
 today's one-client-per-node layout (K = N) and a plain loop (each client's `train_local` one after
 another in this process, no Flower, no privatization), as ratios measured in one run; and the peak
@@ -20,7 +20,7 @@ the CNN at N = 100, E = 20 on all three paths; the CNN at N = 1000, E = 20 on th
 the loop; the node memory. With 2 rounds it took about 25 minutes on the shared 2-core machine
 (load ~10), most of it the per-client path at N = 1000, then 200-250 s per round as every message
 rebuilt its node; on 2026-11-25 (nodes built once per actor, load 4-10) that path took 51 s per
-round for logreg (`--rounds 3`), the cohort path 0.44 s (`--rounds 6`). The rest of the issue's grid
+round for logreg (`--rounds 3`), the cohort path 0.44 s (`--rounds 6`). The rest of the full grid
 (E = 200; N = 1000 per-client for the CNN, hours) is `--full` or a grid of your own.
 
 With the default data (scikit-learn digits, 1,438 training samples) N = 1000 clients hold 1-2
@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.config import Config  # noqa: E402
+from simulations.provenance import run_stamp  # noqa: E402
 
 DEFAULT_GRID = [  # (model, N, E, paths)
     ("logreg", 1000, 20, ("cohort", "per-client", "loop")),
@@ -229,7 +230,7 @@ def main() -> None:
         memory = node_peak_memory("cnn", 1000, 20, args.nodes or args.cpus, args.data)
         print(json.dumps({"node_peak_memory": memory}), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "node_peak_memory": memory}, indent=2))
+        args.json.write_text(json.dumps({"run": run_stamp(), "results": results, "node_peak_memory": memory}, indent=2))
 
 
 if __name__ == "__main__":

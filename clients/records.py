@@ -9,7 +9,7 @@ run's `node_builds` per round). With `node-reply sum` the clients' rows are repl
 count-weighted sum (one ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes).
 Nothing else.
 
-Reply size (docs/decisions.md, Engineer B, third session): Flower (1.41) sends a message as separate
+Reply size (docs/decisions.md, Scale, "Reply size"): Flower (1.41) sends a message as separate
 objects, one gRPC call each, and splits every array into chunks of at most
 FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE bytes (5 MiB), so a node's (clients, d) reply does not meet
 gRPC's message limit (GRPC_MAX_MESSAGE_LENGTH, 2 GiB) however large it is; a config or metric

@@ -1,5 +1,5 @@
 """Several categorical attributes: m-of-d sampling and one frequency oracle per attribute
-(mechanisms.md, Frequency estimation by histogram encoding and Several dimensions; issue 16).
+(mechanisms.md, Frequency estimation by histogram encoding and Several dimensions).
 
 A user holds d categorical attributes (k_j categories each). She samples m of the d attributes
 uniformly without replacement and reports each through a frequency oracle with budget eps/m

@@ -1,4 +1,4 @@
-"""The one typed, nested configuration of a federation (spec: federated.md; issue 10).
+"""The one typed, nested configuration of a federation (spec: federated.md).
 
 Sections are dataclasses defined once below; everything else is derived from them:
 - TOML files (`configs/*.toml`, `--config`, the run's `config.toml`) hold one table per section
@@ -9,13 +9,13 @@ Sections are dataclasses defined once below; everything else is derived from the
   `data.name` is `--data`, as for `predict` and `compare`); booleans are `--flag/--no-flag`.
 tests/test_config.py fails if any of these drifts from the dataclasses.
 
-Decisions where the issue is silent (docs/decisions.md, Flower section):
+Decisions where the spec is silent (docs/decisions.md, Federated protocol):
 - `data.name` "" means the task's default data: "gaussian" tuples (mean), "digits" (train) or "zipf"
   categorical tuples (frequency; `data.dims` is then the number of attributes).
 - `privacy.delta = 0` means pure; `privacy.report-dims = 0` means all dimensions (mean) or Wang's
   m (train).
 - `data.users = 0` / `data.dims = 0` (the defaults) mean the shape of the data: a file's rows and
-  columns, or 10,000 x 10 for a synthetic set (issue 11, item 13); the harness replaces them with
+  columns, or 10,000 x 10 for a synthetic set; the harness replaces them with
   the shape read before the run (`ldpfed.protocols.mean.bound`), so config.toml records it.
 - `data.domain`, `data.header`, `data.out-of-domain` are the `--domain`, `--header/--no-header`
   and `--out-of-domain` of `predict` and `compare` (ldpfed.data.read_tuples); `header` is a string
@@ -117,7 +117,7 @@ class TrainingConfig:
     clip: float = 0.05  # L2 norm bound C of an update (gradient noises, ldpvec)
     coordinate_clip: float = 0.05  # per-coordinate bound C, each coordinate to [-C, C] (scalar mechanisms, none)
     chunk_clients: int = 0  # clients a node trains at once; 0 = as many as a memory budget allows
-    # issue 13: how the update is perturbed: numeric (per coordinate, or a gradient noise) or
+    # how the update is perturbed: numeric (per coordinate, or a gradient noise) or
     # ldpvec (directional, ldpfed.directional; --mechanism is its base randomizer)
     perturbation: str = "numeric"
     beta: float = 1.0  # ldpvec: angle window width beta*pi (1 = no angle clipping)
@@ -321,7 +321,7 @@ class Config:
             _choice("partition", data.partition, PARTITION_SCHEMES)
             _choice("model", train.model, MODELS)
         # Options of either task are checked for both: a malformed value is an error even where
-        # the task does not use it (issue 11, item 10).
+        # the task does not use it.
         parse_domain(data.domain)
         out_of_domain_policy(data.out_of_domain)
         _choice("header", data.header, HEADERS)
@@ -379,7 +379,7 @@ def _check_clip_applies(config: Config) -> None:
 
 
 def _check_ldpvec(config: Config) -> None:
-    """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg (issue 13)."""
+    """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg."""
     import ldpfed.mechanisms as mechanisms
 
     privacy = config.privacy
@@ -401,7 +401,7 @@ def _check_ldpvec(config: Config) -> None:
 
 def _check_perturbation_options(config: Config) -> None:
     """The perturbation's options, checked for every task (a malformed value is an error even where
-    it does not apply, issue 11, item 10)."""
+    it does not apply)."""
     from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
     from ldpfed.directional.windows import check_beta
 
@@ -532,7 +532,7 @@ def resolve(config_file: str | Path | None = None, flags: dict | None = None) ->
 
 def to_toml(config: Config) -> str:
     """The resolved config as a TOML file that `--config` reads back. Without noise there is no
-    budget, so `privacy.epsilon`, `privacy.delta` and the budget's options are left out (issue 11, item 16).
+    budget, so `privacy.epsilon`, `privacy.delta` and the budget's options are left out.
     `output.overwrite` is left out too: a recorded run, read back, never replaces results silently."""
     import tomli_w
 

@@ -7,7 +7,7 @@ One repetition (recalibration.md, "What to measure"):
    model (plug-in from the reports, or the predictor's model) and applies every aggregator;
 3. each aggregator's squared error against theta_bar (the true column means) is recorded.
 
-One path with `ldpfed simulate --task mean` (issue 10): the users are one client's cohort and
+One path with `ldpfed simulate --task mean`: the users are one client's cohort and
 repetition r is round r+1 of the same client and server halves (`ldpfed.protocols.mean`), under
 the same seed scheme (`ldpfed.protocols.seeds`): the data from the run seed's data seed, the
 noise of round r+1 from the client's secret, (secret, NOISE, r+1); inside it, chunk k of users

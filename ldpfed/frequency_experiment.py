@@ -1,4 +1,4 @@
-"""In-process frequency-estimation experiments (issue 16; the frequency analogue of
+"""In-process frequency-estimation experiments (the frequency analogue of
 `ldpfed.experiment`): mechanisms x budgets x aggregators, measured beside the predicted MSE.
 
 Repetition r of a configuration is round r+1 of the same client and server halves as

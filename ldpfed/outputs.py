@@ -6,7 +6,7 @@ Use it in every command that writes results (`compare`, `predict`, `simulate`):
         ...                                                     # the work (may take hours)
         output.write({"runs.csv": frame, "summary.json": payload, "plot.png": figure})
 
-- `prepare` (issue 11) raises LDPValueError (the CLI: one line, exit code 2) when `out` is a file,
+- `prepare` raises LDPValueError (the CLI: one line, exit code 2) when `out` is a file,
   cannot be created or written (a read-only or missing-and-uncreatable parent), or holds results of
   another ldpfed run and `overwrite` is False. It writes nothing: the directory (and any missing
   parents) is created at the first `write`. `out=None` gives a destination that writes nothing, so

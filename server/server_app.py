@@ -60,7 +60,7 @@ def make_server_app(
 # `flwr run` (Flower 1.41) exits 0 whatever becomes of the run: it starts the run, streams its log
 # and returns (flwr/cli/run/run.py). What an app can do is fail its ServerApp, which Flower records
 # as the run's status `finished:failed` with the exception's message as its details (`flwr ls
-# --run-id N`), after one `ldpfed: error: ...` line in the streamed log (issue 11, item 16).
+# --run-id N`), after one `ldpfed: error: ...` line in the streamed log.
 app = ServerApp()
 logger = logging.getLogger("flwr")  # Flower's logger: its records reach the run's log stream
 

@@ -65,7 +65,7 @@ class RunStopped(RuntimeError):
 
 
 class StoppableGrid:
-    """A Grid whose waits end as soon as `stop` is set (the harness's Ctrl-C, issue 11 item 12).
+    """A Grid whose waits end as soon as `stop` is set (the harness's Ctrl-C).
 
     Flower's `send_and_receive` waits for the replies up to its timeout (an hour by default) and
     cannot be interrupted, so a ServerApp thread waiting for replies that the stopped simulation

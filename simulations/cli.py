@@ -304,7 +304,7 @@ def simulate(
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
 
-    output = output_dir(config)  # before any work: writable, no other run's results (issue 11, item 11)
+    output = output_dir(config)  # before any work: writable, no other run's results
     config, described = preflight(config)  # reads the data: users and dims of a file come from it
     if described:
         error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)

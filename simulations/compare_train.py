@@ -1,6 +1,6 @@
 """`ldpfed compare --task train`: federated LDP-SGD runs per aggregator x mechanism x budget x
 repetition, tabulated (final/best accuracy, final loss: mean +- sd over repetitions) and plotted
-(accuracy per round), issue 6.
+(accuracy per round).
 
 Wiring (dependencies point one way): `ldpfed compare` lives in the core library, which never
 imports Flower or `simulations`. Its `--task train` branch looks up the `train` entry point of

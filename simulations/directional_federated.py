@@ -1,4 +1,4 @@
-"""Part C of the directional results page (issue 13): federated LDP-SGD with LDPVec against the
+"""Part C of the directional results page: federated LDP-SGD with LDPVec against the
 numeric per-coordinate perturbation and noise-free training, on the local engine of
 `ldpfed simulate --task train` (the same client and server halves as under Flower).
 

@@ -40,6 +40,7 @@ from ldpfed.gradient_noise import (
 )
 from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 from ldpfed.mechanisms.gaussian import analytic_sigma
+from simulations.provenance import run_stamp
 
 DELTA = 1e-5
 
@@ -266,6 +267,8 @@ def markdown(frame: pd.DataFrame) -> str:
         "`sampler`: safe = floating-point safe (fixed output grid, exact integer noise, accounted for what it",
         "samples: the default); continuous = the textbook float sampler, NOT floating-point safe (it fails the",
         "audit's never-produced event), shown for comparison.",
+        "",
+        run_stamp(),
         "",
     ]
     for setting, part in frame.groupby("setting", sort=False):

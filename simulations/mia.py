@@ -1,4 +1,4 @@
-"""Membership inference against a model trained by `ldpfed dpsgd --mia` (issue 13; thesis section
+"""Membership inference against a model trained by `ldpfed dpsgd --mia` (thesis section
 5.3.5, Table 5.4).
 
 The target model trains on a random half of the training data (the members); the other half are

@@ -1,4 +1,4 @@
-"""Predicted vs measured MSE at full size (issue 3's correctness bar): every registered randomizer
+"""Predicted vs measured MSE at full size (the predictor's correctness bar): every registered randomizer
 (square wave with both estimators), every synthetic data set, m = d and m < d, r_j >= 1000.
 
 For each configuration: one data set (seeded), the CLT prediction (ldpfed.analysis.predict) and a
@@ -34,10 +34,11 @@ from ldpfed.data import available_synthetic, generate
 from ldpfed.multidim import per_value_mechanism
 from ldpfed.results import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+from simulations.provenance import run_stamp
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5  # a user's total delta for approximate mechanisms
-BAR = 0.10  # the issue's relative tolerance
+BAR = 0.10  # the predictor's correctness bar: relative tolerance
 
 
 def variants() -> list[tuple[str, dict]]:
@@ -170,7 +171,8 @@ def main() -> None:
         f"(eps/m per value; Gaussian delta = {DELTA:g}), {repetitions} repetitions per row, seed {args.seed}. "
         "z = (predicted - measured) / MC standard error; ks_pooled = Kolmogorov distance of the "
         "standardized deviations from N(0,1) (covered by the Berry–Esseen bound when m = d), "
-        "ks_noise_95 = its 95% critical value for this many draws (distances below it are sampling noise)."
+        "ks_noise_95 = its 95% critical value for this many draws (distances below it are sampling noise). "
+        f"{run_stamp()}"
     )
     summary = {
         "users": users,

@@ -1,5 +1,5 @@
 """Frozen numpy implementation of the floating-point-safe samplers as they were before the compiled
-kernels (issue 12 speed work, engineer N, third session): the reference that the kernels must
+kernels: the reference that the kernels must
 reproduce bit for bit from the same Generator state (tests/test_compiled_samplers.py).
 
 Copied from ldpfed/mechanisms/{grid,grid_noise,discrete_laplace,discrete_gaussian}.py and base.py

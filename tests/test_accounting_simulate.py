@@ -1,4 +1,4 @@
-"""`ldpfed simulate --max-epsilon B` (issue 12, Accounting): a client whose total would exceed B
+"""`ldpfed simulate --max-epsilon B` (docs/decisions.md, Privacy accounting): a client whose total would exceed B
 stops taking part, the round records it, and no client ends above B; a budget that cannot be held
 is one clear error before any federation starts."""
 

@@ -200,7 +200,7 @@ def _square_wave_raw_run(repeats=4, users=4000, dims=100, seed=5):
 
 
 def test_plugin_delta_of_square_wave_raw_is_unbiased_for_the_true_bias():
-    """The issue's defect: b(theta_hat) misses the true bias by b1 b(theta_bar) (0.37 of it at eps = 1),
+    """The defect of the naive plug-in: b(theta_hat) misses the true bias by b1 b(theta_bar) (0.37 of it at eps = 1),
     far beyond the noise. With the inverted estimate, delta_hat - b(theta_bar) = b1/(1 + b1) * noise:
     standardized by that sd it must look N(0, 1) over 400 (dimension, repetition) pairs."""
     truth, runs = _square_wave_raw_run()
@@ -214,7 +214,7 @@ def test_plugin_delta_of_square_wave_raw_is_unbiased_for_the_true_bias():
 
 def test_plugin_recalibration_of_a_biased_mechanism_matches_the_true_deviation_model():
     """Recalibrated MSE (L1, L2, HDR4ME*) with the plug-in model equals, within 5%, that with the true
-    deviation model (the issue measured L1 0.0613 with b(theta_hat) vs 0.0808 with both)."""
+    deviation model (a measured example: L1 0.0613 with b(theta_hat) vs 0.0808 with both)."""
     truth, runs = _square_wave_raw_run()
     for name in ("l1", "l2", "hdr4me"):
         aggregator = agg.get(name)

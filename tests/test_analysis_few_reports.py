@@ -1,4 +1,4 @@
-"""The predictor at few reports per dimension (issue 11 item 4): r_j ~ Binomial(n, m/d) is averaged
+"""The predictor at few reports per dimension: r_j ~ Binomial(n, m/d) is averaged
 over exactly, E[1/r_j | r_j > 0] against a high-precision reference, and the MSE against Monte Carlo
 at E[r_j] = 2, 5 and 20, where treating 1/r_j as 1/E[r_j] was 1.26x off at E[r_j] = 5.
 

@@ -1,4 +1,4 @@
-"""The data pass of the predictor (ColumnMoments.from_array) on several threads (issue 11 item 9):
+"""The data pass of the predictor (ColumnMoments.from_array) on several threads:
 column strips go to a thread pool, each strip's sums are written to its own columns in the serial
 order, so the moments are the serial ones bit for bit, and NaN/inf/out-of-domain values are still
 refused whichever thread meets them. Every test runs on both implementations of a strip (numpy

@@ -208,7 +208,7 @@ def test_unreadable_moments_file(tmp_path):
 
 
 def test_one_pass_moments_equal_numpy_and_validate_the_domain():
-    """ColumnMoments.from_array's tiled pass (issue 11 item 9) against plain numpy, on a shape that
+    """ColumnMoments.from_array's tiled pass against plain numpy, on a shape that
     leaves partial tiles in both directions; NaN and out-of-domain values are still refused."""
     values = np.random.default_rng(4).uniform(-1, 1, size=(37, 11))
     moments = ColumnMoments.from_array(values, ranges=True, block=24, width=4)  # tiles of 4 columns x 6 rows

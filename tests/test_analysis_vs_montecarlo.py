@@ -1,10 +1,10 @@
 """The CLT predictor against Monte Carlo: every registered randomizer (and every square-wave
-estimator), every synthetic data set, m = d and m < d (issue 3 correctness bar, small sizes).
+estimator), every synthetic data set, m = d and m < d (the predictor's correctness bar, small sizes).
 
 The prediction's MSE is exact in expectation given the data (the random r_j ~ Binomial(n, m/d)
 is averaged over exactly), so we demand agreement within 5 standard errors of
 the Monte Carlo mean, where the standard error comes from the i.i.d. per-repetition errors; the
-sizes make 5 standard errors < 10%, so passing also meets the issue's 10% bar.
+sizes make 5 standard errors < 10%, so passing also meets the predictor's 10% bar.
 """
 
 from __future__ import annotations

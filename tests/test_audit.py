@@ -229,7 +229,7 @@ def test_replay_check_rejects_samplers_it_cannot_invert():
 # --- sound mechanisms pass, with power; broken ones fail -----------------------------------------
 @pytest.mark.parametrize(("name", "epsilon"), [("grr", 4.0), ("oue", 4.0), ("duchi", 4.0), ("grr", 0.5), ("oue", 0.5)])
 def test_discrete_mechanisms_pass_with_a_tight_event(name, epsilon):
-    """The issue's power check: at eps = 4 with 10^6 draws, eps_lower > 0.8 eps (OUE's event is
+    """The power check: at eps = 4 with 10^6 draws, eps_lower > 0.8 eps (OUE's event is
     'true bit 1, other bit 0', with likelihood ratio e^eps)."""
     samples = 1_000_000 if epsilon == 4.0 else SAMPLES
     result = audit(name, epsilon, samples=samples, seed=7)

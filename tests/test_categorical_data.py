@@ -1,4 +1,4 @@
-"""Categorical data for frequency estimation (issue 16, item 1): CSV, synthetic laws, fair."""
+"""Categorical data for frequency estimation: CSV, synthetic laws, fair."""
 
 from __future__ import annotations
 

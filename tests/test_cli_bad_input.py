@@ -1,5 +1,5 @@
 """Every command of `ldpfed`, given missing or malformed options, ends in one line `error: ...` on
-stderr and exit code 2, never a traceback (issue 11, item 10).
+stderr and exit code 2, never a traceback.
 
 The commands are read from the app (`ldpfed.cli.main.app`, plugins such as `simulate` included), and
 the generic faults are derived from each command's declared options: an unknown option, an option
@@ -139,7 +139,7 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--epsilon", "-1"],
             ["--data", "mystery"],
             ["--aggregator", "median"],
-            # tuple files as predict and compare read them (issue 11, item 13) and --out (item 11)
+            # tuple files as predict and compare read them, and --out
             ["--domain", "1,0"],
             ["--domain", "a,b"],
             ["--out-of-domain", "ignore"],

@@ -1,4 +1,4 @@
-"""Reading tuple data in `predict` and `compare` (issue 11, items 5, 10, 13, 16): CSV files with
+"""Reading tuple data in `predict` and `compare`: CSV files with
 and without a header row, --header/--no-header, what was read on stderr, --out-of-domain, the scale
 of errors with --domain, the default data set, and compare's progress lines without a terminal.
 

@@ -1,4 +1,4 @@
-"""`ldpfed predict --task frequency` and `ldpfed compare --task frequency` end to end (issue 16)."""
+"""`ldpfed predict --task frequency` and `ldpfed compare --task frequency` end to end."""
 
 from __future__ import annotations
 

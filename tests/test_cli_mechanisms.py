@@ -112,7 +112,7 @@ def test_continuous_samplers_are_listed_as_not_floating_point_safe():
     assert rows and all(
         not row["floating_point_safe"] and "NOT floating-point safe" in row["guarantee"] for row in rows
     )
-    safe = _json("--sampler", "safe")  # every mechanism has a safe sampler (Gaussian since issue 12)
+    safe = _json("--sampler", "safe")  # every mechanism has a safe sampler (the Gaussian's is the discrete Gaussian)
     assert {row["name"] for row in safe} == set(registry.available())
     assert all(row["floating_point_safe"] for row in safe)
 

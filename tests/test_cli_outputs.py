@@ -1,4 +1,4 @@
-"""How the commands write results (issue 11, items 6 and 11): JSON without NaN at the value level,
+"""How the commands write results: JSON without NaN at the value level,
 --out and --output checked before any work, another run's results refused unless --overwrite,
 Ctrl-C leaving complete files or none with one line. Runs against the commands only, so that each
 test can be run on the code before the fix."""

@@ -1,5 +1,5 @@
-"""`analysis.federated.clipped_coordinate_noise` against what the privatizer actually does (issue 11
-item 3): m-of-d reporting, d/m rescaling and eps/m per value, for every mechanism and several m.
+"""`analysis.federated.clipped_coordinate_noise` against what the privatizer actually does:
+m-of-d reporting, d/m rescaling and eps/m per value, for every mechanism and several m.
 
 Exactness is checked against `UpdatePrivatizer.noise_moments` at single values; the Monte Carlo
 tests privatize a batch of clients' updates many times and compare the pooled noise mean and the
@@ -85,7 +85,7 @@ def test_noise_matches_the_privatizer_by_monte_carlo(name, options, report_dims)
     check_against_monte_carlo(privatizer, updates(8, 20, 0.3, seed=2), repetitions=400, seed=3)
 
 
-# The issue's measurements: (mechanism, eps per round, d, m), clip 0.05. Old output vs privatizer:
+# Cases where the old formula was far off: (mechanism, eps per round, d, m), clip 0.05. Old output vs privatizer:
 # laplace 0.0032 vs 2.848 (ratio 890 at that clip), piecewise ratio 3924, square wave ratio 320.
 ISSUE_CASES = [("laplace", 5.0, 1000, 2), ("piecewise", 15.3, 9840, 6), ("square-wave", 10.0, 650, 4)]
 

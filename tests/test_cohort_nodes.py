@@ -1,4 +1,4 @@
-"""Cohort nodes (issue 15; spec: scale.md): K nodes host the N clients and train each round's
+"""Cohort nodes (spec: scale.md): K nodes host the N clients and train each round's
 sampled clients at once, and every client's result depends on its own streams only.
 
 Tolerances: for the same chunk size the per-client results are bit-identical for any K (each

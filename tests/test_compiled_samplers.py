@@ -1,4 +1,4 @@
-"""The compiled safe samplers (issue 12 speed work, engineer N) against the frozen numpy code they
+"""The compiled safe samplers  against the frozen numpy code they
 replace (tests/reference_safe_samplers.py): the same reports, bit for bit, from the same Generator
 state, and the Generator left in the same state (the same words consumed); `perturb_rows` equal to
 row-by-row `perturb`; the bounds that decide the discrete Gaussian's accept test without an exp,

@@ -1,4 +1,4 @@
-"""The one typed, nested config (issue 10, item 2): the TOML files, Flower's run config and the
+"""The one typed, nested config: the TOML files, Flower's run config and the
 CLI flags agree with the dataclasses of ldpfed.config, and bad input is one clear error."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Reading a tuple file (ldpfed.data.tabular): values in the default domain [-1, 1] are used as
-stored, bit for bit (issue 11 item 9: no mapping pass; mapping (t + 1) - 1 rounded small values)."""
+stored, bit for bit (no mapping pass: mapping (t + 1) - 1 rounded small values)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The same apps as a Flower deployment (issue 15, "bigger than one machine"; spec: scale.md,
+"""The same apps as a Flower deployment ("bigger than one machine"; spec: scale.md,
 federated.md "Who knows the noise").
 
 One SuperLink and two SuperNodes run as separate local processes over loopback (insecure, free

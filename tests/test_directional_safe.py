@@ -1,4 +1,4 @@
-"""LDPVec's floating-point-safe Gaussian angle noise (issue 14 follow-up; spec: mechanisms.md,
+"""LDPVec's floating-point-safe Gaussian angle noise (spec: mechanisms.md,
 Floating-point safety; directional.md, LDPVec): the released angles lie on a fixed grid, the
 calibration meets (eps_dir, delta_dir) by dp_accounting's RDP accountant with the rounding
 inflation, the exact moments hold for the safe law, the auditor's floating-point event fires for

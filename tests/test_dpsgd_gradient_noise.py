@@ -1,4 +1,4 @@
-"""`ldpfed dpsgd` with the gradient noises of gradient-noise.md (issue 14, step 5)."""
+"""`ldpfed dpsgd` with the gradient noises of gradient-noise.md."""
 
 from __future__ import annotations
 

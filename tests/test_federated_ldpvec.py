@@ -1,4 +1,4 @@
-"""Federated LDPVec (issue 13; spec: directional.md, federated.md): `ldpfed simulate --task train
+"""Federated LDPVec (spec: directional.md, federated.md): `ldpfed simulate --task train
 --perturbation ldpvec`, its public inputs, its diagnostics, what the server sees, and bad combos."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Floating-point safety of the default samplers (mechanisms.md, Floating-point safety; issue 12),
-moments against a high-precision reference up to eps = 1000 (issue 11 item 2), and the budget
-ranges (issue 11 item 14).
+"""Floating-point safety of the default samplers (mechanisms.md, Floating-point safety),
+moments against a high-precision reference up to eps = 1000, and the budget
+ranges.
 
 The audits here look at the floats actually emitted, not at the analytic densities: that is what
 the density-ratio tests missed.
@@ -154,7 +154,7 @@ def test_duchi_threshold_stays_inside_its_dyadic_bounds(epsilon):
     assert (1 - mpmath.mpf(flip)) / mpmath.mpf(flip) <= mpmath.e ** mpmath.mpf(epsilon)
 
 
-# --- moments against a high-precision reference (issue 11 item 2) --------------------------------
+# --- moments against a high-precision reference --------------------------------
 mpmath.mp.dps = 50
 LARGE = [0.01, 1.0, 10.0, 37.0, 40.0, 100.0, 1000.0]
 T_CHECK = [-1.0, 0.0, 0.5, 1.0]
@@ -325,7 +325,7 @@ def test_safe_duchi_and_laplace_moments_match_a_high_precision_reference(epsilon
         assert close(laplace.variance_coefficients[0], variance, 1e-9)
 
 
-# --- budget ranges (issue 11 item 14) ------------------------------------------------------------
+# --- budget ranges ------------------------------------------------------------
 @pytest.mark.parametrize("config", mech.variants(), ids=config_id)
 @pytest.mark.parametrize("epsilon", [1e-300, 1e-20, 1e5, 1e300])
 def test_extreme_budgets_fail_cleanly_with_the_range(config, epsilon):
@@ -352,7 +352,7 @@ def test_both_ends_of_the_range_work(config):
         assert np.all(np.isfinite(mechanism.perturb(t, np.random.default_rng(0))))
 
 
-# --- the safe Gaussian: a discrete Gaussian on the grid (issue 12 part 1) -------------------------
+# --- the safe Gaussian: a discrete Gaussian on the grid -------------------------
 from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss  # noqa: E402
 from scipy import stats  # noqa: E402
 

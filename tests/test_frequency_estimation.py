@@ -1,4 +1,4 @@
-"""Frequency estimation over categorical tuples (issue 16, item 4): every oracle's estimator is
+"""Frequency estimation over categorical tuples: every oracle's estimator is
 unbiased and its predicted per-entry variance matches Monte Carlo with m < d; the predictor
 against an exact mpmath sum over the report counts; the simplex projection is the Euclidean
 projection; HDR4ME* is not worse than its own prediction when noise dominates."""

@@ -1,6 +1,6 @@
 """Audit verdicts of the gradient noises (spec: audit.md, gradient-noise.md): R1SMG and product
 noise FAIL at their published settings; i.n.i.d. and PLRV-O pass. Skipped until ldpfed.audit is
-installed (issue on the auditor)."""
+installed."""
 
 from __future__ import annotations
 

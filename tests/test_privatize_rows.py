@@ -1,4 +1,4 @@
-"""Batched privatization (issue 15; spec: scale.md): `privatize_rows(updates, rngs, broadcast)`
+"""Batched privatization (spec: scale.md): `privatize_rows(updates, rngs, broadcast)`
 privatizes a node's (clients, d) block with one generator per client and must equal, bit for bit,
 privatizing each client's row alone with its generator, for every privatizer kind. Each client's
 generator is its own stream (secret, NOISE, round), so the equality is what makes a client's noise

@@ -1,5 +1,5 @@
 """The per-round CLT prediction of the aggregate noise against repeated privatization of the same
-clipped updates (ldpfed.analysis.round_noise; analysis.md, Federated rounds; issue 6).
+clipped updates (ldpfed.analysis.round_noise; analysis.md, Federated rounds).
 
 Synthetic federation: K = 50 clients, d = 200, C = 0.5, uneven FedAvg weights, values inside and
 beyond [-C, C]; R independent privatizations (SeedSequence.spawn). Tolerances are 5 standard

@@ -1,4 +1,4 @@
-"""Playing the server (issue 10, item 4; spec: federated.md, "Who knows the noise").
+"""Playing the server (spec: federated.md, "Who knows the noise").
 
 The server is honest-but-curious: it holds its config, its seeds, every broadcast and every reply.
 Here it tries to re-draw a client's noise from every integer it holds (config values, its own

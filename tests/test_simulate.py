@@ -151,7 +151,7 @@ def test_mean_task_agrees_with_the_prediction_locally():
 
 
 def test_simulate_mean_with_one_client_is_compare():
-    """One mean-estimation path (issue 10, item 3): `compare`'s plain-mean MSE per repetition is
+    """One mean-estimation path: `compare`'s plain-mean MSE per repetition is
     `simulate --task mean --clients 1`'s plain-mean MSE per round for the same seed (as run seed and
     noise seed: `compare` draws its noise from the secret that seed spawns)."""
     from ldpfed.data import load_tuples

@@ -1,4 +1,4 @@
-"""`ldpfed simulate` as a user meets it (issue 11, items 11, 13 and 16): its --out directory
+"""`ldpfed simulate` as a user meets it: its --out directory
 (checked before any work, another run's results refused unless --overwrite, written atomically
 round by round) and tuple files read as `predict` and `compare` read them (--domain, --header,
 --out-of-domain, users and dims from the file). Local engine: the same halves as under Flower,

@@ -1,4 +1,4 @@
-"""`ldpfed simulate --task frequency` (issue 16, item 3): clients hold cohorts of users and run the
+"""`ldpfed simulate --task frequency`: clients hold cohorts of users and run the
 same client and server halves as `compare --task frequency`."""
 
 from __future__ import annotations

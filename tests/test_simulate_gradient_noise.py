@@ -1,4 +1,4 @@
-"""`ldpfed simulate --task train --mechanism <gradient noise>` (issue 14, step 5): L2-clipped
+"""`ldpfed simulate --task train --mechanism <gradient noise>`: L2-clipped
 updates plus a noise of ldpfed.gradient_noise; R1SMG and product noise make the run not private."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Re-calibrated aggregation in federated LDP-SGD (issue 6): `ldpfed simulate --task train
+"""Re-calibrated aggregation in federated LDP-SGD: `ldpfed simulate --task train
 --aggregator ...`, the per-round measured vs predicted aggregate noise, the local engine, and
 `ldpfed compare --task train`.
 

@@ -1,4 +1,4 @@
-"""Re-calibrated aggregation of privatized model updates (ldpfed.aggregation.updates; issue 6):
+"""Re-calibrated aggregation of privatized model updates (ldpfed.aggregation.updates):
 the FedAvg mean, the plug-in and model deviation models, noise-free runs, records, bad input.
 
 Monte Carlo tolerances are 5 standard errors of the repetition average, computed in the test from

@@ -1,4 +1,4 @@
-"""Re-calibrated aggregation of privatized model updates (issue 6; spec: recalibration.md applied to
+"""Re-calibrated aggregation of privatized model updates (spec: recalibration.md applied to
 federated LDP-SGD, analysis.md "Federated rounds").
 
 Averaging K perturbed updates is a d-dimensional mean estimation, so the tuple aggregators apply

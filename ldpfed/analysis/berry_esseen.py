@@ -27,7 +27,7 @@ What the bound covers (an ldpfed decision; the spec is silent):
   1, t, t^2, t^4 (g is even in t for every registered mechanism, so t^3 adds nothing): for every
   mechanism and eps checked (0.1 to 50) q exceeds g by at most 0.1% (a few % where g ~ 1e-11 at
   eps 50), so rho_j is the data's own third moment to that precision, computed in the data pass
-  the moments need anyway (issue 11 item 9). From summary moments 1, t, t^2 (up to 17% above g
+  the moments need anyway. From summary moments 1, t, t^2 (up to 17% above g
   for hybrid, more for duchi at large eps; never above the worst case max_t g): looser, still
   valid. Laplace and Gaussian have a constant g: exact. The source string says which, and
   the largest relative excess of q over g on the grid.

@@ -1,5 +1,5 @@
 """The CLT predictor for frequency estimation, per (attribute, category) entry (analysis.md applied
-to the one-hot entries of `ldpfed.categorical`; issue 16).
+to the one-hot entries of `ldpfed.categorical`).
 
 Entry e of attribute j has true frequency f_e over the n users. Each reporting user's contribution
 is unbiased for her one-hot bit x_ie, with variance V_in (x = 1) or V_out (x = 0)

@@ -15,7 +15,7 @@ bounded mechanisms; berry_esseen.py bounds it from above by a polynomial in 1, t
 keeps the mean fourth power of each column (and, on request, its range, for region checks).
 Summary moments give a quadratic bound (looser, still valid).
 
-The data pass (`from_array`) is the predictor's only O(nd) work (issue 11 item 9): it reads each
+The data pass (`from_array`) is the predictor's only O(nd) work: it reads each
 value once and keeps per column the sums of t, t^2 and t^4 and the extremes (the domain check), in
 column strips on a thread pool. Each sum is added in row order, so the result is the same bit for
 bit on any number of threads and in either implementation of a strip: a compiled kernel (numba,
@@ -23,7 +23,7 @@ bit on any number of threads and in either implementation of a strip: a compiled
 would cost more than the pass. The kernel is compiled on its first call in a process unless
 numba's on-disk cache (cache=True) already holds it: 1-3 s to compile per dtype (measured on a
 loaded machine), else ~0.4 s of CPU to import numba plus ~0.2 s to start it and load the kernel,
-once per process (docs/decisions.md, Engineer M). S_j^2 then comes from the power sums,
+once per process (docs/decisions.md, Prediction, "The data pass"). S_j^2 then comes from the power sums,
 (sum t^2 - n mean^2)/(n - 1): for values in [-1, 1] its absolute rounding error is at most about
 3 n u (u = 2^-53; 3e-10 at n = 10^6), far below any LDP noise variance.
 """

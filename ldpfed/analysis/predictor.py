@@ -15,7 +15,7 @@ unbiased mechanism, but a biased one (square wave, raw estimator) shrinks the da
 (1+b1), and leaving the factor out over-predicts the error for m < d. With S_j^2 on divisor n-1
 (moments.py) the term is exact given r_j.
 
-Random report counts (issue 11; an ldpfed decision, docs/decisions.md). Unless actual counts are
+Random report counts (an ldpfed decision, docs/decisions.md). Unless actual counts are
 given, r_j ~ Binomial(n, m/d): every user reports j with probability m/d, independently of the
 others, and given r_j the reporters are a uniform subset. The conditional error above is then
 averaged over r_j exactly, not evaluated at E[r_j] = nm/d (that under-states E[1/r_j]: the MSE was

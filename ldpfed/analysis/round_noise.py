@@ -1,5 +1,5 @@
 """The CLT prediction of one training round's aggregate noise, written beside what was measured
-(issue 6; analysis.md, "Federated rounds").
+(analysis.md, "Federated rounds").
 
 A simulation knows the clients' clipped updates c_k, so it knows both the noisy aggregate
 sum_k p_k u_k (what the server received) and the noise-free one sum_k p_k c_k. Their difference

@@ -2,7 +2,7 @@
 
 Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiment`.
 
-Task "train" (issue 6) compares aggregators in federated LDP-SGD. Its runner needs Flower and the
+Task "train" compares aggregators in federated LDP-SGD. Its runner needs Flower and the
 apps in `simulations/`, which the core library must never import; so this module looks the
 runner up through the entry point `train` of the group `ldpfed.compare_tasks` (declared in
 pyproject.toml: `simulations.compare_train:compare_train`) and hands it the option values.
@@ -372,7 +372,7 @@ def _number(value: float):
 
 
 def json_rows(result: ExperimentResult) -> list[dict]:
-    """One row per (mechanism, epsilon, aggregator) with the keys the issue fixes."""
+    """One row per (mechanism, epsilon, aggregator) with a fixed set of keys."""
     return [
         {
             "mechanism": _label(row.mechanism, row.options),

@@ -1,4 +1,4 @@
-"""`ldpfed predict --task frequency` and `ldpfed compare --task frequency` (issue 16): frequency
+"""`ldpfed predict --task frequency` and `ldpfed compare --task frequency`: frequency
 estimation over categorical attributes, predicted per category before running, and measured for
 mechanisms x budgets x aggregators. `predict` and `compare` call these when --task is frequency.
 

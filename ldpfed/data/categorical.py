@@ -1,4 +1,4 @@
-"""Categorical tuples for frequency estimation (issue 16): users x attributes of category codes.
+"""Categorical tuples for frequency estimation: users x attributes of category codes.
 
 `read_categorical(spec, ...)` is the one entry point. SPEC is
 - "zipf" or "zipf:S" (P(category c) proportional to 1/(c+1)^S, S = 1.1 by default) or "uniform":

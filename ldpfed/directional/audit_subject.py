@@ -1,4 +1,4 @@
-"""LDPVec as a subject of ldpfed's privacy auditor (`ldpfed.audit`, spec: audit.md; issue 13).
+"""LDPVec as a subject of ldpfed's privacy auditor (`ldpfed.audit`, spec: audit.md).
 
 The auditor needs a sampler on two neighbouring inputs and, where known, the density ratio. The
 subject draws what a client sends, the Cartesian update y = perturb(x), at the worst-case
@@ -18,7 +18,7 @@ continuous sampler releases y = fl(t + fl(sd n)): from t = 0 any float, from t =
 produced by x' and the event fires (Mironov 2012). The safe sampler releases fl(fl(m g) / half)
 for integers m whatever the input: the same test for both inputs, the event cannot fire.
 
-`ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
+`ldpfed.audit` is imported lazily: the auditor is a separate package that this one does not need.
 """
 
 from __future__ import annotations

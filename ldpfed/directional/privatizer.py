@@ -1,5 +1,5 @@
 """LDPVec as a federated client's update privatizer (spec: directional.md, LDPVec; federated.md,
-Federated LDP-SGD and "Who knows the noise"; issue 13).
+Federated LDP-SGD and "Who knows the noise").
 
 The same interface as `ldpfed.training.UpdatePrivatizer` and `ldpfed.gradient_noise.NoisePrivatizer`
 (`privatize(update, rng, ...)`, `clip_only(update)`, the round's ledger event), so the training

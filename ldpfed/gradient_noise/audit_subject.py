@@ -17,7 +17,7 @@ with such a y_i off that lattice are never produced by the shifted input. A safe
 fl(m_i g_i) for integers m_i whatever the input: the test is the same for both inputs and the
 event cannot fire.
 
-`ldpfed.audit` is imported lazily: it ships with the audit issue, not with this package.
+`ldpfed.audit` is imported lazily: the auditor is a separate package that this one does not need.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ GUARANTEE_FAILS = "published guarantee does not hold"
 # Samplers: "continuous" = textbook float sampler, not floating-point safe (Mironov 2012; audit.md,
 # Floating-point events); "safe" = per-coordinate grid with exact integer noise (safe_grid.py), the
 # default of the i.n.i.d. noises. R1SMG, product noise and PLRV-O have the continuous one only
-# (docs/decisions.md, issue 14: safe samplers).
+# (docs/decisions.md, Gradient noises).
 CONTINUOUS = "continuous (not floating-point safe)"
 
 

@@ -46,7 +46,7 @@ class Mechanism(ABC):
     name: ClassVar[str]
     approximate: ClassVar[bool] = False  # (eps, delta)-LDP rather than pure eps-LDP
     option_choices: ClassVar[dict[str, tuple]] = {}  # each option's allowed values (see `variants`)
-    # Budgets per value where the formulas and samplers are exact and finite (issue 11, item 14).
+    # Budgets per value where the formulas and samplers are exact and finite.
     epsilon_range: ClassVar[tuple[float, float]] = (1e-4, 1e4)
 
     def __post_init__(self) -> None:

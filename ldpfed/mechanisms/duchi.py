@@ -126,11 +126,11 @@ class Duchi(Mechanism):
     @property
     def _continuous_variance_coefficients(self):
         # V(t) = B^2 - t^2, with B^2 = 1 + 4e^eps/(e^eps - 1)^2 = 1 + 1/sinh(eps/2)^2: the
-        # subtraction-free form (B^2 - 1 by subtraction is 0 above eps ~ 37; issue 11 item 2).
+        # subtraction-free form (B^2 - 1 by subtraction is 0 above eps ~ 37).
         return (1.0 + (2.0 * math.exp(-self.epsilon / 2.0) / -math.expm1(-self.epsilon)) ** 2, 0.0, -1.0)
 
     def variance(self, t) -> np.ndarray:
-        """V(t) = (B^2 - 1) + (1 - t)(1 + t): exact at t = +-1 for every eps (issue 11 item 2)."""
+        """V(t) = (B^2 - 1) + (1 - t)(1 + t): exact at t = +-1 for every eps."""
         safe = self.safe_sampler
         if safe:
             b = safe.flip
@@ -142,7 +142,7 @@ class Duchi(Mechanism):
 
     def _continuous_third_abs_central_moment(self, t):
         # P(+-B | t) = ((1 +- t) + (1 -+ t) e^-e) / (2 (1 + e^-e)) and B - 1 = 2/(e^e - 1): no
-        # cancellation at t = +-1 or at large eps (issue 11 item 2)
+        # cancellation at t = +-1 or at large eps
         t = np.asarray(t, dtype=float)
         small = math.exp(-self.epsilon)
         plus = ((1.0 + t) + (1.0 - t) * small) / (2.0 * (1.0 + small))

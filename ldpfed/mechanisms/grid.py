@@ -69,7 +69,7 @@ def round_to_grid(x: np.ndarray, rng: np.random.Generator, shift: float = 0.0) -
     """Integers K + shift (as floats; `shift` an integer) with the law of `rounding_weights`:
     K = floor(x + 1/2 + U1 - U2), U1 and U2 the two 32-bit halves of ONE raw 64-bit word over 2^32.
 
-    One word instead of two 53-bit uniforms (issue 12, speed): the dither is then the triangular
+    One word instead of two 53-bit uniforms (half the raw draws): the dither is then the triangular
     law on the lattice 2^-32 Z, so P(K = k) is within 2^-32 of `rounding_weights` and
     |E[K] - x| <= 2^-33 (Hermite's identity: E[floor(y + a/N)] = floor(N y)/N over a uniform a),
     below the float rounding of the sum (2^-35 of a step for |x + shift| <= 2^17).

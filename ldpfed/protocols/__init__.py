@@ -1,4 +1,4 @@
-"""Federated protocols without Flower (spec: federated.md; issue 10).
+"""Federated protocols without Flower (spec: federated.md).
 
 Each task has a client half (what a client computes from its data, the round's broadcast and its
 own secret stream) and a server half shaped like a Flower Strategy (configure a round, aggregate

@@ -1,5 +1,5 @@
 """Frequency estimation over categorical tuples, client half and server half (federated.md, Tuple
-collection; issue 16). `ldpfed compare --task frequency` and `ldpfed simulate --task frequency`
+collection). `ldpfed compare --task frequency` and `ldpfed simulate --task frequency`
 both run these, as the mean task runs `ldpfed.protocols.mean`.
 
 A client holds a cohort of users. In round r every user samples m of her d attributes and reports

@@ -58,7 +58,7 @@ def _read(name: str, users: int, dims: int, data_seed: int, domain: str, header:
 def read(config: Config, data_seed: int) -> Tuples:
     """All users' tuples in [-1, 1] and what was read: a synthetic set drawn from the data seed, or a
     file with the config's domain, header and out-of-domain policy (`ldpfed.data.read_tuples`, as
-    `predict` and `compare` read it); users/dims 0 take the data's shape (issue 11, item 13)."""
+    `predict` and `compare` read it); users/dims 0 take the data's shape."""
     data = config.data
     return _read(config.data_name, data.users, data.dims, data_seed, data.domain, data.header, data.out_of_domain)
 

@@ -1,6 +1,6 @@
 """Cohort nodes: K Flower nodes host the N simulated clients (spec: scale.md, Design).
 
-Placement (docs/decisions.md, engineer C): node i hosts the contiguous block
+Placement (docs/decisions.md, Scale, "Cohort nodes, contiguous blocks"): node i hosts the contiguous block
 `np.array_split(range(N), K)[i]` of partition ids, as the mean task's clients hold contiguous
 blocks of users. K = N is one client per node. The default K is min(N, CPUs): one node per core;
 for the tuple tasks (mean, frequency), whose rounds are light, no more nodes than their work fills

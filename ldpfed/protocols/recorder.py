@@ -1,4 +1,4 @@
-"""The files a federation leaves under `--out DIR` (spec: federated.md; issue 5, Outputs).
+"""The files a federation leaves under `--out DIR` (spec: federated.md, Outputs).
 
 - config.toml: the resolved options (written first; `--config` reads it back);
 - metrics.csv: one row per finished round, and privacy.csv: each client's privacy totals so far
@@ -8,7 +8,7 @@
   the clients' noise came from) and plot.png at the end;
 - noise_secret (written by the harness of `ldpfed simulate`, owner-only): the noise root the
   clients' secrets derive from, to replay the run with `--noise-seed`.
-Every write goes through `ldpfed.outputs.OutputDir` (issue 11, item 11): the directory was checked
+Every write goes through `ldpfed.outputs.OutputDir`: the directory was checked
 before any work (writable; no other run's results unless `overwrite`), and each write replaces
 its files atomically, all of them or none, so an interrupted run leaves complete files.
 Without `--out` nothing is written. A non-private run has no finite epsilon in any of them.

@@ -1,5 +1,5 @@
 """Federated LDP-SGD, client half and server half (spec: federated.md, Federated LDP-SGD;
-analysis.md, federated rounds; issue 6 for the aggregators).
+analysis.md, federated rounds; recalibration.md for the aggregators).
 
 Client (round r, from the broadcast global weights w): E local SGD steps on its partition with
 minibatches from its secret stream (secret, MINIBATCHES, r), on one torch thread (reproducible

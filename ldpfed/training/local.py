@@ -79,7 +79,7 @@ def single_thread():
 
     Client training uses it in every engine: a matmul's reduction order depends on the thread
     count, and Ray actors and the local process have different defaults, so without it the same
-    seed gave slightly different models under `--engine local` and Flower (issue 11, item 7).
+    seed gave slightly different models under `--engine local` and Flower.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""The models of federated LDP-SGD, sized to the data (spec: federated.md; issue: thesis models).
+"""The models of federated LDP-SGD, sized to the data (spec: federated.md; the thesis' models).
 
 - logreg: flatten + linear (multinomial logistic regression).
 - mlp: the thesis' MLP, one hidden layer of 200 tanh units.
