@@ -41,6 +41,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+from ldpfed.accounting.float_slack import FloatSlack
 from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive
 
 GaussianDpEvent = dp_accounting.GaussianDpEvent
@@ -110,8 +111,6 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     slack_mass: float = 0.0
 
     def float_slack(self):
-        from ldpfed.accounting.float_slack import FloatSlack
-
         return FloatSlack(self.slack_over, self.slack_under, self.slack_mass).times(self.count)
 
     def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
@@ -153,8 +152,6 @@ class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
     slack_mass: float = 0.0
 
     def float_slack(self):
-        from ldpfed.accounting.float_slack import FloatSlack
-
         return FloatSlack(self.slack_over, self.slack_under, self.slack_mass)
 
     def rdp(self, orders) -> np.ndarray:

@@ -164,9 +164,13 @@ class PrivacyLedger:
         self, history: tuple, accountant: str, delta_target: float, extra: dp_event.DpEvent | None = None
     ) -> Spent:
         """`accountant`'s total of `history` (and `extra`), computed once per distinct argument."""
-        key = (history, accountant, delta_target, extra)
+        return self._memoised(("at", history, accountant, delta_target, extra), lambda a: a.spent(delta_target))
+
+    def _memoised(self, key: tuple, state):
+        """`state(accountant composed with key's history and extra)`, once per distinct key."""
         if key not in self._memo:
-            self._memo[key] = _composed(history, accountant, extra).spent(delta_target)
+            _, history, accountant, _, extra = key
+            self._memo[key] = state(_composed(history, accountant, extra))
         return self._memo[key]
 
     def spent_within(self, client_id, accountant: str = "basic", max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
@@ -178,10 +182,7 @@ class PrivacyLedger:
         self, history: tuple, accountant: str, max_delta: float, extra: dp_event.DpEvent | None = None
     ) -> Spent:
         """`accountant`'s total of `history` (and `extra`) within `max_delta`, once per distinct argument."""
-        key = ("within", history, accountant, max_delta, extra)
-        if key not in self._memo:
-            self._memo[key] = _composed(history, accountant, extra).spent_within(max_delta)
-        return self._memo[key]
+        return self._memoised(("within", history, accountant, max_delta, extra), lambda a: a.spent_within(max_delta))
 
     def can_afford(
         self,
