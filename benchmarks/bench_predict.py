@@ -47,7 +47,7 @@ from ldpfed.analysis import ColumnMoments, predict
 from ldpfed.analysis.moments import usable_cores
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5

@@ -21,8 +21,8 @@ import numpy as np
 
 import ldpfed.aggregation as aggregation
 from ldpfed.data import generate
-from ldpfed.experiment import collect_sums, default_chunk_users, estimate_once
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
+from ldpfed.protocols.mean import collect_sums, default_chunk_users, estimate_once
 
 
 def sampling_only(data, mechanism, chunk_users, rng) -> None:

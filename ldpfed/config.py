@@ -37,6 +37,16 @@ import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+import ldpfed.aggregation as aggregation
+import ldpfed.gradient_noise as gradient_noise
+import ldpfed.mechanisms as mechanisms
+from ldpfed.accounting import DEFAULT_DELTA_TARGET, Budget, create_accountant
+from ldpfed.data import available_synthetic
+from ldpfed.data.federated import FEDERATED_DATASETS
+from ldpfed.data.partition import PARTITION_SCHEMES
+from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
+from ldpfed.directional.windows import check_beta
+from ldpfed.frequency.categorical import oracle_kind
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
 
 TASKS = ("mean", "train", "frequency")
@@ -176,8 +186,6 @@ class Config:
     @property
     def budget(self):
         """The per-client privacy budget (ldpfed.accounting.Budget), or None without max-epsilon."""
-        from ldpfed.accounting import Budget
-
         if self.privacy.max_epsilon == 0.0:
             return None
         return Budget(self.privacy.max_epsilon, self.privacy.accountant, self.delta_target)
@@ -185,16 +193,12 @@ class Config:
     @property
     def delta_target(self) -> float:
         """The delta at which the run's epsilon spent is reported: the budget's max-delta, else 1e-5."""
-        from ldpfed.accounting import DEFAULT_DELTA_TARGET
-
         return self.privacy.max_delta or DEFAULT_DELTA_TARGET
 
     @property
     def gradient_noise(self) -> bool:
         """The mechanism is one of ldpfed.gradient_noise's (train only, L2 clipping)."""
-        from ldpfed.gradient_noise.calibrate import NAMES
-
-        return self.privacy.mechanism in NAMES
+        return self.privacy.mechanism in gradient_noise.available()
 
     @property
     def update_clip(self) -> float:
@@ -236,13 +240,6 @@ class Config:
 
     def validated(self) -> Config:
         """Check every value's range and every name; returns self (raises LDPValueError)."""
-        import ldpfed.aggregation as aggregation
-        import ldpfed.mechanisms as mechanisms
-        from ldpfed.accounting import create_accountant
-        from ldpfed.data import available_synthetic
-        from ldpfed.data.federated import FEDERATED_DATASETS
-        from ldpfed.data.partition import PARTITION_SCHEMES
-
         run, data, fed, privacy, agg, train = (
             self.run,
             self.data,
@@ -283,8 +280,6 @@ class Config:
                 raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
             check_epsilon(privacy.epsilon)
         elif run.task == "frequency":
-            from ldpfed.categorical import oracle_kind
-
             oracle_kind(privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
             check_epsilon(privacy.epsilon)
         elif self.noisy or run.task == "mean":
@@ -305,17 +300,15 @@ class Config:
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
-            aggregation.get_class(agg.aggregator)
+            aggregation.check_names([agg.aggregator], "mean")
             _check_tuple_shape(data, fed, privacy)
             if self.data_name in FEDERATED_DATASETS and self.data_name not in available_synthetic():
                 raise LDPValueError(f"data {self.data_name!r} is a training data set; --task mean takes tuples")
         elif run.task == "frequency":
-            from ldpfed.protocols.frequency import check_aggregators
-
-            check_aggregators([agg.aggregator])
+            aggregation.check_names([agg.aggregator], "frequency")
             _check_tuple_shape(data, fed, privacy)
         else:
-            _choice("aggregator", agg.aggregator, (*aggregation.available(), FEDAVG))
+            _choice("aggregator", agg.aggregator, (*aggregation.available("mean"), FEDAVG))
             _choice("deviation", agg.deviation, TRAIN_DEVIATIONS)
             _choice("data", self.data_name, FEDERATED_DATASETS)
             _choice("partition", data.partition, PARTITION_SCHEMES)
@@ -380,8 +373,6 @@ def _check_clip_applies(config: Config) -> None:
 
 def _check_ldpvec(config: Config) -> None:
     """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg."""
-    import ldpfed.mechanisms as mechanisms
-
     privacy = config.privacy
     if not config.noisy or config.gradient_noise:
         raise LDPValueError(
@@ -402,9 +393,6 @@ def _check_ldpvec(config: Config) -> None:
 def _check_perturbation_options(config: Config) -> None:
     """The perturbation's options, checked for every task (a malformed value is an error even where
     it does not apply)."""
-    from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
-    from ldpfed.directional.windows import check_beta
-
     train = config.training
     _choice("perturbation", train.perturbation, PERTURBATIONS)
     if train.perturbation == "ldpvec" and config.run.task != "train":

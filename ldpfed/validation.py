@@ -206,3 +206,14 @@ def check_values(
             "(--out-of-domain clip; in Python out_of_domain='clip')"
         )
     return array
+
+
+def canonical_name(name) -> str:
+    """A registry key as users may type it: case, surrounding spaces and "_" for "-" do not matter."""
+    return str(name).strip().lower().replace("_", "-")
+
+
+def check_generator(*rngs) -> None:
+    """Randomness is passed explicitly as numpy Generators (never global or implicit state)."""
+    if not all(isinstance(rng, np.random.Generator) for rng in rngs):
+        raise TypeError("rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed))")

@@ -19,9 +19,10 @@ from rich.console import Console
 
 import ldpfed.mechanisms as registry
 from ldpfed.audit import audit
-from ldpfed.audit.subjects import FLOATING_POINT_FAMILIES, has_sampler_option
+from ldpfed.audit.subject import FLOATING_POINT_FAMILIES
+from ldpfed.audit.subjects import has_sampler_option
 from ldpfed.cli.common import parse_list
-from ldpfed.results import write_json, write_table, write_text
+from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon
 from simulations.provenance import run_stamp
 

@@ -30,7 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.directional import LDPVec, cosine, from_spherical, leading_energy_share, to_spherical  # noqa: E402
-from ldpfed.results import write_json, write_table, write_text  # noqa: E402
+from ldpfed.outputs import write_json, write_table, write_text  # noqa: E402
 from ldpfed.training.privatize import UpdatePrivatizer  # noqa: E402
 from ldpfed.validation import LDPValueError  # noqa: E402
 from simulations.provenance import run_stamp  # noqa: E402

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+import ldpfed.gradient_noise as gradient_noises
 from ldpfed.directional import cosine, leading_energy_share
 from ldpfed.directional import windows as win
 from ldpfed.directional.geodp import (
@@ -59,13 +60,12 @@ from ldpfed.directional.geodp import (
     rdp_epsilon,
     training_event,
 )
+from ldpfed.gradient_noise import GUARANTEE_FAILS
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.protocols.seeds import fresh_secret
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
 
-GRADIENT_NOISES = ("inid-gaussian", "inid-laplace", "plrvo", "r1smg", "product-noise")
-PERTURBATIONS = ("numeric", "geodp", "none") + GRADIENT_NOISES
-NOT_PRIVATE = ("none", "r1smg", "product-noise")
+PERTURBATIONS = ("numeric", "geodp", "none", *gradient_noises.available())
 ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
 # The Gaussian noise is drawn with numpy's standard_normal: a continuous sampler, not floating-point
 # safe in the sense of mechanisms.md (as in Opacus and TF Privacy); said in every private result.
@@ -168,13 +168,13 @@ class DPSGDConfig:
 
     @property
     def noise_sampler_description(self) -> str:
-        from ldpfed.gradient_noise.safe_grid import SAFE_DESCRIPTION
+        from ldpfed.samplers.safe_grid import SAFE_DESCRIPTION
 
         return SAFE_DESCRIPTION if self.safe_noise else NOISE_SAMPLER
 
     @property
     def private(self) -> bool:
-        return self.perturbation not in NOT_PRIVATE
+        return self.perturbation != "none" and not gradient_noises.guarantee_fails(self.perturbation)
 
 
 def gradient_noise(config: DPSGDConfig, layer_sizes: list[int], sample_rate: float, steps: int):
@@ -289,7 +289,7 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, noise_seed: int
 
     per_epoch = steps_per_epoch(config, n)
     noise, layer_sizes, layer_clips = None, [size for _, _, size in shapes], [config.clip]
-    if config.perturbation in GRADIENT_NOISES or (config.perturbation == "numeric" and config.safe_noise):
+    if config.perturbation in gradient_noises.available() or (config.perturbation == "numeric" and config.safe_noise):
         noise, layer_clips = gradient_noise(config, layer_sizes, config.batch_size / n, config.epochs * per_epoch)
     if len(layer_clips) == 1:
         layer_sizes = [dims]
@@ -366,7 +366,7 @@ def safe_epsilon(event, target_delta: float) -> dict:
     """epsilon of a safe-sampler run by ldpfed's rdp accountant, and its samplers' float slack on its
     own (the eps it adds to the ideal discrete Gaussian's curve, the part of delta it takes)."""
     from ldpfed.accounting import create_accountant
-    from ldpfed.accounting.float_slack import SLACK_RULE
+    from ldpfed.samplers.float_slack import SLACK_RULE
 
     spent = create_accountant("rdp").compose(event).spent(target_delta)
     return {
@@ -399,9 +399,7 @@ def privacy_record(config: DPSGDConfig, train_examples: int, steps: int, paramet
 
 
 def _not_private_reason(config: DPSGDConfig) -> str:
-    if config.perturbation in ("r1smg", "product-noise"):
-        from ldpfed.gradient_noise import GUARANTEE_FAILS
-
+    if gradient_noises.guarantee_fails(config.perturbation):
         return f"{config.perturbation}: {GUARANTEE_FAILS} (gradient-noise.md)"
     return "perturbation none: gradients released without noise"
 

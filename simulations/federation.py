@@ -11,7 +11,7 @@ engines run the same halves in the same order:
   block of the clients (ldpfed.protocols.nodes); each node writes its clients' diagnostics (clean
   clipped update, loss) to the run's local output (`DIR/diagnostics`, or a temporary directory),
   and after each round the harness joins them with the server's aggregate and removes them;
-- `local`: the same node halves called in this process (`ldpfed.protocols.base.local_round`), the
+- `local`: the same node halves called in this process (`ldpfed.protocols.nodes.local_round`), the
   diagnostics handed over in memory. Same seed and noise root, same numbers as `flower`.
 """
 
@@ -27,8 +27,7 @@ from pathlib import Path
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import local_round
-from ldpfed.protocols.nodes import NodeSet
+from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg

@@ -32,13 +32,13 @@ from scipy.stats import t as student_t
 
 from ldpfed.cli.frequency import frequency_figure, mse_figure
 from ldpfed.data.categorical import read_categorical
-from ldpfed.frequency_experiment import (
+from ldpfed.experiments.frequency import (
     DEFAULT_FREQUENCY_AGGREGATORS,
     FrequencyExperimentResult,
     run_frequency_experiment,
 )
+from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from ldpfed.protocols.seeds import data_seed
-from ldpfed.results import save_figure, write_json, write_table, write_text
 from simulations.provenance import run_stamp
 
 MECHANISMS = ("grr", "oue", "laplace", "piecewise", "square-wave", "duchi", "hybrid")

@@ -13,7 +13,7 @@ ratio to the i.i.d. analytic Gaussian at the same claim.
    digits, 5 epochs, B = 64, C = 1, at claimed eps = 2 for the whole run (R1SMG and product
    noise: their per-step claim (2, 1e-5), which does not hold even per step), 3 seeds.
 Samplers: each row says which one ran. The i.n.i.d. noises and PLRV-O default to their safe
-samplers (per-coordinate grid, exact integer noise; gradient_noise/safe_grid.py, plrvo_safe.py),
+samplers (per-coordinate grid, exact integer noise; samplers/safe_grid.py, plrvo_safe.py),
 calibrated for what they sample; the continuous rows are NOT floating-point safe, for comparison.
 """
 
@@ -38,8 +38,8 @@ from ldpfed.gradient_noise import (
     layer_profile,
     search_parameters,
 )
-from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 from ldpfed.mechanisms.gaussian import analytic_sigma
+from ldpfed.samplers.plrvo_safe import SafeLaw
 from simulations.provenance import run_stamp
 
 DELTA = 1e-5

@@ -31,8 +31,8 @@ import ldpfed.mechanisms as registry
 from ldpfed.analysis import predict
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import available_synthetic, generate
-from ldpfed.multidim import per_value_mechanism
-from ldpfed.results import write_json, write_table, write_text
+from ldpfed.mechanisms.multidim import per_value_mechanism
+from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 from simulations.provenance import run_stamp
 

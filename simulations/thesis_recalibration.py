@@ -37,8 +37,8 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.cli.common import progress_bar
 from ldpfed.cli.compare import mse_figure
 from ldpfed.data import generate
-from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
-from ldpfed.results import save_figure, write_json, write_table, write_text
+from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from simulations.provenance import run_stamp
 
 DATA_SETS = (("gaussian", 100_000, 100), ("poisson", 150_000, 300), ("uniform", 120_000, 500))
@@ -226,7 +226,7 @@ def markdown_report(
         "(b = beats, t = ties, l = loses).",
         "",
     ]
-    aggregators = aggregation.available()
+    aggregators = aggregation.available("mean")
     for (data_name, label), part in summary.assign(label=_labels(summary)).groupby(["data", "label"], sort=False):
         lines += [
             f"### {data_name}, {label}",
@@ -296,7 +296,7 @@ def main() -> None:
                     data,
                     list(choices),
                     list(eps),
-                    aggregators=aggregation.available(),
+                    aggregators=aggregation.available("mean"),
                     repeats=args.repeats,
                     seed=args.seed,
                     progress=lambda: bar.advance(task),

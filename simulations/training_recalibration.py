@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ldpfed.config import Config  # noqa: E402
-from ldpfed.results import save_figure, write_table, write_text  # noqa: E402
+from ldpfed.outputs import save_figure, write_table, write_text  # noqa: E402
 from simulations.compare_train import accuracy_figure, plan, run_one, summarize  # noqa: E402
 from simulations.provenance import run_stamp  # noqa: E402
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.mechanisms.discrete_gaussian import DiscreteGaussianSampler, _Proposal
-from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.mechanisms.duchi import DuchiSafe
-from ldpfed.mechanisms.grid import GridSampler, WindowLaw
+from ldpfed.samplers.discrete_gaussian import DiscreteGaussianSampler, _Proposal
+from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.grid import GridSampler, WindowLaw
 
 BLOCK = 16384
 Q_BITS = 8

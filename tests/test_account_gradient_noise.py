@@ -9,8 +9,8 @@ from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDp
 from dp_accounting.pld import PLDAccountant
 from typer.testing import CliRunner
 
+from ldpfed.accounting.plrvo import plrvo_epsilon
 from ldpfed.cli.main import app
-from ldpfed.gradient_noise import plrvo_epsilon
 
 runner = CliRunner()
 PLRVO = [
@@ -43,7 +43,7 @@ def account(*arguments) -> dict:
 @pytest.mark.parametrize("sampler", ["safe", "continuous"])
 def test_plrvo_epsilon_is_the_library_accountant(accountant, sampler):
     """Default: the safe sampler, accounted for what it samples (slightly above the continuous law)."""
-    from ldpfed.gradient_noise.plrvo_safe import SafeLaw
+    from ldpfed.samplers.plrvo_safe import SafeLaw
 
     record = account(*PLRVO, "--accountant", accountant, *(["--sampler", sampler] if sampler == "continuous" else []))
     law = SafeLaw.for_params(200) if sampler == "safe" else None

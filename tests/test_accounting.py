@@ -40,7 +40,7 @@ from ldpfed.accounting import (
 )
 from ldpfed.accounting.accountants import PLD_DISCRETIZATION
 from ldpfed.mechanisms.gaussian import SENSITIVITY, Gaussian
-from ldpfed.results import dumps
+from ldpfed.outputs import dumps
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 

@@ -13,7 +13,7 @@ from ldpfed.analysis.confidence import error_supremum
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
 from ldpfed.mechanisms.laplace import Laplace
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.validation import LDPValueError
 
 ALPHA = 0.9

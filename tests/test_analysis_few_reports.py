@@ -15,7 +15,7 @@ import pytest
 from ldpfed.analysis import predict
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.analysis.predictor import inverse_report_moment
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 
 mpmath.mp.dps = 40
 

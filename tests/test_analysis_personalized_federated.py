@@ -9,7 +9,7 @@ import pytest
 from ldpfed.analysis import ColumnMoments
 from ldpfed.analysis.federated import clipped_coordinate_noise, predict_round
 from ldpfed.analysis.personalized import PersonalizedGroup, predict_personalized
-from ldpfed.multidim import (
+from ldpfed.mechanisms.multidim import (
     ReportSums,
     mean_estimate,
     per_value_mechanism,

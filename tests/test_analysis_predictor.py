@@ -10,9 +10,9 @@ import pytest
 from analysis_doubles import ShrunkLaplace
 from scipy.stats import binom
 
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.analysis import ColumnMoments, predict
 from ldpfed.analysis.montecarlo import simulate_deviations
-from ldpfed.deviation import DeviationModel
 from ldpfed.mechanisms.laplace import Laplace
 from ldpfed.validation import LDPValueError
 

@@ -18,7 +18,7 @@ import ldpfed.mechanisms as registry
 from ldpfed.analysis import predict
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 
 # 1,000 repetitions: 5 standard errors of the measured MSE are at most 7.5% of it over all 46 cases
 # (1,500 gave 6.2%; the guard below needs < 10%): a prediction about 9% off (7.5% plus one standard

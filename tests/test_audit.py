@@ -19,13 +19,8 @@ import ldpfed.mechanisms as mech
 from ldpfed.audit import audit, build_subject, gaussian_vector_subject, run_audit
 from ldpfed.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
 from ldpfed.audit.floating_point import replay, replay_mismatch, replays_exactly
-from ldpfed.audit.subjects import (
-    FLOATING_POINT_FAMILIES,
-    SCALAR_INPUTS,
-    AuditSubject,
-    has_sampler_option,
-    scalar_inverter,
-)
+from ldpfed.audit.subject import FLOATING_POINT_FAMILIES, AuditSubject
+from ldpfed.audit.subjects import SCALAR_INPUTS, has_sampler_option, scalar_inverter
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.validation import LDPValueError
 

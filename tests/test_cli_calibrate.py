@@ -7,8 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from ldpfed.accounting.plrvo import plrvo_epsilon
 from ldpfed.cli.main import app
-from ldpfed.gradient_noise import GUARANTEE_FAILS, plrvo_epsilon
+from ldpfed.gradient_noise import GUARANTEE_FAILS
 
 runner = CliRunner()
 

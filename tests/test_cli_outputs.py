@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
-from ldpfed.results import write_json
+from ldpfed.outputs import write_json
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,7 @@ from typer.testing import CliRunner
 from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import local_round
-from ldpfed.protocols.nodes import Layout, NodeReply, NodeSet, default_nodes, hosted
+from ldpfed.protocols.nodes import Layout, NodeReply, NodeSet, default_nodes, hosted, local_round
 from ldpfed.protocols.session import World, node_half, server_half
 from ldpfed.protocols.train import federated_data, new_model
 from ldpfed.validation import LDPValueError

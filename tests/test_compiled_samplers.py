@@ -20,11 +20,11 @@ import pytest
 import reference_safe_samplers as reference
 
 import ldpfed.mechanisms as mech
-from ldpfed.gradient_noise.safe_grid import gaussian_integers
-from ldpfed.mechanisms import discrete_gaussian, words
-from ldpfed.mechanisms.discrete_gaussian import _EXP_BAND
-from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.mechanisms.hybrid import EPSILON_STAR
+from ldpfed.samplers import discrete_gaussian, words
+from ldpfed.samplers.discrete_gaussian import _EXP_BAND
+from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.safe_grid import gaussian_integers
 from ldpfed.validation import LDPValueError
 
 BIT_GENERATORS = (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64)
@@ -198,7 +198,7 @@ def test_mt19937_gives_full_64_bit_words(name):
 
 def test_mt19937_rounding_is_unbiased_at_the_grid_scale():
     """The half-step bias of the old 32-bit dither, seen directly on round_to_grid."""
-    from ldpfed.mechanisms.grid import round_to_grid
+    from ldpfed.samplers.grid import round_to_grid
 
     n = 200_000
     k = round_to_grid(np.full(n, 0.3), np.random.Generator(np.random.MT19937(2)))

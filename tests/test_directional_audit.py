@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ldpfed.audit import run_audit
-from ldpfed.directional.audit_subject import ldpvec_subject
+from ldpfed.audit.ldpvec_subject import ldpvec_subject
 from ldpfed.validation import LDPValueError
 
 SAMPLES = 200_000

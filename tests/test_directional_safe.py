@@ -131,7 +131,7 @@ def test_safe_angle_variance_includes_the_rounding():
 @pytest.mark.parametrize("window", ["fixed", "centred"])
 def test_the_floating_point_event_fires_for_the_continuous_sampler_only(window):
     from ldpfed.audit import run_audit
-    from ldpfed.directional.audit_subject import ldpvec_subject
+    from ldpfed.audit.ldpvec_subject import ldpvec_subject
 
     safe = run_audit(
         ldpvec_subject("gaussian", 1.0, 1e-5, dims=4, window=window, release="offsets"), samples=100_000, seed=3
@@ -148,7 +148,7 @@ def test_the_floating_point_event_fires_for_the_continuous_sampler_only(window):
 
 def test_the_safe_grid_is_what_the_audit_subject_tests():
     """Every safe release passes the subject's exact grid test (so the event cannot fire)."""
-    from ldpfed.directional.audit_subject import ldpvec_subject
+    from ldpfed.audit.ldpvec_subject import ldpvec_subject
 
     subject = ldpvec_subject("gaussian", 1.0, 1e-5, dims=6, release="offsets")
     rng = np.random.default_rng(33)

@@ -8,8 +8,9 @@ import pytest
 import ldpfed.aggregation as agg
 import ldpfed.mechanisms as mechanisms
 from ldpfed.data import generate
-from ldpfed.experiment import collect_sums, estimate_once, run_mean_experiment
-from ldpfed.multidim import perturb_tuples, summarize
+from ldpfed.experiments.mean import run_mean_experiment
+from ldpfed.mechanisms.multidim import perturb_tuples, summarize
+from ldpfed.protocols.mean import collect_sums, estimate_once
 from ldpfed.validation import LDPValueError
 
 DATA = generate("gaussian", 3000, 12, np.random.default_rng(5))
@@ -50,7 +51,7 @@ def test_chunked_and_unchunked_runs_agree_in_distribution():
 
 
 def test_same_seed_same_result_and_another_seed_differs():
-    kwargs = dict(aggregators=agg.available(), repeats=3, report_dims=5)
+    kwargs = dict(aggregators=agg.available("mean"), repeats=3, report_dims=5)
     first = run_mean_experiment(DATA, ["laplace"], [0.5, 2.0], seed=4, **kwargs)
     second = run_mean_experiment(DATA, ["laplace"], [0.5, 2.0], seed=4, **kwargs)
     other = run_mean_experiment(DATA, ["laplace"], [0.5, 2.0], seed=5, **kwargs)
@@ -75,11 +76,11 @@ def test_runs_and_summary_are_tidy_and_record_their_options():
         "alpha",
         "l2_reference",
     }
-    assert len(result.runs) == 2 * len(agg.available())
+    assert len(result.runs) == 2 * len(agg.available("mean"))
     assert set(result.runs["deviation_source"]) == {"plug-in"}
     assert set(result.runs.loc[result.runs["aggregator"] == "l2", "l2_reference"]) == {"estimate"}
     summary = result.summary
-    assert list(summary["aggregator"]) == agg.available()
+    assert list(summary["aggregator"]) == agg.available("mean")
     assert summary.loc[summary["aggregator"] != "mean", "predicted_mse"].isna().all()
     assert result.config["alpha"] == 0.9 and result.config["chunk_users"] > 0
 
@@ -87,10 +88,10 @@ def test_runs_and_summary_are_tidy_and_record_their_options():
 def test_estimate_once_applies_every_aggregator_to_one_collection():
     mechanism = mechanisms.get("laplace", 0.5)
     sums = collect_sums(DATA, mechanism, 12, np.random.SeedSequence(2))
-    aggregators = agg.get_many(agg.available())
+    aggregators = agg.get_many(agg.available("mean"))
     theta_hat, model, results = estimate_once(sums, mechanism, aggregators)
     np.testing.assert_array_equal(results["mean"].estimate, theta_hat)
-    assert model.source == "plug-in" and set(results) == set(agg.available())
+    assert model.source == "plug-in" and set(results) == set(agg.available("mean"))
     fixed = type(model)(delta=np.zeros(12), sigma=np.full(12, 0.3), source="model")
     _, used, results = estimate_once(sums, mechanism, aggregators, deviation=fixed)
     assert used is fixed and results["hdr4me"].record["deviation_source"] == "model"

@@ -17,7 +17,8 @@ from ldpfed.cli.main import app
 from ldpfed.config import Config, from_flat, resolve
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, local_round
+from ldpfed.protocols.base import ClientReply
+from ldpfed.protocols.nodes import local_round
 from ldpfed.protocols.privacy import privacy_status
 from ldpfed.protocols.session import World, client_half, server_half, without_seed
 from ldpfed.protocols.train import client_round_event, privatize

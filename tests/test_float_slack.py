@@ -1,4 +1,4 @@
-"""The samplers' float slack composed into the accounted (eps, delta) (ldpfed.accounting.float_slack).
+"""The samplers' float slack composed into the accounted (eps, delta) (ldpfed.samplers.float_slack).
 
 Given a noise multiplier, the safe discrete Gaussian's reported eps is the ideal curve's (from
 dp-accounting) plus the composed slack, never the ideal curve alone; with no slack (a continuous
@@ -21,9 +21,9 @@ from dp_accounting.rdp import RdpAccountant
 from typer.testing import CliRunner
 
 from ldpfed.accounting import DiscreteGaussianVectorDpEvent, SelfComposedDpEvent, create_accountant
-from ldpfed.accounting.float_slack import FloatSlack
 from ldpfed.cli.main import app
 from ldpfed.gradient_noise import InidGaussian
+from ldpfed.samplers.float_slack import FloatSlack
 
 TARGET = 1e-5
 

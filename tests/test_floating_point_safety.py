@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ldpfed.mechanisms as mech
-from ldpfed.frequency import frequency_oracle
+from ldpfed.frequency import oracles
 from ldpfed.validation import LDPValueError
 
 PURE = [(name, options) for name, options in mech.variants() if not mech.get_class(name).approximate]
@@ -121,12 +121,12 @@ def test_grr_and_oue_probabilities_are_what_is_sampled_and_keep_the_ratio(epsilo
     comparison never reports another category (an infinite ratio), and q is not a multiple of
     2^-53, so the estimator used a probability the sampler does not realize."""
     bound = mpmath.e ** mpmath.mpf(epsilon)
-    grr = frequency_oracle("grr", epsilon, k)
+    grr = oracles.get("grr", epsilon, k)
     move = (1 - grr.p) * 2**53
     assert move == int(move) and move >= 1  # P(other) = 1 - p is a positive multiple of 2^-53
     assert grr.q * (k - 1) == pytest.approx(1 - grr.p, rel=1e-15)
     assert mpmath.mpf(grr.p) / mpmath.mpf(grr.q) <= bound
-    oue = frequency_oracle("oue", epsilon, k)
+    oue = oracles.get("oue", epsilon, k)
     assert oue.q * 2**53 == int(oue.q * 2**53) and oue.q > 0
     assert (1 - mpmath.mpf(oue.q)) / mpmath.mpf(oue.q) <= bound  # p = 1/2
     assert oue.p == 0.5
@@ -134,7 +134,7 @@ def test_grr_and_oue_probabilities_are_what_is_sampled_and_keep_the_ratio(epsilo
 
 def test_grr_sampler_realizes_its_probability():
     """The report keeps the category exactly when u >= move: frequencies match p (binomial)."""
-    grr = frequency_oracle("grr", 1.0, 4)
+    grr = oracles.get("grr", 1.0, 4)
     reports = grr.perturb(np.zeros(200_000, dtype=int), np.random.default_rng(4))
     kept = np.mean(reports == 0)
     assert abs(kept - grr.p) < 5 * math.sqrt(grr.p * (1 - grr.p) / 200_000)
@@ -356,8 +356,8 @@ def test_both_ends_of_the_range_work(config):
 from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from ldpfed.mechanisms.discrete_gaussian import DiscreteGaussianSampler  # noqa: E402
-from ldpfed.mechanisms.grid import rounding_weights  # noqa: E402
+from ldpfed.samplers.discrete_gaussian import DiscreteGaussianSampler  # noqa: E402
+from ldpfed.samplers.grid import rounding_weights  # noqa: E402
 
 GAUSSIAN_CASES = [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-8)]
 

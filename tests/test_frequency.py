@@ -21,7 +21,7 @@ from ldpfed.frequency import (
     GeneralizedRR,
     HistogramEncoding,
     OptimizedUnaryEncoding,
-    frequency_oracle,
+    oracles,
 )
 from ldpfed.validation import LDPValueError
 
@@ -62,7 +62,7 @@ def test_estimate_unbiased_with_exact_variance(name, options):
     users, k, epsilon, reps = 500, 4, 2.0, 800
     categories = _population(users, [0.5, 0.3, 0.2, 0.0])
     truth = np.bincount(categories, minlength=k) / users
-    oracle = frequency_oracle(name, epsilon, k, **options)
+    oracle = oracles.get(name, epsilon, k, **options)
     estimates = np.array(
         [
             oracle.estimate(oracle.perturb(categories, rng))
@@ -88,7 +88,7 @@ def test_per_user_variance_matches_the_formula_precisely(name, options):
     second is below (5 sigma / sqrt(n))^2 with the same 5-standard-error confidence; the tolerance
     is the sum (the second term matters where m4 = s^4, e.g. OUE's Bernoulli(1/2) true bit)."""
     k, users, epsilon = 3, 60_000, 2.0
-    oracle = frequency_oracle(name, epsilon, k, **options)
+    oracle = oracles.get(name, epsilon, k, **options)
     reports = oracle.perturb(np.zeros(users, dtype=int), np.random.default_rng(61))
     contributions = oracle.contributions(reports)
     assert contributions.shape == (users, k)
@@ -103,7 +103,7 @@ def test_per_user_variance_matches_the_formula_precisely(name, options):
 
 
 def test_contributions_add_over_chunks():
-    oracle = frequency_oracle("oue", 1.0, 5)
+    oracle = oracles.get("oue", 1.0, 5)
     categories = _population(1_001, [0.1, 0.2, 0.3, 0.4, 0.0])
     reports = oracle.perturb(categories, np.random.default_rng(62))
     total = sum(oracle.contributions(chunk).sum(axis=0) for chunk in np.array_split(reports, 4))
@@ -120,13 +120,13 @@ def test_counting_oracles_variance_formula_at_known_points():
 
 
 def test_histogram_entry_budget_is_half_of_epsilon():
-    oracle = frequency_oracle("histogram", 3.0, 5, mechanism="laplace")
+    oracle = oracles.get("histogram", 3.0, 5, mechanism="laplace")
     assert isinstance(oracle, HistogramEncoding)
     assert oracle.entry.epsilon == pytest.approx(1.5) and oracle.entry.delta is None
     assert oracle.epsilon == 3.0
     for name in registry.available():
         if registry.get_class(name).approximate:
-            approx = frequency_oracle("histogram", 3.0, 5, mechanism=name, delta=DELTA)
+            approx = oracles.get("histogram", 3.0, 5, mechanism=name, delta=DELTA)
             assert approx.entry.epsilon == pytest.approx(1.5)
             assert approx.entry.delta == pytest.approx(DELTA / 2)
             assert approx.delta == pytest.approx(DELTA)
@@ -135,18 +135,18 @@ def test_histogram_entry_budget_is_half_of_epsilon():
 def test_reports_have_the_documented_form():
     categories = np.array([0, 2, 1, 2, 2])
     rng = np.random.default_rng(1)
-    grr = frequency_oracle("grr", 1.0, 3).perturb(categories, rng)
+    grr = oracles.get("grr", 1.0, 3).perturb(categories, rng)
     assert grr.shape == (5,) and np.all((0 <= grr) & (grr < 3))
-    oue = frequency_oracle("oue", 1.0, 3).perturb(categories, rng)
+    oue = oracles.get("oue", 1.0, 3).perturb(categories, rng)
     assert oue.shape == (5, 3) and oue.dtype == bool
-    hist = frequency_oracle("histogram", 1.0, 3).perturb(categories, rng)
+    hist = oracles.get("histogram", 1.0, 3).perturb(categories, rng)
     assert hist.shape == (5, 3) and hist.dtype == float
 
 
 def test_perturbation_is_reproducible_from_the_generator():
     categories = _population(200, [0.25, 0.75])
     for name, options in CONFIGS:
-        oracle = frequency_oracle(name, 1.0, 2, **options)
+        oracle = oracles.get(name, 1.0, 2, **options)
         a = oracle.perturb(categories, np.random.default_rng(9))
         b = oracle.perturb(categories, np.random.default_rng(9))
         np.testing.assert_array_equal(a, b)
@@ -191,7 +191,7 @@ def test_oue_worst_case_ratio_is_e_to_eps(epsilon, k):
 def test_sampler_follows_the_transition_probabilities(name):
     """The reports of one category match the P used in the privacy check (chi-square, 1e-6)."""
     k, users, category = 4, 40_000, 2
-    oracle = frequency_oracle(name, 1.5, k)
+    oracle = oracles.get(name, 1.5, k)
     reports = oracle.perturb(np.full(users, category), np.random.default_rng(41))
     if name == "grr":
         observed = np.bincount(reports, minlength=k)
@@ -208,7 +208,7 @@ def test_sampler_follows_the_transition_probabilities(name):
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 6.0])
 def test_histogram_density_ratio_at_most_e_to_eps(name, epsilon):
     """Only the entries of the two categories differ; scan both over a grid of outputs."""
-    oracle = frequency_oracle("histogram", epsilon, 3, mechanism=name)
+    oracle = oracles.get("histogram", epsilon, 3, mechanism=name)
     bound = oracle.entry.output_bound if oracle.entry.bounded else 1.0 + 30.0 / epsilon
     grid = np.unique(np.concatenate([np.linspace(-bound, bound, 401), [-1.0, 1.0]]))
     y0, y1 = (a.ravel() for a in np.meshgrid(grid, grid))
@@ -226,7 +226,7 @@ def test_histogram_density_ratio_at_most_e_to_eps(name, epsilon):
 
 @pytest.mark.parametrize("name,options", CONFIGS, ids=IDS)
 def test_guarantee_describes_the_budget(name, options):
-    oracle = frequency_oracle(name, 1.25, 3, **options)
+    oracle = oracles.get(name, 1.25, 3, **options)
     assert "1.25" in oracle.guarantee and "LDP" in oracle.guarantee
     summary = oracle.describe()
     assert summary["name"] == name and summary["epsilon"] == 1.25 and summary["k"] == 3
@@ -250,13 +250,13 @@ def test_guarantee_describes_the_budget(name, options):
     ],
 )
 def test_bad_categories(name, options, categories):
-    oracle = frequency_oracle(name, 1.0, 3, **options)
+    oracle = oracles.get(name, 1.0, 3, **options)
     with pytest.raises(LDPValueError, match="categories"):
         oracle.perturb(np.asarray(categories), np.random.default_rng(0))
 
 
 def test_integral_floats_are_accepted_as_categories():
-    oracle = frequency_oracle("grr", 1.0, 3)
+    oracle = oracles.get("grr", 1.0, 3)
     a = oracle.perturb(np.array([0.0, 2.0, 1.0]), np.random.default_rng(2))
     b = oracle.perturb(np.array([0, 2, 1]), np.random.default_rng(2))
     np.testing.assert_array_equal(a, b)
@@ -266,38 +266,38 @@ def test_integral_floats_are_accepted_as_categories():
 @pytest.mark.parametrize("k", [1, 0, -3, 2.5])
 def test_bad_k(name, options, k):
     with pytest.raises(LDPValueError, match="k must be an integer >= 2"):
-        frequency_oracle(name, 1.0, k, **options)
+        oracles.get(name, 1.0, k, **options)
 
 
 @pytest.mark.parametrize("name,options", CONFIGS, ids=IDS)
 @pytest.mark.parametrize("epsilon", [0.0, -1.0, math.nan, math.inf, "one"])
 def test_bad_epsilon(name, options, epsilon):
     with pytest.raises(LDPValueError, match="epsilon"):
-        frequency_oracle(name, epsilon, 3, **options)
+        oracles.get(name, epsilon, 3, **options)
 
 
 def test_bad_names_and_options():
     with pytest.raises(LDPValueError, match="unknown frequency oracle"):
-        frequency_oracle("rappor", 1.0, 3)
+        oracles.get("rappor", 1.0, 3)
     with pytest.raises(LDPValueError, match="grr takes no options"):
-        frequency_oracle("grr", 1.0, 3, mechanism="laplace")
+        oracles.get("grr", 1.0, 3, mechanism="laplace")
     with pytest.raises(LDPValueError, match="unknown mechanism"):
-        frequency_oracle("histogram", 1.0, 3, mechanism="nope")
+        oracles.get("histogram", 1.0, 3, mechanism="nope")
     with pytest.raises(LDPValueError, match="mechanism must be a name"):
-        frequency_oracle("histogram", 1.0, 3, mechanism=registry.get("laplace", 1.0))
+        oracles.get("histogram", 1.0, 3, mechanism=registry.get("laplace", 1.0))
     with pytest.raises(LDPValueError, match="delta"):
-        frequency_oracle("histogram", 1.0, 3, mechanism="laplace", delta=1e-5)
+        oracles.get("histogram", 1.0, 3, mechanism="laplace", delta=1e-5)
     with pytest.raises(LDPValueError, match="does not take option"):
-        frequency_oracle("histogram", 1.0, 3, mechanism="laplace", estimator="raw")
+        oracles.get("histogram", 1.0, 3, mechanism="laplace", estimator="raw")
     for name in registry.available():
         if registry.get_class(name).approximate:
             with pytest.raises(LDPValueError, match="delta"):  # total delta must be < 1 before halving
-                frequency_oracle("histogram", 1.0, 3, mechanism=name, delta=1.5)
+                oracles.get("histogram", 1.0, 3, mechanism=name, delta=1.5)
 
 
 @pytest.mark.parametrize("name,options", CONFIGS, ids=IDS)
 def test_bad_variance_arguments(name, options):
-    oracle = frequency_oracle(name, 1.0, 3, **options)
+    oracle = oracles.get(name, 1.0, 3, **options)
     with pytest.raises(LDPValueError, match="frequencies"):
         oracle.variance([0.5, 0.5], 10)
     with pytest.raises(LDPValueError, match="frequencies"):
@@ -308,17 +308,17 @@ def test_bad_variance_arguments(name, options):
 
 def test_bad_reports():
     with pytest.raises(LDPValueError, match="reports"):
-        frequency_oracle("grr", 1.0, 3).estimate(np.array([0, 3]))
+        oracles.get("grr", 1.0, 3).estimate(np.array([0, 3]))
     with pytest.raises(LDPValueError, match="reports"):
-        frequency_oracle("oue", 1.0, 3).estimate(np.zeros((4, 2), dtype=bool))
+        oracles.get("oue", 1.0, 3).estimate(np.zeros((4, 2), dtype=bool))
     with pytest.raises(LDPValueError, match="bits"):
-        frequency_oracle("oue", 1.0, 3).estimate(np.full((4, 3), 2))
+        oracles.get("oue", 1.0, 3).estimate(np.full((4, 3), 2))
     with pytest.raises(LDPValueError, match="reports"):
-        frequency_oracle("histogram", 1.0, 3).estimate(np.zeros(3))
+        oracles.get("histogram", 1.0, 3).estimate(np.zeros(3))
     with pytest.raises(LDPValueError, match="NaN"):
-        frequency_oracle("histogram", 1.0, 3).estimate(np.full((2, 3), np.nan))
+        oracles.get("histogram", 1.0, 3).estimate(np.full((2, 3), np.nan))
 
 
 def test_rng_must_be_a_generator():
     with pytest.raises(TypeError, match="Generator"):
-        frequency_oracle("grr", 1.0, 3).perturb([0, 1], 0)
+        oracles.get("grr", 1.0, 3).perturb([0, 1], 0)

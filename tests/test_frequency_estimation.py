@@ -12,10 +12,10 @@ import pytest
 import ldpfed.aggregation as aggregation
 from ldpfed.aggregation.simplex import project_to_simplex
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
-from ldpfed.categorical import AttributeOracles
 from ldpfed.data.categorical import read_categorical
-from ldpfed.multidim import mean_estimate
-from ldpfed.protocols.frequency import FrequencyServer, available_aggregators
+from ldpfed.frequency.categorical import AttributeOracles
+from ldpfed.mechanisms.multidim import mean_estimate
+from ldpfed.protocols.frequency import FrequencyServer
 from ldpfed.validation import LDPValueError
 
 ORACLES = ["grr", "oue", "laplace", "piecewise", "square-wave", "duchi", "hybrid"]
@@ -146,13 +146,13 @@ def test_recalibrated_mse_of_the_plain_mean_is_the_prediction():
 def test_server_reports_every_aggregator_and_the_simplex():
     data = _data()
     oracles = AttributeOracles.build("oue", 1.0, data.categories, report_dims=2)
-    server = FrequencyServer(oracles, 1, available_aggregators())
+    server = FrequencyServer(oracles, 1, aggregation.available("frequency"))
     from ldpfed.protocols.frequency import FrequencyClient
 
     reply, _ = FrequencyClient(data.codes, oracles, secret=7).reply(1, {})
     server.configure_round(1)
     server.aggregate(1, {0: reply}, {})
-    assert set(server.outcome.estimates) == set(available_aggregators())
+    assert set(server.outcome.estimates) == set(aggregation.available("frequency"))
     simplex = server.outcome.estimates["simplex"]
     for start, stop in zip(data.offsets[:-1], data.offsets[1:]):
         assert simplex[start:stop].sum() == pytest.approx(1.0)

@@ -19,6 +19,8 @@ from ldpfed.accounting import (
     event_from_dict,
     event_to_dict,
 )
+from ldpfed.accounting import plrvo as plrvo_module
+from ldpfed.accounting.plrvo import plrvo_epsilon, search_parameters
 from ldpfed.gradient_noise import (
     GUARANTEE_FAILS,
     PLRVO,
@@ -30,10 +32,7 @@ from ldpfed.gradient_noise import (
     layer_profile,
     listing,
     optimal_eta,
-    plrvo_epsilon,
-    search_parameters,
 )
-from ldpfed.gradient_noise import plrvo as plrvo_module
 from ldpfed.gradient_noise.inid_gaussian import h
 from ldpfed.gradient_noise.product_noise import log_delta, search_k
 from ldpfed.mechanisms.gaussian import analytic_sigma

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("ldpfed.audit")
 
 from ldpfed.audit import run_audit  # noqa: E402
+from ldpfed.audit.gradient_noise_subject import noise_subject  # noqa: E402
 from ldpfed.gradient_noise import PLRVO, R1SMG, InidGaussian, InidLaplace, ProductNoise, calibrate, layer_profile  # noqa: E402
-from ldpfed.gradient_noise.audit_subject import noise_subject  # noqa: E402
 
 
 def verdict_message(result) -> str:

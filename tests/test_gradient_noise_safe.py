@@ -1,4 +1,4 @@
-"""The floating-point-safe samplers of the i.n.i.d. noises (ldpfed.gradient_noise.safe_grid): the
+"""The floating-point-safe samplers of the i.n.i.d. noises (ldpfed.samplers.safe_grid): the
 release lies on a fixed per-coordinate grid, its moments match the closed forms (Monte Carlo,
 tolerances from the variance), its exact one-coordinate privacy loss obeys the interpolation
 bound (Laplace), and its calibration is dp-accounting's RDP conversion (Gaussian)."""
@@ -15,7 +15,7 @@ from dp_accounting.rdp import RdpAccountant
 from ldpfed.accounting import PrivacyLedger, create_accountant
 from ldpfed.gradient_noise import InidGaussian, InidLaplace, calibrate, layer_profile, listing
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
-from ldpfed.gradient_noise.safe_grid import laplace_step_ratio, laplace_table
+from ldpfed.samplers.safe_grid import laplace_step_ratio, laplace_table
 from ldpfed.validation import LDPValueError
 
 Z = 5.0
@@ -144,7 +144,7 @@ def test_safe_plrvo_moment_bound_holds_for_the_exact_sampled_law(eta, shift):
     rounding of the latter, the discrete Laplace table's exact masses. E_P0[(P1/P0)^eta] is below the
     bound the accountant charges at the rate-shift gamma0 shift + gamma' (plrvo_safe.py, (i)-(iii)),
     and above the continuous Laplace's moment at gamma0 shift (the bound is not vacuous)."""
-    from ldpfed.gradient_noise.plrvo_safe import SafeLaw
+    from ldpfed.samplers.plrvo_safe import SafeLaw
 
     law = SafeLaw.for_params(10)
     table, gamma0, tau = law.table, law.step_ratio, law.table_error
@@ -163,7 +163,8 @@ def test_safe_plrvo_moment_bound_holds_for_the_exact_sampled_law(eta, shift):
 
 
 def test_safe_plrvo_sampler_is_the_default_with_its_accountant():
-    from ldpfed.gradient_noise import PLRVO, plrvo_epsilon
+    from ldpfed.accounting.plrvo import plrvo_epsilon
+    from ldpfed.gradient_noise import PLRVO
 
     noise = PLRVO(10, k=20.0, theta=0.5, clip=1.0)
     assert noise.sampler == "safe" and noise.law is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldpfed.mechanisms.grid import WindowLaw, round_to_grid, rounding_weights
+from ldpfed.samplers.grid import WindowLaw, round_to_grid, rounding_weights
 
 
 class _EveryDraw:

@@ -1,14 +1,24 @@
-"""The one-way layout: simulations -> clients/server -> ldpfed.
+"""The one-way layout: simulations -> clients/server -> ldpfed, and inside ldpfed a floor order.
 
 Parses every module's imports (top level and inside functions) with `ast`:
 - `ldpfed` imports none of flwr, ray, clients, server, simulations;
 - `clients` and `server` never import `simulations`;
-- nothing outside `simulations` imports it (the CLI reaches it through entry points only).
+- nothing outside `simulations` imports it (the CLI reaches it through entry points only);
+- inside `ldpfed`, each package (or top-level module) imports only itself and the floors below it
+  (`FLOORS`, bottom first), so there is no import circle between packages, and none between modules;
+- no `ldpfed` module is imported inside a function body, except a module whose own top level
+  imports a heavy optional dependency (`HEAVY`: torch, matplotlib, numba), so that importing, say,
+  the train protocol on a server does not load torch.
+
+`python tests/test_layering.py` prints the import graph's figures (modules, packages, arrows,
+arrows against the floor order, circles, in-function imports).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -20,6 +30,24 @@ FORBIDDEN = {
     "server": {"simulations"},
     "benchmarks": set(),
 }
+# ldpfed's packages and top-level modules, bottom floor first; one floor may hold several that do
+# not import each other.
+FLOORS = (
+    ("validation",),
+    ("registry", "outputs"),
+    ("samplers", "data"),
+    ("mechanisms",),
+    ("frequency", "accounting"),
+    ("gradient_noise",),
+    ("directional", "training"),
+    ("aggregation",),
+    ("analysis",),
+    ("audit", "config"),
+    ("protocols",),
+    ("experiments",),
+    ("cli",),
+)
+HEAVY = {"torch", "matplotlib", "numba"}
 
 
 def imported_packages(path: Path) -> set[tuple[str, int]]:
@@ -42,6 +70,177 @@ def wrong_way_imports(package: str, forbidden: set[str]) -> list[str]:
     ]
 
 
+# --- inside ldpfed ---------------------------------------------------------------------------------
+def ldpfed_modules(root: Path) -> dict[str, Path]:
+    """{dotted module name: path} of every module under root/ldpfed."""
+    modules = {}
+    for path in sorted((root / "ldpfed").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _targets(node, modules: dict[str, Path]) -> list[str]:
+    """The ldpfed modules an import statement loads (for `from a import b`: a.b if it is a module, else a)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif node.level == 0 and node.module:
+        names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names]
+    else:
+        names = []
+    return [name for name in dict.fromkeys(names) if name in modules]
+
+
+def import_graph(root: Path) -> tuple[dict[str, set[str]], list[tuple[str, int, str]], dict[str, set[str]]]:
+    """(top-level edges module -> modules, in-function imports (module, line, target), top-level
+    third-party packages per module)."""
+    modules = ldpfed_modules(root)
+    edges, lazy, external = defaultdict(set), [], defaultdict(set)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top_level = set()
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                top_level.add(id(node))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            inside_function = id(node) not in top_level and node.col_offset > 0
+            for target in _targets(node, modules):
+                if target == name:
+                    continue
+                if inside_function:
+                    lazy.append((name, node.lineno, target))
+                else:
+                    edges[name].add(target)
+            if not inside_function and not (isinstance(node, ast.ImportFrom) and node.level):
+                packages = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                external[name].update(package.split(".")[0] for package in packages)
+    return edges, lazy, external
+
+
+def room(module: str) -> str:
+    """The package (or top-level module) of ldpfed a module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def floor_of(name: str) -> int:
+    for level, names in enumerate(FLOORS):
+        if name in names:
+            return level
+    raise KeyError(f"{name} has no floor in FLOORS: give it one")
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Imports from a package to one on a higher floor (or to one with no floor)."""
+    found = []
+    for module, targets in sorted(edges.items()):
+        source = room(module)
+        if source == "__init__":
+            continue
+        for target in sorted(targets):
+            if room(target) == source:
+                continue
+            try:
+                if floor_of(room(target)) >= floor_of(source) and room(target) != source:
+                    found.append(f"{module} imports {target} (floor {room(target)} is not below {source})")
+            except KeyError as missing:
+                found.append(str(missing))
+    return found
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected sets of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+    nodes = sorted(set(edges) | {t for targets in edges.values() for t in targets})
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, ()))))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter[0]
+                    counter[0] += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(edges.get(successor, ())))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def heavy_modules(edges: dict[str, set[str]], external: dict[str, set[str]]) -> set[str]:
+    """Modules whose import loads a heavy dependency: directly at their top level, or through a
+    module they import at their top level."""
+    heavy = {module for module, packages in external.items() if packages & HEAVY}
+    changed = True
+    while changed:
+        changed = False
+        for module, targets in edges.items():
+            if module not in heavy and targets & heavy:
+                heavy.add(module)
+                changed = True
+    return heavy
+
+
+def function_level_imports(root: Path) -> list[str]:
+    edges, lazy, external = import_graph(root)
+    heavy = heavy_modules(edges, external)
+    return [
+        f"{module}:{line} imports {target} inside a function" for module, line, target in lazy if target not in heavy
+    ]
+
+
+def _with_lazy(edges: dict[str, set[str]], lazy) -> dict[str, set[str]]:
+    merged = defaultdict(set, {module: set(targets) for module, targets in edges.items()})
+    for module, _, target in lazy:
+        merged[module].add(target)
+    return merged
+
+
+def figures(root: Path) -> dict:
+    edges, lazy, _ = import_graph(root)
+    rooms = {room(m) for m in ldpfed_modules(root)} - {"__init__"}
+    arrows = {(room(a), room(b)) for a, targets in edges.items() for b in targets if room(a) != room(b)}
+    arrows = {(a, b) for a, b in arrows if a != "__init__"}
+    return {
+        "modules": len(ldpfed_modules(root)),
+        "packages and top-level modules": len(rooms),
+        "arrows between them": len(arrows),
+        "arrows against the floor order": len(upward_imports(edges)),
+        "import circles (modules)": len(circles(edges)),
+        "import circles counting in-function imports": len(circles(_with_lazy(edges, lazy))),
+        "in-function ldpfed imports": len(lazy),
+        "of them, not of a heavy module": len(function_level_imports(root)),
+    }
+
+
+# --- tests -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_no_wrong_way_import(package):
     assert wrong_way_imports(package, FORBIDDEN[package]) == []
@@ -57,3 +256,45 @@ def test_the_check_catches_a_wrong_way_import(tmp_path, monkeypatch):
         "ldpfed/bad.py:2 imports flwr",
         "ldpfed/bad.py:3 imports simulations",
     ]
+
+
+def test_every_package_has_a_floor_and_imports_only_below_it():
+    edges, _, _ = import_graph(ROOT)
+    assert upward_imports(edges) == []
+
+
+def test_no_import_circle_between_modules():
+    edges, _, _ = import_graph(ROOT)
+    assert circles(edges) == []
+
+
+def test_no_ldpfed_import_inside_a_function_unless_the_module_is_heavy():
+    assert function_level_imports(ROOT) == []
+
+
+def test_the_floor_checks_can_fail(tmp_path):
+    """A tree with an upward import, a circle and a hidden in-function import is caught on all three."""
+    tree = tmp_path / "ldpfed"
+    for package in ("mechanisms", "accounting", "training"):
+        (tree / package).mkdir(parents=True)
+        (tree / package / "__init__.py").write_text("")
+    (tree / "__init__.py").write_text("")
+    (tree / "mechanisms" / "a.py").write_text("from ldpfed.accounting import b\n")
+    (tree / "accounting" / "b.py").write_text("def f():\n    from ldpfed.mechanisms import c\n")
+    (tree / "mechanisms" / "c.py").write_text("from ldpfed.mechanisms import d\n")
+    (tree / "mechanisms" / "d.py").write_text("import ldpfed.mechanisms.c\n")
+    (tree / "training" / "models.py").write_text("import torch\n")
+    (tree / "accounting" / "e.py").write_text("def f():\n    import ldpfed.training.models\n")
+    edges, _, _ = import_graph(tmp_path)
+    assert upward_imports(edges) == [
+        "ldpfed.mechanisms.a imports ldpfed.accounting.b (floor accounting is not below mechanisms)"
+    ]
+    assert circles(edges) == [["ldpfed.mechanisms.c", "ldpfed.mechanisms.d"]]
+    # the in-function import of a torch module is allowed; the one of a plain module is not
+    assert function_level_imports(tmp_path) == ["ldpfed.accounting.b:2 imports ldpfed.mechanisms.c inside a function"]
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    for key, value in figures(root).items():
+        print(f"{key}: {value}")

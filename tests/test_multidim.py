@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 import ldpfed.mechanisms as registry
-from ldpfed.multidim import (
+from ldpfed.mechanisms.multidim import (
     ReportSums,
     mean_estimate,
     per_value_mechanism,

@@ -26,8 +26,7 @@ from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
 from ldpfed.config import Config
-from ldpfed.protocols.base import local_round
-from ldpfed.protocols.nodes import Layout, NodeSet
+from ldpfed.protocols.nodes import Layout, NodeSet, local_round
 from ldpfed.protocols.session import World, node_half, server_half
 from ldpfed.validation import LDPValueError
 from tests.conftest import run_collecting_rows

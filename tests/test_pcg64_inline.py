@@ -1,10 +1,10 @@
-"""The inline PCG64 word (ldpfed.mechanisms.words._pcg64_next) is numpy's next_uint64: the same
+"""The inline PCG64 word (ldpfed.samplers.words._pcg64_next) is numpy's next_uint64: the same
 words and the same final bit-generator state, the buffered uint32 included."""
 
 import numpy as np
 import pytest
 
-from ldpfed.mechanisms import words
+from ldpfed.samplers import words
 
 
 @pytest.mark.parametrize("count", [0, 1, 1000])

@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import ldpfed.mechanisms as registry
-from ldpfed.pldp import (
+from ldpfed.mechanisms.personalized import (
     PLDPGroup,
     estimate_mean,
     group_statistics,

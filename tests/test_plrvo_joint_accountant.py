@@ -20,9 +20,9 @@ from scipy.stats import binom
 from typer.testing import CliRunner
 
 from ldpfed.accounting import PlrvoDpEvent
+from ldpfed.accounting import plrvo as plrvo_module
 from ldpfed.cli.main import app
-from ldpfed.gradient_noise import plrvo as plrvo_module
-from ldpfed.gradient_noise.plrvo_safe import ATOMS, SafeLaw, first_atom
+from ldpfed.samplers.plrvo_safe import ATOMS, SafeLaw, first_atom
 
 K, THETA, CLIP = 20000.0, 1e-4, 0.2
 PARAMS = 600  # 256 coordinates one by one, then blocks: both paths of the accountant

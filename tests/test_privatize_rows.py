@@ -16,7 +16,7 @@ import pytest
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
-from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
+from ldpfed.gradient_noise import available as gradient_noises
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
@@ -82,7 +82,7 @@ def test_blocks_longer_than_a_sampling_block_and_no_noise():
 
 
 # ---- gradient noises (ldpfed.gradient_noise) ---------------------------------------------------
-@pytest.mark.parametrize("name", GRADIENT_NOISES)
+@pytest.mark.parametrize("name", gradient_noises())
 def test_gradient_noises_batched_equal_row_by_row(name):
     privatizer = NoisePrivatizer(name, epsilon=4.0, delta=1e-5, clip=CLIP)
     assert_rows_match(privatizer, block())

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 
 import ldpfed.mechanisms as mech
-from ldpfed.mechanisms import grid, words
 from ldpfed.mechanisms.hybrid import EPSILON_STAR
-from ldpfed.mechanisms.words import PCG64_MULTIPLIER
+from ldpfed.samplers import grid, words
+from ldpfed.samplers.words import PCG64_MULTIPLIER
 
 LATTICE = 2**53  # Generator.random() = (word >> 11) 2^-53
 JUNK = 0x5A5  # low 11 bits of a word, which every sampler must ignore

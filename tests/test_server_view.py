@@ -23,9 +23,8 @@ import pytest
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import local_round
 from ldpfed.protocols.mean import MeanClient
-from ldpfed.protocols.nodes import ClientsNode, Layout, NodeSet
+from ldpfed.protocols.nodes import ClientsNode, Layout, NodeSet, local_round
 from ldpfed.protocols.session import World, client_half, server_half, without_seed
 from ldpfed.protocols.train import privatizer
 
@@ -128,7 +127,7 @@ def best_residual(task, config, seen, clean, world, candidates: set[int]) -> flo
 
 
 def _sums_with(client: MeanClient, stream) -> np.ndarray:
-    from ldpfed.experiment import collect_sums
+    from ldpfed.protocols.mean import collect_sums
 
     return collect_sums(client.values, client.mechanism, client.report_dims, stream).total
 

@@ -155,7 +155,7 @@ def test_simulate_mean_with_one_client_is_compare():
     `simulate --task mean --clients 1`'s plain-mean MSE per round for the same seed (as run seed and
     noise seed: `compare` draws its noise from the secret that seed spawns)."""
     from ldpfed.data import load_tuples
-    from ldpfed.experiment import run_mean_experiment
+    from ldpfed.experiments.mean import run_mean_experiment
 
     config = config_of(clients=1, users=500, dims=6, rounds=3, seed=9, epsilon=1.5, mechanism="piecewise")
     _, rows = run_rows(config, noise_seed=9)
@@ -367,9 +367,9 @@ def test_ctrl_c_under_flower_leaves_no_diagnostics_of_the_unfinished_round(tmp_p
 def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_path, monkeypatch):
     """A KeyboardInterrupt during round 3 (local engine): rounds 1-2 are on disk, the summary says
     interrupted, one line on stderr, exit code 130."""
-    from ldpfed.protocols import base
+    from ldpfed.protocols import nodes
 
-    original = base.local_round
+    original = nodes.local_round
 
     def interrupting(server, client, server_round, on_diagnostics=None):
         if server_round == 3:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.data.categorical import read_categorical
-from ldpfed.frequency_experiment import run_frequency_experiment
+from ldpfed.experiments.frequency import run_frequency_experiment
 from ldpfed.protocols import seeds
 
 runner = CliRunner()

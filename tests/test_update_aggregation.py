@@ -18,7 +18,7 @@ from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 Z = 5.0
-AGGREGATORS = aggregation.available()
+AGGREGATORS = aggregation.available("mean")
 
 
 def _noise_free(clients: int = 50, identical: bool = False):

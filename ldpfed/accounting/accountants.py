@@ -26,7 +26,7 @@ A NotPrivateDpEvent makes every accountant report `private: False`, its reasons 
 
 rdp and pld account an event's IDEAL law (e.g. the exact discrete Gaussian); the float slack of
 the sampler that draws it (an event's `float_slack()`) is composed into their result by the rule
-of ldpfed.accounting.float_slack: eps_ideal(delta_i) + slack eps at the target delta, reported
+of ldpfed.samplers.float_slack: eps_ideal(delta_i) + slack eps at the target delta, reported
 separately in `Spent.float_slack_epsilon` / `float_slack_delta`.
 """
 
@@ -57,9 +57,9 @@ from ldpfed.accounting.events import (
     event_from_dict,
     event_to_dict,
 )
-from ldpfed.accounting.float_slack import NONE as NO_SLACK
-from ldpfed.accounting.float_slack import FloatSlack, composed_slack
 from ldpfed.accounting.optimal_composition import composed_epsilon
+from ldpfed.samplers.float_slack import NONE as NO_SLACK
+from ldpfed.samplers.float_slack import FloatSlack, composed_slack
 from ldpfed.validation import LDPValueError, check_fraction, check_memory, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
@@ -76,7 +76,7 @@ class Spent:
     delta: float | None
     private: bool
     reasons: tuple[str, ...] = ()
-    # the samplers' float slack composed into (epsilon, delta) by rdp/pld (ldpfed.accounting.float_slack):
+    # the samplers' float slack composed into (epsilon, delta) by rdp/pld (ldpfed.samplers.float_slack):
     # eps added to the ideal curves' and the part of delta it takes; 0 where none (basic/advanced:
     # the calibrated per-round guarantees include it already); None when not private
     float_slack_epsilon: float | None = None
@@ -296,7 +296,7 @@ class RdpAccountant(Accountant):
 
     @classmethod
     def compute(cls, pairs, target_delta):
-        """The ideal curves' eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack)."""
+        """The ideal curves' eps at delta_i, plus the samplers' float slack (ldpfed.samplers.float_slack)."""
         orders = list(cls.orders)
         library = LibraryRdpAccountant(orders)
         own = np.zeros(len(orders))
@@ -349,7 +349,7 @@ class PldAccountant(Accountant):
 
     @classmethod
     def compute(cls, pairs, target_delta):
-        """The composed PLD's eps at delta_i, plus the samplers' float slack (ldpfed.accounting.float_slack).
+        """The composed PLD's eps at delta_i, plus the samplers' float slack (ldpfed.samplers.float_slack).
         Identical generic (eps, delta) rounds alone: the same composition in closed form
         (ldpfed.accounting.optimal_composition), whose cost does not grow with the number of rounds."""
         slack = cls.float_slack(pairs)

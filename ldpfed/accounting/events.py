@@ -41,8 +41,13 @@ from dp_accounting import dp_event
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from ldpfed.accounting.float_slack import FloatSlack
-from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive
+import ldpfed.mechanisms as registry
+from ldpfed.accounting.plrvo import step_alphas
+from ldpfed.mechanisms.gaussian import Gaussian
+from ldpfed.samplers.float_slack import FloatSlack, event_slack
+from ldpfed.samplers.plrvo_safe import SafeLaw
+from ldpfed.samplers.safe_grid import gaussian_sampler_slack
+from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_fraction, check_positive
 
 GaussianDpEvent = dp_accounting.GaussianDpEvent
 PoissonSampledDpEvent = dp_accounting.PoissonSampledDpEvent
@@ -105,7 +110,7 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     sensitivity: int
     count: int = 1
     sampling_prob: float = 1.0
-    # the sampler's float slack per value (ldpfed.accounting.float_slack), 0 in records made before it
+    # the sampler's float slack per value (ldpfed.samplers.float_slack), 0 in records made before it
     slack_over: float = 0.0
     slack_under: float = 0.0
     slack_mass: float = 0.0
@@ -135,7 +140,7 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
-    """One vector release of the safe i.n.i.d. Gaussian (ldpfed.gradient_noise.safe_grid): integer
+    """One vector release of the safe i.n.i.d. Gaussian (ldpfed.samplers.safe_grid): integer
     grid inputs plus N_Z(0, s^2) per coordinate, L2 sensitivity at most s / noise_multiplier steps.
 
     RDP: the continuous Gaussian's curve alpha / (2 z^2) (CKS 2020, Proposition 5, composed over the
@@ -143,7 +148,7 @@ class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
     sampling: the pld accountant refuses it; basic/advanced use its calibrated (eps, delta).
     The slack_* fields: the sampler's float slack over the release's coordinates
     (`safe_grid.gaussian_sampler_slack`), which the rdp accountant composes into its result
-    (ldpfed.accounting.float_slack); 0 in records made before it was accounted.
+    (ldpfed.samplers.float_slack); 0 in records made before it was accounted.
     """
 
     noise_multiplier: float
@@ -183,11 +188,9 @@ class PlrvoDpEvent(dp_event.DpEvent):
     clip: float
     params: int
     sample_rate: float = 1.0
-    sampler: str = "continuous"  # "safe": the bound for the safe sampler's law (gradient_noise/plrvo_safe.py)
+    sampler: str = "continuous"  # "safe": the bound for the safe sampler's law (samplers/plrvo_safe.py)
 
     def rdp(self, orders) -> list[float]:
-        from ldpfed.gradient_noise.plrvo import step_alphas
-        from ldpfed.gradient_noise.plrvo_safe import SafeLaw
 
         orders = [float(order) for order in orders]
         wanted = sorted({int(round(a - 1)) for a in orders if a > 1 and float(a - 1).is_integer()})
@@ -250,10 +253,8 @@ def round_epsilon(event: dp_event.DpEvent, delta: float) -> float:
     sampler's float slack where the event has one."""
     from dp_accounting.pld import PLDAccountant
 
-    from ldpfed.accounting.float_slack import event_slack
-
     delta = check_fraction(delta, "delta")
-    slack = event_slack(event)  # the sampler's float slack (ldpfed.accounting.float_slack), if any
+    slack = event_slack(event)  # the sampler's float slack (ldpfed.samplers.float_slack), if any
     if hasattr(event, "pld"):  # ldpfed's own events (e.g. the discrete Gaussian)
         return float(event.pld(1e-4).get_epsilon_for_delta(slack.ideal_delta(delta))) + slack.epsilon
     return float(PLDAccountant().compose(event).get_epsilon(delta))
@@ -268,12 +269,11 @@ def round_event(
     sample_rate: float | None = None,
 ) -> dp_event.DpEvent:
     """One round's event for a mechanism named in `ldpfed mechanisms` (or 'none')."""
-    key = str(mechanism).strip().lower().replace("_", "-")
+    key = canonical_name(mechanism)
     if key in _ROUND_EVENTS:
         return _ROUND_EVENTS[key](
             epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, sample_rate=sample_rate
         )
-    import ldpfed.mechanisms as registry
 
     cls = registry.get_class(key)  # unknown names fail here, listing the known ones
     if cls.approximate:
@@ -298,7 +298,6 @@ def _gaussian_builder(*, epsilon, delta, noise_multiplier, sample_rate) -> dp_ev
         raise LDPValueError("gaussian needs exactly one of epsilon (with delta) or noise_multiplier")
     if noise_multiplier is not None:
         return gaussian_round(noise_multiplier, sample_rate=sample_rate)
-    from ldpfed.mechanisms.gaussian import Gaussian
 
     mechanism = Gaussian(epsilon=epsilon, delta=delta)
     rate = 1.0 if sample_rate is None else sample_rate
@@ -314,8 +313,6 @@ def gaussian_mechanism_event(mechanism, count: int = 1, sample_rate: float = 1.0
     rate = check_fraction(sample_rate, "sample_rate") if sample_rate != 1.0 else 1.0
     safe = mechanism.safe_sampler
     if safe is not None:
-        from ldpfed.gradient_noise.safe_grid import gaussian_sampler_slack
-
         slack = gaussian_sampler_slack(
             safe.sigma, 1, safe.sensitivity, truncation=pld_truncation(safe.sigma, safe.sensitivity)
         )

@@ -2,13 +2,13 @@
 (spec: recalibration.md).
 
     >>> import numpy as np, ldpfed.aggregation as agg
-    >>> from ldpfed.deviation import DeviationModel
+    >>> from ldpfed.aggregation.deviation import DeviationModel
     >>> model = DeviationModel(delta=np.zeros(3), sigma=np.full(3, 0.5), source="plug-in")
     >>> result = agg.get("hdr4me", alpha=0.95)(np.array([0.9, 0.1, -0.4]), model)
     >>> result.estimate, result.record["l2_reference"]
 
-Names: mean, l1, l2, hdr4me (HDR4ME*), james-stein. `plugin_deviation(sums, mechanism)` builds
-the deviation model from the reports alone.
+Names: mean, l1, l2, hdr4me (HDR4ME*), james-stein, and simplex (frequency task only).
+`plugin_deviation(sums, mechanism)` builds the deviation model from the reports alone.
 """
 
 from __future__ import annotations
@@ -22,25 +22,34 @@ from ldpfed.aggregation.l1 import SoftThreshold, soft_threshold
 from ldpfed.aggregation.l2 import Shrink, l2_weight, shrink
 from ldpfed.aggregation.mean import PlainMean
 from ldpfed.aggregation.plugin import plugin_bias, plugin_deviation, worst_case_variance
-from ldpfed.validation import LDPValueError
+from ldpfed.aggregation.simplex import SimplexProjection
+from ldpfed.registry import Registry
+from ldpfed.validation import LDPValueError, canonical_name
 
-_REGISTRY: dict[str, type[Aggregator]] = {
-    cls.name: cls for cls in (PlainMean, SoftThreshold, Shrink, HDR4MEStar, JamesStein)
-}
+_REGISTRY: Registry[type[Aggregator]] = Registry(
+    "aggregator", (PlainMean, SoftThreshold, Shrink, HDR4MEStar, JamesStein, SimplexProjection)
+)
 _ALIASES = {"none": "mean", "hdr4me*": "hdr4me", "hdr4mestar": "hdr4me", "js": "james-stein"}
 
 
-def available() -> list[str]:
-    """Names accepted by `get`, in a stable order."""
-    return list(_REGISTRY)
+def available(task: str | None = None) -> list[str]:
+    """Names accepted by `get`, in a stable order; with `task`, those that apply to it."""
+    return _REGISTRY.where(lambda cls: task is None or task in cls.tasks)
 
 
 def get_class(name: str) -> type[Aggregator]:
-    key = str(name).strip().lower().replace("_", "-")
-    key = _ALIASES.get(key, key)
-    if key not in _REGISTRY:
-        raise LDPValueError(f"unknown aggregator {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[key]
+    """The aggregator class registered under `name` (or one of its aliases)."""
+    key = canonical_name(name)
+    return _REGISTRY.get_class(_ALIASES.get(key, key))
+
+
+def check_names(names, task: str) -> list[str]:
+    """The canonical names of `names` (duplicates dropped, order kept); each must apply to `task`."""
+    resolved = [get_class(name).name for name in names]
+    wrong = [name for name in resolved if task not in get_class(name).tasks]
+    if wrong:
+        raise LDPValueError(f"aggregator {wrong[0]} does not apply to the {task} task; available: {available(task)}")
+    return list(dict.fromkeys(resolved))
 
 
 def accepted_options(name: str) -> set[str]:
@@ -80,9 +89,11 @@ __all__ = [
     "PlainMean",
     "Recalibrated",
     "Shrink",
+    "SimplexProjection",
     "SoftThreshold",
     "accepted_options",
     "available",
+    "check_names",
     "get",
     "get_class",
     "get_many",

@@ -1,7 +1,7 @@
 """The interface every server-side aggregator implements (spec: recalibration.md).
 
 An aggregator re-calibrates the collector's plain per-dimension estimate theta_hat using the
-deviation model theta_hat_j - theta_bar_j ~ N(delta_j, sigma_j^2) (`ldpfed.deviation`). It is
+deviation model theta_hat_j - theta_bar_j ~ N(delta_j, sigma_j^2) (`ldpfed.aggregation.deviation`). It is
 post-processing of released data, so it costs no privacy. Aggregators are immutable, constructed
 once with their options (alpha, l2 reference), and return a `Recalibrated` result that records
 every choice that shaped it.
@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldpfed.deviation import DeviationModel
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.validation import LDPValueError, check_fraction, check_positive
 
 DEFAULT_ALPHA = 0.95
@@ -53,6 +53,7 @@ class Aggregator(ABC):
     """Maps (theta_hat, deviation model, domain half-width) to a re-calibrated estimate."""
 
     name: ClassVar[str]
+    tasks: ClassVar[tuple[str, ...]] = ("mean", "frequency")  # the tasks whose estimates it applies to
     uses_deviation: ClassVar[bool] = True  # False: the estimate ignores the deviation model (the plain mean)
 
     def __call__(self, theta_hat, deviation: DeviationModel, halfwidth: float = 1.0) -> Recalibrated:

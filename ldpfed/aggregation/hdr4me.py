@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.aggregation.l1 import soft_threshold
 from ldpfed.aggregation.l2 import ShrinkingAggregator, shrink
-from ldpfed.deviation import DeviationModel
 
 
 def mixture_weights(deviation: DeviationModel, halfwidth: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

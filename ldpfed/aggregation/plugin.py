@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.deviation import DeviationModel
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import ReportSums, mean_estimate
+from ldpfed.mechanisms.multidim import ReportSums, mean_estimate
 
 
 def worst_case_variance(mechanism: Mechanism) -> float:

@@ -12,9 +12,13 @@ It is post-processing of released estimates, so it costs no privacy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
-NAME = "simplex"
+from ldpfed.aggregation.base import Aggregator
+from ldpfed.aggregation.deviation import DeviationModel
 
 
 def project_to_simplex(values, categories) -> np.ndarray:
@@ -32,3 +36,21 @@ def project_to_simplex(values, categories) -> np.ndarray:
     rho = positive.sum(axis=1)  # the condition holds on a prefix; rho >= 1 (j = 1 gives 1 > 0)
     tau = (cumulative[np.arange(blocks), rho - 1] - 1.0) / rho
     return np.maximum(padded - tau[:, None], 0.0)[valid]
+
+
+@dataclass(frozen=True)
+class SimplexProjection(Aggregator):
+    """Each attribute's block of frequency estimates projected onto the probability simplex
+    (frequency task only). `categories`: the blocks' sizes, in order (empty: one block of all)."""
+
+    name: ClassVar[str] = "simplex"
+    tasks: ClassVar[tuple[str, ...]] = ("frequency",)
+    uses_deviation: ClassVar[bool] = False
+    categories: tuple[int, ...] = ()
+
+    def _recalibrate(self, theta_hat: np.ndarray, deviation: DeviationModel, halfwidth: float):
+        blocks = self.categories or (theta_hat.size,)
+        return project_to_simplex(theta_hat, blocks), {}
+
+    def options(self) -> dict:
+        return {}  # the block sizes are the data's layout, not an option of the estimate

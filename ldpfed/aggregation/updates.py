@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ldpfed.aggregation import DEFAULT_ALPHA, Aggregator, accepted_options, get
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.aggregation.plugin import plugin_bias
-from ldpfed.deviation import DeviationModel
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from ldpfed.deviation import DeviationModel
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.validation import check_fraction
 
 BISECTION_STEPS = 64

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.aggregation.updates import check_privatizer
-from ldpfed.deviation import DeviationModel
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 

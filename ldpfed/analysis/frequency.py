@@ -1,5 +1,5 @@
 """The CLT predictor for frequency estimation, per (attribute, category) entry (analysis.md applied
-to the one-hot entries of `ldpfed.categorical`).
+to the one-hot entries of `ldpfed.frequency.categorical`).
 
 Entry e of attribute j has true frequency f_e over the n users. Each reporting user's contribution
 is unbiased for her one-hot bit x_ie, with variance V_in (x = 1) or V_out (x = 0)
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.analysis.predictor import inverse_report_moment
-from ldpfed.categorical import AttributeOracles
-from ldpfed.deviation import DeviationModel
+from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.validation import LDPValueError, check_positive_int
 
 QUADRATURE_NODES = 80

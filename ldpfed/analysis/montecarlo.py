@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import mean_estimate, perturb_tuples, summarize
+from ldpfed.mechanisms.multidim import mean_estimate, perturb_tuples, summarize
 from ldpfed.validation import check_positive_int
 
 
@@ -55,7 +55,7 @@ def simulate_deviations(
 ) -> MonteCarloDeviations:
     """Deviations of the thesis estimator (mean of the r_j reports) from the true column means.
 
-    `mechanism` is the per-value randomizer (budget eps/m: `ldpfed.multidim.per_value_mechanism`).
+    `mechanism` is the per-value randomizer (budget eps/m: `ldpfed.mechanisms.multidim.per_value_mechanism`).
     """
     repetitions = check_positive_int(repetitions, "repetitions")
     truth = np.mean(values, axis=0)

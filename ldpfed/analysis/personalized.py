@@ -19,7 +19,7 @@ mean u = x + h_z b_z(t) of a report:
   strata, and the term is sum_z (r_jz/r_j)^2 (1 + b1_z)^2 S_jz^2 (1/r_jz - 1/n_z); delta_j then
   also carries the mismatch between r_jz/r_j and n_z/n.
 Groups are described here by plain values (mechanism, budget, region, moments, counts),
-independent of how ldpfed.pldp simulates them.
+independent of how ldpfed.mechanisms.personalized simulates them.
 """
 
 from __future__ import annotations

@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binom
 
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, BerryEsseenBound, berry_esseen
 from ldpfed.analysis.moments import ColumnMoments
 from ldpfed.data import load_tuples
 from ldpfed.data.tabular import TABLE_SUFFIXES
-from ldpfed.deviation import DeviationModel
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
 

@@ -27,6 +27,7 @@ from scipy.special import ndtr
 
 from ldpfed.aggregation.updates import check_privatizer, check_updates, normalized_weights
 from ldpfed.analysis.federated import predict_round
+from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -43,8 +44,6 @@ def predicted_aggregate_noise(clipped_updates, weights, privatizer: UpdatePrivat
     """
     clipped = check_updates(clipped_updates, "clipped_updates")
     p = normalized_weights(weights, clipped.shape[0])
-    from ldpfed.gradient_noise.privatizer import NoisePrivatizer
-
     if not isinstance(privatizer, NoisePrivatizer):  # a gradient noise's moments need no C or mechanism
         privatizer = check_privatizer(privatizer)
     means, variances = privatizer.noise_moments(clipped)

@@ -18,136 +18,38 @@ Built-in subjects (`build_subject` by name):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 
 import numpy as np
 
+import ldpfed.frequency as frequency
+import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as mechanisms
-from ldpfed.audit.events import (
-    EventFamily,
-    ExactOutputsFamily,
-    SetFamily,
-    ThresholdFamily,
-    class_log_ratio,
-    fixed_statistic,
-    never_produced,
-    unseen_in_table,
-)
 from ldpfed.audit.floating_point import LATTICE_SIZE, LatticeInverter, bit_pattern_classes, replay_mismatch
-from ldpfed.experiment import options_text
-from ldpfed.frequency import (
-    ORACLES,
-    FrequencyOracle,
-    GeneralizedRR,
-    HistogramEncoding,
-    OptimizedUnaryEncoding,
-    frequency_oracle,
+from ldpfed.audit.gradient_noise_subject import noise_subject
+from ldpfed.audit.ldpvec_subject import ldpvec_subject
+from ldpfed.audit.subject import (
+    DEFAULT_CATEGORIES,
+    DEFAULT_VECTOR_DIMS,
+    LDPVEC,
+    LDPVEC_OPTIONS,
+    NEVER_PRODUCED,
+    VECTOR_SUBJECTS,
+    AuditSubject,
 )
+from ldpfed.frequency import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.mechanisms.gaussian import analytic_sigma
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive, check_positive_int
-
-OUTPUT_KINDS = ("real", "vector", "discrete")
-# Families whose events are sets of exact floats (the rest are events on real-valued statistics).
-NEVER_PRODUCED = "never-produced"  # sampler inversion: outputs one input can never produce
-FLOATING_POINT_FAMILIES = ("bit-pattern", "outputs-table", NEVER_PRODUCED, "exact-outputs")
-LATTICE_DRAWS = 100_000  # held-out draws per input on which sampler inversion is run (~55 replays each)
-TABLE_DRAWS = 1_000_000  # draws per input in an outputs table and in its evaluation
-DEFAULT_CATEGORIES = 4
-VECTOR_SUBJECTS = ("gaussian-vector",)
-LDPVEC = "ldpvec"  # ldpfed.directional: options base (a scalar mechanism), magnitude, dims, beta, window, release
-LDPVEC_OPTIONS = ("base", "magnitude", "dims", "beta", "window", "release")
-DEFAULT_VECTOR_DIMS = 10  # coordinates of a gradient noise audited by name (option dims)
-
-
-@dataclass(frozen=True)
-class AuditSubject:
-    """A mechanism as the auditor sees it (see the module docstring).
-
-    `draw(which, n, rng)` returns n outputs for input `which` (0: x, 1: x'), shape (n,) or (n, d).
-    `log_ratio(y)` = log p(y | x) - log p(y | x'); `producible(y, which)` says exactly whether
-    input `which` can emit each float y; `classes(y)` maps outputs to int64 classes.
-    `unavailable` lists (family, reason) for the event families that apply to such a mechanism but
-    could not be built for this one here (e.g. a sampler inversion whose replay check failed).
-    """
-
-    name: str
-    epsilon: float
-    delta: float
-    sampler: str
-    inputs: tuple[str, str]
-    draw: Callable[[int, int, np.random.Generator], np.ndarray]
-    output: str = "real"
-    log_ratio: Callable[[np.ndarray], np.ndarray] | None = None
-    centres: tuple[np.ndarray, np.ndarray] | None = None
-    classes: Callable[[np.ndarray], np.ndarray] | None = None
-    producible: Callable[[np.ndarray, int], np.ndarray] | None = None
-    options: dict = field(default_factory=dict)
-    unavailable: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.output not in OUTPUT_KINDS:
-            raise LDPValueError(f"output must be one of {OUTPUT_KINDS}, got {self.output!r}")
-        if self.output == "vector" and self.centres is None:
-            raise LDPValueError("a vector subject needs its centres f(x), f(x')")
-
-    def families(self) -> list[EventFamily]:
-        """The event families this subject supports, in a stable order."""
-        families: list[EventFamily] = []
-        if self.output == "real":
-            families.append(ThresholdFamily("threshold", "y", fixed_statistic(lambda y: y)))
-        if self.output == "vector":
-            centre, other = (np.asarray(c, dtype=float) for c in self.centres)
-            direction = centre - other
-            families += [
-                ThresholdFamily("projection", "<y, f(x) - f(x')>", fixed_statistic(lambda y: y @ direction)),
-                ThresholdFamily(
-                    "nearest-centre",
-                    "|y - f(x')| - |y - f(x)|",
-                    fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1) - np.linalg.norm(y - centre, axis=-1)),
-                ),
-                ThresholdFamily(
-                    "norm-ball-x", "|y - f(x)|", fixed_statistic(lambda y: np.linalg.norm(y - centre, axis=-1))
-                ),
-                ThresholdFamily(
-                    "norm-ball-x'", "|y - f(x')|", fixed_statistic(lambda y: np.linalg.norm(y - other, axis=-1))
-                ),
-                ThresholdFamily("output-norm", "|y|", fixed_statistic(lambda y: np.linalg.norm(y, axis=-1))),
-            ]
-        if self.log_ratio is not None:
-            # Rounded to 9 decimals: the float noise of evaluating the ratio (which follows the
-            # outputs' low bits) must not turn this density event into a bit-pattern one.
-            log_ratio = self.log_ratio
-            families.append(
-                ThresholdFamily(
-                    "likelihood-ratio", "log p(y|x)/p(y|x')", fixed_statistic(lambda y: np.round(log_ratio(y), 9))
-                )
-            )
-        if self.classes is not None:
-            name, label = (
-                ("bit-pattern", "bit-pattern classes")
-                if self.output == "real"
-                else ("outcome-classes", "outcome classes")
-            )
-            families.append(ThresholdFamily(name, f"fitted log-ratio of {label}", class_log_ratio(self.classes)))
-        if self.output == "real":
-            families.append(SetFamily("outputs-table", unseen_in_table, max_draws=TABLE_DRAWS))
-            families.append(ExactOutputsFamily("exact-outputs"))
-        if self.producible is not None:
-            families.append(SetFamily(NEVER_PRODUCED, never_produced(self.producible), max_draws=LATTICE_DRAWS))
-        return families
-
-    def describe(self) -> dict:
-        return {
-            "mechanism": self.name,
-            "options": self.options,
-            "sampler": self.sampler,
-            "claimed_epsilon": self.epsilon,
-            "claimed_delta": self.delta,
-            "neighbours": list(self.inputs),
-        }
-
+from ldpfed.outputs import options_text
+from ldpfed.registry import Registry
+from ldpfed.validation import (
+    LDPValueError,
+    canonical_name,
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_positive_int,
+)
 
 # --- scalar randomizers --------------------------------------------------------------------------
 SCALAR_INPUTS = (-1.0, 1.0)  # worst case: the two ends of [-1, 1]
@@ -323,13 +225,6 @@ def gaussian_vector_subject(
 
 
 # --- by name -------------------------------------------------------------------------------------
-def available() -> list[str]:
-    """Names `build_subject` accepts: every scalar randomizer, frequency oracle and vector noise."""
-    from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
-
-    return [*mechanisms.available(), *ORACLES, *VECTOR_SUBJECTS, *GRADIENT_NOISES, LDPVEC]
-
-
 def has_sampler_option(name: str) -> bool:
     """Does the scalar mechanism `name` take a `sampler` option ("safe" | "continuous")?"""
     return "sampler" in {f.name for f in fields(mechanisms.get_class(name))}
@@ -350,6 +245,70 @@ def _with_sampler(cls: type, name: str, sampler: str | None) -> dict:
     raise LDPValueError(f"{name} has no {sampler!r} sampler in this version; available: continuous")
 
 
+def _scalar_subject(key, epsilon, delta, sampler, options) -> AuditSubject:
+    cls = mechanisms.get_class(key)
+    return mechanism_subject(mechanisms.get(key, epsilon, delta, **options, **_with_sampler(cls, key, sampler)))
+
+
+def _oracle_subject(key, epsilon, delta, sampler, options) -> AuditSubject:
+    k = options.pop("k", DEFAULT_CATEGORIES)
+    if key == "histogram":
+        entry = options.get("mechanism", "laplace")
+        options.update(_with_sampler(mechanisms.get_class(entry), f"histogram[{entry}]", sampler))
+        if delta is not None:
+            options["delta"] = delta
+    else:
+        if sampler is not None:
+            raise LDPValueError(f"{key} has a single (discrete) sampler; omit the sampler option")
+        if delta not in (None, 0, 0.0):
+            raise LDPValueError(f"{key} is pure eps-LDP and takes no delta; got delta={delta!r}")
+    return oracle_subject(frequency.get(key, epsilon, k, **options))
+
+
+def _gaussian_vector_subject(key, epsilon, delta, sampler, options) -> AuditSubject:
+    if sampler not in (None, "continuous"):
+        raise LDPValueError("gaussian-vector has only the continuous sampler")
+    unknown = set(options) - {"dims", "sensitivity"}
+    if unknown:
+        raise LDPValueError(f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity")
+    return gaussian_vector_subject(epsilon, delta, **options)
+
+
+def _ldpvec_subject(key, epsilon, delta, sampler, options) -> AuditSubject:
+    """The base mechanism's sampler option is the angle and magnitude sampler."""
+    unknown = set(options) - set(LDPVEC_OPTIONS)
+    if unknown:
+        raise LDPValueError(f"ldpvec does not take option(s) {sorted(unknown)}; allowed: {', '.join(LDPVEC_OPTIONS)}")
+    base = canonical_name(options.pop("base", "laplace"))
+    extra = _with_sampler(mechanisms.get_class(base), f"ldpvec[{base}]", sampler)
+    return ldpvec_subject(base, epsilon, delta, **options, **extra)
+
+
+def _gradient_noise_subject(key, epsilon, delta, sampler, options) -> AuditSubject:
+    """Calibrated as published, audited on D e_1 (or D)."""
+    unknown = set(options) - {"dims", "clip", "k"}
+    if unknown:
+        raise LDPValueError(f"{key} does not take option(s) {sorted(unknown)}; allowed: dims, clip, k")
+    options.setdefault("dims", DEFAULT_VECTOR_DIMS)
+    return noise_subject(gradient_noise.calibrate(key, epsilon=epsilon, delta=delta, sampler=sampler, **options))
+
+
+# Every name the auditor accepts, with the builder of its subject: the scalar randomizers, the
+# frequency oracles, the Gaussian vector reference, LDPVec and the gradient noises.
+_REGISTRY = Registry(
+    "mechanism",
+    {
+        **dict.fromkeys(mechanisms.available(), _scalar_subject),
+        **dict.fromkeys(frequency.available(), _oracle_subject),
+        **dict.fromkeys(VECTOR_SUBJECTS, _gaussian_vector_subject),
+        LDPVEC: _ldpvec_subject,
+        **dict.fromkeys(gradient_noise.available(), _gradient_noise_subject),
+    },
+)
+available = _REGISTRY.available
+get_class = _REGISTRY.get_class  # the builder of a name's subject
+
+
 def build_subject(
     name, epsilon: float | None = None, delta: float | None = None, *, sampler: str | None = None, **options
 ) -> AuditSubject:
@@ -362,52 +321,8 @@ def build_subject(
         return mechanism_subject(name)
     if isinstance(name, FrequencyOracle):
         return oracle_subject(name)
-    key = str(name).strip().lower().replace("_", "-")
-    if key in mechanisms.available():
-        cls = mechanisms.get_class(key)
-        return mechanism_subject(mechanisms.get(key, epsilon, delta, **options, **_with_sampler(cls, key, sampler)))
-    if key in ORACLES:
-        k = options.pop("k", DEFAULT_CATEGORIES)
-        if key == "histogram":
-            entry = options.get("mechanism", "laplace")
-            options.update(_with_sampler(mechanisms.get_class(entry), f"histogram[{entry}]", sampler))
-            if delta is not None:
-                options["delta"] = delta
-        else:
-            if sampler is not None:
-                raise LDPValueError(f"{key} has a single (discrete) sampler; omit the sampler option")
-            if delta not in (None, 0, 0.0):
-                raise LDPValueError(f"{key} is pure eps-LDP and takes no delta; got delta={delta!r}")
-        return oracle_subject(frequency_oracle(key, epsilon, k, **options))
-    if key == "gaussian-vector":
-        if sampler not in (None, "continuous"):
-            raise LDPValueError("gaussian-vector has only the continuous sampler")
-        unknown = set(options) - {"dims", "sensitivity"}
-        if unknown:
-            raise LDPValueError(
-                f"gaussian-vector does not take option(s) {sorted(unknown)}; allowed: dims, sensitivity"
-            )
-        return gaussian_vector_subject(epsilon, delta, **options)
-    if key == LDPVEC:  # the base mechanism's sampler option is the angle and magnitude sampler
-        from ldpfed.directional.audit_subject import ldpvec_subject
+    key = canonical_name(name)
+    return get_class(key)(key, epsilon, delta, sampler, options)
 
-        unknown = set(options) - set(LDPVEC_OPTIONS)
-        if unknown:
-            raise LDPValueError(
-                f"ldpvec does not take option(s) {sorted(unknown)}; allowed: {', '.join(LDPVEC_OPTIONS)}"
-            )
-        base = str(options.pop("base", "laplace")).strip().lower()
-        extra = _with_sampler(mechanisms.get_class(base), f"ldpvec[{base}]", sampler)
-        return ldpvec_subject(base, epsilon, delta, **options, **extra)
-    from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
 
-    if key in GRADIENT_NOISES:  # ldpfed.gradient_noise: calibrated as published, audited on D e_1 (or D)
-        from ldpfed.gradient_noise import calibrate
-        from ldpfed.gradient_noise.audit_subject import noise_subject
-
-        unknown = set(options) - {"dims", "clip", "k"}
-        if unknown:
-            raise LDPValueError(f"{key} does not take option(s) {sorted(unknown)}; allowed: dims, clip, k")
-        options.setdefault("dims", DEFAULT_VECTOR_DIMS)
-        return noise_subject(calibrate(key, epsilon=epsilon, delta=delta, sampler=sampler, **options))
-    raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")
+get = build_subject

@@ -13,6 +13,7 @@ from ldpfed.accounting import (
     DiscreteGaussianDpEvent,
     DiscreteGaussianVectorDpEvent,
     GaussianDpEvent,
+    PlrvoDpEvent,
     PoissonSampledDpEvent,
     SelfComposedDpEvent,
     create_accountant,
@@ -21,11 +22,11 @@ from ldpfed.accounting import (
     round_epsilon,
     round_event,
 )
-from ldpfed.accounting.float_slack import SLACK_RULE
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.main import app
-from ldpfed.gradient_noise.safe_grid import check_sampler
-from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+from ldpfed.gradient_noise import PLRVO, InidGaussian, parse_layers, read_profile
+from ldpfed.samplers.float_slack import SLACK_RULE
+from ldpfed.samplers.safe_grid import check_sampler
+from ldpfed.validation import LDPValueError, canonical_name, check_fraction, check_positive, check_positive_int
 
 GUARANTEE_ACCOUNTANTS = ("basic", "advanced")  # compose each round's stated (eps, delta)
 PLRVO_OPTIONS = ("--k", "--theta", "--clip", "--dims")
@@ -39,9 +40,6 @@ PLRVO_ACCOUNTANTS = {
 
 def plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accountant, sampler="safe") -> dict:
     """T steps of PLRV-O (gradient-noise.md, PLRV-O) by the joint, paper or rdp accountant."""
-    from ldpfed.accounting import PlrvoDpEvent
-    from ldpfed.gradient_noise import PLRVO
-
     if None in (k, theta, dims):
         raise LDPValueError("plrvo needs --k, --theta and --dims (and --clip, --sample-rate)")
     accountant = "joint" if accountant is None else str(accountant).strip().lower()
@@ -89,8 +87,6 @@ def plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accou
 
 def read_sensitivities(layers, profile):
     """The i.n.i.d. Gaussian's profile D_i from --layers or --profile (None when neither is given)."""
-    from ldpfed.gradient_noise import parse_layers, read_profile
-
     if layers is not None and profile is not None:
         raise LDPValueError("give --layers or --profile, not both")
     if layers is None and profile is None:
@@ -100,8 +96,6 @@ def read_sensitivities(layers, profile):
 
 def inid_noise(layers, profile, noise_multiplier, sampler: str):
     """The i.n.i.d. Gaussian of the profile at noise multiplier z (None without a profile)."""
-    from ldpfed.gradient_noise import InidGaussian
-
     sensitivities = read_sensitivities(layers, profile)
     if sensitivities is None:
         return None
@@ -187,7 +181,6 @@ def noise_multiplier_of(event) -> float | None:
     return inner.noise_multiplier if isinstance(inner, (GaussianDpEvent, DiscreteGaussianVectorDpEvent)) else None
 
 
-@app.command("account", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def account_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`), or none."),
@@ -232,7 +225,7 @@ def account_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
-    key = str(mechanism).strip().lower().replace("_", "-")
+    key = canonical_name(mechanism)
     rounds = check_positive_int(rounds, "--rounds")
     target_delta = check_fraction(target_delta, "--target-delta")
     given = dict(zip(PLRVO_OPTIONS, (k, theta, clip, dims)))
@@ -294,7 +287,7 @@ def account_command(
             if name != "accountant" and not name.startswith("float_slack")
         },
     }
-    if spent.private:  # the samplers' float slack composed into epsilon (ldpfed.accounting.float_slack)
+    if spent.private:  # the samplers' float slack composed into epsilon (ldpfed.samplers.float_slack)
         result["float_slack"] = {
             "epsilon": spent.float_slack_epsilon,
             "delta": spent.float_slack_delta,
@@ -315,7 +308,11 @@ def account_command(
     if spent.private and spent.float_slack_epsilon:
         console.print(
             f"included: the sampler's float slack, eps {spent.float_slack_epsilon:.3g} and delta "
-            f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.accounting.float_slack)"
+            f"{spent.float_slack_delta:.3g} over the {rounds} rounds (ldpfed.samplers.float_slack)"
         )
     for why in spent.reasons:
         console.print(f"not private: {why}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("account", epilog=OUTPUTS_EPILOG)(account_command)

@@ -6,17 +6,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+import ldpfed.frequency as frequency
+import ldpfed.gradient_noise as gradient_noise
 from ldpfed.audit import audit
 from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
-from ldpfed.audit.subjects import DEFAULT_CATEGORIES, available
+from ldpfed.audit.subject import DEFAULT_CATEGORIES, LDPVEC, VECTOR_SUBJECTS
+from ldpfed.audit.subjects import available
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.main import app
-from ldpfed.gradient_noise.calibrate import NAMES as GRADIENT_NOISES
-from ldpfed.validation import LDPValueError, check_memory, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_memory, check_positive_int
 
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
-ORACLES = ("grr", "oue", "histogram")
-VECTOR_NOISES = ("gaussian-vector", "ldpvec", *GRADIENT_NOISES)
+ORACLES = tuple(frequency.available())
+VECTOR_NOISES = (*VECTOR_SUBJECTS, LDPVEC, *gradient_noise.available())
 DEFAULT_VECTOR_DIMS = 10
 # float64 values per draw and coordinate alive at once: both neighbours' draws, their halves, the
 # event statistics and sorting copies (measured: about 12 for Laplace)
@@ -27,7 +28,7 @@ def _options(
     mechanism: str, estimator, calibration, categories: int | None, dims: int | None = None, ldpvec: dict | None = None
 ) -> dict:
     """The variant options that apply to `mechanism`; one given for another mechanism is an error."""
-    key = mechanism.strip().lower().replace("_", "-")
+    key = canonical_name(mechanism)
     options = {}
     given = {name: value for name, value in (ldpvec or {}).items() if value is not None}
     if given and key != "ldpvec":
@@ -54,7 +55,6 @@ def _options(
     return options
 
 
-@app.command("audit", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def audit_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of: {', '.join(available())}."),
@@ -90,7 +90,7 @@ def audit_command(
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""
     samples = check_positive_int(samples, "--samples")
-    key = mechanism.strip().lower().replace("_", "-")
+    key = canonical_name(mechanism)
     coordinates = dims if dims is not None else DEFAULT_VECTOR_DIMS if key in VECTOR_NOISES else 1
     coordinates = max(int(coordinates), 1)
     check_memory(
@@ -146,3 +146,7 @@ def audit_command(
         )
     if result.verdict == "fail":
         raise typer.Exit(code=EXIT_AUDIT_FAILED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("audit", epilog=OUTPUTS_EPILOG)(audit_command)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+import ldpfed.gradient_noise as gradient_noise
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.main import app
 from ldpfed.gradient_noise import GUARANTEE_FAILS, calibrate, parse_layers, read_profile
-from ldpfed.gradient_noise.calibrate import NAMES
 from ldpfed.gradient_noise.profile import PROFILE_ARRAYS
 from ldpfed.validation import (
     LDPValueError,
@@ -23,10 +22,9 @@ from ldpfed.validation import (
 PLRVO_ONLY = ("--sample-rate", "--steps")
 
 
-@app.command("calibrate", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def calibrate_command(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of {', '.join(NAMES)}."),
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of {', '.join(gradient_noise.available())}."),
     epsilon: float = typer.Option(
         ...,
         "--epsilon",
@@ -64,9 +62,7 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Calibrate a gradient noise from the literature to a privacy target."""
-    key = str(mechanism).strip().lower().replace("_", "-")
-    if key not in NAMES:
-        raise LDPValueError(f"unknown gradient noise {mechanism!r}; available: {', '.join(NAMES)}")
+    key = gradient_noise.get_class(mechanism).name
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = None if delta is None else check_fraction(delta, "--delta")
     clip = check_positive(clip, "--clip")
@@ -110,3 +106,7 @@ def calibrate_command(
     console.print(table)
     status = "sound" if noise.guarantee_holds else f"{GUARANTEE_FAILS}: never counted as private"
     console.print(f"guarantee: {status}; sampler: {noise.sampler_description}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate", epilog=OUTPUTS_EPILOG)(calibrate_command)

@@ -18,8 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import ldpfed.mechanisms as mechanisms
 from ldpfed.data import Tuples, read_tuples, scale_note  # noqa: F401 (scale_note re-exported)
 from ldpfed.mechanisms.square_wave import ESTIMATORS
-from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted
-from ldpfed.results import dumps
+from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted, dumps
 from ldpfed.validation import OUT_OF_DOMAIN, LDPValueError, out_of_domain_policy, parse_domain  # noqa: F401 (re-exported)
 
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).

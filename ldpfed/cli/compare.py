@@ -1,6 +1,6 @@
 """`ldpfed compare`: aggregators x mechanisms x budgets, measured beside the predicted MSE.
 
-Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiment`.
+Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiments.mean`.
 
 Task "train" compares aggregators in federated LDP-SGD. Its runner needs Flower and the
 apps in `simulations/`, which the core library must never import; so this module looks the
@@ -23,6 +23,7 @@ from rich.table import Table
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
@@ -40,11 +41,9 @@ from ldpfed.cli.common import (
     scale_note,
     show_results,
 )
-from ldpfed.cli.main import app
 from ldpfed.data import available_synthetic
-from ldpfed.deviation import DEVIATION_SOURCES
-from ldpfed.experiment import ExperimentResult, MechanismChoice, run_mean_experiment
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
@@ -55,7 +54,7 @@ TASK_PLUGIN_GROUP = "ldpfed.compare_tasks"
 MEAN_DEFAULTS = {
     "mechanism": "laplace,piecewise",
     "epsilons": "0.5,1,2,4",
-    "aggregators": ",".join(aggregation.available()),
+    "aggregators": ",".join(aggregation.available("mean")),
     "data": "gaussian",
     "domain": "-1,1",
     "repeats": 5,
@@ -116,7 +115,6 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
     return choices
 
 
-@app.command("compare", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def compare(
     mechanism: str | None = typer.Option(
@@ -461,3 +459,7 @@ def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> di
         "summary.json": {"config": config, "rows": rows},
         "mse_vs_epsilon.png": mse_figure(result),
     }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare", epilog=OUTPUTS_EPILOG)(compare)

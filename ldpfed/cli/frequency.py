@@ -16,9 +16,11 @@ import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.analysis.frequency import predict_frequency
-from ldpfed.categorical import AttributeOracles, oracle_kind
 from ldpfed.cli.common import (
     check_estimator,
     console,
@@ -30,14 +32,13 @@ from ldpfed.cli.common import (
     show_results,
 )
 from ldpfed.data.categorical import CategoricalData, read_categorical
-from ldpfed.deviation import DEVIATION_SOURCES
-from ldpfed.frequency_experiment import (
+from ldpfed.experiments.frequency import (
     DEFAULT_FREQUENCY_AGGREGATORS,
     FrequencyExperimentResult,
     run_frequency_experiment,
 )
+from ldpfed.frequency.categorical import AttributeOracles, oracle_kind
 from ldpfed.outputs import OutputDir
-from ldpfed.protocols.frequency import check_aggregators
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
@@ -169,8 +170,6 @@ def per_category_frame(entries: list[dict], predictions) -> pd.DataFrame:
 
 
 def _approximate(name: str) -> bool:
-    import ldpfed.mechanisms as mechanisms
-
     return name not in ("grr", "oue") and mechanisms.get_class(name).approximate
 
 
@@ -255,8 +254,8 @@ def compare_frequency(
         check_epsilon(e, "--epsilons")
         for e in parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")
     ]
-    aggregator_names = check_aggregators(
-        parse_list(aggregators, str, "--aggregators") if aggregators else DEFAULT_FREQUENCY_AGGREGATORS
+    aggregator_names = aggregation.check_names(
+        parse_list(aggregators, str, "--aggregators") if aggregators else DEFAULT_FREQUENCY_AGGREGATORS, "frequency"
     )
     if deviation not in DEVIATION_SOURCES:
         raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")

@@ -18,6 +18,9 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from ldpfed.cli import account, audit, calibrate, compare, mechanisms, predict
+from ldpfed.cli.common import error_console
+
 
 class OneLineErrors(TyperGroup):
     """The root command group, printing click's usage errors as one line (exit code 2)."""
@@ -31,8 +34,6 @@ class OneLineErrors(TyperGroup):
             click.echo(error.ctx.get_help() if error.ctx else str(error), err=True)
             sys.exit(error.exit_code)
         except click.ClickException as error:
-            from ldpfed.cli.common import error_console
-
             command = error.ctx.command_path if getattr(error, "ctx", None) else "ldpfed"
             message = " ".join(error.format_message().split())
             error_console.print(
@@ -70,13 +71,13 @@ def _root(
     """Local differential privacy in federated settings."""
 
 
-def _register_plugins() -> None:
-    """Each `ldpfed.commands` entry point is a function taking the typer app and adding commands."""
+def _register_commands() -> None:
+    """Every command module has `register(app)`; so has each `ldpfed.commands` entry point (the
+    commands that need Flower, which the core library never imports)."""
+    for module in (account, audit, calibrate, compare, mechanisms, predict):
+        module.register(app)
     for entry_point in entry_points(group="ldpfed.commands"):
         entry_point.load()(app)
 
 
-# Each sub-command module registers itself on `app` when imported.
-from ldpfed.cli import account, audit, calibrate, compare, mechanisms, predict  # noqa: E402,F401
-
-_register_plugins()
+_register_commands()

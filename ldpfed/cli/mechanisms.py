@@ -7,14 +7,13 @@ from rich.table import Table
 
 import ldpfed.mechanisms as registry
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.main import app
+from ldpfed.gradient_noise import listing
 from ldpfed.mechanisms.base import SAMPLERS
 from ldpfed.validation import LDPValueError, check_epsilon
 
 EXAMPLE_DELTA = 1e-5
 
 
-@app.command("mechanisms", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def list_mechanisms(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget eps per value, for the variance columns."),
@@ -78,8 +77,6 @@ def list_mechanisms(
 
 def list_gradient_noises(as_json: bool) -> None:
     """The gradient noises of gradient-noise.md: guarantee status and samplers (default first)."""
-    from ldpfed.gradient_noise import listing
-
     rows = listing()
     if as_json:
         print_json(rows)
@@ -91,3 +88,7 @@ def list_gradient_noises(as_json: bool) -> None:
         default = "safe (fixed output grid)" if row["floating_point_safe"] else "continuous: NOT floating-point safe"
         table.add_row(row["name"], row["status"], default, ", ".join(row["samplers"]))
     console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mechanisms", epilog=OUTPUTS_EPILOG)(list_mechanisms)

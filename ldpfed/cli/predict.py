@@ -30,9 +30,8 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
 )
-from ldpfed.cli.main import app
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
-from ldpfed.multidim import per_value_mechanism
+from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
 from ldpfed.validation import LDPValueError, check_memory, check_positive_int, check_report_dims
 
@@ -46,7 +45,6 @@ DEFAULT_DATA_HELP = (
 )
 
 
-@app.command("predict", epilog=OUTPUTS_EPILOG)
 @handle_errors
 def predict_command(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
@@ -313,3 +311,7 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
             f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "
             f"(MSE {comparison.mse_a:.4g} vs {comparison.mse_b:.4g})."
         )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict", epilog=OUTPUTS_EPILOG)(predict_command)

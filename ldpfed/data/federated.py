@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+import ldpfed.data.mnist5k as mnist5k
 from ldpfed.data.partition import PARTITION_SCHEMES
 from ldpfed.data.partition import partition as split_labels
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 FEDERATED_DATASETS = ("synthetic-fedprox", "digits", "mnist-5k", "mnist", "cifar10")
 
@@ -152,12 +153,12 @@ def load_federated(
     must then be "natural" or the default "iid" (read as "not specified"), and the record says
     "natural".
     """
-    key = str(name).strip().lower().replace("_", "-")
+    key = canonical_name(name)
     if key not in FEDERATED_DATASETS:
         raise LDPValueError(f"unknown federated data set {name!r}; available: {', '.join(FEDERATED_DATASETS)}")
     num_clients = check_positive_int(num_clients, "num_clients")
     seed = check_positive_int(seed, "seed", minimum=0)
-    scheme = str(partition).strip().lower().replace("_", "-")
+    scheme = canonical_name(partition)
     if key == "synthetic-fedprox":
         if scheme not in ("iid", "natural"):
             raise LDPValueError(
@@ -255,8 +256,6 @@ def _digits():
 
 
 def _mnist_5k():
-    from ldpfed.data import mnist5k
-
     pixels, labels = mnist5k.load()
     return pixels, labels, (1, mnist5k.SIDE, mnist5k.SIDE), 1.0 / 255.0
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, check_positive, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_generator, check_positive, check_positive_int
 
 PARTITION_SCHEMES = ("iid", "k-classes", "dirichlet")
 
@@ -43,9 +43,8 @@ def partition(
             f"num_clients must be <= the number of samples ({labels.size}) so that no client is "
             f"empty, got {num_clients}"
         )
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
-    key = str(scheme).strip().lower().replace("_", "-")
+    check_generator(rng)
+    key = canonical_name(scheme)
     if key == "iid":
         parts = _iid(labels.size, num_clients, rng)
     elif key == "k-classes":

@@ -8,7 +8,6 @@
 - `geodp`: GeoDP for central DP-SGD, with additive RDP accounting.
 - `diagnostics`: cosine to the clean update and energy in the leading coordinates.
 - `neighbours`: worst-case neighbouring inputs and the density ratio of the polar release.
-- `audit_subject`: LDPVec as a subject of `ldpfed.audit` (imported lazily).
 
 Pure numpy; never imports Flower, torch or simulations/.
 """

@@ -32,7 +32,7 @@ integers, s = sigma (J + sqrt(d)) grid steps (the rounding's inflation); each is
 DiscreteGaussianVectorDpEvent(sigma), whose RDP curve is the continuous one's, but which has no
 Poisson-subsampled bound: sound with shuffled batches only (`training_event` refuses the other).
 Each event carries its sampler's float slack, which the rdp accountant composes into the reported
-eps (ldpfed.accounting.float_slack).
+eps (ldpfed.samplers.float_slack).
 "continuous": rng.standard_normal at the spec's sds, NOT floating-point safe (Mironov 2012).
 Sampling and the neighbouring relation every figure assumes:
 - "poisson": each example joins a step's batch with probability q = B/N, amplified by
@@ -59,9 +59,11 @@ from dataclasses import dataclass
 import attr
 import numpy as np
 
-from ldpfed.directional import windows as win
+import ldpfed.directional.windows as win
+from ldpfed.accounting import create_accountant
 from ldpfed.directional.spherical import from_spherical, to_spherical
-from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+from ldpfed.gradient_noise.inid_gaussian import InidGaussian
+from ldpfed.validation import LDPValueError, check_fraction, check_generator, check_positive, check_positive_int
 
 SAMPLINGS = ("poisson", "shuffle")
 PERTURBATIONS = ("numeric", "geodp")
@@ -106,8 +108,6 @@ class GeoDP:
         """(magnitude noise, angle noise) of the safe sampler: InidGaussian at noise multiplier sigma
         for ||sum g_i|| (profile [C]) and for the sum of angle offsets (uniform profile, L2 sqrt(d+2) beta pi)."""
         if dims not in self._safe:
-            from ldpfed.gradient_noise.inid_gaussian import InidGaussian
-
             _, l2 = win.sensitivities(self.beta, dims)
             self._safe[dims] = (
                 InidGaussian(np.array([self.clip]), noise_multiplier=self.noise_multiplier, sampler="safe"),
@@ -152,8 +152,7 @@ class GeoDP:
 
     def privatize(self, gradients, rng: np.random.Generator, *, reference=None) -> np.ndarray:
         """The noisy mean gradient (d,) of a batch (examples, d); `reference` centres the windows."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        check_generator(rng)
         if self.sampler == "safe":  # both sums released on their grids, then divided by B
             norm_of_sum, centre, offset_sum = self._sums(gradients, reference)
             magnitude, angles = self.safe_noises(offset_sum.size + 1)
@@ -242,8 +241,6 @@ def safe_step_event(perturbation: str, noise_multiplier: float, dims: int, relat
     <= 2 (J + sqrt(d)) steps; the float slack bounds the sampler, whatever the input."""
     import dp_accounting
 
-    from ldpfed.gradient_noise.inid_gaussian import InidGaussian
-
     if perturbation not in PERTURBATIONS:
         raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
     if relation not in RELATION_DESCRIPTIONS:
@@ -291,7 +288,6 @@ def training_event(
 
 def rdp_epsilon(event, target_delta: float) -> float:
     """eps at `target_delta` of `event` by ldpfed's RDP accountant (dp-accounting's RdpAccountant)."""
-    from ldpfed.accounting import create_accountant
 
     epsilon = create_accountant("rdp").compose(event).get_epsilon(check_fraction(target_delta, "target_delta"))
     return float(epsilon) if epsilon is not None and math.isfinite(epsilon) else math.inf

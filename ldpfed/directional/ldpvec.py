@@ -39,12 +39,16 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+import ldpfed.directional.rotation as rot
+import ldpfed.directional.windows as win
 import ldpfed.mechanisms as mechanisms
-from ldpfed.directional import rotation as rot
-from ldpfed.directional import windows as win
+from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent, not_private
+from ldpfed.accounting.events import gaussian_mechanism_event
 from ldpfed.directional.spherical import exact_sin_cos, from_spherical, to_spherical
+from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.mechanisms.gaussian import analytic_sigma
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive
+from ldpfed.samplers.safe_grid import rounding_variance
+from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_generator, check_positive
 
 MAGNITUDES = ("split", "normalize", "exact-unsafe")
 GAUSSIAN = "gaussian"
@@ -122,7 +126,6 @@ class _SafeAngleGaussian:
     sampler = "safe"
 
     def __init__(self, epsilon: float, delta: float, l2: float, half: np.ndarray) -> None:
-        from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 
         try:
             self.noise = InidGaussian(
@@ -153,7 +156,6 @@ class _SafeAngleGaussian:
 
     def variance(self, t):
         """(s^2 + g^2 f (1 - f)) / half^2: noise plus the rounding's two-point variance."""
-        from ldpfed.gradient_noise.safe_grid import rounding_variance
 
         radians = np.asarray(t) * self.half
         return (self.sd**2 + rounding_variance(radians, self.step)) / self.half**2
@@ -353,8 +355,7 @@ class LDPVec:
             )
         if self.rotation == "hadamard" and rotation_seed is None:
             raise LDPValueError("perturb_rows with rotation='hadamard' needs the public rotation_seed")
-        if not all(isinstance(rng, np.random.Generator) for rng in rngs):
-            raise TypeError("rngs must be numpy.random.Generator objects (e.g. np.random.default_rng(seed))")
+        check_generator(*rngs)
         budget, magnitude, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
         signs = self._signs(budget.dims, None, rotation_seed)
         _, radius, offsets, centre = self._polar(rows, reference, signs)
@@ -384,8 +385,7 @@ class LDPVec:
         return radius, win.from_offsets(offsets, centre, self.beta)
 
     def _perturb_polar(self, rows, rng, reference, rotation_seed):
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        check_generator(rng)
         budget, magnitude, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
         signs = self._signs(budget.dims, rng, rotation_seed)
         _, radius, offsets, centre = self._polar(rows, reference, signs)
@@ -413,8 +413,7 @@ class LDPVec:
     def perturb_angle_offsets(self, updates, rng: np.random.Generator, *, reference=None, rotation_seed=None):
         """What the angle randomizer releases, the noisy offsets (clients, D-1), before the float
         conversion to angles: for audits of the sampler itself (audit_subject.py, release "offsets")."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        check_generator(rng)
         rows = np.atleast_2d(updates)
         _, _, inner, last = self._randomizers(self.converted_dims(rows.shape[-1]))
         offsets = self.angle_offsets(rows, reference=reference, rotation_seed=rotation_seed)
@@ -496,15 +495,13 @@ class LDPVec:
         the magnitude's scalar discrete Gaussian event calibrated to (eps_mag, delta_mag), each with
         its sampler's float slack (for rdp): basic, advanced and rdp account it; pld refuses it (no
         PLD bound for the vector discrete Gaussian)."""
-        from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent, not_private
-        from ldpfed.accounting.events import gaussian_mechanism_event
 
         if not self.private:
             return not_private("ldpvec magnitude exact-unsafe: ||g|| is released without noise")
         if dims is None or self.angle_sampler != "safe":
             return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
         split, magnitude, angle_noise, _ = self._randomizers(self.converted_dims(dims))
-        angles = angle_noise.noise.event()  # carries the sampler's float slack (ldpfed.accounting.float_slack)
+        angles = angle_noise.noise.event()  # carries the sampler's float slack (ldpfed.samplers.float_slack)
         if self.magnitude != "split":
             return angles
         from dp_accounting import ComposedDpEvent

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.directional import windows as win
+import ldpfed.directional.windows as win
 from ldpfed.directional.ldpvec import LDPVec
 from ldpfed.directional.spherical import from_spherical
 from ldpfed.validation import LDPValueError

@@ -11,39 +11,32 @@ guarantee does not hold: charged as not private), PLRV-O (sound with the joint a
 from __future__ import annotations
 
 from ldpfed.gradient_noise.base import GUARANTEE_FAILS, GradientNoise
-from ldpfed.gradient_noise.calibrate import calibrate
+from ldpfed.gradient_noise.calibrate import available, calibrate, get, get_class, guarantee_fails
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian, optimal_eta
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
-from ldpfed.gradient_noise.plrvo import PLRVO, plrvo_epsilon, search_parameters
+from ldpfed.gradient_noise.plrvo import PLRVO
 from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import layer_profile, parse_layers, read_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
 
 __all__ = [
     "GUARANTEE_FAILS",
-    "NOISES",
     "PLRVO",
     "R1SMG",
     "GradientNoise",
     "InidGaussian",
     "InidLaplace",
     "ProductNoise",
+    "available",
     "calibrate",
+    "get",
+    "get_class",
+    "guarantee_fails",
     "layer_profile",
     "optimal_eta",
     "parse_layers",
-    "plrvo_epsilon",
     "read_profile",
-    "search_parameters",
 ]
-
-NOISES: dict[str, type[GradientNoise]] = {
-    cls.name: cls for cls in (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)
-}
-
-
-def available() -> list[str]:
-    return list(NOISES)
 
 
 def listing() -> list[dict]:
@@ -57,5 +50,5 @@ def listing() -> list[dict]:
             "samplers": list(cls.samplers),
             "floating_point_safe": cls.samplers[0] == "safe",
         }
-        for name, cls in NOISES.items()
+        for name, cls in ((name, get_class(name)) for name in available())
     ]

@@ -17,7 +17,8 @@ import numpy as np
 from dp_accounting import dp_event
 
 from ldpfed.accounting import not_private
-from ldpfed.validation import LDPValueError
+from ldpfed.samplers.safe_grid import SAFE_DESCRIPTION
+from ldpfed.validation import LDPValueError, check_generator
 
 GUARANTEE_FAILS = "published guarantee does not hold"
 # Samplers: "continuous" = textbook float sampler, not floating-point safe (Mironov 2012; audit.md,
@@ -39,12 +40,6 @@ def check_updates(updates, dims: int | None = None) -> np.ndarray:
     return array
 
 
-def check_rng(rng) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
-    return rng
-
-
 class GradientNoise(ABC):
     """Additive noise for a d-dimensional update, with its calibration and its claim."""
 
@@ -61,15 +56,14 @@ class GradientNoise(ABC):
 
     @property
     def sampler_description(self) -> str:
-        from ldpfed.gradient_noise.safe_grid import SAFE_DESCRIPTION
-
         return SAFE_DESCRIPTION if self.floating_point_safe else CONTINUOUS
 
     def perturb(self, updates, rng: np.random.Generator) -> np.ndarray:
         """The release of every row (one independent draw per row); same shape as `updates`."""
         array = check_updates(updates, self.dims)
         rows = np.atleast_2d(array)
-        return self._release(rows, check_rng(rng)).reshape(array.shape)
+        check_generator(rng)
+        return self._release(rows, rng).reshape(array.shape)
 
     def perturb_rows(self, updates, rngs) -> np.ndarray:
         """Row i of `updates` (clients, d) released with its own generator `rngs[i]`: bit for bit
@@ -82,9 +76,10 @@ class GradientNoise(ABC):
                 f"perturb_rows needs a (clients, d) block and one generator per row, got shape "
                 f"{rows.shape} and {len(rngs)} generators"
             )
+        check_generator(*rngs)
         released = np.empty_like(rows)
         for row, rng in enumerate(rngs):
-            released[row] = self._release(rows[row : row + 1], check_rng(rng))[0]
+            released[row] = self._release(rows[row : row + 1], rng)[0]
         return released
 
     def _release(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -7,24 +7,28 @@ noise: D = clip; PLRV-O: clip C per example).
 
 from __future__ import annotations
 
+from ldpfed.accounting.plrvo import search_parameters
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
-from ldpfed.gradient_noise.plrvo import PLRVO, search_parameters
-from ldpfed.gradient_noise.plrvo_safe import SafeLaw
+from ldpfed.gradient_noise.plrvo import PLRVO
 from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.profile import check_profile, layer_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
+from ldpfed.registry import Registry
+from ldpfed.samplers.plrvo_safe import SafeLaw
 from ldpfed.validation import LDPValueError, check_positive_int
 
-NAMES = ("inid-gaussian", "inid-laplace", "r1smg", "product-noise", "plrvo")
-NOISE_CLASSES = {
-    "inid-gaussian": InidGaussian,
-    "inid-laplace": InidLaplace,
-    "r1smg": R1SMG,
-    "product-noise": ProductNoise,
-    "plrvo": PLRVO,
-}
+_REGISTRY: Registry[type[GradientNoise]] = Registry(
+    "gradient noise", (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)
+)
+available = _REGISTRY.available
+get_class = _REGISTRY.get_class
+
+
+def guarantee_fails(name: str) -> bool:
+    """Is `name` a gradient noise whose published guarantee does not hold (charged as not private)?"""
+    return name in _REGISTRY and not get_class(name).guarantee_holds
 
 
 def calibrate(
@@ -43,13 +47,12 @@ def calibrate(
     """The noise `name` calibrated to (epsilon, delta); PLRV-O searched for (k, theta) at epsilon
     after `steps` steps at `sample_rate` (joint accountant). `sampler`: "safe" or "continuous"
     (default: the noise's default, safe where it has one)."""
-    key = str(name).strip().lower().replace("_", "-")
-    if key not in NAMES:
-        raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
+    cls = get_class(name)
+    key = cls.name
     if k is not None and key != "product-noise":
         raise LDPValueError(f"--k is a parameter of product-noise, not of {key}")
-    if sampler is not None and str(sampler).strip().lower() not in NOISE_CLASSES[key].samplers:
-        raise LDPValueError(f"{key} has the sampler(s) {', '.join(NOISE_CLASSES[key].samplers)}, got {sampler!r}")
+    if sampler is not None and str(sampler).strip().lower() not in cls.samplers:
+        raise LDPValueError(f"{key} has the sampler(s) {', '.join(cls.samplers)}, got {sampler!r}")
     options = {} if sampler is None else {"sampler": str(sampler).strip().lower()}
     if key in ("inid-gaussian", "inid-laplace"):
         if profile is None:
@@ -80,3 +83,6 @@ def calibrate(
     return PLRVO(
         dims, k=found.k, theta=found.theta, clip=clip, sample_rate=sample_rate, steps=steps, delta=delta, **options
     )
+
+
+get = calibrate  # the family's constructor: a gradient noise is built from its privacy target

@@ -23,7 +23,7 @@ profile shape s_i ~ sqrt(D_i) is kept. It costs: RDP instead of the analytic Gau
 +15-25% noise sd at eps = 1, delta = 1e-5) and (1 + sqrt(d)/J) <= 1 + 2^-10 for the grid.
 Its event is `DiscreteGaussianVectorDpEvent(z)` (RDP, basic/advanced via the calibrated (eps, delta);
 no PLD), carrying the sampler's float slack over the d coordinates (`gaussian_sampler_slack`), which
-the rdp accountant composes into its result (ldpfed.accounting.float_slack): given a noise
+the rdp accountant composes into its result (ldpfed.samplers.float_slack): given a noise
 multiplier, the reported eps is the ideal curve's plus the slack, never the ideal curve alone.
 "continuous": rng.standard_normal at eta*, NOT floating-point safe (Mironov 2012).
 """
@@ -39,7 +39,7 @@ from scipy.special import log_ndtr, ndtr
 from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, gaussian_round
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.profile import check_profile
-from ldpfed.gradient_noise.safe_grid import (
+from ldpfed.samplers.safe_grid import (
     GAUSSIAN_GRID_FACTOR,
     GAUSSIAN_INPUT_BITS,
     check_sampler,

@@ -25,7 +25,7 @@ import numpy as np
 from ldpfed.accounting import pure_round
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.profile import check_profile
-from ldpfed.gradient_noise.safe_grid import (
+from ldpfed.samplers.safe_grid import (
     LAPLACE_INPUT_BITS,
     check_sampler,
     grid_inputs,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.gradient_noise.base import GradientNoise, check_rng, check_updates
-from ldpfed.gradient_noise.calibrate import NAMES, NOISE_CLASSES, calibrate
+from ldpfed.gradient_noise.base import GradientNoise, check_updates
+from ldpfed.gradient_noise.calibrate import calibrate, get_class
 from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
 
@@ -38,9 +38,7 @@ class NoisePrivatizer:
         dims: int | None = None,
         sampler: str | None = None,
     ) -> None:
-        key = str(name).strip().lower().replace("_", "-")
-        if key not in NAMES:
-            raise LDPValueError(f"unknown gradient noise {name!r}; available: {', '.join(NAMES)}")
+        key = get_class(name).name
         self.mechanism, self.epsilon, self.delta, self.k = key, check_epsilon(epsilon), delta, k
         self.sampler = sampler  # None: the noise's default (safe for the i.n.i.d. noises)
         self.clip = check_positive(clip, "clip")
@@ -102,7 +100,7 @@ class NoisePrivatizer:
 
     def privatize(self, update, rng: np.random.Generator) -> np.ndarray:
         clipped = self.clip_only(update)
-        return self.noise(clipped.shape[-1]).perturb(clipped, check_rng(rng))
+        return self.noise(clipped.shape[-1]).perturb(clipped, rng)
 
     def privatize_rows(self, updates, rngs, broadcast: dict | None = None) -> np.ndarray:
         """Row k privatized with its own generator `rngs[k]`: bit for bit `privatize(updates[k],
@@ -136,7 +134,7 @@ class NoisePrivatizer:
             "clip": self.clip,
             "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
             "sensitivity": "2 C_l (local DP: any two clipped updates)",
-            "sampler": self.sampler or NOISE_CLASSES[self.mechanism].samplers[0],
+            "sampler": self.sampler or get_class(self.mechanism).samplers[0],
         }
         if dims is not None:
             record["noise"] = self.noise(dims).describe()

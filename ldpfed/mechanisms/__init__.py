@@ -18,35 +18,24 @@ from ldpfed.mechanisms.hybrid import Hybrid
 from ldpfed.mechanisms.laplace import Laplace
 from ldpfed.mechanisms.piecewise import Piecewise
 from ldpfed.mechanisms.square_wave import SquareWave
+from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError
 
-_REGISTRY: dict[str, type[Mechanism]] = {
-    cls.name: cls for cls in (Laplace, Piecewise, SquareWave, Duchi, Hybrid, Gaussian)
-}
-
-
-def available() -> list[str]:
-    """Names accepted by `get`, in a stable order."""
-    return list(_REGISTRY)
+_REGISTRY: Registry[type[Mechanism]] = Registry("mechanism", (Laplace, Piecewise, SquareWave, Duchi, Hybrid, Gaussian))
+available = _REGISTRY.available
+get_class = _REGISTRY.get_class
 
 
 def variants() -> list[tuple[str, dict]]:
     """Every (name, options) combination of the registered mechanisms' choice options, e.g.
     ("square-wave", {"estimator": "raw"}) and ("square-wave", {"estimator": "debiased"})."""
     combinations = []
-    for name, cls in _REGISTRY.items():
+    for name in available():
+        cls = get_class(name)
         keys = list(cls.option_choices)
         for values in itertools.product(*(cls.option_choices[key] for key in keys)):
             combinations.append((name, dict(zip(keys, values))))
     return combinations
-
-
-def get_class(name: str) -> type[Mechanism]:
-    """The mechanism class registered under `name` (for its static properties)."""
-    key = str(name).strip().lower().replace("_", "-")
-    if key not in _REGISTRY:
-        raise LDPValueError(f"unknown mechanism {name!r}; available: {', '.join(available())}")
-    return _REGISTRY[key]
 
 
 def get(name: str | Mechanism, epsilon: float | None = None, delta: float | None = None, **options) -> Mechanism:

@@ -7,7 +7,7 @@ the estimate), so they are exposed as coefficients: the predictor then needs onl
 first two moments (analysis.md).
 
 Samplers (option `sampler`, mechanisms.md Floating-point safety): "safe" (the default) releases
-only values of a fixed set, with an exact guarantee (`ldpfed.mechanisms.grid` and each module's
+only values of a fixed set, with an exact guarantee (`ldpfed.samplers.grid` and each module's
 docstring); "continuous" is the textbook float formula, NOT floating-point safe (its output floats
 reveal the input; Mironov 2012), kept for speed comparisons and labelled as such everywhere. The
 statistics (bias, variance, third moment, log density or mass) are those of the chosen sampler.
@@ -22,17 +22,20 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, OutOfDomain, check_budget_range, check_delta, check_epsilon, check_values
+from ldpfed.validation import (
+    LDPValueError,
+    OutOfDomain,
+    check_budget_range,
+    check_delta,
+    check_epsilon,
+    check_generator,
+    check_values,
+)
 
 SAMPLERS = ("safe", "continuous")
 
 
 _BLOCK = 16384  # values per sampling block (128 KiB of float64; 1.1-1.2x faster than 8192, 32768 spills the L2)
-
-
-def _check_generators(rngs) -> None:
-    if not all(isinstance(rng, np.random.Generator) for rng in rngs):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Mechanism(ABC):
 
     @property
     def safe_sampler(self):
-        """The grid sampler with its exact statistics (ldpfed.mechanisms.grid), or None when the
+        """The grid sampler with its exact statistics (ldpfed.samplers.grid), or None when the
         continuous sampler is chosen; mechanisms without a separate safe form return None too."""
         return None
 
@@ -77,7 +80,7 @@ class Mechanism(ABC):
     # --- sampling -------------------------------------------------------------------------------
     def perturb(self, values, rng: np.random.Generator, *, out_of_domain: OutOfDomain = "raise") -> np.ndarray:
         """Randomize every entry of `values` (any shape) independently; returns the same shape."""
-        _check_generators([rng])
+        check_generator(rng)
         t = check_values(values, out_of_domain=out_of_domain)
         return self._sample_rows(t.reshape(1, -1), [rng]).reshape(t.shape)
 
@@ -93,7 +96,7 @@ class Mechanism(ABC):
                 f"perturb_rows needs a (rows, k) array and one generator per row, got shape "
                 f"{table.shape} and {len(rngs)} generators"
             )
-        _check_generators(rngs)
+        check_generator(*rngs)
         return self._sample_rows(check_values(table), rngs)
 
     def _sample_rows(self, t: np.ndarray, rngs) -> np.ndarray:

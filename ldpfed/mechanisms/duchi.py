@@ -25,7 +25,7 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.mechanisms.grid import log_ratio_upper
+from ldpfed.samplers.grid import log_ratio_upper
 
 _RESOLUTION = 2.0**53  # rng.random() returns k / 2^53
 

@@ -7,7 +7,7 @@ valid for every eps > 0, or by the classic sigma = D sqrt(2 ln(1.25/delta))/eps 
 "classic"), valid only for eps < 1 and kept for comparison.
 
 Samplers (mechanisms.md, Floating-point safety): "safe" (the default) rounds t to the grid K / J and
-adds exact discrete Gaussian noise N_Z(0, s^2) on the grid (`ldpfed.mechanisms.discrete_gaussian`);
+adds exact discrete Gaussian noise N_Z(0, s^2) on the grid (`ldpfed.samplers.discrete_gaussian`);
 s is calibrated with dp-accounting's DiscreteGaussianPrivacyLoss for the grid sensitivity 2J + 2,
 so that the realized mechanism's delta at eps (`exact_delta`, float decisions included) is <= the
 requested delta. `sigma` is then s / J on the t scale; the variance is that of what is sampled.
@@ -25,7 +25,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.mechanisms.discrete_gaussian import MIN_SAFE_DELTA, DiscreteGaussianSampler
+from ldpfed.samplers.discrete_gaussian import MIN_SAFE_DELTA, DiscreteGaussianSampler
 from ldpfed.validation import LDPValueError
 
 SENSITIVITY = 2.0  # width of [-1, 1]

@@ -1,7 +1,7 @@
 """Hybrid mechanism (Wang et al. 2019): PM with probability alpha, else Duchi (mechanisms.md, Hybrid).
 
 Safe sampler (the default; mechanisms.md, Floating-point safety): for eps > e_star, the discrete
-PM of `ldpfed.mechanisms.grid` and a Duchi on the grid input share ONE integer draw: integer
+PM of `ldpfed.samplers.grid` and a Duchi on the grid input share ONE integer draw: integer
 weights A/B on the PM indices and E0 + E1 (J + 1 +- K) on the two Duchi atoms, all summing to a
 total that does not depend on K. Each part's ratio is <= e^eps in exact integers, so Hybrid is
 exactly eps'-LDP (eps' the larger of the two parts' ln ratios, <= eps). alpha (the PM share) is
@@ -20,8 +20,8 @@ import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.mechanisms.duchi import Duchi
-from ldpfed.mechanisms.grid import window_sampler
 from ldpfed.mechanisms.piecewise import Piecewise
+from ldpfed.samplers.grid import window_sampler
 
 _ROOT_241 = math.sqrt(241.0)
 EPSILON_STAR = math.log(

@@ -2,7 +2,7 @@
 
 Safe sampler (the default; mechanisms.md, Floating-point safety): t rounded to the grid K / J
 (unbiased, constant variance) plus exact discrete Laplace-like noise N / J with integer weights
-(`ldpfed.mechanisms.discrete_laplace`); reports are multiples of 1/J. Exactly eps'-LDP with
+(`ldpfed.samplers.discrete_laplace`); reports are multiples of 1/J. Exactly eps'-LDP with
 eps' <= eps (within 4e-4 relative of eps: L is rounded up); V = J^-2 (1/4 + Var N), a constant that converges to
 8/eps^2. sampler="continuous": t + rng.laplace(0, 2/eps), NOT floating-point safe (measured: 81.5%
 of the reports of t = 0.5 at eps = 1 are floats that t = 0 cannot produce).
@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
 
 SENSITIVITY = 2.0  # width of [-1, 1]
 

@@ -4,7 +4,7 @@ Every quantity is written with w = e^(-eps/2) = 1/z, which lies in [0, 1): nothi
 eps = 5000 (w = 0) degenerates cleanly to t* = t.
 
 Safe sampler (the default; mechanisms.md, Floating-point safety): the discrete PM of
-`ldpfed.mechanisms.grid`. The input is rounded to the grid t = K / J (J = 2^16, unbiased, constant
+`ldpfed.samplers.grid`. The input is rounded to the grid t = K / J (J = 2^16, unbiased, constant
 variance J^-2/4), and the report index is drawn from integer weights: A on the 2 w J + 1 indices of
 the plateau centred on K, B on the other indices of [-I, I], with A/B <= e^eps in exact integer
 arithmetic; the report is index * step, step chosen so that E[t*|t] = t. Guarantee: exactly
@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism, plateau_quantile, uniform_abs_cube_mean
-from ldpfed.mechanisms.grid import window_sampler
+from ldpfed.samplers.grid import window_sampler
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Every constant is written with e^(-eps) so that nothing overflows: at eps = 5000
 to 0 and the report is v with probability ~1 - 1/eps, uniform on [0, 1] otherwise.
 
 Safe sampler (the default; mechanisms.md, Floating-point safety): the discrete SW of
-`ldpfed.mechanisms.grid`, the same construction as Piecewise's: input rounded to K / J (J = 2^16),
+`ldpfed.samplers.grid`, the same construction as Piecewise's: input rounded to K / J (J = 2^16),
 report index drawn with integer weight A on the 4 b_w J + 1 indices of the wave centred on K and B
 elsewhere on [-I, I] (I = J + 1 + 2 b_w J), A/B <= e^eps exactly. "raw" reports index / J (biased:
 E[t*|t] = kappa t with kappa = (A - B) W / T), "debiased" reports index / (kappa J). Guarantee:
@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from ldpfed.mechanisms.base import Mechanism, plateau_quantile, uniform_abs_cube_mean
-from ldpfed.mechanisms.grid import window_sampler
+from ldpfed.samplers.grid import window_sampler
 from ldpfed.validation import LDPValueError
 
 ESTIMATORS = ("raw", "debiased")

@@ -1,4 +1,4 @@
-"""What travels between a client half and a server half, and the local engine's round loop
+"""What travels between a client half and a server half, and the budget bookkeeping of a round
 (spec: federated.md). Flower-free: `clients/` and `server/` convert these to Flower records.
 
 A server half is shaped like a Flower Strategy: `configure_round` (which partitions, what to
@@ -10,7 +10,6 @@ see ldpfed.protocols.diagnostics).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,42 +56,6 @@ def short_reason(reason: str) -> str:
     """The last line of a (Ray) traceback: 'InjectedFailure: injected failure ...'."""
     lines = [line.strip() for line in str(reason).strip().splitlines() if line.strip()]
     return lines[-1][:200] if lines else "error"
-
-
-def local_round(
-    server: ServerHalf,
-    nodes,
-    server_round: int,
-    on_diagnostics: Callable[[int, int, dict], None] | None = None,
-) -> dict:
-    """One round in this process (engine `local`), in the order a Flower Strategy runs it:
-    configure, each node's reply for its sampled clients (`nodes`: a `NodeSet`, see
-    ldpfed.protocols.nodes; a failing client is that client's failure, an exception of a whole node
-    the failure of its clients), aggregate, evaluate. Returns the round's metrics, with
-    `node_builds`: the nodes built to answer this round (as the Flower strategy counts them). A
-    function `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
-    if not hasattr(nodes, "layout"):
-        from ldpfed.protocols.nodes import ClientNodes
-
-        nodes = ClientNodes(nodes)
-    from ldpfed.protocols.nodes import collect_sum
-
-    plan = server.configure_round(server_round)
-    replies, failures, sums, builds_before = {}, {}, {}, nodes.builds
-    for node, partitions in nodes.layout.group(plan.partitions).items():
-        try:
-            answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
-        except Exception as error:  # noqa: BLE001 - a failing node must not abort the round
-            failures.update(dict.fromkeys(partitions, short_reason(f"{type(error).__name__}: {error}")))
-            continue
-        replies.update(answer.replies)
-        failures.update(answer.failures)
-        collect_sum(sums, answer)
-        if on_diagnostics is not None:
-            for pid, values in answer.diagnostics.items():
-                on_diagnostics(server_round, pid, values)
-    metrics = server.aggregate(server_round, replies, failures, **({"sums": sums} if sums else {}))
-    return {**metrics, "node_builds": nodes.builds - builds_before, **server.evaluate(server_round)}
 
 
 def participation(planned: list[int], replies: dict, failures: dict[int, str]) -> dict:

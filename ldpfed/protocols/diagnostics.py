@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldpfed.analysis import predict
+from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_report
 from ldpfed.directional.diagnostics import cosine, leading_energy_share
 
@@ -109,8 +110,6 @@ def frequency_round(outcome, data, cohorts: list[np.ndarray], config) -> dict:
     """Frequency MSE (mean over the one-hot entries) of the chosen aggregator and of the plain mean
     against the frequencies of the users whose clients replied, beside the CLT prediction for those
     users (`ldpfed.analysis.frequency`; report counts averaged over their binomial law)."""
-    from ldpfed.analysis.frequency import predict_frequency
-
     nan = float("nan")
     if outcome is None or not outcome.partitions:
         return {"mse": nan, "mse_plain_mean": nan, "predicted_mse": nan, "predicted_noise": nan}

@@ -3,7 +3,7 @@ collection). `ldpfed compare --task frequency` and `ldpfed simulate --task frequ
 both run these, as the mean task runs `ldpfed.protocols.mean`.
 
 A client holds a cohort of users. In round r every user samples m of her d attributes and reports
-them through the attributes' frequency oracles (`ldpfed.categorical.AttributeOracles`, eps/m each)
+them through the attributes' frequency oracles (`ldpfed.frequency.categorical.AttributeOracles`, eps/m each)
 with the client's secret stream (secret, NOISE, r), chunk by chunk; the client sends only the
 per-entry `ReportSums` of the contributions (post-processing of the reports). The server adds the
 sums, forms f_hat (the mean contribution per one-hot entry), and re-calibrates it with each
@@ -22,13 +22,11 @@ import numpy as np
 import ldpfed.aggregation as aggregation
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
-from ldpfed.aggregation.simplex import NAME as SIMPLEX
-from ldpfed.aggregation.simplex import project_to_simplex
-from ldpfed.categorical import AttributeOracles
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
 from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic_shape
-from ldpfed.deviation import DeviationModel
-from ldpfed.multidim import ReportSums, mean_estimate
+from ldpfed.frequency.categorical import AttributeOracles
+from ldpfed.mechanisms.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
 from ldpfed.protocols.mean import SUMS, cohort, total_sums
@@ -36,19 +34,6 @@ from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
 CHUNK_ENTRIES = 2**20  # users x one-hot entries perturbed per chunk
-
-
-def available_aggregators() -> list[str]:
-    """The mean task's aggregators plus the simplex projection."""
-    return [*aggregation.available(), SIMPLEX]
-
-
-def check_aggregators(names) -> list[str]:
-    resolved = []
-    for name in names:
-        key = str(name).strip().lower()
-        resolved.append(SIMPLEX if key == SIMPLEX else aggregation.get_class(key).name)
-    return list(dict.fromkeys(resolved))
 
 
 def plugin_deviation(sums: ReportSums, oracles: AttributeOracles) -> DeviationModel:
@@ -74,13 +59,7 @@ def estimate_frequencies(
         raise LDPValueError(f"deviation must be 'plug-in' or a DeviationModel, got {deviation!r}")
     results = {}
     for item in aggregators:
-        if item == SIMPLEX:
-            results[SIMPLEX] = Recalibrated(
-                project_to_simplex(f_hat, oracles.categories),
-                {"aggregator": SIMPLEX, "deviation_source": None, "halfwidth": 1.0},
-            )
-        else:
-            results[item.name] = item(f_hat, model, 1.0)
+        results[item.name] = item(f_hat, model, 1.0)
     return f_hat, results
 
 
@@ -152,10 +131,12 @@ class FrequencyServer:
         round_event=None,
         budget=None,
     ) -> None:
-        names = check_aggregators(aggregators)
-        built = aggregation.get_many([n for n in names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference)
-        by_name = {a.name: a for a in built}
-        self.aggregators = [SIMPLEX if n == SIMPLEX else by_name[n] for n in names]
+        self.aggregators = aggregation.get_many(
+            aggregation.check_names(aggregators, "frequency"),
+            alpha=alpha,
+            l2_reference=l2_reference,
+            categories=tuple(oracles.categories),
+        )
         self.oracles, self.clients, self.deviation = oracles, clients, deviation
         self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
         self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None

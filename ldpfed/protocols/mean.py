@@ -4,7 +4,7 @@ collection; recalibration.md). `ldpfed simulate --task mean` and `ldpfed compare
 A client holds a cohort of users (the rows of the data set cut into `clients` contiguous,
 near-equal blocks by partition id). In round r every user of the cohort randomizes her own tuple
 (m of d dimensions, eps/m each) with the client's secret stream (secret, NOISE, r), chunk by chunk
-(`ldpfed.experiment.collect_sums`), and the client sends only the per-dimension `ReportSums`
+(`collect_sums`), and the client sends only the per-dimension `ReportSums`
 (post-processing of the reports). The server adds the sums of the clients that replied, forms
 theta_hat and re-calibrates it with each aggregator. The truth and the CLT prediction are the
 harness's business (ldpfed.protocols.diagnostics), not the server's.
@@ -13,6 +13,7 @@ harness's business (ldpfed.protocols.diagnostics), not the server's.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -20,16 +21,75 @@ import numpy as np
 import ldpfed.aggregation as aggregation
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
+from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_USERS, Tuples, available_synthetic, read_tuples, scale_note
-from ldpfed.deviation import DeviationModel
-from ldpfed.experiment import collect_sums, estimate_once
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import ReportSums, per_value_mechanism
+from ldpfed.mechanisms.multidim import ReportSums, mean_estimate, per_value_mechanism, perturb_tuples, summarize
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
 from ldpfed.protocols.privacy import round_event
-from ldpfed.validation import out_of_domain_policy, parse_domain
+from ldpfed.validation import LDPValueError, out_of_domain_policy, parse_domain
+
+CHUNK_VALUES = 2**20  # values (users x dims) perturbed per chunk: ~8 MB per float64 array
+
+
+def default_chunk_users(dims: int) -> int:
+    """Users per chunk so that a chunk holds about CHUNK_VALUES values."""
+    return max(1, CHUNK_VALUES // dims)
+
+
+def collect_sums(
+    data: np.ndarray,
+    mechanism: Mechanism,
+    report_dims: int,
+    stream: np.random.SeedSequence,
+    *,
+    chunk_users: int | None = None,
+) -> ReportSums:
+    """Users perturb chunk by chunk; returns the collector's summed reports.
+
+    Chunk k (users k*chunk_users ...) draws from `stream.spawn(n_chunks)[k]`. Memory is bounded by
+    one chunk's (mask, reports) and the mechanism's temporaries.
+    """
+    users, dims = data.shape
+    chunk_users = default_chunk_users(dims) if chunk_users is None else chunk_users
+    starts = range(0, users, chunk_users)
+    children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
+    total = ReportSums.zeros(dims)
+    for start, child in zip(starts, children):
+        rng = np.random.default_rng(child)
+        mask, reports = perturb_tuples(data[start : start + chunk_users], mechanism, report_dims, rng)
+        total = total + summarize(mask, reports)
+    return total
+
+
+def estimate_once(
+    sums: ReportSums,
+    mechanism: Mechanism,
+    aggregators: Sequence[aggregation.Aggregator],
+    *,
+    deviation: str | DeviationModel = "plug-in",
+    halfwidth: float = 1.0,
+) -> tuple[np.ndarray, DeviationModel, dict[str, Recalibrated]]:
+    """The collector's side: (theta_hat, deviation model, {aggregator name: re-calibrated result}).
+
+    `deviation` is "plug-in" (built from `sums`) or a ready DeviationModel (e.g. the predictor's,
+    `Prediction.deviation_model()`).
+    """
+    theta_hat = mean_estimate(sums)
+    if isinstance(deviation, DeviationModel):
+        model = deviation
+    elif deviation == "plug-in":
+        model = aggregation.plugin_deviation(sums, mechanism, halfwidth)
+    else:
+        raise LDPValueError(
+            f"deviation must be 'plug-in' or a DeviationModel here, got {deviation!r} "
+            "(build the 'model' one with ldpfed.analysis.predict(...).deviation_model())"
+        )
+    results = {agg.name: agg(theta_hat, model, halfwidth) for agg in aggregators}
+    return theta_hat, model, results
+
 
 SUMS = ("count", "total", "total_sq")
 
@@ -194,7 +254,9 @@ class MeanServer:
         budget=None,
     ) -> None:
         self.mechanism, self.dims, self.clients = mechanism, dims, clients
-        self.aggregators = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
+        self.aggregators = aggregation.get_many(
+            aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
+        )
         self.deviation = deviation
         self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
         self.mechanism_name = mechanism_name

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ldpfed.protocols.base import ClientHalf, ClientReply, short_reason
+from ldpfed.protocols.base import ClientHalf, ClientReply, ServerHalf, short_reason
 
 
 def default_nodes(clients: int, cpus: int = 0) -> int:
@@ -154,3 +154,35 @@ class ClientNodes:
 
     def node(self, index: int) -> ClientsNode:
         return ClientsNode(self.client)
+
+
+def local_round(
+    server: ServerHalf,
+    nodes,
+    server_round: int,
+    on_diagnostics: Callable[[int, int, dict], None] | None = None,
+) -> dict:
+    """One round in this process (engine `local`), in the order a Flower Strategy runs it:
+    configure, each node's reply for its sampled clients (`nodes`: a `NodeSet`, see
+    ldpfed.protocols.nodes; a failing client is that client's failure, an exception of a whole node
+    the failure of its clients), aggregate, evaluate. Returns the round's metrics, with
+    `node_builds`: the nodes built to answer this round (as the Flower strategy counts them). A
+    function `client(pid)` in place of `nodes` makes each client its own node (`ClientNodes`)."""
+    if not hasattr(nodes, "layout"):
+        nodes = ClientNodes(nodes)
+    plan = server.configure_round(server_round)
+    replies, failures, sums, builds_before = {}, {}, {}, nodes.builds
+    for node, partitions in nodes.layout.group(plan.partitions).items():
+        try:
+            answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
+        except Exception as error:  # noqa: BLE001 - a failing node must not abort the round
+            failures.update(dict.fromkeys(partitions, short_reason(f"{type(error).__name__}: {error}")))
+            continue
+        replies.update(answer.replies)
+        failures.update(answer.failures)
+        collect_sum(sums, answer)
+        if on_diagnostics is not None:
+            for pid, values in answer.diagnostics.items():
+                on_diagnostics(server_round, pid, values)
+    metrics = server.aggregate(server_round, replies, failures, **({"sums": sums} if sums else {}))
+    return {**metrics, "node_builds": nodes.builds - builds_before, **server.evaluate(server_round)}

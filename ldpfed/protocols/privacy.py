@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import ldpfed.gradient_noise as gradient_noise
 from ldpfed.accounting import CalibratedDpEvent, legacy_event, not_private
 from ldpfed.config import Config
-
-FAILING_CLAIMS = ("r1smg", "product-noise")  # gradient noises whose published guarantee fails
+from ldpfed.gradient_noise import GUARANTEE_FAILS
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,7 @@ def privacy_status(config: Config) -> PrivacyStatus:
     if not config.noisy:
         sent = "clipped model updates" if config.run.task == "train" else "tuples"
         reasons.append(f"mechanism none: clients send their {sent} without noise")
-    if config.privacy.mechanism in FAILING_CLAIMS:
-        from ldpfed.gradient_noise import GUARANTEE_FAILS
-
+    if gradient_noise.guarantee_fails(config.privacy.mechanism):
         reasons.append(f"mechanism {config.privacy.mechanism}: {GUARANTEE_FAILS} (gradient-noise.md)")
     if config.directional and config.training.magnitude == "exact-unsafe":
         reasons.append(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import ldpfed.aggregation as aggregation
 from ldpfed.accounting import create_accountant
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data import DEFAULT_DIMS, available_synthetic
@@ -304,10 +305,8 @@ def _ldpvec_record(ldpvec, dims: int) -> dict:
 def deviation_used(config: Config) -> str:
     """The deviation model (plug-in | model) the run's aggregator re-calibrates with, or "not used":
     FedAvg and the plain mean ignore it (the only aggregators an LDPVec run allows)."""
-    from ldpfed.aggregation import get_class
-
     aggregator = config.aggregation.aggregator
-    if aggregator == FEDAVG or not get_class(aggregator).uses_deviation:
+    if aggregator == FEDAVG or not aggregation.get_class(aggregator).uses_deviation:
         return "not used"
     return config.aggregation.deviation
 

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 import ldpfed.aggregation as aggregation
+import ldpfed.gradient_noise as gradient_noise
 from ldpfed.accounting import PrivacyLedger, not_private
 from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
+from ldpfed.directional.diagnostics import cosine, leading_energy_share
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.protocols import seeds
@@ -49,6 +51,7 @@ from ldpfed.protocols.base import (
 )
 from ldpfed.protocols.nodes import NodeReply
 from ldpfed.protocols.privacy import privacy_status, round_event
+from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -102,14 +105,12 @@ def _privatizer(
     report_dims: int | None,
     directional: tuple | None = None,
 ):
-    from ldpfed.gradient_noise.calibrate import NAMES
-
     if directional is not None:  # LDPVec (ldpfed.directional): L2 clipping to C, directional noise
         beta, window, magnitude, rotation = directional
         return DirectionalPrivatizer(
             mechanism, epsilon, clip, delta, beta=beta, window=window, magnitude=magnitude, rotation=rotation
         )
-    if mechanism in NAMES:  # L2 clipping to C and a vector noise (ldpfed.gradient_noise)
+    if mechanism in gradient_noise.available():  # L2 clipping to C and a vector noise (ldpfed.gradient_noise)
         return NoisePrivatizer(mechanism, epsilon=epsilon, delta=delta, clip=clip)
     return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
 
@@ -144,8 +145,6 @@ def privatize(
 def check_setup(config: Config, data_seed: int):
     """Load the data, build the model and the privatizer once, so bad options fail early; returns
     one client's round event (for the accounting checks of the preflight)."""
-    from ldpfed.training.parameters import flatten, get_weights
-
     check_device(config)
     model = new_model(config, data_seed)
     return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
@@ -242,7 +241,6 @@ class TrainNode:
         import torch
 
         from ldpfed.training.cohort import batch_plan
-        from ldpfed.training.parameters import unflatten
 
         training = self.config.training
         like = [p.detach().cpu().numpy() for p in self.trainer.model.parameters()]
@@ -271,8 +269,6 @@ class TrainNode:
     ) -> None:
         """The chunk privatized at once, each client with its own noise stream; the replies (or,
         summing, `total` += sum_k n_k u_k) and the diagnostics."""
-        from ldpfed.directional.diagnostics import cosine, leading_energy_share
-
         clip = self.config.update_clip
         updates = np.nan_to_num(updates, nan=0.0, posinf=clip, neginf=-clip)
         clean = self.privatizer.clip_only(updates)
@@ -370,8 +366,6 @@ class TrainServer:
         server_seed: int,
         fedavg: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> None:
-        from ldpfed.training.parameters import flatten, get_weights
-
         self.config, self.server_seed, self.fedavg = config, server_seed, fedavg
         self.data = federated_data(config, data_seed)
         self.model = new_model(config, data_seed, seeds.torch_seed(server_seed, seeds.MODEL_INIT))
@@ -489,7 +483,6 @@ class TrainServer:
 
     def evaluate(self, server_round: int) -> dict:
         from ldpfed.training.local import evaluate
-        from ldpfed.training.parameters import set_weights, unflatten
 
         set_weights(self.model, unflatten(self.weights, self.like))
         loss, accuracy = evaluate(self.model, *self.data.test)

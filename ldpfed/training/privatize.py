@@ -11,7 +11,7 @@ A sound per-coordinate report cannot spend the full eps on each of d coordinates
 d*eps), so the client samples m = `report_dims` of the d coordinates uniformly without
 replacement and perturbs each with eps/m (delta/m for Gaussian); by basic composition the round
 costs (eps, delta). The default m is Wang et al.'s max(1, min(d, floor(eps / 2.5)))
-(`ldpfed.multidim.wang_report_dims`); report_dims = d gives eps/d to every coordinate. The
+(`ldpfed.mechanisms.multidim.wang_report_dims`); report_dims = d gives eps/d to every coordinate. The
 coordinate sample does not depend on the data, so it costs nothing. The server's unbiased
 reconstruction, scaling each reported coordinate by d/m and putting 0 on the others, is done
 here, so `privatize` returns an estimate with E[privatize(u)] = clip(u) for unbiased mechanisms.
@@ -36,12 +36,15 @@ import math
 import numpy as np
 
 import ldpfed.mechanisms as mechanisms
+from ldpfed.accounting import gaussian_mechanism_event
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import per_value_mechanism, sample_report_mask, sample_report_masks, wang_report_dims
+from ldpfed.mechanisms.multidim import per_value_mechanism, sample_report_mask, sample_report_masks, wang_report_dims
 from ldpfed.validation import (
     LDPValueError,
+    canonical_name,
     check_delta,
     check_epsilon,
+    check_generator,
     check_positive,
     check_positive_int,
     check_report_dims,
@@ -59,8 +62,7 @@ def check_row_rngs(rngs, rows: np.ndarray) -> list[np.random.Generator]:
         raise LDPValueError(
             f"give a (clients, d) block and one generator per client, got shape {rows.shape} and {len(rngs)} generators"
         )
-    if not all(isinstance(rng, np.random.Generator) for rng in rngs):
-        raise TypeError("rngs must be numpy.random.Generator objects (e.g. np.random.default_rng(seed))")
+    check_generator(*rngs)
     return rngs
 
 
@@ -80,7 +82,7 @@ class UpdatePrivatizer:
         report_dims: int | None = None,
         **options,
     ) -> None:
-        key = str(mechanism).strip().lower().replace("_", "-")
+        key = canonical_name(mechanism)
         self.mechanism = key
         self.clip = check_positive(clip, "clip")
         self.options = dict(options)
@@ -143,8 +145,7 @@ class UpdatePrivatizer:
 
         `update` is one flat vector (d,) or a batch (clients, d) privatized row by row.
         """
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+        check_generator(rng)
         clipped = self.clip_only(update)
         if not self.private:
             return clipped
@@ -241,8 +242,6 @@ class UpdatePrivatizer:
         else None."""
         if self.mechanism != GAUSSIAN:
             return None
-        from ldpfed.accounting import gaussian_mechanism_event
-
         return gaussian_mechanism_event(self.per_value_mechanism(dims), self.dims_reported(dims))
 
     def ledger_entry(self, dims: int) -> dict:

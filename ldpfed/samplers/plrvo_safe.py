@@ -6,7 +6,7 @@ What is sampled, per coordinate:
   u_j = F^-1(j / M), the lower edge of the j-th equiprobable bin of Gamma(k, theta) (nudged down
   by 1e-9 relative for the float quantile), and u_0 = u_1;
 - the grid step g_j = gamma0 / u_j and integer noise N from the exact discrete Laplace table of
-  `ldpfed.mechanisms.discrete_laplace` (ideal law p(n) ~ 2^(-|n|/L), rate gamma0 = ln2 / L per
+  `ldpfed.samplers.discrete_laplace` (ideal law p(n) ~ 2^(-|n|/L), rate gamma0 = ln2 / L per
   step, i.e. u_j per unit length; the table's integer weights are within a factor e^tau of it);
 - the release g_j (K + N), K = floor(x / g_j + U) (two-point rounding): a fixed output set.
 
@@ -42,8 +42,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import gammaincinv
 
-from ldpfed.gradient_noise.safe_grid import GAUSSIAN_INPUT_BITS, grid_inputs, rounding_slack
-from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.safe_grid import GAUSSIAN_INPUT_BITS, grid_inputs, rounding_slack
 
 ATOM_BITS = 12
 ATOMS = 2**ATOM_BITS

@@ -17,17 +17,18 @@ with such a y_i off that lattice are never produced by the shifted input. A safe
 fl(m_i g_i) for integers m_i whatever the input: the test is the same for both inputs and the
 event cannot fire.
 
-`ldpfed.audit` is imported lazily: the auditor is a separate package that this one does not need.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ldpfed.accounting.plrvo import plrvo_epsilon
+from ldpfed.audit.subject import AuditSubject
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
-from ldpfed.gradient_noise.plrvo import PLRVO, plrvo_epsilon
+from ldpfed.gradient_noise.plrvo import PLRVO
 from ldpfed.gradient_noise.product_noise import ProductNoise
 from ldpfed.gradient_noise.r1smg import R1SMG
 
@@ -95,7 +96,6 @@ def grid_producible(noise: GradientNoise):
 
 def noise_subject(noise: GradientNoise):
     """The AuditSubject of one release of `noise` (see the module docstring)."""
-    from ldpfed.audit.subjects import AuditSubject
 
     (epsilon, delta), shift, log_ratio = _claim_and_shift(noise)
     centres = (np.zeros(noise.dims), np.asarray(shift, dtype=float))

@@ -1,6 +1,6 @@
 """Frequency estimation over k categories (mechanisms.md, Frequency estimation by histogram encoding).
 
-Three frequency oracles, built by name with `frequency_oracle(name, epsilon, k, **options)`:
+Three frequency oracles, built by name with `get(name, epsilon, k, **options)`:
 - "grr": generalized (k-ary) randomized response; the report is one category.
 - "oue": optimized unary encoding (Wang et al., USENIX Security 2017); the report is k bits.
 - "histogram": histogram encoding on any scalar randomizer of `ldpfed.mechanisms`
@@ -11,7 +11,7 @@ Each oracle has `perturb(categories, rng) -> reports` (vectorized over users), `
 `variance(frequencies, n) -> (k,)` (the exact variance of each estimated
 frequency), `log_probability(reports, category)` (to check the guarantee), `epsilon` and
 `guarantee`. `epsilon` is the budget of one categorical report; a user who reports m categorical
-attributes gives each one eps/m, as in `ldpfed.multidim`.
+attributes gives each one eps/m, as in `ldpfed.mechanisms.multidim`.
 
 Floating-point safety (mechanisms.md): every Bernoulli is decided by comparing a 53-bit uniform
 (k / 2^53) with a probability that does not depend on the input, rounded to a multiple of 2^-53
@@ -43,7 +43,8 @@ import numpy as np
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive_int
+from ldpfed.registry import Registry
+from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_generator, check_positive_int
 
 
 def check_categories(categories, k: int, name: str = "categories") -> np.ndarray:
@@ -78,8 +79,7 @@ def dyadic_up(probability: float) -> float:
 
 
 def _check_generator(rng) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+    check_generator(rng)
 
 
 @dataclass(frozen=True)
@@ -236,14 +236,14 @@ class HistogramEncoding(FrequencyOracle):
     Var(f_hat_c) = (f_c V(1) + (1 - f_c) V(-1)) / (4 n (1 + b1)^2).
     """
 
-    entry: Mechanism  # the per-entry randomizer, budget eps/2 (and delta/2); see frequency_oracle
+    entry: Mechanism  # the per-entry randomizer, budget eps/2 (and delta/2); see `get`
 
     name = "histogram"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.entry, Mechanism):
-            raise LDPValueError("histogram encoding needs a scalar mechanism; build it with frequency_oracle")
+            raise LDPValueError("histogram encoding needs a scalar mechanism; build it with ldpfed.frequency.get")
 
     def _sample(self, categories, rng):
         one_hot = np.full((categories.size, self.k), -1.0)
@@ -285,17 +285,21 @@ class HistogramEncoding(FrequencyOracle):
         return {**super().describe(), "delta": self.delta, "entry": self.entry.describe()}
 
 
-ORACLES = ("grr", "oue", "histogram")
+_REGISTRY: Registry[type[FrequencyOracle]] = Registry(
+    "frequency oracle", (GeneralizedRR, OptimizedUnaryEncoding, HistogramEncoding)
+)
+available = _REGISTRY.available
+get_class = _REGISTRY.get_class
 
 
-def frequency_oracle(name: str, epsilon: float, k: int, **options) -> FrequencyOracle:
+def get(name: str, epsilon: float, k: int, **options) -> FrequencyOracle:
     """Build the frequency oracle `name` ("grr", "oue" or "histogram") for k categories.
 
     "histogram" takes `mechanism` (a name from ldpfed.mechanisms.available(), default "laplace"),
     `delta` (total, for approximate mechanisms) and any option of that mechanism.
     """
-    key = str(name).strip().lower()
-    if key == "histogram":
+    cls = get_class(name)
+    if cls is HistogramEncoding:
         epsilon = check_epsilon(epsilon)
         mechanism = options.pop("mechanism", "laplace")
         if not isinstance(mechanism, str):
@@ -306,8 +310,6 @@ def frequency_oracle(name: str, epsilon: float, k: int, **options) -> FrequencyO
         )
         entry = mechanisms.get(mechanism, epsilon / 2, None if delta is None else delta / 2, **options)
         return HistogramEncoding(epsilon, k, entry)
-    if key in ("grr", "oue"):
-        if options:
-            raise LDPValueError(f"{key} takes no options; got {sorted(options)}")
-        return (GeneralizedRR if key == "grr" else OptimizedUnaryEncoding)(epsilon, k)
-    raise LDPValueError(f"unknown frequency oracle {name!r}; available: {', '.join(ORACLES)}")
+    if options:
+        raise LDPValueError(f"{cls.name} takes no options; got {sorted(options)}")
+    return cls(epsilon, k)

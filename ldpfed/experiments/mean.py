@@ -38,17 +38,15 @@ import numpy as np
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.aggregation.base import Recalibrated, check_alpha, check_l2_reference
+from ldpfed.aggregation.base import check_alpha, check_l2_reference
+from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.analysis import ColumnMoments, predict
-from ldpfed.deviation import DEVIATION_SOURCES, DeviationModel
-from ldpfed.mechanisms.base import Mechanism
-from ldpfed.multidim import (
-    ReportSums,
-    mean_estimate,
+from ldpfed.mechanisms.multidim import (
     per_value_mechanism,
-    perturb_tuples,
-    summarize,
 )
+from ldpfed.outputs import options_text
+from ldpfed.protocols import seeds
+from ldpfed.protocols.mean import MeanClient, MeanServer, default_chunk_users
 from ldpfed.validation import (
     LDPValueError,
     check_epsilon,
@@ -60,66 +58,7 @@ from ldpfed.validation import (
 if TYPE_CHECKING:
     import pandas as pd
 
-CHUNK_VALUES = 2**20  # values (users x dims) perturbed per chunk: ~8 MB per float64 array
 DEFAULT_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein")
-
-
-def default_chunk_users(dims: int) -> int:
-    """Users per chunk so that a chunk holds about CHUNK_VALUES values."""
-    return max(1, CHUNK_VALUES // dims)
-
-
-# --- the two halves of one repetition ------------------------------------------------------------
-def collect_sums(
-    data: np.ndarray,
-    mechanism: Mechanism,
-    report_dims: int,
-    stream: np.random.SeedSequence,
-    *,
-    chunk_users: int | None = None,
-) -> ReportSums:
-    """Users perturb chunk by chunk; returns the collector's summed reports.
-
-    Chunk k (users k*chunk_users ...) draws from `stream.spawn(n_chunks)[k]`. Memory is bounded by
-    one chunk's (mask, reports) and the mechanism's temporaries.
-    """
-    users, dims = data.shape
-    chunk_users = default_chunk_users(dims) if chunk_users is None else chunk_users
-    starts = range(0, users, chunk_users)
-    children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
-    total = ReportSums.zeros(dims)
-    for start, child in zip(starts, children):
-        rng = np.random.default_rng(child)
-        mask, reports = perturb_tuples(data[start : start + chunk_users], mechanism, report_dims, rng)
-        total = total + summarize(mask, reports)
-    return total
-
-
-def estimate_once(
-    sums: ReportSums,
-    mechanism: Mechanism,
-    aggregators: Sequence[aggregation.Aggregator],
-    *,
-    deviation: str | DeviationModel = "plug-in",
-    halfwidth: float = 1.0,
-) -> tuple[np.ndarray, DeviationModel, dict[str, Recalibrated]]:
-    """The collector's side: (theta_hat, deviation model, {aggregator name: re-calibrated result}).
-
-    `deviation` is "plug-in" (built from `sums`) or a ready DeviationModel (e.g. the predictor's,
-    `Prediction.deviation_model()`).
-    """
-    theta_hat = mean_estimate(sums)
-    if isinstance(deviation, DeviationModel):
-        model = deviation
-    elif deviation == "plug-in":
-        model = aggregation.plugin_deviation(sums, mechanism, halfwidth)
-    else:
-        raise LDPValueError(
-            f"deviation must be 'plug-in' or a DeviationModel here, got {deviation!r} "
-            "(build the 'model' one with ldpfed.analysis.predict(...).deviation_model())"
-        )
-    results = {agg.name: agg(theta_hat, model, halfwidth) for agg in aggregators}
-    return theta_hat, model, results
 
 
 # --- the experiment ------------------------------------------------------------------------------
@@ -140,10 +79,6 @@ class MechanismChoice:
         if self.options.get("sampler", default) != "safe":
             label += " (NOT floating-point safe)"
         return label
-
-
-def options_text(options: dict) -> str:
-    return ",".join(f"{key}={value}" for key, value in sorted(options.items()))
 
 
 @dataclass(frozen=True)
@@ -210,7 +145,9 @@ def run_mean_experiment(
         raise LDPValueError(f"deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
     alpha = check_alpha(alpha)
     check_l2_reference(l2_reference)
-    aggregator_objects = aggregation.get_many(aggregators, alpha=alpha, l2_reference=l2_reference)
+    aggregator_objects = aggregation.get_many(
+        aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
+    )
     resolved_chunk = default_chunk_users(dims) if chunk_users is None else chunk_users
     moments = validated_column_moments(table, resolved_chunk)
     theta_bar = moments.mean
@@ -223,9 +160,6 @@ def run_mean_experiment(
         for epsilon in eps_list:
             mechanism = per_value_mechanism(choice.name, epsilon, report_dims, choice_delta, **choice.options)
             configurations.append((choice, epsilon, choice_delta, mechanism))
-
-    from ldpfed.protocols import seeds
-    from ldpfed.protocols.mean import MeanClient, MeanServer
 
     secret = seeds.client_secrets(seed, 1)[0]
     run_rows, predicted = [], {}

@@ -30,10 +30,10 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from ldpfed.mechanisms.grid import rounding_weights
-from ldpfed.mechanisms.grid_noise import Q_BITS as _Q_BITS
-from ldpfed.mechanisms.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
-from ldpfed.mechanisms.words import draw_words, kernel, redraw_at_or_above
+from ldpfed.samplers.grid import rounding_weights
+from ldpfed.samplers.grid_noise import Q_BITS as _Q_BITS
+from ldpfed.samplers.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
+from ldpfed.samplers.words import draw_words, kernel, redraw_at_or_above
 
 # raw word: bits 0-7 trailing ones (Q); bit 8: sign; bits 9-63: alias column and threshold
 _TABLE_BITS = 64 - _Q_BITS - 1

@@ -45,9 +45,9 @@ from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
-from ldpfed.mechanisms.grid import rounding_weights
-from ldpfed.mechanisms.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
-from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked
+from ldpfed.samplers.grid import rounding_weights
+from ldpfed.samplers.grid_noise import GridNoiseSampler, add_noise, geometric_half, round_block
+from ldpfed.samplers.words import UNIT, compiled, draw_words, handles, kernel, locked
 
 _LN2 = math.log(2.0)
 _RHO = 2.0**-36  # relative error bound of the float acceptance probability (module docstring)

@@ -1,5 +1,5 @@
 """In-process frequency-estimation experiments (the frequency analogue of
-`ldpfed.experiment`): mechanisms x budgets x aggregators, measured beside the predicted MSE.
+`ldpfed.experiments.mean`): mechanisms x budgets x aggregators, measured beside the predicted MSE.
 
 Repetition r of a configuration is round r+1 of the same client and server halves as
 `ldpfed simulate --task frequency` (`ldpfed.protocols.frequency`), one client holding every user,
@@ -25,16 +25,16 @@ import pandas as pd
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.aggregation.simplex import NAME as SIMPLEX
+from ldpfed.aggregation.deviation import DEVIATION_SOURCES
+from ldpfed.aggregation.simplex import SimplexProjection
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
-from ldpfed.categorical import AttributeOracles
 from ldpfed.data.categorical import CategoricalData
-from ldpfed.deviation import DEVIATION_SOURCES
+from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.protocols import seeds
-from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer, check_aggregators
+from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
-DEFAULT_FREQUENCY_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein", SIMPLEX)
+DEFAULT_FREQUENCY_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein", SimplexProjection.name)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def run_frequency_experiment(
         raise LDPValueError(f"deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
     alpha = check_alpha(alpha)
     check_l2_reference(l2_reference)
-    aggregator_names = check_aggregators(aggregators)
+    aggregator_names = aggregation.check_names(aggregators, "frequency")
     if chunk_users is not None:
         chunk_users = check_positive_int(chunk_users, "chunk_users")
     configurations = build_oracles(names, eps_list, data.categories, m, delta, options or {})
@@ -114,7 +114,7 @@ def run_frequency_experiment(
     elementwise = {
         a.name: a
         for a in aggregation.get_many(
-            [n for n in aggregator_names if n != SIMPLEX], alpha=alpha, l2_reference=l2_reference
+            [n for n in aggregator_names if n != SimplexProjection.name], alpha=alpha, l2_reference=l2_reference
         )
     }
 
@@ -127,7 +127,7 @@ def run_frequency_experiment(
                 prediction.mse
                 if name == "mean"
                 else math.nan
-                if name == SIMPLEX
+                if name == SimplexProjection.name
                 else recalibrated_mse(elementwise[name], truth, model)
             )
         client = FrequencyClient(data.codes, oracles, secret, chunk_users=chunk_users)

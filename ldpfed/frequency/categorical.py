@@ -8,7 +8,7 @@ eps/(2m) per one-hot entry). The guarantee is eps per user by basic composition.
 
 The collector sees, per (attribute, category) entry e, the users' unbiased contributions c_ie (the
 oracle's `contributions`: an unbiased estimate of the one-hot bit), and keeps only their
-per-entry counts, sums and sums of squares (`ldpfed.multidim.ReportSums` over the D = sum k_j
+per-entry counts, sums and sums of squares (`ldpfed.mechanisms.multidim.ReportSums` over the D = sum k_j
 entries). So the frequency task is a D-dimensional mean estimation of one-hot entries in [0, 1]:
 f_hat_e = mean of the r_j contributions of the users who reported attribute j (0 when r_j = 0),
 and the CLT predictor and the re-calibrating aggregators apply per entry.
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import ldpfed.frequency.oracles as frequency_oracles
 import ldpfed.mechanisms as mechanisms
-from ldpfed.frequency import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding, frequency_oracle
-from ldpfed.multidim import ReportSums, sample_report_mask
+from ldpfed.frequency.oracles import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding
+from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
 from ldpfed.validation import LDPValueError, check_epsilon, check_report_dims
 
 COUNTING_ORACLES = ("grr", "oue")
@@ -76,7 +77,7 @@ class AttributeOracles:
                 options["delta"] = delta / m
         elif delta is not None:
             raise LDPValueError(f"--delta applies to approximate mechanisms, not to {kind}")
-        oracles = tuple(frequency_oracle(kind, epsilon / m, k, **dict(options)) for k in counts)
+        oracles = tuple(frequency_oracles.get(kind, epsilon / m, k, **dict(options)) for k in counts)
         label = kind if kind != "histogram" else options["mechanism"]
         return cls(label, epsilon, m, oracles)
 
@@ -145,7 +146,7 @@ class AttributeOracles:
             report = np.where(keep, codes, other)
             supports = self.one_hot(report)
             out[entry_mask] = ((supports - q[self.attribute_of_entry]) / (p - q)[self.attribute_of_entry])[entry_mask]
-        else:  # pragma: no cover - frequency_oracle builds only the three kinds
+        else:  # pragma: no cover - frequency_oracles.get builds only the three kinds
             raise LDPValueError(f"unsupported oracle {first!r}")
         return out
 

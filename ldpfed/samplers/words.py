@@ -149,7 +149,7 @@ def _swap_in_dispatchers() -> bool:
 
 
 def _call_next(function, state):  # replaced by the intrinsic in `compiled`
-    raise RuntimeError("call ldpfed.mechanisms.words.compiled() before a kernel")
+    raise RuntimeError("call ldpfed.samplers.words.compiled() before a kernel")
 
 
 _pcg64_step = _word_at = _set_word_at = _call_next  # likewise

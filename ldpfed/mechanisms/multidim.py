@@ -24,6 +24,7 @@ from ldpfed.validation import (
     OutOfDomain,
     check_delta,
     check_epsilon,
+    check_generator,
     check_positive_int,
     check_report_dims,
     check_values,
@@ -62,8 +63,7 @@ def sample_report_mask(users: int, dims: int, report_dims: int, rng: np.random.G
     users = check_positive_int(users, "users")
     dims = check_positive_int(dims, "dims")
     m = check_report_dims(report_dims, dims)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+    check_generator(rng)
     if m == dims:
         return np.ones((users, dims), dtype=bool)
     return _mask_of_smallest(rng.random((users, dims)), m)

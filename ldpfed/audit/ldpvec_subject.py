@@ -18,13 +18,14 @@ continuous sampler releases y = fl(t + fl(sd n)): from t = 0 any float, from t =
 produced by x' and the event fires (Mironov 2012). The safe sampler releases fl(fl(m g) / half)
 for integers m whatever the input: the same test for both inputs, the event cannot fire.
 
-`ldpfed.audit` is imported lazily: the auditor is a separate package that this one does not need.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ldpfed.audit.gradient_noise_subject import continuous_producible
+from ldpfed.audit.subject import AuditSubject
 from ldpfed.directional.ldpvec import LDPVec
 from ldpfed.directional.neighbours import polar_log_ratio, polar_release, worst_case_neighbours
 from ldpfed.validation import LDPValueError, check_positive_int
@@ -46,7 +47,6 @@ def ldpvec_subject(
 ):
     """The AuditSubject of LDPVec(base, epsilon, delta) with clip 1 in `dims` dimensions; the claim
     audited is (epsilon, delta) per update, also for exact-unsafe (which claims it wrongly)."""
-    from ldpfed.audit.subjects import AuditSubject
 
     dims = check_positive_int(dims, "dims", minimum=2)
     if release not in RELEASES:
@@ -119,7 +119,6 @@ def ldpvec_subject(
 
 def _offsets_producible(vec: LDPVec, dims: int, centres):
     """producible(y, which) for the gaussian angle offsets (module docstring): exact for both samplers."""
-    from ldpfed.gradient_noise.audit_subject import continuous_producible
 
     randomizer = vec._randomizers(dims)[2]
     if randomizer.sampler == "safe":

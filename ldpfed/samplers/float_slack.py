@@ -2,7 +2,7 @@
 Accounting across rounds; mechanisms.md, Floating-point safety).
 
 An event's RDP or PLD curve describes an IDEAL law, e.g. the exact discrete Gaussian. The safe
-samplers draw it up to a float error bounded per draw (ldpfed.gradient_noise.safe_grid,
+samplers draw it up to a float error bounded per draw (ldpfed.samplers.safe_grid,
 `gaussian_sampler_slack`): over one release, every set S of outputs has
 
     P_real(S) <= e^over P_ideal(S) + mass,     P_ideal(S) <= e^under P_real(S),
@@ -76,7 +76,7 @@ class FloatSlack:
 NONE = FloatSlack()
 SLACK_RULE = (
     "eps_ideal(target e^-over - mass) + over + under: basic composition of the samplers' per-draw float "
-    "slack over the accounted releases (hybrid argument; ldpfed.accounting.float_slack)"
+    "slack over the accounted releases (hybrid argument; ldpfed.samplers.float_slack)"
 )
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.validation import LDPValueError, check_values
+from ldpfed.validation import LDPValueError, check_generator, check_values
 
 
 @dataclass(frozen=True)
@@ -157,8 +157,7 @@ def perturb_personalized(
     **options,
 ) -> np.ndarray:
     """Each user's report on the data scale, perturbed within her region at her budget."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed))")
+    check_generator(rng)
     x = _check_user_values(values)
     groups, labels = group_users(budgets, regions_low, regions_high, mechanism, delta=delta, users=x.size, **options)
     low = np.array([group.low for group in groups])[labels]

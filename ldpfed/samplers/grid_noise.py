@@ -6,7 +6,7 @@ A sampler provides `grid_steps` (J), `noise(size, rng)`, `noise_log_mass(n)` and
 (E[N^2]); the statistics that follow from them alone live here: unbiased, V = (1/4 + E[N^2]) / J^2
 (K and N independent), and log P(report = y | t) as a mixture over the rounding of t. Both noises
 draw block counts Q ~ Geometric(1/2) (P(Q = q) = 2^-(q+1)) exactly, as trailing one-bits of raw
-random words (`geometric_half`). Sampling runs in compiled kernels (ldpfed.mechanisms.words) that
+random words (`geometric_half`). Sampling runs in compiled kernels (ldpfed.samplers.words) that
 draw the words in the order of the former numpy code: the same reports for the same Generator.
 """
 
@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from ldpfed.mechanisms.grid import rounding_weights, tpdf_round
-from ldpfed.mechanisms.words import compiled, draw_words, handles, kernel, locked, next_word
+from ldpfed.samplers.grid import rounding_weights, tpdf_round
+from ldpfed.samplers.words import compiled, draw_words, handles, kernel, locked, next_word
 
 Q_BITS = 8  # raw word bits 0-7 count Q through a 256-entry table
 _TRAILING_ONES = np.array([(~i & (i + 1)).bit_length() - 1 for i in range(256)], dtype=np.int64)

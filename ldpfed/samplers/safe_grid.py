@@ -12,7 +12,7 @@ of possible outputs does not depend on the input (the floating-point event of au
 fire), and the privacy argument is about integer laws only:
 
 - Laplace (pure DP). N has adjacent log-ratios |log p(n+1)/p(n)| <= gamma (the discrete Laplace
-  table of `ldpfed.mechanisms.discrete_laplace`, gamma = ln 2 / L up to its integer weights). For
+  table of `ldpfed.samplers.discrete_laplace`, gamma = ln 2 / L up to its integer weights). For
   an output o, log P(o | x) = log((1 - f) p(o - a) + f p(o - a - 1)) lies between phi(x) and
   phi(x) + gamma^2/8, phi being the linear interpolation of log p(o - k) between the integers
   (Jensen below, Hoeffding's lemma above), and phi is gamma-Lipschitz. Hence per coordinate
@@ -32,10 +32,10 @@ fire), and the privacy argument is about integer laws only:
 Float slack. x / g is a float division and x / g + U a float sum: with |x / g| < 2^bits they
 move the rounding probability by at most 2^(bits - 52) (< 2^-10 at bits = 40, 2^-22 at 30), which
 the bounds above include (`rounding_slack`). The discrete Gaussian's accept/reject decision has a
-relative float error rho = 2^-36 (ldpfed.mechanisms.discrete_gaussian), charged per coordinate as
+relative float error rho = 2^-36 (ldpfed.samplers.discrete_gaussian), charged per coordinate as
 an eps and delta slack (`gaussian_float_slack`) before the calibration to an (eps, delta), and
 carried by every release's event (`gaussian_sampler_slack`), so that the rdp accountant composes
-it into its result whatever the releases (ldpfed.accounting.float_slack).
+it into its result whatever the releases (ldpfed.samplers.float_slack).
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from ldpfed.accounting.float_slack import FloatSlack
-from ldpfed.mechanisms.discrete_gaussian import _RHO, _log_gaussian_tail, _Proposal
-from ldpfed.mechanisms.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.discrete_gaussian import _RHO, _log_gaussian_tail, _Proposal
+from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
+from ldpfed.samplers.float_slack import FloatSlack
 from ldpfed.validation import LDPValueError
 
 SAFE = "safe"
 CONTINUOUS_NAME = "continuous"
 SAMPLERS = (SAFE, CONTINUOUS_NAME)
 SAFE_DESCRIPTION = "safe (per-coordinate grid, exact integer noise; floating-point safe)"
-# The discrete Laplace table with J = 2^24 grid steps and L = 4096 (ldpfed.mechanisms.discrete_laplace):
+# The discrete Laplace table with J = 2^24 grid steps and L = 4096 (ldpfed.samplers.discrete_laplace):
 # gamma = ln2 / 4096 ~ 1.7e-4 per step, i.e. ~8,400 steps per Laplace scale.
 LAPLACE_TABLE_BUDGET = math.log(2.0) * (2 * 2**24 + 2) / 4096
 LAPLACE_INPUT_BITS = 30  # |x / g| < 2^30 for the Laplace grid (|x| < 1.8e5 b: never reached after clipping)
@@ -127,7 +127,7 @@ def gaussian_integers(sigma: float, shape: tuple[int, int], rng: np.random.Gener
 
 def _sampler_error(sigma: float, shift: float) -> tuple[float, float, float]:
     """(r1, r2, e) of the discrete Gaussian sampler at sigma: each realized mass lies in
-    [p / r1, r2 p + e(n)] (ldpfed.mechanisms.discrete_gaussian), e summed over n, plus the tail
+    [p / r1, r2 p + e(n)] (ldpfed.samplers.discrete_gaussian), e summed over n, plus the tail
     beyond the underflow (|n| >= its start - `shift`), where p / r1 may fail."""
     proposal = _Proposal.for_sigma(sigma)
     r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)
@@ -139,7 +139,7 @@ def _sampler_error(sigma: float, shift: float) -> tuple[float, float, float]:
 
 def gaussian_float_slack(sigma: float, dims: int, shift: float, delta: float) -> tuple[float, float]:
     """(eps, delta) added by the float accept/reject decision over `dims` coordinates: each
-    realized mass lies in [p / r1, r2 p + e(n)] (ldpfed.mechanisms.discrete_gaussian), so a release
+    realized mass lies in [p / r1, r2 p + e(n)] (ldpfed.samplers.discrete_gaussian), so a release
     that is (eps, delta)-DP for the exact law is (eps + d ln(r1 r2), r2^d delta + d e_total + tails)
     for the realized one (hybrid argument over the coordinates). Returned: (d ln(r1 r2),
     (r2^d - 1) delta + 1.01 d e_total), e_total including the underflow tail beyond `shift`."""
@@ -149,7 +149,7 @@ def gaussian_float_slack(sigma: float, dims: int, shift: float, delta: float) ->
 
 
 def gaussian_sampler_slack(sigma: float, dims: int, shift: float, truncation: int | None = None) -> FloatSlack:
-    """The release's float slack over `dims` draws for the accountants (ldpfed.accounting.float_slack):
+    """The release's float slack over `dims` draws for the accountants (ldpfed.samplers.float_slack):
     over = d ln r2, under = d ln r1, mass = d e_total (the terms of `gaussian_float_slack`, the factor
     r2^d left to the composition). `truncation`: the ideal law is the discrete Gaussian truncated to
     [-T, T] (dp-accounting's PLD): its tail tau moves mass <= tau out and the rest up by 1/(1 - tau)."""

@@ -40,7 +40,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from ldpfed.mechanisms.words import UNIT, compiled, draw_words, handles, kernel, locked, next_word, redraw_at_or_above
+from ldpfed.samplers.words import UNIT, compiled, draw_words, handles, kernel, locked, next_word, redraw_at_or_above
 
 GRID_BITS = 16  # J = 2^16 input steps per unit: rounding variance J^-2/4 ~ 6e-11
 _TOTAL_BITS = 53  # integer weights sum to at most 2^53 (one 53-bit uniform per value)
