@@ -40,7 +40,7 @@ from ldpfed.validation import LDPValueError
 
 MANIFEST = ".ldpfed-run.json"
 # Files that ldpfed's commands write into an --out directory (predict, compare, compare --task train,
-# simulate): a directory holding any of them holds results of an earlier run.
+# simulate, plan): a directory holding any of them holds results of an earlier run.
 RESULT_FILES = frozenset(
     {
         MANIFEST,
@@ -62,6 +62,10 @@ RESULT_FILES = frozenset(
         "prediction.json",
         "per_dimension.csv",
         "per_category.csv",
+        "plan.csv",
+        "plan.json",
+        "mse_vs_rounds.csv",
+        "mse_vs_rounds.png",
     }
 )
 EXIT_INTERRUPTED = 130

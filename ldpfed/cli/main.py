@@ -77,6 +77,6 @@ def _register_plugins() -> None:
 
 
 # Each sub-command module registers itself on `app` when imported.
-from ldpfed.cli import account, audit, calibrate, compare, mechanisms, predict  # noqa: E402,F401
+from ldpfed.cli import account, audit, calibrate, compare, mechanisms, plan, predict  # noqa: E402,F401
 
 _register_plugins()
