@@ -109,6 +109,9 @@ class PrivacyConfig:
     max_epsilon: float = 0.0  # per-client budget over the run (0 = none): a client stops before exceeding it
     max_delta: float = 0.0  # the budget's delta (0 = 1e-5, the delta every figure is reported at); needs max-epsilon
     accountant: str = "basic"  # the run's accountant (epsilon spent, max-epsilon): basic | advanced | rdp | pld
+    # EPS[,DELTA]: a client's total over the run ("" = none); `ldpfed simulate` turns it into the per-round
+    # epsilon (and delta) and the max-epsilon budget of `ldpfed plan` (ldpfed.planning.run)
+    budget: str = ""
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,8 @@ class Config:
             if not self.noisy:
                 raise LDPValueError("max-epsilon needs a private mechanism, not none")
             self.budget  # noqa: B018 (checks the numbers; the round's cost is checked in preflight)
+        if privacy.budget and run.task != "mean":
+            raise LDPValueError(f"budget (a total to plan the rounds from) applies to --task mean, not {run.task}")
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":
@@ -527,6 +532,6 @@ def to_toml(config: Config) -> str:
     nested = config.to_nested()
     nested["output"].pop("overwrite")
     if not config.noisy:
-        for key in ("epsilon", "delta", "report-dims", "max-epsilon", "max-delta", "accountant"):
+        for key in ("epsilon", "delta", "report-dims", "max-epsilon", "max-delta", "accountant", "budget"):
             nested["privacy"].pop(key)
     return tomli_w.dumps(nested)

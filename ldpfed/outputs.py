@@ -160,7 +160,7 @@ __all__ = ["dumps", "jsonable", "save_figure", "write_content", "write_json", "w
 
 MANIFEST = ".ldpfed-run.json"
 # Files that ldpfed's commands write into an --out directory (predict, compare, compare --task train,
-# simulate): a directory holding any of them holds results of an earlier run.
+# simulate, plan): a directory holding any of them holds results of an earlier run.
 RESULT_FILES = frozenset(
     {
         MANIFEST,
@@ -182,6 +182,10 @@ RESULT_FILES = frozenset(
         "prediction.json",
         "per_dimension.csv",
         "per_category.csv",
+        "plan.csv",
+        "plan.json",
+        "mse_vs_rounds.csv",
+        "mse_vs_rounds.png",
     }
 )
 EXIT_INTERRUPTED = 130

@@ -19,12 +19,14 @@ from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
     OUTPUTS_EPILOG,
+    console,
     error_console,
     handle_errors,
     print_json,
 )
 from ldpfed.config import OPTIONS, option_default, resolve
 from ldpfed.outputs import named_path
+from ldpfed.planning.run import plan_report, planned_config
 from ldpfed.protocols import seeds
 from ldpfed.validation import LDPValueError
 
@@ -84,6 +86,21 @@ def _shown(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def _print_plan(plan: dict) -> None:
+    delta = f", delta {plan['delta_per_round']:.3g}" if plan["delta_per_round"] else ""
+    total = f"{plan['total_epsilon']:g}" + (f", delta {plan['total_delta']:g}" if plan["total_delta"] else "")
+    console.print(
+        f"plan: total ({total}) over {plan['rounds']} rounds by {plan['accountant']}: "
+        f"eps {plan['epsilon_per_round']:.6g}{delta} per round; "
+        f"measured MSE per round {plan['measured_mse_round']:.4g} (mean over the rounds) vs "
+        f"predicted {plan['predicted_mse_round']:.4g}; largest eps spent by a client "
+        f"{plan['epsilon_spent_max_per_client']:.6g}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _check_task_flags(task: str, flags: dict) -> None:
@@ -222,6 +239,11 @@ def simulate(
     accountant: str | None = typer.Option(
         None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."
     ),
+    budget: str | None = typer.Option(
+        None,
+        help="mean: EPS[,DELTA], a client's total over the run: the per-round epsilon (and delta) and the "
+        "max-epsilon budget come from `ldpfed plan`'s calibration under --accountant over --rounds.",
+    ),
     # [aggregation]
     aggregator: str | None = typer.Option(
         None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
@@ -296,6 +318,7 @@ def simulate(
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
     _check_task_flags(config.run.task, flags)
+    config, round_budget = planned_config(config, flags)  # --budget: the plan's per-round settings
     root = None if noise_seed is None else seeds.parse_noise_seed(noise_seed)
     if root is not None and config.run.fresh_noise:
         raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")
@@ -322,10 +345,14 @@ def simulate(
         # garbage collections of its heap (torch, Ray, Flower), seconds on a loaded machine
         gc.freeze()
         raise typer.Exit(code=stop.exit_code) from None  # 130 SIGINT, 143 SIGTERM
+    if round_budget is not None:
+        summary["plan"] = plan_report(round_budget, summary)
     if json_output:
         print_json(summary)
     else:
         progress.print_summary(summary)
+        if round_budget is not None:
+            _print_plan(summary["plan"])
     if summary["clients_replied_total"] == 0:
         error_console.print(
             f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",

@@ -27,6 +27,7 @@ VALID = {
     "calibrate": ["--mechanism", "inid-gaussian", "--epsilon", "1", "--delta", "1e-5", "--dims", "10"],
     "mechanisms": [],
     "predict": ["--mechanism", "laplace", "--epsilon", "1", "--users", "100", "--dims", "3"],
+    "plan": ["--budget", "4", "--rounds", "10", "--mechanism", "laplace", "--users", "100", "--dims", "3"],
     "compare": ["--mechanism", "laplace", "--epsilons", "1", "--users", "200", "--dims", "3", "--repeats", "1"],
     "simulate": ["--engine", "local", "--clients", "2", "--rounds", "1", "--users", "200", "--dims", "3"],
 }

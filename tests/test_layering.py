@@ -44,7 +44,7 @@ FLOORS = (
     ("analysis",),
     ("audit", "config"),
     ("protocols",),
-    ("experiments",),
+    ("experiments", "planning"),
     ("cli",),
 )
 HEAVY = {"torch", "matplotlib", "numba"}

@@ -18,7 +18,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from ldpfed.cli import account, audit, calibrate, compare, mechanisms, predict
+from ldpfed.cli import account, audit, calibrate, compare, mechanisms, plan, predict
 from ldpfed.cli.common import error_console
 
 
@@ -74,7 +74,7 @@ def _root(
 def _register_commands() -> None:
     """Every command module has `register(app)`; so has each `ldpfed.commands` entry point (the
     commands that need Flower, which the core library never imports)."""
-    for module in (account, audit, calibrate, compare, mechanisms, predict):
+    for module in (account, audit, calibrate, compare, mechanisms, plan, predict):
         module.register(app)
     for entry_point in entry_points(group="ldpfed.commands"):
         entry_point.load()(app)

@@ -1,0 +1,178 @@
+"""`ldpfed plan`: from a client's total privacy budget over a study, the per-round settings with the
+smallest predicted error, and its alternatives (ldpfed.planning)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ldpfed.cli.common import (
+    HEADER_HELP,
+    OUT_OF_DOMAIN_HELP,
+    OUTPUTS_EPILOG,
+    console,
+    handle_errors,
+    out_of_domain_policy,
+    parse_domain,
+    parse_list,
+    print_json,
+)
+from ldpfed.cli.predict import _load_data as load_data
+from ldpfed.outputs import OutputDir
+from ldpfed.planning import TotalBudget, rounds_taken
+from ldpfed.planning.plan import candidate_report_dims, curve_figure, make_plan, mse_against_rounds
+from ldpfed.validation import LDPValueError, check_positive_int
+
+PLAN_TASKS = ("mean",)  # the tasks a plan predicts the error of
+SHOWN_ROWS = 15
+PLAN_FILES = ("plan.csv", "plan.json", "mse_vs_rounds.csv", "mse_vs_rounds.png")
+
+
+@handle_errors
+def plan_command(
+    task: str = typer.Option("mean", "--task", help="mean (tuples in [-1, 1])."),
+    budget: str = typer.Option(
+        ..., "--budget", help="EPS[,DELTA]: a client's total budget over the whole study (delta 0 or absent: pure)."
+    ),
+    rounds: int = typer.Option(..., "--rounds", "-T", help="Collection rounds T of the study."),
+    participation: float = typer.Option(
+        1.0,
+        "--participation",
+        help="Fraction q of the clients that report in a round (the error is predicted for q n users; the "
+        "guarantee still assumes a client takes part in every round: no amplification under local DP).",
+    ),
+    rounds_cap: int = typer.Option(
+        None, "--rounds-cap", help="The federation's cap on the rounds one client takes part in (default: every round)."
+    ),
+    mechanism: str = typer.Option(
+        None, "--mechanism", "-m", help="Randomizers to consider, comma-separated (default: all; gaussian needs DELTA)."
+    ),
+    report_dims: str = typer.Option(
+        None, "--report-dims", "-k", help="Dimensions each user reports, m, or auto (1, 2, 4, ... and d). Default d."
+    ),
+    accountant: str = typer.Option("pld", "--accountant", help="basic | advanced | rdp | pld (default: pld)."),
+    data: str = typer.Option(
+        None,
+        "--data",
+        help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments "
+        "(default: the default data set, gaussian 10,000 users x 10 dims).",
+    ),
+    users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
+    dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
+    domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
+    header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
+    out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
+    seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        help="Directory for plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png; checked first.",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
+    if task not in PLAN_TASKS:
+        raise LDPValueError(f"--task must be one of {PLAN_TASKS} (plans predict the mean task's error), got {task!r}")
+    total = TotalBudget.parse(budget)
+    rounds_taken(rounds, rounds_cap)  # T >= 1 and the cap, before any work
+    low_high = parse_domain(domain)
+    out_of_domain_policy(out_of_domain)
+    check_positive_int(seed, "--seed", minimum=0)
+    names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
+    if data is None and (users is None) != (dims is None):
+        raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
+    if data is None and users is not None:
+        data = "gaussian"
+    with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
+        moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
+        candidate_report_dims(moments.dims, report_dims)
+        plan = make_plan(
+            moments,
+            total,
+            rounds,
+            mechanisms=names,
+            report_dims=report_dims,
+            accountant=accountant,
+            participation=participation,
+            cap=rounds_cap,
+            data=source,
+        )
+        summary = plan.summary()
+        summary["simulate"] = simulate_command(plan)
+        files = {}
+        if destination.enabled:
+            best_m = {}
+            for row in plan.rows:  # each mechanism's best m
+                best_m.setdefault(row.budget.mechanism, row.report_dims)
+            curve = mse_against_rounds(moments, total, list(best_m), best_m)
+            files = {
+                "plan.csv": plan.frame(),
+                "plan.json": summary,
+                "mse_vs_rounds.csv": curve,
+                "mse_vs_rounds.png": curve_figure(curve, total, rounds),
+            }
+        written = destination.write(files) if files else []
+    if as_json:
+        print_json(summary)
+        return
+    _print_plan(plan, summary)
+    if written:
+        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+
+
+def simulate_command(plan) -> str:
+    """The `ldpfed simulate` line that runs the recommended row."""
+    best = plan.best
+    return (
+        f"ldpfed simulate --task mean --mechanism {best.budget.mechanism} --report-dims {best.report_dims} "
+        f"--budget {plan.total.text()} --rounds {plan.rounds} --accountant {plan.accountant}"
+    )
+
+
+def _print_plan(plan, summary: dict) -> None:
+    total = plan.total
+    delta = f", delta {total.delta:g}" if total.delta else ""
+    table = Table(
+        title=f"Plan: total eps {total.epsilon:g}{delta} per client over T = {plan.rounds} rounds "
+        f"({plan.accountant}); {plan.users:,} users, d = {plan.dims}; data: {plan.data}"
+    )
+    columns = [
+        ("", lambda r: "*" if r is plan.best else ""),
+        ("mechanism", lambda r: r.budget.mechanism),
+        ("m", lambda r: str(r.report_dims)),
+        ("eps/round", lambda r: f"{r.budget.epsilon:.6g}"),
+        ("basic", lambda r: _eps(r, "basic")),
+        ("advanced", lambda r: _eps(r, "advanced")),
+        ("pld", lambda r: _eps(r, "pld")),
+        ("MSE round (mean)", lambda r: f"{r.mse_round_mean:.4g}"),
+        ("MSE round (hdr4me)", lambda r: f"{r.mse_round_aggregators.get('hdr4me', float('nan')):.4g}"),
+        ("MSE final (avg of T)", lambda r: f"{r.mse_final:.4g}"),
+        ("MSE one collection", lambda r: f"{r.mse_one_collection:.4g}"),
+        ("valid", lambda r: "yes" if r.warning is None else "no"),
+    ]
+    for label, _ in columns:
+        table.add_column(label, justify="left" if label in ("", "mechanism") else "right")
+    for row in plan.rows[:SHOWN_ROWS]:
+        table.add_row(*(cell(row) for _, cell in columns))
+    console.print(table)
+    if len(plan.rows) > SHOWN_ROWS:
+        console.print(f"({len(plan.rows) - SHOWN_ROWS} more rows in --json / --out plan.csv)", highlight=False)
+    console.print(f"Total eps columns: the same rounds under each accountant. Guarantee: {plan.guarantee()}.")
+    console.print(f"Calibration: {summary['calibration']['method']}; {summary['calibration']['tolerance']}.")
+    for excluded in plan.excluded:
+        console.print(f"left out: {excluded['mechanism']} m={excluded['report_dims']}: {excluded['reason']}")
+    console.print(f"Run it: {summary['simulate']}", highlight=False, soft_wrap=True)
+
+
+def _eps(row, accountant: str) -> str:
+    spent = row.budget.spent.get(accountant)
+    return "-" if spent is None else f"{spent.epsilon:.4g}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan", epilog=OUTPUTS_EPILOG)(plan_command)

@@ -1,0 +1,300 @@
+"""A plan for the mean task: from a client's total budget, every candidate (mechanism, m) with its
+per-round budget and the error to expect, ranked, the best marked (`ldpfed plan`; analysis.md,
+CLT predictor; docs/decisions.md, Privacy accounting: "Planning from a total budget").
+
+For each candidate the per-round budget comes from `calibration.calibrate_round`; the error from
+ldpfed's CLT predictor (`ldpfed.analysis.predict`, the same figure as `ldpfed predict` at that
+per-round eps) on the users who report in a round:
+
+- mse_round_mean: one round's MSE of the plain mean (the predictor's MSE);
+- mse_round_<aggregator>: one round's MSE of a re-calibrating aggregator (HDR4ME* by default),
+  under the same normal model (`ldpfed.analysis.frequency.recalibrated_mse`: Gauss–Hermite, exact
+  for the element-wise aggregators under that model);
+- mse_final: the MSE of the final estimate, the average of the T rounds' plain means. The rounds
+  are independent collections of the same data, so the average's deviation in dimension j has the
+  same mean delta_j and variance sigma_j^2 / T: MSE = (1/d) sum_j (delta_j^2 + sigma_j^2 / T);
+- mse_one_collection: the alternative of spending the whole budget in one collection (T = 1,
+  every user), for comparison.
+
+Rows are ranked by mse_final; `valid` says whether the normal model of a round holds
+(the predictor's Berry–Esseen and no-report checks). Candidates whose per-value budget a
+mechanism does not take are left out with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as registry
+from ldpfed.accounting import ACCOUNTANTS
+from ldpfed.analysis import predict
+from ldpfed.analysis.frequency import recalibrated_mse
+from ldpfed.analysis.moments import ColumnMoments
+from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
+from ldpfed.validation import LDPValueError, check_positive_int, check_report_dims
+
+DEFAULT_AGGREGATORS = ("hdr4me",)
+CURVE_ROUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+CURVE_ACCOUNTANTS = ("basic", "pld")
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    budget: RoundBudget
+    report_dims: int
+    users_per_round: int
+    mse_round_mean: float
+    mse_round_aggregators: dict
+    mse_final: float
+    mse_one_collection: float
+    berry_esseen: float
+    warning: str | None
+
+    def to_dict(self) -> dict:
+        b = self.budget
+        row = {
+            "mechanism": b.mechanism,
+            "report_dims": self.report_dims,
+            "epsilon_per_round": b.epsilon,
+            "epsilon_per_value": b.epsilon / self.report_dims,
+            "delta_per_round": b.delta,
+            "rounds": b.rounds,
+            "rounds_taken_per_client": b.taken,
+            "users_per_round": self.users_per_round,
+            "accountant": b.accountant,
+        }
+        for name in ACCOUNTANTS:
+            spent = b.spent.get(name)
+            row[f"total_epsilon_{name}"] = None if spent is None else spent.epsilon
+        row["mse_round_mean"] = self.mse_round_mean
+        row.update({f"mse_round_{name}": value for name, value in self.mse_round_aggregators.items()})
+        row.update(
+            {
+                "mse_final": self.mse_final,
+                "mse_one_collection": self.mse_one_collection,
+                "berry_esseen": self.berry_esseen,
+                "valid": self.warning is None,
+            }
+        )
+        return row
+
+
+@dataclass(frozen=True)
+class Plan:
+    total: TotalBudget
+    rounds: int
+    accountant: str
+    participation: float
+    cap: int | None
+    users: int
+    dims: int
+    data: str
+    rows: list[PlanRow]
+    excluded: list[dict] = field(default_factory=list)
+
+    @property
+    def best(self) -> PlanRow:
+        return self.rows[0]
+
+    def frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame([row.to_dict() for row in self.rows])
+        frame.insert(0, "rank", np.arange(1, len(self.rows) + 1))
+        frame["recommended"] = frame["rank"] == 1
+        return frame
+
+    def guarantee(self) -> str:
+        taken = self.best.budget.taken
+        cover = (
+            f"every client, each taking part in at most {taken} of the {self.rounds} rounds (the federation's cap)"
+            if self.cap is not None and taken < self.rounds
+            else f"every client, even one that takes part in all {self.rounds} rounds (worst case"
+            + (f" at participation {self.participation:g}" if self.participation < 1 else "")
+            + ")"
+        )
+        delta = f", {self.total.delta:g}" if self.total.delta else ""
+        return (
+            f"({self.total.epsilon:g}{delta})-LDP per client under replace-one (any two inputs of a client), "
+            f"by the {self.accountant} accountant, for {cover}; client sampling gives no amplification "
+            "under local DP (each report protects its client on its own and the server sees who reported)"
+        )
+
+    def summary(self) -> dict:
+        best = self.best.to_dict()
+        return {
+            "task": "mean",
+            "budget": {"epsilon": self.total.epsilon, "delta": self.total.delta},
+            "rounds": self.rounds,
+            "accountant": self.accountant,
+            "participation": self.participation,
+            "rounds_cap": self.cap,
+            "users": self.users,
+            "dims": self.dims,
+            "data": self.data,
+            "guarantee": self.guarantee(),
+            "combining_rounds": "the final estimate is the average of the T rounds' plain means "
+            "(mse_final = mean_j(delta_j^2 + sigma_j^2 / T)); mse_one_collection spends the whole budget in one round",
+            "calibration": {"method": self.best.budget.method, "tolerance": self.best.budget.tolerance},
+            "recommended": best,
+            "rows": [row.to_dict() for row in self.rows],
+            "excluded": self.excluded,
+        }
+
+
+def candidate_report_dims(dims: int, report_dims) -> list[int]:
+    """The m to try: the given one, d when None, or with 'auto' 1, 2, 4, ... below d and d."""
+    if report_dims is None:
+        return [dims]
+    if str(report_dims).strip().lower() == "auto":
+        powers = [2**k for k in range(int(math.log2(dims)) + 1) if 2**k < dims]
+        return powers + [dims]
+    try:
+        m = int(str(report_dims))
+    except ValueError:
+        raise LDPValueError(f"--report-dims must be a number m or auto, got {report_dims!r}") from None
+    return [check_report_dims(m, dims)]
+
+
+def default_mechanisms(total: TotalBudget) -> list[str]:
+    """Every registered randomizer; the approximate ones only with a delta in the budget."""
+    return [name for name in registry.available() if total.delta > 0 or not registry.get_class(name).approximate]
+
+
+def make_plan(
+    moments: ColumnMoments,
+    total: TotalBudget,
+    rounds: int,
+    *,
+    mechanisms: list[str] | None = None,
+    report_dims=None,
+    accountant: str = "basic",
+    participation: float = 1.0,
+    cap: int | None = None,
+    aggregators=DEFAULT_AGGREGATORS,
+    data: str = "",
+) -> Plan:
+    """Every (mechanism, m) candidate with its per-round budget and predicted errors, ranked."""
+    rounds = check_positive_int(rounds, "--rounds")
+    participation = _participation(participation)
+    names = default_mechanisms(total) if mechanisms is None else [registry.get_class(n).name for n in mechanisms]
+    aggregators = [aggregation.get(name) for name in aggregators]
+    ms = candidate_report_dims(moments.dims, report_dims)
+    users = moments.users
+    per_round = moments if participation == 1.0 else moments.summary().with_users(max(2, round(participation * users)))
+    rows, excluded = [], []
+    for name in names:
+        budget = calibrate_round(name, total, rounds, accountant, cap)
+        for m in ms:
+            try:
+                rows.append(_row(budget, m, moments, per_round, aggregators, total))
+            except LDPValueError as error:
+                excluded.append({"mechanism": name, "report_dims": m, "reason": str(error)})
+    if not rows:
+        reasons = "; ".join(f"{e['mechanism']} m={e['report_dims']}: {e['reason']}" for e in excluded[:3])
+        raise LDPValueError(f"no mechanism can run within ({total.text()}) over {rounds} rounds: {reasons}")
+    rows.sort(key=lambda row: row.mse_final)
+    return Plan(total, rounds, rows[0].budget.accountant, participation, cap, users, moments.dims, data, rows, excluded)
+
+
+def _participation(value) -> float:
+    try:
+        q = float(value)
+    except (TypeError, ValueError):
+        q = math.nan
+    if not 0.0 < q <= 1.0:
+        raise LDPValueError(f"--participation must be in (0, 1], got {value!r}")
+    return q
+
+
+def _row(budget: RoundBudget, m: int, moments, per_round, aggregators, total: TotalBudget) -> PlanRow:
+    users, dims = per_round.users, moments.dims
+    prediction = predict(budget.mechanism, budget.epsilon, users, dims, m, per_round, delta=budget.delta)
+    truth = np.broadcast_to(moments.mean, (moments.dims,))
+    model = prediction.deviation_model()
+    recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
+    final = float(np.mean(prediction.bias**2 + prediction.sigma2 / budget.rounds))
+    delta = total.delta if budget.delta is not None else None
+    once = predict(budget.mechanism, total.epsilon, moments.users, moments.dims, m, moments, delta=delta)
+    return PlanRow(
+        budget,
+        m,
+        per_round.users,
+        prediction.mse,
+        recalibrated,
+        final,
+        once.mse,
+        prediction.berry_esseen.max,
+        prediction.normal_approximation_warning,
+    )
+
+
+def mse_against_rounds(
+    moments: ColumnMoments,
+    total: TotalBudget,
+    mechanisms: list[str],
+    report_dims: dict,
+    rounds_grid=CURVE_ROUNDS,
+    accountants=CURVE_ACCOUNTANTS,
+) -> pd.DataFrame:
+    """Predicted mse_final against T at the fixed total, per mechanism (its m in `report_dims`) and
+    accountant: the shape differs between basic and pld composition."""
+    records = []
+    for name in mechanisms:
+        for accountant in accountants:
+            for rounds in rounds_grid:
+                try:
+                    budget = calibrate_round(name, total, rounds, accountant)
+                    row = _row(budget, report_dims[name], moments, moments, [], total)
+                except LDPValueError:
+                    continue
+                records.append(
+                    {
+                        "mechanism": name,
+                        "report_dims": report_dims[name],
+                        "accountant": accountant,
+                        "rounds": rounds,
+                        "epsilon_per_round": budget.epsilon,
+                        "mse_round_mean": row.mse_round_mean,
+                        "mse_final": row.mse_final,
+                    }
+                )
+    return pd.DataFrame(records)
+
+
+def curve_figure(curve: pd.DataFrame, total: TotalBudget, marked_rounds: int):
+    """Predicted MSE of the final estimate against T, one colour per mechanism, basic dashed, pld solid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    styles = {"basic": "--", "advanced": ":", "pld": "-", "rdp": "-."}
+    for index, (name, group) in enumerate(curve.groupby("mechanism", sort=False)):
+        colour = f"C{index}"
+        for accountant, line in group.groupby("accountant", sort=False):
+            m = int(line["report_dims"].iloc[0])
+            axis.plot(
+                line["rounds"],
+                line["mse_final"],
+                styles.get(accountant, "-"),
+                color=colour,
+                marker="o",
+                ms=3,
+                label=f"{name} (m={m}), {accountant}",
+            )
+    axis.axvline(marked_rounds, color="grey", lw=0.8, alpha=0.6)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("rounds T (each client takes part in every round)")
+    axis.set_ylabel("predicted MSE of the average of the T rounds")
+    delta = f", delta {total.delta:g}" if total.delta else ""
+    axis.set_title(f"Total budget eps {total.epsilon:g}{delta} per client: basic (dashed) vs pld (solid)")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,160 @@
+"""`ldpfed plan` and `simulate --budget` (ldpfed.planning; docs/decisions.md, Privacy accounting:
+"Planning from a total budget"): the per-round budget a total allows, checked against dp-accounting
+called directly; the plan's predictions against `ldpfed predict` and Monte Carlo; a run of the plan
+ends within the total for every client; bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from dp_accounting.pld import common as pld_common
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from typer.testing import CliRunner
+
+from ldpfed.analysis import simulate_deviations
+from ldpfed.analysis.predictor import load_moments
+from ldpfed.cli.main import app
+from ldpfed.data import load_tuples
+from ldpfed.mechanisms.multidim import per_value_mechanism
+from ldpfed.planning import RELATIVE_TOLERANCE, TotalBudget, calibrate_round
+from ldpfed.planning.plan import make_plan
+
+runner = CliRunner()
+
+
+def library_pld_epsilon(epsilon: float, rounds: int, delta: float) -> float:
+    """dp-accounting alone: `rounds` generic eps-DP rounds composed by its PLD, on a grid whose step
+    divides eps (its default 1e-4 grid rounds eps up pessimistically: 4.0032 for the plan's figure)."""
+    one = pld_lib.from_privacy_parameters(
+        pld_common.DifferentialPrivacyParameters(epsilon), value_discretization_interval=epsilon / 100
+    )
+    return float(one.self_compose(rounds).get_epsilon_for_delta(delta))
+
+
+def test_basic_composition_of_ten_laplace_rounds_is_exactly_a_tenth():
+    assert calibrate_round("laplace", TotalBudget(4.0), rounds=10, accountant="basic").epsilon == 0.4
+    assert calibrate_round("laplace", TotalBudget(4.0, 1e-5), rounds=100, accountant="basic").epsilon == 0.04
+
+
+def test_pld_allows_about_0_094_per_round_whose_100_fold_composition_is_4():
+    planned = calibrate_round("laplace", TotalBudget(4.0, 1e-5), rounds=100, accountant="pld")
+    assert planned.epsilon == pytest.approx(0.094, abs=5e-4)
+    # dp-accounting called directly: the plan's figure composes to 4 within the stated tolerance, and
+    # one larger by 10x that tolerance would not fit
+    composed = library_pld_epsilon(planned.epsilon, 100, 1e-5)
+    assert 4.0 * (1 - 10 * RELATIVE_TOLERANCE) <= composed <= 4.0
+    assert library_pld_epsilon(planned.epsilon * (1 + 10 * RELATIVE_TOLERANCE), 100, 1e-5) > 4.0
+    assert planned.spent["pld"].epsilon <= 4.0
+    assert planned.spent["pld"].epsilon >= 4.0 * (1 - 10 * RELATIVE_TOLERANCE)
+    assert planned.spent["basic"].epsilon == pytest.approx(100 * planned.epsilon)
+
+
+@pytest.mark.parametrize("accountant", ["advanced", "pld"])
+def test_the_gaussian_is_calibrated_within_the_total_epsilon_and_delta(accountant):
+    planned = calibrate_round("gaussian", TotalBudget(4.0, 1e-5), rounds=50, accountant=accountant)
+    spent = planned.spent[accountant]
+    assert spent.epsilon <= 4.0 and spent.delta <= 1e-5
+    assert spent.epsilon >= 4.0 * (1 - 1e-4)  # tight: nothing of the budget left unused
+    assert 0 < planned.delta < 1e-5 / 50
+
+
+def test_a_cap_on_rounds_taken_is_what_a_client_spends():
+    capped = calibrate_round("laplace", TotalBudget(4.0), rounds=100, accountant="basic", cap=10)
+    assert capped.taken == 10 and capped.epsilon == 0.4
+
+
+def test_the_plan_predicts_what_ldpfed_predict_predicts_at_the_per_round_epsilon():
+    result = runner.invoke(
+        app, ["plan", "--budget", "4,1e-5", "--rounds", "100", "--mechanism", "laplace,piecewise", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    best = plan["recommended"]
+    predicted = runner.invoke(
+        app,
+        ["predict", "--mechanism", best["mechanism"], "--epsilon", repr(best["epsilon_per_round"]), "--json"],
+    )
+    assert predicted.exit_code == 0, predicted.output
+    assert json.loads(predicted.stdout)["mse"] == pytest.approx(best["mse_round_mean"], rel=1e-12)
+    assert best["epsilon_per_round"] == pytest.approx(0.094, abs=5e-4)
+    assert plan["rows"][0]["mse_final"] <= plan["rows"][1]["mse_final"]  # ranked by the final error
+    assert "no amplification" in plan["guarantee"]
+
+
+@pytest.mark.parametrize("data", ["gaussian", "uniform", "poisson"])
+def test_the_recommended_row_matches_monte_carlo_within_5_percent(data):
+    """One round's MSE of the recommended row, and the MSE of the average of its T rounds, against
+    the actual mechanism with m-of-d sampling; tolerance 4 standard errors of the Monte Carlo mean
+    (and 5% for the per-round figure: 2,000 repetitions make 4 se about 4%)."""
+    moments, _ = load_moments(data, 2000, 10, 0)
+    values = load_values(data)
+    plan = make_plan(moments, TotalBudget(4.0, 1e-5), 10, accountant="pld", report_dims="auto")
+    best = plan.best
+    mechanism = per_value_mechanism(best.budget.mechanism, best.budget.epsilon, best.report_dims, best.budget.delta)
+    runs = simulate_deviations(values, mechanism, best.report_dims, 2000, seed=np.random.SeedSequence(7))
+    per_rep = runs.squared_error_per_repetition()
+    se = per_rep.std(ddof=1) / np.sqrt(per_rep.size)
+    assert abs(per_rep.mean() - best.mse_round_mean) <= min(4 * se, 0.05 * best.mse_round_mean)
+    averaged = runs.deviations.reshape(-1, 10, values.shape[1]).mean(axis=1)  # 200 studies of T = 10 rounds
+    final = np.mean(averaged**2, axis=1)
+    assert abs(final.mean() - best.mse_final) <= 4 * final.std(ddof=1) / np.sqrt(final.size)
+
+
+def load_values(data: str) -> np.ndarray:
+    return load_tuples(data, users=2000, dims=10, rng=np.random.default_rng(0))
+
+
+def test_simulate_with_a_budget_ends_within_the_total_for_every_client(tmp_path):
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--task", "mean", "--users", "2000", "--budget", "4,1e-5"]
+    arguments += ["--rounds", "100", "--accountant", "pld", "--noise-seed", "1", "--out", str(out)]
+    result = runner.invoke(app, arguments, terminal_width=300)
+    assert result.exit_code == 0, result.output
+    privacy = pd.read_csv(out / "privacy.csv")
+    assert len(privacy) == 10 and (privacy["rounds"] == 100).all()
+    assert privacy["pld_epsilon"].between(3.96, 4.0).all()
+    assert "measured MSE per round" in result.stdout and "vs predicted" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epsilon_spent_max_per_client"] <= 4.0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["plan", "--budget", "4", "--rounds", "0"],
+        ["plan", "--budget", "-1", "--rounds", "10"],
+        ["plan", "--budget", "4,nan", "--rounds", "10"],
+        ["plan", "--budget", "1e-4,1e-5", "--rounds", "1000", "--mechanism", "gaussian"],  # too small
+        ["plan", "--budget", "4,1e-5", "--rounds", "10", "--accountant", "rdp"],  # cannot account pure rounds
+        ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "gaussian"],  # no delta for an (eps, delta) one
+        ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "nope"],
+        ["plan", "--budget", "4", "--rounds", "10", "--task", "train"],
+        ["plan", "--budget", "4", "--rounds", "10", "--participation", "0"],
+        ["simulate", "--engine", "local", "--budget", "4", "--epsilon", "1"],  # contradictory
+        ["simulate", "--engine", "local", "--budget", "4", "--max-epsilon", "8"],
+        ["simulate", "--engine", "local", "--task", "train", "--budget", "4"],
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, arguments):
+    out = tmp_path / "out"
+    result = runner.invoke(app, [*arguments, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("data:")]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    assert not out.exists()
+
+
+def test_plan_writes_its_files(tmp_path):
+    out = tmp_path / "plan"
+    result = runner.invoke(
+        app, ["plan", "--budget", "4,1e-5", "--rounds", "20", "--mechanism", "laplace", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert {"plan.csv", "plan.json", "mse_vs_rounds.csv", "mse_vs_rounds.png"} <= {p.name for p in out.iterdir()}
+    curve = pd.read_csv(out / "mse_vs_rounds.csv")
+    basic = curve[curve["accountant"] == "basic"].set_index("rounds")["mse_final"]
+    pld = curve[curve["accountant"] == "pld"].set_index("rounds")["mse_final"]
+    assert (pld <= basic * (1 + 1e-9)).all() and pld[1000] < basic[1000] / 10  # the shapes differ
