@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from ldpfed.trust import check_config as check_trust
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
 
 TASKS = ("mean", "train", "frequency")
@@ -99,6 +100,9 @@ class PrivacyConfig:
     max_epsilon: float = 0.0  # per-client budget over the run (0 = none): a client stops before exceeding it
     max_delta: float = 0.0  # the budget's delta (0 = 1e-5, the delta every figure is reported at); needs max-epsilon
     accountant: str = "basic"  # the run's accountant (epsilon spent, max-epsilon): basic | advanced | rdp | pld
+    trust: str = "local"  # who is trusted (ldpfed.trust): local | shuffle | central
+    clipping: str = "fixed"  # central: Flower's fixed or adaptive clipping of client updates
+    clipping_side: str = "server"  # central: who clips, server | client (Flower's fixedclipping_mod)
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,7 @@ class Config:
 
     @property
     def l2_clipped(self) -> bool:
-        return self.gradient_noise or self.directional
+        return self.gradient_noise or self.directional or self.privacy.trust == "central"
 
     @property
     def directional(self) -> bool:
@@ -333,6 +337,7 @@ class Config:
         _positive("clip", train.clip)
         _positive("coordinate-clip", train.coordinate_clip)
         _check_clip_applies(self)
+        check_trust(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         try:
             failing = self.failing_partitions
