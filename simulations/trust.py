@@ -23,7 +23,7 @@ from ldpfed.protocols.session import World
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, client_reports
 from ldpfed.results import dumps
 from ldpfed.trust import get
-from server.central import make_central_server_app
+from server.central import central_strategy, make_central_server_app
 from simulations.runner import run_simulation
 
 
@@ -48,6 +48,7 @@ def run_trust(
 def run_central(config: Config, world: World, verbose: bool):
     plan = central_plan(config)
     server = CentralServer(config, world.data, world.server, plan)
+    central_strategy(server, plan)  # the wrapper's own checks (adaptive clipping's count noise) before Ray starts
     rows: list[dict] = []
     holder: dict = {}
     app = make_central_server_app(server, plan, lambda r, m: rows.append({"round": r, **m}), holder)
