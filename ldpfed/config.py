@@ -41,6 +41,7 @@ import ldpfed.aggregation as aggregation
 import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting import DEFAULT_DELTA_TARGET, Budget, create_accountant
+from ldpfed.accounting.trust import check_config as check_trust
 from ldpfed.data import available_synthetic
 from ldpfed.data.federated import FEDERATED_DATASETS
 from ldpfed.data.partition import PARTITION_SCHEMES
@@ -112,6 +113,9 @@ class PrivacyConfig:
     # EPS[,DELTA]: a client's total over the run ("" = none); `ldpfed simulate` turns it into the per-round
     # epsilon (and delta) and the max-epsilon budget of `ldpfed plan` (ldpfed.planning.run)
     budget: str = ""
+    trust: str = "local"  # who is trusted (ldpfed.accounting.trust): local | shuffle | central
+    clipping: str = "fixed"  # central: Flower's fixed or adaptive clipping of client updates
+    clipping_side: str = "server"  # central: who clips, server | client (Flower's fixedclipping_mod)
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,7 @@ class Config:
 
     @property
     def l2_clipped(self) -> bool:
-        return self.gradient_noise or self.directional
+        return self.gradient_noise or self.directional or self.privacy.trust == "central"
 
     @property
     def directional(self) -> bool:
@@ -331,6 +335,7 @@ class Config:
         _positive("clip", train.clip)
         _positive("coordinate-clip", train.coordinate_clip)
         _check_clip_applies(self)
+        check_trust(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         try:
             failing = self.failing_partitions

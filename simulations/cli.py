@@ -65,6 +65,12 @@ TASK_OPTIONS = {
 }
 
 
+def print_trust_summary(summary: dict) -> None:
+    """The run's figures and its trust statement, one per line."""
+    for key, value in summary.items():
+        error_console.print(f"{key}: {value}", highlight=False, soft_wrap=True, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     _show_defaults()
     app.command("simulate", help=HELP, epilog=OUTPUTS_EPILOG)(simulate)
@@ -244,6 +250,15 @@ def simulate(
         help="mean: EPS[,DELTA], a client's total over the run: the per-round epsilon (and delta) and the "
         "max-epsilon budget come from `ldpfed plan`'s calibration under --accountant over --rounds.",
     ),
+    trust: str | None = typer.Option(
+        None,
+        help=(
+            "Who is trusted: local (default) | shuffle (mean: a trusted shuffler; amplified eps against the server) | "
+            "central (train: the server adds Flower's DP noise, calibrated to --max-epsilon/--max-delta)."
+        ),
+    ),
+    clipping: str | None = typer.Option(None, help="--trust central: Flower's fixed | adaptive clipping."),
+    clipping_side: str | None = typer.Option(None, help="--trust central: who clips, server | client."),
     # [aggregation]
     aggregator: str | None = typer.Option(
         None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
@@ -328,6 +343,12 @@ def simulate(
     from simulations.progress import RoundProgress
 
     output = output_dir(config)  # before any work: writable, no other run's results
+    if config.privacy.trust != "local":
+        from simulations.trust import run_trust
+
+        summary = run_trust(config, output, verbose=verbose, noise_seed=root)
+        print_json(summary) if json_output else print_trust_summary(summary)
+        return
     config, described = preflight(config)  # reads the data: users and dims of a file come from it
     if described:
         error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)

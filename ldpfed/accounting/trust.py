@@ -1,0 +1,166 @@
+"""Trust models: who must be trusted, and against whom a run's privacy figures hold (spec:
+trust-models.md). `simulate --trust NAME` picks one; the registry has the shape of
+ldpfed.mechanisms' (available / get_class / get).
+
+- local: the server sees each client's privatized report and who sent it; eps0 per round holds
+  against everyone, the server included.
+- shuffle: a trusted shuffler removes identities and order; eps0 holds against the shuffler and
+  anyone who sees one report, the amplified (eps, delta) (ldpfed.accounting.shuffle) against the
+  server, which sees the multiset of a round's reports.
+- central: a trusted server sees clipped clean updates and adds the noise (Flower's DP strategy
+  wrappers); the client-level (eps, delta) (ldpfed.accounting.central) holds against whoever sees
+  the released models, never against the server.
+- secagg is not offered: Flower's SecAgg+ (`SecAggPlusWorkflow`, `secaggplus_mod`) runs only
+  inside Flower's legacy workflow (it requires a `LegacyContext`, a legacy `flwr.server.strategy`
+  Strategy and FitIns/FitRes messages), while ldpfed's ServerApp drives the message-based
+  `flwr.serverapp.strategy.Strategy` with its own records (docs/decisions.md, Trust models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ldpfed.accounting.shuffle import check_conditions
+from ldpfed.registry import Registry
+from ldpfed.validation import LDPValueError, canonical_name
+
+CLIPPINGS = ("fixed", "adaptive")
+CLIPPING_SIDES = ("server", "client")
+
+
+@dataclass(frozen=True)
+class TrustModel:
+    name: str
+    trusted: str  # what must be trusted, in words
+    private_against: str  # whom the run's (eps, delta) holds against
+    tasks: tuple[str, ...]
+
+    def record(self) -> dict:
+        return {
+            "trust": self.name,
+            "must_be_trusted": self.trusted,
+            "private_against": self.private_against,
+            "private_against_server": self.name != "central",
+        }
+
+
+_MODELS = {
+    "local": TrustModel(
+        "local",
+        "nothing beyond the client's own device: every report is randomized before it leaves",
+        "everyone, the server included",
+        ("mean", "train", "frequency"),
+    ),
+    "shuffle": TrustModel(
+        "shuffle",
+        "the shuffler, to remove who sent which report and their order, and not to collude with the server",
+        "the server (amplified eps, delta); the shuffler and anyone seeing one report (local eps0)",
+        ("mean",),
+    ),
+    "central": TrustModel(
+        "central",
+        "the server, which sees every sampled client's clean clipped update and must add the noise honestly",
+        "whoever sees the released models, not the server",
+        ("train",),
+    ),
+}
+UNAVAILABLE = {
+    "secagg": "Flower's SecAgg+ runs only in Flower's legacy workflow (LegacyContext, legacy Strategy, "
+    "FitIns/FitRes), not with the message-based Strategy ldpfed's ServerApp drives",
+}
+
+
+_REGISTRY: Registry[TrustModel] = Registry("trust model", _MODELS)
+available = _REGISTRY.available
+
+
+def get_class(name: str) -> TrustModel:
+    """The trust model `name`; one that Flower's API cannot run here fails with the reason."""
+    if canonical_name(name) in UNAVAILABLE:
+        raise LDPValueError(
+            f"trust {name!r} is not available: {UNAVAILABLE[canonical_name(name)]}; known: {', '.join(available())}"
+        )
+    return _REGISTRY.get_class(name)
+
+
+def get(name: str, task: str | None = None) -> TrustModel:
+    """The trust model `name`, checked to apply to `task` when given."""
+    model = get_class(name)
+    if task is not None and task not in model.tasks:
+        raise LDPValueError(f"--trust {name} applies to --task {', '.join(model.tasks)}; got --task {task}")
+    return model
+
+
+# options that mean something only under some trust models: (option, field path, models)
+_MODEL_OPTIONS = (
+    ("clipping", ("privacy", "clipping"), ("central",)),
+    ("clipping-side", ("privacy", "clipping_side"), ("central",)),
+)
+# local-randomizer options with no meaning under central (the noise is Flower's Gaussian)
+_LOCAL_ONLY = (
+    ("mechanism", ("privacy", "mechanism")),
+    ("epsilon", ("privacy", "epsilon")),
+    ("delta", ("privacy", "delta")),
+    ("report-dims", ("privacy", "report_dims")),
+    ("perturbation", ("training", "perturbation")),
+    ("coordinate-clip", ("training", "coordinate_clip")),
+    ("aggregator", ("aggregation", "aggregator")),
+    ("node-reply", ("federation", "node_reply")),
+)
+
+
+def _value(config, path: tuple[str, str]):
+    return getattr(getattr(config, path[0]), path[1])
+
+
+def _default(config, path: tuple[str, str]):
+    return getattr(type(getattr(config, path[0]))(), path[1])
+
+
+def shuffle_round_delta(delta_target: float, rounds: int) -> float:
+    """The delta of one shuffled round: half the run's delta spread over its rounds, so that the
+    composed delta stays within the target under every accountant (docs/decisions.md, Trust models)."""
+    return delta_target / (2.0 * rounds)
+
+
+def check_config(config) -> None:
+    """The trust model's options, checked against the task and the other options (LDPValueError)."""
+    model = get(config.privacy.trust, config.run.task)
+    for option, path, models in _MODEL_OPTIONS:
+        if model.name not in models and _value(config, path) != _default(config, path):
+            raise LDPValueError(f"--{option} applies to --trust {', '.join(models)}, not --trust {model.name}")
+    if config.privacy.clipping not in CLIPPINGS:
+        raise LDPValueError(f"clipping must be one of {', '.join(CLIPPINGS)}; got {config.privacy.clipping!r}")
+    if config.privacy.clipping_side not in CLIPPING_SIDES:
+        raise LDPValueError(
+            f"clipping-side must be one of {', '.join(CLIPPING_SIDES)}; got {config.privacy.clipping_side!r}"
+        )
+    if model.name == "central":
+        for option, path in _LOCAL_ONLY:
+            if _value(config, path) != _default(config, path):
+                raise LDPValueError(
+                    f"--{option} has no meaning under --trust central: the server adds Flower's Gaussian noise, "
+                    "calibrated to --max-epsilon/--max-delta"
+                )
+        if config.privacy.max_epsilon == 0.0:
+            raise LDPValueError(
+                "--trust central needs the run's per-client budget: give --max-epsilon (and --max-delta)"
+            )
+        if config.privacy.clipping == "adaptive" and config.privacy.clipping_side == "client":
+            raise LDPValueError("--clipping adaptive is server-side only here: use --clipping-side server")
+    if model.name == "shuffle":
+        if config.privacy.delta != 0.0 or config.privacy.mechanism in ("gaussian", "none"):
+            raise LDPValueError(
+                "--trust shuffle needs a pure eps0-LDP mechanism (the amplification bound is for eps0-LDP "
+                f"randomizers); got {config.privacy.mechanism!r} with delta {config.privacy.delta!r}"
+            )
+        if config.privacy.max_epsilon != 0.0:
+            raise LDPValueError("--max-epsilon is not supported with --trust shuffle")
+        if config.privacy.report_dims and config.privacy.report_dims != config.data.dims:
+            raise LDPValueError("--trust shuffle: every user reports all dimensions (report-dims 0)")
+        if config.data.users:
+            check_conditions(
+                config.privacy.epsilon,
+                config.data.users,
+                shuffle_round_delta(config.delta_target, config.run.rounds),
+            )
