@@ -33,6 +33,7 @@ from ldpfed.accounting import (
     event_to_dict,
     gaussian_mechanism_event,
     gaussian_round,
+    legacy_event,
     not_private,
     pure_round,
     round_epsilon,
@@ -47,6 +48,13 @@ from ldpfed.validation import LDPValueError
 # Opacus's published test vector (opacus/tests/accountants_test.py): Poisson-subsampled Gaussian,
 # noise multiplier 1.5, q = 0.04, int(90 / 0.04) = 2250 steps, delta = 1e-5.
 OPACUS_STEPS, OPACUS_Q, OPACUS_Z, OPACUS_DELTA = 2250, 0.04, 1.5, 1e-5
+
+
+def record(ledger, client_id, round_, epsilon, delta, mechanism, noise_multiplier=None) -> None:
+    """One round given as (eps, delta[, noise multiplier]), recorded as its event."""
+    ledger.record_event(client_id, round_, legacy_event(epsilon, delta, mechanism, noise_multiplier), mechanism)
+
+
 OPACUS_RDP_EPSILON = 7.32911117143  # test_rdp_accountant, assertAlmostEqual (7 places)
 OPACUS_PRV_EPSILON = 6.777395712150674  # test_prv_accountant; PRV's default eps_error is 0.01
 OPACUS_PRV_EPS_ERROR = 0.01
@@ -217,7 +225,7 @@ def test_update_privatizer_rounds_over_the_ledger_match_dp_accounting():
     ledger = PrivacyLedger()
     privatizer = UpdatePrivatizer("gaussian", 1.0, 0.1, delta=1e-6)
     for r in range(100):
-        ledger.record(7, r, **privatizer.ledger_entry(50))
+        ledger.record_event(7, r, legacy_event(1.0, 1e-6, "gaussian", privatizer.noise_multiplier(50)), "gaussian")
     library = RdpAccountant().compose(dp_accounting.GaussianDpEvent(privatizer.noise_multiplier(50)), 100)
     totals = ledger.totals(delta_target=1e-5)["7"]
     assert totals["rdp_epsilon"] == pytest.approx(library.get_epsilon(1e-5), rel=1e-12)
@@ -271,9 +279,9 @@ def test_round_event_bad_input(kwargs, match):
 # --- not private -----------------------------------------------------------------------------------
 def test_a_not_private_round_gives_private_false_and_no_epsilon():
     ledger = PrivacyLedger()
-    ledger.record("clean", 0, 0.5, None, "laplace")
-    ledger.record("open", 0, math.inf, 0.0, "none")
-    ledger.record("open", 1, 0.5, None, "laplace")
+    record(ledger, "clean", 0, 0.5, None, "laplace")
+    record(ledger, "open", 0, math.inf, 0.0, "none")
+    record(ledger, "open", 1, 0.5, None, "laplace")
     ledger.record_event("thesis", 0, not_private("noise-free local steps in the released model"))
     totals = ledger.totals()
     assert totals["clean"]["private"] is True and totals["clean"]["basic_epsilon"] == 0.5
@@ -308,8 +316,8 @@ def test_dp_accountings_own_accountants_agree_that_it_is_not_private():
 def test_basic_composition_sums_over_the_rounds_a_client_took_part_in():
     ledger = PrivacyLedger()
     for round_, eps in enumerate([0.5, 0.25, 1.0]):
-        ledger.record("a", round_, eps, 1e-6, "piecewise")
-    ledger.record("b", 1, 0.5, None, "laplace")  # sampled in one round of three
+        record(ledger, "a", round_, eps, 1e-6, "piecewise")
+    record(ledger, "b", 1, 0.5, None, "laplace")  # sampled in one round of three
     totals = ledger.totals()
     assert totals["a"]["rounds"] == 3 and totals["a"]["basic_epsilon"] == pytest.approx(1.75)
     assert totals["a"]["basic_delta"] == pytest.approx(3e-6)
@@ -321,7 +329,7 @@ def test_basic_composition_sums_over_the_rounds_a_client_took_part_in():
 def test_state_dict_round_trip_and_frames():
     ledger = PrivacyLedger()
     for r in range(3):
-        ledger.record(r % 2, r, 0.5, 1e-6, "gaussian", noise_multiplier=1.5)
+        record(ledger, r % 2, r, 0.5, 1e-6, "gaussian", noise_multiplier=1.5)
     ledger.record_event(5, 0, gaussian_round(1.5, sample_rate=0.04))
     ledger.record_event(6, 0, not_private("clean"))
     state = json.loads(dumps(ledger.state_dict(delta_target=1e-5)))
@@ -364,14 +372,14 @@ def test_events_serialize_and_come_back(event):
 )
 def test_bad_records(args, kwargs, match):
     with pytest.raises(LDPValueError, match=match):
-        PrivacyLedger().record(*args, **kwargs)
+        record(PrivacyLedger(), *args, **kwargs)
 
 
 def test_duplicate_round_and_bad_delta_target():
     ledger = PrivacyLedger()
-    ledger.record(1, 4, 1.0, 0.0, "laplace")
+    record(ledger, 1, 4, 1.0, 0.0, "laplace")
     with pytest.raises(LDPValueError, match="already has an entry"):
-        ledger.record(1, 4, 1.0, 0.0, "laplace")
+        record(ledger, 1, 4, 1.0, 0.0, "laplace")
     with pytest.raises(LDPValueError, match="DpEvent"):
         ledger.record_event(1, 5, (1.0, 0.0))
     for bad in (0.0, 1.0, "x"):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ldpfed.mechanisms as registry
+from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent
 from ldpfed.training.privatize import UPDATE_MECHANISMS, UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -131,7 +132,7 @@ def test_a_round_report_is_eps_ldp(name):
         assert np.max(np.abs(ratio)) <= eps + 1e-9
 
 
-def test_gaussian_noise_multiplier_and_ledger_entry():
+def test_gaussian_noise_multiplier_and_round_event():
     privatizer = UpdatePrivatizer("gaussian", 5.0, CLIP, delta=DELTA)
     m = privatizer.dims_reported(100)
     safe = privatizer.per_value_mechanism(100).safe_sampler  # s / (2J + 2) in grid steps
@@ -140,13 +141,8 @@ def test_gaussian_noise_multiplier_and_ledger_entry():
     continuous = UpdatePrivatizer("gaussian", 5.0, CLIP, delta=DELTA, sampler="continuous")
     sigma = continuous.per_value_mechanism(100).sigma
     assert continuous.noise_multiplier(100) == pytest.approx(sigma / 2 / math.sqrt(m))
-    entry = privatizer.ledger_entry(100)
-    assert entry == {
-        "epsilon": 5.0,
-        "delta": DELTA,
-        "mechanism": "gaussian",
-        "noise_multiplier": privatizer.noise_multiplier(100),
-    }
+    assert privatizer.event(100) == CalibratedDpEvent(privatizer.mechanism_event(100), 5.0, DELTA)
+    assert UpdatePrivatizer("laplace", 5.0, CLIP).event(100) == EpsilonDeltaDpEvent(5.0, 0.0)
     assert UpdatePrivatizer("laplace", 5.0, CLIP).noise_multiplier(100) is None
 
 

@@ -131,19 +131,6 @@ class PrivacyLedger:
         self._mechanisms[client].add(entry.mechanism)
         self._seen.add((client, round))
 
-    def record(
-        self,
-        client_id,
-        round: int,
-        epsilon: float,
-        delta: float | None,
-        mechanism: str,
-        noise_multiplier: float | None = None,
-    ) -> None:
-        """Record one round given as eps > 0 (inf for no privacy), delta in [0, 1) and, for a
-        Gaussian round, its noise multiplier (kept for `UpdatePrivatizer.ledger_entry`)."""
-        self.record_event(client_id, round, legacy_event(epsilon, delta, mechanism, noise_multiplier), mechanism)
-
     # --- questions -----------------------------------------------------------------------------------
     def clients(self) -> list[str]:
         return list(self._events)

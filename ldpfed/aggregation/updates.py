@@ -71,10 +71,10 @@ def normalized_weights(weights, clients: int) -> np.ndarray:
 
 
 def check_privatizer(privatizer) -> UpdatePrivatizer:
-    if not isinstance(privatizer, UpdatePrivatizer):
+    if not getattr(privatizer, "per_value_noise_model", False):
         raise LDPValueError(
-            f"privatizer must be the UpdatePrivatizer the clients used (it gives C and the mechanism), "
-            f"got {type(privatizer).__name__}"
+            f"privatizer must be the one the clients used, with a per-value noise model (UpdatePrivatizer: "
+            f"C and the mechanism), got {type(privatizer).__name__}"
         )
     return privatizer
 

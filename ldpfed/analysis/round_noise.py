@@ -25,9 +25,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-from ldpfed.aggregation.updates import check_privatizer, check_updates, normalized_weights
+from ldpfed.aggregation.updates import check_updates, normalized_weights
 from ldpfed.analysis.federated import predict_round
-from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -44,8 +43,10 @@ def predicted_aggregate_noise(clipped_updates, weights, privatizer: UpdatePrivat
     """
     clipped = check_updates(clipped_updates, "clipped_updates")
     p = normalized_weights(weights, clipped.shape[0])
-    if not isinstance(privatizer, NoisePrivatizer):  # a gradient noise's moments need no C or mechanism
-        privatizer = check_privatizer(privatizer)
+    if not hasattr(privatizer, "noise_moments"):
+        raise LDPValueError(
+            f"privatizer {type(privatizer).__name__} has no noise moments to predict a round's noise with"
+        )
     means, variances = privatizer.noise_moments(clipped)
     prediction = predict_round(p, variances, learning_rate=1.0, noise_means=means)
     return prediction.noise_mean, prediction.noise_variance

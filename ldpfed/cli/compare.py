@@ -117,6 +117,7 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
 
 @handle_errors
 def compare(
+    context: typer.Context,
     mechanism: str | None = typer.Option(
         None,
         "--mechanism",
@@ -225,7 +226,7 @@ def compare(
     # --- validate everything before any work ---------------------------------------------------
     if task not in TASKS:
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
-    options = dict(locals())
+    options = dict(context.params)  # every option as given (None: not given)
     options.pop("task")
     if task == "frequency":
         unsupported = {name: options.pop(name) for name in ("domain", "out_of_domain", *TRAIN_ONLY)}

@@ -29,6 +29,8 @@ REFERENCE, ROTATION_SEED = "reference", "rotation-seed"  # names of the public i
 class DirectionalPrivatizer:
     """Clip a flat update to L2 norm C and perturb it with LDPVec at the client's per-round (eps, delta)."""
 
+    per_value_noise_model = False  # no per-coordinate noise model: the angles' noise mixes coordinates
+
     def __init__(
         self,
         base: str,

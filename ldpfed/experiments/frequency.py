@@ -16,7 +16,7 @@ prediction is the model's approximation of it. The simplex projection has no pre
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,15 +24,14 @@ import pandas as pd
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.aggregation.simplex import SimplexProjection
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
 from ldpfed.data.categorical import CategoricalData
+from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.protocols import seeds
 from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+from ldpfed.validation import check_report_dims
 
 DEFAULT_FREQUENCY_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein", SimplexProjection.name)
 
@@ -80,34 +79,29 @@ def run_frequency_experiment(
     names: Sequence[str],
     epsilons: Sequence[float],
     *,
-    aggregators: Sequence[str] = DEFAULT_FREQUENCY_AGGREGATORS,
-    report_dims: int | None = None,
-    delta: float | None = None,
-    deviation: str = "plug-in",
-    alpha: float = aggregation.DEFAULT_ALPHA,
-    l2_reference: str = "bound",
-    repeats: int = 5,
-    seed: int = 0,
-    chunk_users: int | None = None,
     options: dict[str, dict] | None = None,
-    progress: Callable[[], None] | None = None,
+    **plan_options,
 ) -> FrequencyExperimentResult:
     """Frequency estimation repeated `repeats` times for every mechanism x epsilon (module docstring).
 
     names: "grr", "oue", or scalar mechanism names (histogram-encoded); `options[name]` goes to that
     mechanism (e.g. {"square-wave": {"estimator": "debiased"}}). report_dims m of the d attributes
-    (default d). Every configuration uses the same streams (common random numbers)."""
-    eps_list = [check_epsilon(e) for e in epsilons]
-    m = data.attributes if report_dims is None else check_report_dims(report_dims, data.attributes)
-    repeats = check_positive_int(repeats, "repeats")
-    seed = check_positive_int(seed, "seed", minimum=0)
-    if deviation not in DEVIATION_SOURCES:
-        raise LDPValueError(f"deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
-    alpha = check_alpha(alpha)
-    check_l2_reference(l2_reference)
-    aggregator_names = aggregation.check_names(aggregators, "frequency")
-    if chunk_users is not None:
-        chunk_users = check_positive_int(chunk_users, "chunk_users")
+    (default d). `plan_options`: the fields of `ExperimentPlan`. Every configuration uses the same
+    streams (common random numbers)."""
+    plan = ExperimentPlan.build("frequency", epsilons, DEFAULT_FREQUENCY_AGGREGATORS, **plan_options)
+    eps_list, aggregator_names, delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress = (
+        list(plan.epsilons),
+        list(plan.aggregators),
+        plan.delta,
+        plan.deviation,
+        plan.alpha,
+        plan.l2_reference,
+        plan.repeats,
+        plan.seed,
+        plan.chunk_users,
+        plan.progress,
+    )
+    m = data.attributes if plan.report_dims is None else check_report_dims(plan.report_dims, data.attributes)
     configurations = build_oracles(names, eps_list, data.categories, m, delta, options or {})
     truth = data.frequencies()
     secret = seeds.client_secrets(seed, 1)[0]

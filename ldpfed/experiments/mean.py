@@ -30,7 +30,7 @@ Flower path, which collects the same `ReportSums` from clients.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
@@ -38,9 +38,8 @@ import numpy as np
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.analysis import ColumnMoments, predict
+from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.mechanisms.multidim import (
     per_value_mechanism,
 )
@@ -49,8 +48,6 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.mean import MeanClient, MeanServer, default_chunk_users
 from ldpfed.validation import (
     LDPValueError,
-    check_epsilon,
-    check_positive_int,
     check_report_dims,
     check_values,
 )
@@ -110,44 +107,34 @@ def run_mean_experiment(
     data,
     mechanism_choices,
     epsilons: float | Iterable[float],
-    *,
-    aggregators: Sequence[str] = DEFAULT_AGGREGATORS,
-    report_dims: int | None = None,
-    delta: float | None = None,
-    deviation: str = "plug-in",
-    alpha: float = aggregation.DEFAULT_ALPHA,
-    l2_reference: str = "bound",
-    repeats: int = 5,
-    seed: int = 0,
-    chunk_users: int | None = None,
-    progress: Callable[[], None] | None = None,
+    **options,
 ) -> ExperimentResult:
     """Mean estimation repeated `repeats` times for every mechanism choice x epsilon.
 
     data: (users, dims) values in [-1, 1]. mechanism_choices: a name, a MechanismChoice, or a
-    list of names / (name, options) / MechanismChoice. report_dims m defaults to d. `delta` goes
-    to approximate mechanisms only. Every configuration uses the same R streams (common random
-    numbers), so a row of a grid equals the run of that configuration alone.
-    `progress()` is called after each repetition.
+    list of names / (name, options) / MechanismChoice. `options`: the fields of `ExperimentPlan`
+    (aggregators, report_dims (default d), delta, deviation, alpha, l2_reference, repeats, seed,
+    chunk_users, progress).
     """
+    plan = ExperimentPlan.build("mean", epsilons, DEFAULT_AGGREGATORS, **options)
     table = data if isinstance(data, np.ndarray) else np.asarray(data, dtype=float)
     if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
         raise LDPValueError(f"data must be a non-empty 2-D (users, dims) array, got shape {table.shape}")
     users, dims = table.shape
     choices = _as_choices(mechanism_choices)
-    eps_list = [check_epsilon(e) for e in np.atleast_1d(np.asarray(epsilons, dtype=object)).tolist()]
-    report_dims = dims if report_dims is None else check_report_dims(report_dims, dims)
-    repeats = check_positive_int(repeats, "repeats")
-    seed = check_positive_int(seed, "seed", minimum=0)
-    if chunk_users is not None:
-        chunk_users = check_positive_int(chunk_users, "chunk_users")
-    if deviation not in DEVIATION_SOURCES:
-        raise LDPValueError(f"deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
-    alpha = check_alpha(alpha)
-    check_l2_reference(l2_reference)
-    aggregator_objects = aggregation.get_many(
-        aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
+    eps_list, delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress = (
+        plan.epsilons,
+        plan.delta,
+        plan.deviation,
+        plan.alpha,
+        plan.l2_reference,
+        plan.repeats,
+        plan.seed,
+        plan.chunk_users,
+        plan.progress,
     )
+    report_dims = dims if plan.report_dims is None else check_report_dims(plan.report_dims, dims)
+    aggregator_objects = aggregation.get_many(plan.aggregators, alpha=plan.alpha, l2_reference=plan.l2_reference)
     resolved_chunk = default_chunk_users(dims) if chunk_users is None else chunk_users
     moments = validated_column_moments(table, resolved_chunk)
     theta_bar = moments.mean

@@ -25,6 +25,8 @@ class NoisePrivatizer:
     """Clip in L2 (per layer with `layer_sizes`) and add `name` calibrated to (epsilon, delta) at
     the local sensitivity; unbiased (the noise has mean 0)."""
 
+    per_value_noise_model = False  # a vector noise: its moments do not depend on the coordinate's value
+
     def __init__(
         self,
         name: str,

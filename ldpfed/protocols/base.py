@@ -15,6 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ldpfed.accounting import PrivacyLedger
+
 
 class InjectedFailure(RuntimeError):
     """Raised by clients listed in `fail-clients` (fault injection for tests and demos)."""
@@ -70,19 +72,38 @@ def participation(planned: list[int], replies: dict, failures: dict[int, str]) -
     }
 
 
-def admit(budget, ledger, partitions: list[int], event) -> tuple[list[int], list[int]]:
-    """(partitions that take part, partitions stopped by the run's privacy budget): a client whose
-    total would exceed max-epsilon with this round's `event` stops (ldpfed.accounting.Budget)."""
-    if budget is None:
-        return list(partitions), []
-    return budget.admit(ledger, list(partitions), event)
+class BudgetedServer:
+    """The budget bookkeeping every server half shares (mean, frequency, train): one ledger event per
+    client per round (`round_event`, None: no ledger), the per-client budget that stops a client
+    before it would exceed it (ldpfed.accounting.Budget, or None), and the round's participation."""
 
+    def __init__(self, round_event, budget=None) -> None:
+        self.round_event = round_event
+        self.budget = budget
+        if budget is not None:
+            budget.check(round_event)
+        self.ledger = PrivacyLedger()
+        self._planned: list[int] = []
+        self._stopped: list[int] = []
 
-def budget_record(budget, stopped: list[int]) -> dict:
-    """The round's record of the clients the budget stopped (nothing without a budget)."""
-    if budget is None:
-        return {}
-    return {
-        "clients_stopped_by_budget": len(stopped),
-        "stopped_partitions": ",".join(str(pid) for pid in sorted(stopped)),
-    }
+    def admit(self, partitions) -> list[int]:
+        """The partitions that take part this round; those the budget stops are kept for the record."""
+        if self.budget is None:
+            self._planned, self._stopped = list(partitions), []
+        else:
+            self._planned, self._stopped = self.budget.admit(self.ledger, list(partitions), self.round_event)
+        return self._planned
+
+    def charge(self, server_round: int, partitions, mechanism: str) -> None:
+        """Record one round's event for each partition that replied."""
+        if self.round_event is not None:
+            for pid in partitions:
+                self.ledger.record_event(pid, server_round, self.round_event, mechanism)
+
+    def round_record(self, replies: dict, failures: dict[int, str]) -> dict:
+        """Participation (planned, replied, failed) and who the budget stopped."""
+        record = participation(self._planned, replies, failures)
+        if self.budget is not None:
+            record["clients_stopped_by_budget"] = len(self._stopped)
+            record["stopped_partitions"] = ",".join(str(pid) for pid in sorted(self._stopped))
+        return record

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 import ldpfed.aggregation as aggregation
-from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
 from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
@@ -28,7 +27,7 @@ from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic
 from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.mechanisms.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
+from ldpfed.protocols.base import BudgetedServer, ClientReply, InjectedFailure, RoundPlan
 from ldpfed.protocols.mean import SUMS, cohort, total_sums
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
@@ -116,7 +115,7 @@ class FrequencyOutcome:
         return {name: result.estimate for name, result in self.results.items()}
 
 
-class FrequencyServer:
+class FrequencyServer(BudgetedServer):
     """Strategy-shaped server half: sum the clients' ReportSums, f_hat, re-calibration."""
 
     def __init__(
@@ -137,19 +136,12 @@ class FrequencyServer:
             l2_reference=l2_reference,
             categories=tuple(oracles.categories),
         )
+        super().__init__(round_event, budget)
         self.oracles, self.clients, self.deviation = oracles, clients, deviation
-        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
-        self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None
-        if budget is not None:
-            budget.check(round_event)
-        self.ledger = PrivacyLedger()
         self.outcome: FrequencyOutcome | None = None
-        self._planned: list[int] = []
-        self._stopped: list[int] = []
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
-        return RoundPlan(self._planned, {})
+        return RoundPlan(self.admit(range(self.clients)), {})
 
     def aggregate(
         self,
@@ -166,12 +158,9 @@ class FrequencyServer:
         else:
             f_hat, results = np.full(self.oracles.entries, np.nan), {}
         self.outcome = FrequencyOutcome(self.oracles, pids, sums, f_hat, results)
-        if self.round_event is not None:
-            for pid in pids:
-                self.ledger.record_event(pid, server_round, self.round_event, self.oracles.name)
+        self.charge(server_round, pids, self.oracles.name)
         return {
-            **participation(self._planned, replies, failures),
-            **budget_record(self.budget, self._stopped),
+            **self.round_record(replies, failures),
             "users_reported": int(sums.users),
         }
 

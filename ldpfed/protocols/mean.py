@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 import ldpfed.aggregation as aggregation
-from ldpfed.accounting import PrivacyLedger
 from ldpfed.aggregation.base import Recalibrated
 from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
@@ -27,7 +26,7 @@ from ldpfed.data import DEFAULT_DIMS, DEFAULT_USERS, Tuples, available_synthetic
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.mechanisms.multidim import ReportSums, mean_estimate, per_value_mechanism, perturb_tuples, summarize
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import ClientReply, InjectedFailure, RoundPlan, admit, budget_record, participation
+from ldpfed.protocols.base import BudgetedServer, ClientReply, InjectedFailure, RoundPlan
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError, out_of_domain_policy, parse_domain
 
@@ -235,7 +234,7 @@ class MeanOutcome:
         return {name: result.estimate for name, result in self.results.items()}
 
 
-class MeanServer:
+class MeanServer(BudgetedServer):
     """Strategy-shaped server half: every client reports in every round (each round is one
     independent collection); aggregate = sum of ReportSums, theta_hat, re-calibration."""
 
@@ -257,20 +256,13 @@ class MeanServer:
         self.aggregators = aggregation.get_many(
             aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
         )
+        super().__init__(round_event, budget)
         self.deviation = deviation
-        self.round_event = round_event  # the ledger event of one client's round (None: no ledger)
         self.mechanism_name = mechanism_name
-        self.budget = budget  # ldpfed.accounting.Budget (max-epsilon), or None
-        if budget is not None:
-            budget.check(round_event)
-        self._stopped: list[int] = []
-        self.ledger = PrivacyLedger()
         self.outcome: MeanOutcome | None = None
-        self._planned: list[int] = []
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned, self._stopped = admit(self.budget, self.ledger, list(range(self.clients)), self.round_event)
-        return RoundPlan(self._planned, {})
+        return RoundPlan(self.admit(range(self.clients)), {})
 
     def aggregate(
         self,
@@ -287,12 +279,9 @@ class MeanServer:
         else:
             theta_hat, results = np.full(self.dims, np.nan), {}
         self.outcome = MeanOutcome(pids, sums, theta_hat, results)
-        if self.round_event is not None:
-            for pid in pids:
-                self.ledger.record_event(pid, server_round, self.round_event, self.mechanism_name)
+        self.charge(server_round, pids, self.mechanism_name)
         return {
-            **participation(self._planned, replies, failures),
-            **budget_record(self.budget, self._stopped),
+            **self.round_record(replies, failures),
             "users_reported": int(sums.users),
         }
 

@@ -32,7 +32,7 @@ import numpy as np
 
 import ldpfed.aggregation as aggregation
 import ldpfed.gradient_noise as gradient_noise
-from ldpfed.accounting import PrivacyLedger, not_private
+from ldpfed.accounting import not_private
 from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
@@ -41,18 +41,16 @@ from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalP
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import (
+    BudgetedServer,
     ClientReply,
     InjectedFailure,
     RoundPlan,
-    admit,
-    budget_record,
-    participation,
     short_reason,
 )
 from ldpfed.protocols.nodes import NodeReply
-from ldpfed.protocols.privacy import privacy_status, round_event
+from ldpfed.protocols.privacy import privacy_status
 from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
-from ldpfed.training.privatize import UpdatePrivatizer
+from ldpfed.training.privatize import Privatizer, UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
@@ -115,9 +113,6 @@ def _privatizer(
     return UpdatePrivatizer(mechanism, epsilon, clip, delta=delta, report_dims=report_dims)
 
 
-Privatizer = UpdatePrivatizer | NoisePrivatizer | DirectionalPrivatizer
-
-
 def privatizer(config: Config) -> Privatizer:
     """Clip (and, unless mechanism is none, perturb) the update; built once per config."""
     training = config.training
@@ -165,18 +160,10 @@ def check_device(config: Config):
 
 
 def client_round_event(config: Config, update_privatizer: Privatizer, dims: int):
-    """The ledger event of one client's round (ldpfed.accounting)."""
-    if isinstance(update_privatizer, (NoisePrivatizer, DirectionalPrivatizer)):
-        status = privacy_status(config)
-        return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
-    entry = update_privatizer.ledger_entry(dims)
-    return round_event(
-        config,
-        entry["epsilon"],
-        entry["delta"],
-        entry["noise_multiplier"],
-        mechanism_event=update_privatizer.mechanism_event(dims),
-    )
+    """The ledger event of one client's round (ldpfed.accounting): the privatizer's, unless the run
+    sends something without accounted noise (`privacy_status`)."""
+    status = privacy_status(config)
+    return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
 
 
 # ---- client half: a node's cohort of clients --------------------------------------------------
@@ -356,7 +343,7 @@ class TrainOutcome:
     step: np.ndarray
 
 
-class TrainServer:
+class TrainServer(BudgetedServer):
     """Strategy-shaped server half of federated LDP-SGD."""
 
     def __init__(
@@ -374,15 +361,9 @@ class TrainServer:
         self.privatizer = privatizer(config)
         # Worst case over coordinate values in [-C, C] of the per-coordinate noise variance v.
         self.noise_per_coordinate = float(np.mean(self.privatizer.per_coordinate_noise(self.weights.size)[1]))
-        self.round_event = client_round_event(config, self.privatizer, self.weights.size)
-        self.budget = config.budget  # ldpfed.accounting.Budget (max-epsilon), or None
-        if self.budget is not None:
-            self.budget.check(self.round_event)
-        self._stopped: list[int] = []
+        super().__init__(client_round_event(config, self.privatizer, self.weights.size), config.budget)
         self.previous_step = np.zeros_like(self.weights)  # LDPVec's public reference direction
-        self.ledger = PrivacyLedger()
         self.outcome: TrainOutcome | None = None
-        self._planned: list[int] = []
 
     def sample(self, server_round: int) -> list[int]:
         """round(fraction * clients) partitions (>= 1), without replacement, from the server's seed."""
@@ -394,8 +375,9 @@ class TrainServer:
         return sorted(int(pid) for pid in chosen)
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        self._planned, self._stopped = admit(self.budget, self.ledger, self.sample(server_round), self.round_event)
-        return RoundPlan(self._planned, {GLOBAL: self.weights, **self.public_inputs(server_round)})
+        return RoundPlan(
+            self.admit(self.sample(server_round)), {GLOBAL: self.weights, **self.public_inputs(server_round)}
+        )
 
     def public_inputs(self, server_round: int) -> dict:
         """LDPVec's public inputs of the round (directional.md): the previous global step (the
@@ -420,8 +402,7 @@ class TrainServer:
         the nodes' count-weighted sums (node-reply sum; the replies then carry counts only), added
         in the order of their keys: the step is their total over sum_k n_k (mean and fedavg)."""
         metrics = {
-            **participation(self._planned, replies, failures),
-            **budget_record(self.budget, self._stopped),
+            **self.round_record(replies, failures),
             "predicted_noise": 0.0,
             "predicted_noise_trace_worst_case": 0.0,
             "deviation_variance_trace": np.nan,
@@ -446,8 +427,7 @@ class TrainServer:
         metrics["predicted_noise"] = float(np.sum(p**2) * self.noise_per_coordinate)
         metrics["predicted_noise_trace_worst_case"] = metrics["predicted_noise"] * self.weights.size
         metrics.update(recalibration)
-        for pid in pids:
-            self.ledger.record_event(pid, server_round, self.round_event, self.privatizer.mechanism)
+        self.charge(server_round, pids, self.privatizer.mechanism)
         self.outcome = TrainOutcome(pids, sizes, updates, mean, step)
         return metrics
 
@@ -468,9 +448,9 @@ class TrainServer:
         if config.aggregator == FEDAVG:
             average = self.fedavg or (lambda u, n: (n / n.sum()) @ u)
             return average(updates, sizes), {}
-        if isinstance(self.privatizer, DirectionalPrivatizer):
-            # no per-coordinate noise model: "mean" is the plain weighted mean (config.py allows
-            # only mean and fedavg with ldpvec)
+        if not self.privatizer.per_value_noise_model:
+            # no per-coordinate noise model to re-calibrate with: "mean" is the plain weighted mean
+            # (config.py allows only mean and fedavg with the vector noises and ldpvec)
             return (sizes / sizes.sum()) @ updates, {}
         alpha = config.alpha if "alpha" in aggregation.accepted_options(config.aggregator) else None
         result = aggregate_updates(

@@ -32,11 +32,12 @@ what the trace in analysis.md needs.
 from __future__ import annotations
 
 import math
+from typing import ClassVar, Protocol
 
 import numpy as np
 
 import ldpfed.mechanisms as mechanisms
-from ldpfed.accounting import gaussian_mechanism_event
+from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent, gaussian_mechanism_event, not_private
 from ldpfed.mechanisms.base import Mechanism
 from ldpfed.mechanisms.multidim import per_value_mechanism, sample_report_mask, sample_report_masks, wang_report_dims
 from ldpfed.validation import (
@@ -66,12 +67,37 @@ def check_row_rngs(rngs, rows: np.ndarray) -> list[np.random.Generator]:
     return rngs
 
 
+class Privatizer(Protocol):
+    """What a client's round calls to release its model update, whatever perturbs it: the scalar
+    mechanisms (`UpdatePrivatizer`), a gradient noise (ldpfed.gradient_noise's `NoisePrivatizer`)
+    or LDPVec (ldpfed.directional's `DirectionalPrivatizer`).
+
+    `per_value_noise_model`: the release has a scalar mechanism's exact bias and variance per
+    coordinate value (`noise_moments`, `per_coordinate_noise` at every value), the model the
+    re-calibrating aggregators need; the vector noises give the worst-case per-coordinate noise only.
+    """
+
+    mechanism: str
+    per_value_noise_model: ClassVar[bool]
+
+    @property
+    def private(self) -> bool: ...
+    def clip_only(self, update) -> np.ndarray: ...
+    def privatize(self, update, rng: np.random.Generator) -> np.ndarray: ...
+    def privatize_rows(self, updates, rngs, broadcast: dict | None = None) -> np.ndarray: ...
+    def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def event(self, dims: int): ...
+    def describe(self, dims: int | None = None) -> dict: ...
+
+
 class UpdatePrivatizer:
     """Clip a flat update to [-C, C] per coordinate and perturb m sampled coordinates with eps/m each.
 
     `epsilon`/`delta` are the client's per-round budget and `options` go to the scalar mechanism
     (e.g. estimator="debiased", calibration="classic"); for "none" all three are ignored.
     """
+
+    per_value_noise_model = True
 
     def __init__(
         self,
@@ -244,15 +270,16 @@ class UpdatePrivatizer:
             return None
         return gaussian_mechanism_event(self.per_value_mechanism(dims), self.dims_reported(dims))
 
-    def ledger_entry(self, dims: int) -> dict:
-        """Keyword arguments for `PrivacyLedger.record` for one round of this client."""
-        epsilon, delta = self.round_cost()
-        return {
-            "epsilon": epsilon,
-            "delta": delta,
-            "mechanism": self.mechanism,
-            "noise_multiplier": self.noise_multiplier(dims),
-        }
+    def event(self, dims: int):
+        """One client's round as a privacy event (ldpfed.accounting): the Gaussian's own event
+        (`mechanism_event`) calibrated to (eps, delta), eps-DP for the pure mechanisms, and a
+        not-private event for the mechanism none."""
+        if not self.private:
+            return not_private(f"mechanism {self.mechanism}: clients send their clipped model updates without noise")
+        mechanism_event = self.mechanism_event(dims)
+        if mechanism_event is not None:
+            return CalibratedDpEvent(mechanism_event, self.epsilon, self.delta)
+        return EpsilonDeltaDpEvent(self.epsilon, self.delta or 0.0)
 
     def describe(self, dims: int | None = None) -> dict:
         """JSON-ready record of the privatizer (and, given d, of m and the per-value mechanism)."""
