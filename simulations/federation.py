@@ -32,7 +32,8 @@ from ldpfed.protocols.nodes import NodeSet
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
-from simulations.runner import RayStart, kill_client_actors, run_simulation, showing
+from simulations import runner as flower_runner
+from simulations.runner import RayStart, kill_client_actors, showing
 from simulations.stopping import Stopped, StopRequest
 
 SERVER_STOP_SECONDS = 10.0
@@ -78,7 +79,7 @@ def run(
             if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
                 output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
             try:
-                if ray is None:
+                if config.run.engine == "local":
                     run_local(config, world, half, session, progress, verbose, stop)
                 else:
                     run_flower(config, world, half, session, progress, verbose, stop, ray)
@@ -163,7 +164,7 @@ def run_flower(
     )
     try:
         with stop.deferred():
-            run_simulation(
+            flower_runner.run_simulation(
                 config,
                 server_app,
                 client_app,
