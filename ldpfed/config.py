@@ -33,6 +33,7 @@ Decisions where the spec is silent (docs/decisions.md, Federated protocol):
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -99,6 +100,7 @@ class FederationConfig:
     device: str = "auto"  # train: where a node trains its clients: auto | cpu | cuda
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
     node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
+    ray_address: str = ""  # an existing Ray cluster to run on ("auto": RAY_ADDRESS); "" = start a local Ray
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,7 @@ class Config:
         if not (math.isfinite(fed.gpus_per_node) and fed.gpus_per_node >= 0.0):
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
         _check_node_reply(self)
+        _check_ray_address(fed)
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
         _check_perturbation_options(self)
@@ -346,6 +349,16 @@ class Config:
         if any(not 0 <= pid < fed.clients for pid in failing):
             raise LDPValueError(f"fail-clients ids must be in [0, {fed.clients - 1}], got {fed.fail_clients!r}")
         return self
+
+
+def _check_ray_address(fed: FederationConfig) -> None:
+    """`ray-address`: "" (a local Ray), "auto" (RAY_ADDRESS, read when the run starts) or the GCS HOST:PORT;
+    `cpus` sizes a local Ray only, so the two exclude each other."""
+    address = fed.ray_address
+    if address and address != "auto" and not re.fullmatch(r"[A-Za-z0-9_.\-]+:[0-9]{1,5}", address):
+        raise LDPValueError(f"ray-address must be auto or HOST:PORT (the head's GCS address), got {address!r}")
+    if address and fed.cpus:
+        raise LDPValueError("cpus sizes a local Ray; with ray-address the cluster's nodes give the CPUs (drop one)")
 
 
 def _check_node_reply(config: Config) -> None:

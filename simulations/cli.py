@@ -212,6 +212,13 @@ def simulate(
     gpus_per_node: float | None = typer.Option(
         None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."
     ),
+    ray_address: str | None = typer.Option(
+        None,
+        help=(
+            "Run on an existing Ray cluster (the head's HOST:PORT; auto = RAY_ADDRESS) instead of starting a local "
+            "Ray: the nodes go where the cluster's CPUs/GPUs are (docs/deployment.md, Ray cluster)."
+        ),
+    ),
     node_reply: str | None = typer.Option(
         None,
         help=(
@@ -341,6 +348,9 @@ def simulate(
     from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
+    from simulations.runner import cluster_address
+
+    cluster_address(config)  # ray-address auto without RAY_ADDRESS: an error before anything is written
 
     output = output_dir(config)  # before any work: writable, no other run's results
     if config.privacy.trust != "local":

@@ -31,6 +31,8 @@ from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
+from simulations import runner as flower_runner
+from simulations.runner import RayStart, kill_client_actors, showing
 from simulations.stopping import Stopped, StopRequest
 
 SERVER_STOP_SECONDS = 10.0
@@ -68,17 +70,25 @@ def run(
         # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
         # get the config without its seed and could not bind it themselves (bind_data re-validates)
         config = bind_data(config, world.data)
-        half = server_half(config, world.data, world.server, flower_fedavg)
-        session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
-        if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
-            output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
-        runner = run_local if config.run.engine == "local" else run_flower
+        # Ray's start (seconds of process starts) overlaps the server half's and the records' making
+        ray = RayStart.begin_for(config, layout(config).nodes, verbose) if config.run.engine == "flower" else None
         try:
-            runner(config, world, half, session, progress, verbose, stop)
-            if not stop.requested:
-                return session.finish()
-        except KeyboardInterrupt as error:
-            stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
+            half = server_half(config, world.data, world.server, flower_fedavg)
+            session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
+            if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
+                output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
+            try:
+                if config.run.engine == "local":
+                    run_local(config, world, half, session, progress, verbose, stop)
+                else:
+                    run_flower(config, world, half, session, progress, verbose, stop, ray)
+                if not stop.requested:
+                    return session.finish()
+            except KeyboardInterrupt as error:
+                stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
+        finally:
+            if ray is not None:
+                ray.close()  # a no-op once Flower's runtime has shut Ray down
         summary = session.finish(interrupted=True)
     raise Interrupted(summary, stop)
 
@@ -98,8 +108,6 @@ def remove_diagnostics(directory: Path, ours: bool) -> None:
 
 
 def run_local(config: Config, world: World, half, session: Session, progress, verbose: bool, stop: StopRequest) -> None:
-    from simulations.runner import showing
-
     nodes = NodeSet(
         layout(config), lambda partitions: node_half(config, partitions, world.data, world.secrets_of(partitions))
     )
@@ -119,11 +127,17 @@ def run_local(config: Config, world: World, half, session: Session, progress, ve
 
 
 def run_flower(
-    config: Config, world: World, half, session: Session, progress, verbose: bool, stop: StopRequest
+    config: Config,
+    world: World,
+    half,
+    session: Session,
+    progress,
+    verbose: bool,
+    stop: StopRequest,
+    ray: RayStart | None = None,
 ) -> None:
     from clients.client_app import make_client_app, read_diagnostics
     from server.server_app import make_server_app
-    from simulations.runner import kill_client_actors, run_simulation
 
     keep = bool(config.output.out)
     directory = (
@@ -149,7 +163,7 @@ def run_flower(
     )
     try:
         with stop.deferred():
-            run_simulation(
+            flower_runner.run_simulation(
                 config,
                 server_app,
                 client_app,
@@ -158,6 +172,7 @@ def run_flower(
                 nodes=layout(config).nodes,
                 stop=stop,
                 log=lambda text: session.recorder.output.write({"flower.log": text}),
+                ray=ray,
             )
     finally:
         if not done.is_set() and not stop.requested:  # Flower's runtime failed under its ServerApp: stop it

@@ -6,10 +6,14 @@ apps here). The ServerApp runs in a thread of this process, so its per-round cal
 the progress display; ClientApps (one per Flower node, each hosting a cohort of clients) run in Ray
 actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
-Ray is started here, before Flower's runtime, with Flower's own `RayBackend` (which then finds it
-running), in a thread that blocks SIGINT and SIGTERM (`_ray_started`): the harness's
-stop request (simulations.stopping) keeps both signals. Ray is shut down by Flower's runtime when
-it returns, once its threads have stopped waiting on Ray.
+Ray is started before Flower's runtime (which then finds it running), as Flower's `RayBackend`
+would start it, in a thread that blocks SIGINT and SIGTERM (`RayStart`): the harness's stop
+request (simulations.stopping) keeps both signals. The harness begins that start before it builds
+its server half (`RayStart.begin_for`), so the two overlap. With `ray-address` the run joins an
+existing Ray cluster instead (`cluster_address`); Flower then places one actor per
+`cpus-per-client` CPUs (and `gpus-per-node` GPUs) of each of the cluster's nodes. Ray is shut down
+(a cluster: this process disconnected) by Flower's runtime when it returns, once its threads have
+stopped waiting on Ray.
 
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
@@ -32,6 +36,7 @@ import threading
 from pathlib import Path
 
 from ldpfed.config import Config
+from ldpfed.validation import LDPValueError
 from simulations.stopping import StopRequest
 
 QUIET_ENVIRONMENT = {
@@ -50,22 +55,44 @@ def backend_config(config: Config, verbose: bool = False, nodes: int | None = No
     fraction letting several nodes share one GPU) and the CPUs and GPUs Ray may use. Flower starts
     as many actors as those CPUs hold (CPUs / cpus-per-client), each a Python process of a few
     hundred MiB, so with `nodes` Ray gets no more CPUs than the nodes use: one actor per node at
-    most, none idle."""
+    most, none idle. On an existing cluster (`ray-address`) the cluster's nodes give the CPUs and
+    GPUs (Flower fits its actors node by node), and Ray is joined, not started."""
     gpus = config.federation.gpus_per_node
-    cpus = config.federation.cpus or os.cpu_count() or 1
-    if nodes:
-        cpus = min(cpus, max(1, math.ceil(nodes * config.federation.cpus_per_client)))
-    init_args = {
-        "num_cpus": cpus,
-        "num_gpus": _visible_gpus() if gpus > 0 else 0,
-        "include_dashboard": False,
-        "logging_level": "INFO" if verbose else "ERROR",
-        "log_to_driver": verbose,
-    }
+    init_args: dict = {"logging_level": "INFO" if verbose else "ERROR", "log_to_driver": verbose}
+    address = cluster_address(config)
+    if address:
+        init_args["address"] = address
+    else:
+        cpus = config.federation.cpus or os.cpu_count() or 1
+        if nodes:
+            cpus = min(cpus, max(1, math.ceil(nodes * config.federation.cpus_per_client)))
+        init_args.update(num_cpus=cpus, num_gpus=_visible_gpus() if gpus > 0 else 0, include_dashboard=False)
     return {
         "client_resources": {"num_cpus": config.federation.cpus_per_client, "num_gpus": float(gpus)},
         "init_args": init_args,
     }
+
+
+def cluster_address(config: Config) -> str | None:
+    """The Ray cluster to join: `federation.ray-address`, `auto` read from RAY_ADDRESS (an error
+    when unset: Ray's own `auto` would fall back on whatever cluster this machine started last);
+    None for a local Ray."""
+    address = config.federation.ray_address
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+        if not address:
+            raise LDPValueError("ray-address auto reads RAY_ADDRESS, which is not set")
+    return address or None
+
+
+def init_ray(backend: dict) -> None:
+    """`ray.init` as Flower's `RayBackend` calls it (the workers get this process' import path in
+    PYTHONPATH), with `backend`'s init args."""
+    import ray
+
+    pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
+    os.environ["PYTHONPATH"] = pythonpath
+    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **backend["init_args"])
 
 
 def _visible_gpus() -> int:
@@ -100,17 +127,19 @@ def run_simulation(
     nodes: int | None = None,
     stop: StopRequest | None = None,
     log=None,
+    ray: RayStart | None = None,
 ) -> None:
     """Run `server_app` and `client_app` under Flower's simulation runtime (Ray) with `nodes`
     Flower nodes (default: one per client), quietly unless `verbose`. `progress` (optional, e.g.
     `simulations.progress.RoundProgress`): `start(stream)` with the terminal's stderr before Ray
     starts, `stop()` at the end. `stop`: the run's stop request; requested while Ray starts, the
     federation does not start. Ray gets no more CPUs than the nodes use: one actor per node at most
-    (`backend_config`). `log(text)`: the Flower/Ray log, when not empty."""
+    (`backend_config`). `log(text)`: the Flower/Ray log, when not empty. `ray`: Ray's start begun
+    earlier (`RayStart.begin_for`), else Ray is started here."""
     clients = nodes or config.federation.clients
     if verbose:
         with showing(progress, sys.stderr):
-            _run_on_ray(config, server_app, client_app, clients, stop, verbose=True)
+            _run_on_ray(config, server_app, client_app, clients, stop, True, ray)
         return
     os.environ.update(QUIET_ENVIRONMENT)
     flower_logger = logging.getLogger("flwr")
@@ -121,7 +150,7 @@ def run_simulation(
     log_path = Path(name)
     try:
         with _stderr_to(log_path) as terminal, showing(progress, terminal):
-            _run_on_ray(config, server_app, client_app, clients, stop, verbose=False)
+            _run_on_ray(config, server_app, client_app, clients, stop, False, ray)
     except Exception:
         tail = log_path.read_text(errors="replace").splitlines()[-30:]
         sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
@@ -134,73 +163,112 @@ def run_simulation(
             log(text)
 
 
-def _run_on_ray(config: Config, server_app, client_app, clients: int, stop: StopRequest | None, verbose: bool) -> None:
-    """Start Ray, then Flower's runtime on it unless a stop was requested meanwhile."""
-    # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
-    # workers, which aborts the process (exit 134): read when Ray is imported, so set before
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+def _run_on_ray(
+    config: Config, server_app, client_app, clients: int, stop: StopRequest | None, verbose: bool, ray: RayStart | None
+) -> None:
+    """Start Ray (or wait for `ray`, begun earlier), then Flower's runtime on it unless a stop was
+    requested meanwhile."""
     from flwr.simulation import run_simulation as flower_run_simulation
 
     backend = backend_config(config, verbose, nodes=clients)
-    with _ray_started(lambda: RayBackend(backend)):  # Flower's ray.init; its runtime then finds Ray up
+    with _ray_started(ray or RayStart(backend, verbose)):  # Flower's runtime then finds Ray up
         if stop is not None and stop.installed:
             stop.install()  # over any handler Ray's native code installed (if Ray was imported before)
         if stop is None or not stop.requested:
             flower_run_simulation(server_app, client_app, clients, "ray", backend)
 
 
-@contextlib.contextmanager
-def _ray_started(start):
-    """Ray up for the block (`start()`: ray.init), shut down at its end (Flower's runtime, when it
-    ran, has done so already), started by a thread of its own that blocks SIGINT and SIGTERM and
-    lives until then.
+class RayStart:
+    """Ray started (`ray.init`, or joined on a cluster) by a keeper thread of its own, which blocks
+    SIGINT and SIGTERM and lives until Ray is shut down.
 
-    In the main thread `ray.init` replaces the SIGTERM handler with one that raises SystemExit
-    wherever the main thread is (a SIGTERM during the init aborted the process); from another thread
-    it leaves the handlers alone (and says so in a warning, silenced here). Ray's native threads,
-    started by that thread, inherit its mask: a signal never lands in them, and the main thread
-    keeps both signals (the stop request records them). The thread must outlive Ray: Ray starts its
-    processes with PR_SET_PDEATHSIG, which kills them when the thread that started them ends. So
-    the thread is let go only once Ray is down: a Ray that outlives the block (one whose shutdown its
-    owner defers, such as a test session sharing it) keeps its keeper, and a Ray already running in
-    this process is used as it is."""
-    if ray_running():
+    `begin()` starts it and returns at once, so that a run can start Ray while it builds its server
+    half and records (Ray's start is seconds of process starts, most of a first round's wait);
+    `_ray_started` waits for it. In the main thread `ray.init` replaces the SIGTERM handler with one
+    that raises SystemExit wherever the main thread is (a SIGTERM during the init aborted the
+    process); from another thread it leaves the handlers alone (and says so in a warning, silenced
+    here). Ray's native threads, started by that thread, inherit its mask: a signal never lands in
+    them, and the main thread keeps both signals (the stop request records them). The thread must
+    outlive Ray: Ray starts its processes with PR_SET_PDEATHSIG, which kills them when the thread
+    that started them ends. So the thread is let go only once Ray is down (`close`): a Ray that
+    outlives the block (one whose shutdown its owner defers, such as a test session sharing it)
+    keeps its keeper."""
+
+    def __init__(self, backend: dict, verbose: bool = False) -> None:
+        self.backend, self.verbose = backend, verbose
+        self.started, self.release = threading.Event(), threading.Event()
+        self.failures: list[BaseException] = []
+        self.thread: threading.Thread | None = None
+
+    @classmethod
+    def begin_for(cls, config: Config, nodes: int, verbose: bool = False) -> RayStart | None:
+        """Ray for a run of `nodes` Flower nodes, begun now; None when Ray already runs in this
+        process (used as it is)."""
+        if ray_running():
+            return None
+        launch = cls(backend_config(config, verbose, nodes=nodes), verbose)
+        launch.begin()
+        return launch
+
+    def begin(self) -> None:
+        if self.thread is not None:
+            return
+        if not self.verbose:
+            os.environ.update(QUIET_ENVIRONMENT)
+        # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
+        # workers, which aborts the process (exit 134): read when Ray is imported, so set before
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+        self.thread = threading.Thread(target=self._keep, name="ray-keeper", daemon=True)
+        self.thread.start()
+
+    def _keep(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        ray_worker_logger = logging.getLogger("ray._private.worker")
+        previous_level = ray_worker_logger.level
+        ray_worker_logger.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": what is wanted
+        try:
+            init_ray(self.backend)
+        except BaseException as error:  # raised again in the main thread
+            self.failures.append(error)
+        finally:
+            ray_worker_logger.setLevel(previous_level)
+            self.started.set()
+        self.release.wait()
+
+    def wait(self) -> None:
+        """Until Ray is up; its start's error, if any, raised here."""
+        self.begin()
+        self.started.wait()
+        if self.failures:
+            raise self.failures[0]
+
+    def close(self) -> None:
+        """Ray shut down (this process' connection to a cluster: the cluster stays) and the keeper
+        let go, unless Ray outlives this (its owner shuts it down)."""
+        if self.thread is None:
+            return
+        self.started.wait()
+        shutdown_ray()
+        if not ray_running():
+            self.release.set()
+            self.thread.join()
+
+
+@contextlib.contextmanager
+def _ray_started(launch: RayStart):
+    """Ray up for the block (started by `launch`, or already running in this process and used as
+    it is), shut down at its end (Flower's runtime, when it ran, has done so already)."""
+    if launch.thread is None and ray_running():
         try:
             yield
         finally:
             shutdown_ray()
         return
-    started, release = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
-
-    def keeper() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            start()
-        except BaseException as error:  # raised again in the main thread
-            failures.append(error)
-        finally:
-            started.set()
-        release.wait()
-
-    ray_worker_logger = logging.getLogger("ray._private.worker")
-    previous_level = ray_worker_logger.level
-    ray_worker_logger.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": what is wanted
-    thread = threading.Thread(target=keeper, name="ray-keeper", daemon=True)
     try:
-        thread.start()
-        started.wait()
-        ray_worker_logger.setLevel(previous_level)
-        if failures:
-            raise failures[0]
+        launch.wait()
         yield
     finally:
-        ray_worker_logger.setLevel(previous_level)
-        shutdown_ray()
-        if not ray_running():
-            release.set()
-            thread.join()
+        launch.close()
 
 
 def kill_client_actors() -> None:

@@ -1,13 +1,16 @@
 """The same apps as a Flower deployment ("bigger than one machine"; spec: scale.md,
 federated.md "Who knows the noise").
 
-One SuperLink and two SuperNodes run as separate local processes over loopback (insecure, free
-ports, a temporary FLWR_HOME), and `flwr run . <connection>` submits the pyproject's apps to them,
+One SuperLink and two SuperNodes run as separate local processes over loopback (TLS with a CA and
+certificates made by simulations.deploy_certs, SuperNode authentication with the nodes' registered
+keys, free ports, a temporary FLWR_HOME), and `flwr run . <connection>` submits the pyproject's apps to them,
 as a user would with the nodes on other machines (README, "Running on several machines"). Each
 node gets its partition and its own noise seed from its node config, never from the server; the
 deployed rounds must equal the local engine run with those same node secrets, which they can only
 do if each node used its own seed (a node drawing OS entropy, or noise derived from the server's
-seed, fails the comparison). Every process started here is stopped by PID, even on failure.
+seed, fails the comparison). A third SuperNode whose key the SuperLink was not given, claiming node
+0's partition, is refused: it never comes online and the rounds count the two known nodes' clients
+only. Every process started here is stopped by PID, even on failure.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from conftest import processes_with_env
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, World, server_half
+from simulations.deploy_certs import make_certificates
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTION = "ldpfed-test"
@@ -74,7 +78,7 @@ class Deployment:
     """A SuperLink and one SuperNode per node config, each a process of its own, marked by an
     environment variable so that everything they start can be found and stopped."""
 
-    def __init__(self, directory: Path, node_configs: list[str]) -> None:
+    def __init__(self, directory: Path, node_configs: list[str], extra_keys: int = 0) -> None:
         from conftest import PRISTINE_ENVIRONMENT
 
         self.directory = directory
@@ -89,12 +93,16 @@ class Deployment:
             "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")]),
         }
         self.node_configs = node_configs
-        self.port, *self.node_ports = free_ports(1 + len(node_configs))
+        self.port, *self.node_ports = free_ports(1 + len(node_configs) + extra_keys)
         self.processes: list[subprocess.Popen] = []
+        self.may_exit: list[subprocess.Popen] = []  # processes whose exit is no failure of the deployment
+        # TLS for the SuperLink on loopback; a key pair per node (registered) and `extra_keys` never registered
+        self.certs = make_certificates(directory / "certs", ["127.0.0.1", "localhost"], len(node_configs) + extra_keys)
         # The Flower configuration file: a named SuperLink connection, as on a user's laptop.
         (self.home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n'
-            f'[superlink.{CONNECTION}]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
+            f'[superlink.{CONNECTION}]\naddress = "127.0.0.1:{self.port}"\n'
+            f'root-certificates = "{self.certs["root.crt"]}"\n'
         )
 
     def start(self, name: str, command: list[str]) -> subprocess.Popen:
@@ -110,7 +118,13 @@ class Deployment:
                 "superlink",
                 [
                     "flower-superlink",
-                    "--insecure",
+                    "--ssl-ca-certfile",
+                    str(self.certs["ca.crt"]),
+                    "--ssl-certfile",
+                    str(self.certs["superlink.crt"]),
+                    "--ssl-keyfile",
+                    str(self.certs["superlink.key"]),
+                    "--enable-supernode-auth",
                     "--port",
                     str(self.port),
                     "--database",
@@ -120,20 +134,11 @@ class Deployment:
             )
             poll(lambda: port_open(self.port) or link.poll() is not None, START_SECONDS, "SuperLink listening")
             assert link.poll() is None, self.logs()
-            for index, (node_config, port) in enumerate(zip(self.node_configs, self.node_ports)):
-                self.start(
-                    f"supernode-{index}",
-                    [
-                        "flower-supernode",
-                        "--insecure",
-                        "--superlink",
-                        f"127.0.0.1:{self.port}",
-                        "--port",
-                        str(port),
-                        "--node-config",
-                        node_config,
-                    ],
-                )
+            for index, node_config in enumerate(self.node_configs):
+                registered = self.flwr("supernode", "register", str(self.certs[f"node-{index}.pub"]), CONNECTION,
+                                       timeout=START_SECONDS)  # fmt: skip
+                assert registered.returncode == 0, registered.stdout + registered.stderr
+                self.start_node(index, node_config, self.node_ports[index])
             # each `flwr supernode list` is a process start (about 1.5 s of CPU the starting nodes need)
             poll(lambda: self.nodes_online() >= len(self.node_configs), START_SECONDS, "SuperNodes registered", 2.0)
         except BaseException:
@@ -144,11 +149,30 @@ class Deployment:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def start_node(self, key: int, node_config: str, port: int) -> subprocess.Popen:
+        """A SuperNode over TLS signing with key pair `key` (registered or not)."""
+        return self.start(
+            f"supernode-{key}",
+            [
+                "flower-supernode",
+                "--root-certificates",
+                str(self.certs["root.crt"]),
+                "--auth-supernode-private-key",
+                str(self.certs[f"node-{key}.key"]),
+                "--superlink",
+                f"127.0.0.1:{self.port}",
+                "--port",
+                str(port),
+                "--node-config",
+                node_config,
+            ],
+        )
+
     def flwr(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
         return subprocess.run(["flwr", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def nodes_online(self) -> int:
-        if any(process.poll() is not None for process in self.processes):
+        if any(process.poll() is not None for process in self.processes if process not in self.may_exit):
             raise AssertionError(f"a Flower process exited early:\n{self.logs()}")
         listed = self.flwr("supernode", "list", CONNECTION, "--format", "json", timeout=START_SECONDS)
         if listed.returncode != 0:
@@ -221,7 +245,10 @@ def test_a_two_node_deployment_runs_the_mean_and_train_tasks_with_the_nodes_own_
             "privacy.epsilon": 4.0,
         },
     }
-    with Deployment(tmp_path / "deployment", node_configs()) as deployment:
+    with Deployment(tmp_path / "deployment", node_configs(), extra_keys=1) as deployment:
+        # a node whose key the SuperLink was not given, claiming node 0's partition: refused
+        intruder = deployment.start_node(2, "partition-id=0 num-partitions=2 noise-seed=1", deployment.node_ports[2])
+        deployment.may_exit.append(intruder)  # refused, it may retry or give up
         for task, options in runs.items():
             out = tmp_path / f"{task}-deployed"
             overrides = {**options, "federation.clients": 2, "output.out": str(out)}
@@ -245,6 +272,7 @@ def test_a_two_node_deployment_runs_the_mean_and_train_tasks_with_the_nodes_own_
             # the harness's secrets (what the server could derive from the run seed) give other numbers
             harness = local_rounds(config, seeds.client_secrets(5, 2), tmp_path / f"{task}-harness")
             assert not np.allclose(deployed[columns].to_numpy(float), harness[columns].to_numpy(float), rtol=1e-9)
+        assert deployment.nodes_online() == 2  # the intruder never came online
         listed = deployment.flwr("ls", CONNECTION, "--format", "json", timeout=START_SECONDS)
         assert [run["status"] for run in json.loads(listed.stdout)["runs"]] == ["finished:completed"] * 2, listed.stdout
     assert not processes_with_env(*deployment.marker)
