@@ -13,6 +13,7 @@ error with the other; options shared by both default per task (None below = "the
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from importlib.metadata import entry_points
 
 import numpy as np
@@ -22,8 +23,6 @@ from rich.table import Table
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
     HEADER_HELP,
@@ -42,11 +41,12 @@ from ldpfed.cli.common import (
     show_results,
 )
 from ldpfed.data import available_synthetic
-from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
+from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
+from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+from ldpfed.validation import LDPValueError, check_positive_int, check_report_dims
 
 TASKS = ("mean", "train", "frequency")
 DEFAULT_USERS, DEFAULT_DIMS = 20000, 20
@@ -253,12 +253,19 @@ def compare(
     repeats = MEAN_DEFAULTS["repeats"] if repeats is None else repeats
     l2_reference = MEAN_DEFAULTS["l2_reference"] if l2_reference is None else l2_reference
     mechanism_names = parse_list(mechanism, str, "--mechanism")
-    eps_list = [check_epsilon(e, "--epsilons") for e in parse_list(epsilons, float, "--epsilons")]
-    aggregator_names = [aggregation.get_class(a).name for a in parse_list(aggregators, str, "--aggregators")]
-    if deviation not in DEVIATION_SOURCES:
-        raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
-    alpha = check_alpha(alpha)
-    check_l2_reference(l2_reference)
+    plan = ExperimentPlan.build(
+        "mean",
+        parse_list(epsilons, float, "--epsilons"),
+        DEFAULT_AGGREGATORS,
+        aggregators=parse_list(aggregators, str, "--aggregators"),
+        delta=delta,
+        deviation=deviation,
+        alpha=alpha,
+        l2_reference=l2_reference,
+        repeats=repeats,
+        seed=seed,
+        chunk_users=chunk_users,
+    )
     check_estimator(estimator)
     choices = _mechanism_choices(mechanism_names, estimator, delta)
     synthetic = data in available_synthetic()
@@ -267,10 +274,6 @@ def compare(
         dims = DEFAULT_DIMS if dims is None else dims
     users = None if users is None else check_positive_int(users, "--users")
     dims = None if dims is None else check_positive_int(dims, "--dims")
-    repeats = check_positive_int(repeats, "--repeats")
-    seed = check_positive_int(seed, "--seed", minimum=0)
-    if chunk_users is not None:
-        chunk_users = check_positive_int(chunk_users, "--chunk-users")
     low, high = parse_domain(domain)
     out_of_domain = "error" if out_of_domain is None else out_of_domain
     out_of_domain_policy(out_of_domain)
@@ -278,7 +281,7 @@ def compare(
         m = dims if report_dims is None else check_report_dims(report_dims, dims)
         for choice in choices:
             approximate = mechanisms.get_class(choice.name).approximate
-            for epsilon in eps_list:
+            for epsilon in plan.epsilons:
                 per_value_mechanism(choice.name, epsilon, m, delta if approximate else None, **choice.options)
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
         # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
@@ -286,34 +289,21 @@ def compare(
             data,
             users=users,
             dims=dims,
-            seed=seed,
+            seed=plan.seed,
             domain=(low, high),
             header=header,
             out_of_domain=out_of_domain,
-            rng=np.random.default_rng(data_seed(seed)),
+            rng=np.random.default_rng(data_seed(plan.seed)),
         )
         table = tuples.values
         report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
-        result = _run_with_progress(
-            table,
-            choices,
-            eps_list,
-            aggregator_names,
-            report_dims,
-            delta,
-            deviation,
-            alpha,
-            l2_reference,
-            repeats,
-            seed,
-            chunk_users,
-        )
+        result = _run_with_progress(table, choices, replace(plan, report_dims=report_dims))
         config = {
             "task": task,
             "data": data,
             "domain": [low, high],
             "out_of_domain": out_of_domain,
-            "seed": seed,
+            "seed": plan.seed,
             **result.config,
         }
         if not synthetic and (low, high) != (-1.0, 1.0):
@@ -326,40 +316,14 @@ def compare(
         console.print(config["scale"]["note"] + ".", highlight=False)
 
 
-def _run_with_progress(
-    table,
-    choices,
-    eps_list,
-    aggregator_names,
-    report_dims,
-    delta,
-    deviation,
-    alpha,
-    l2_reference,
-    repeats,
-    seed,
-    chunk_users,
-) -> ExperimentResult:
+def _run_with_progress(table, choices, plan: ExperimentPlan) -> ExperimentResult:
     """The experiment with a progress bar, or (stderr not a terminal) one line per configuration."""
-    labels = [f"{choice.label} eps={epsilon:g}" for choice in choices for epsilon in eps_list]  # the run's order
+    labels = [f"{choice.label} eps={epsilon:g}" for choice in choices for epsilon in plan.epsilons]  # the run's order
     # One text per repetition; the last repetition of a configuration carries its line.
-    texts = iter([f"{label} done" if repeat == repeats - 1 else None for label in labels for repeat in range(repeats)])
-    with progress_steps("compare", len(labels) * repeats) as advance:
-        return run_mean_experiment(
-            table,
-            choices,
-            eps_list,
-            aggregators=aggregator_names,
-            report_dims=report_dims,
-            delta=delta,
-            deviation=deviation,
-            alpha=alpha,
-            l2_reference=l2_reference,
-            repeats=repeats,
-            seed=seed,
-            chunk_users=chunk_users,
-            progress=lambda: advance(next(texts)),
-        )
+    last = plan.repeats - 1
+    texts = iter([f"{label} done" if repeat == last else None for label in labels for repeat in range(plan.repeats)])
+    with progress_steps("compare", len(labels) * plan.repeats) as advance:
+        return run_mean_plan(table, choices, replace(plan, progress=lambda: advance(next(texts))))
 
 
 def _label(mechanism: str, options: str) -> str:

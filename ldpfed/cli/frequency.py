@@ -10,16 +10,14 @@ data), --report-dims the attributes m each user reports (eps/m each), --users th
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
-import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
-from ldpfed.aggregation.base import check_alpha, check_l2_reference
-from ldpfed.aggregation.deviation import DEVIATION_SOURCES
 from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.cli.common import (
     check_estimator,
@@ -35,8 +33,9 @@ from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.experiments.frequency import (
     DEFAULT_FREQUENCY_AGGREGATORS,
     FrequencyExperimentResult,
-    run_frequency_experiment,
+    run_frequency_plan,
 )
+from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.frequency.categorical import AttributeOracles, oracle_kind
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.seeds import data_seed
@@ -250,25 +249,23 @@ def compare_frequency(
     """Mechanisms x budgets x aggregators on categorical data, measured beside the prediction."""
     _reject(unsupported, set())
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
-    eps_list = [
-        check_epsilon(e, "--epsilons")
-        for e in parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")
-    ]
-    aggregator_names = aggregation.check_names(
-        parse_list(aggregators, str, "--aggregators") if aggregators else DEFAULT_FREQUENCY_AGGREGATORS, "frequency"
-    )
-    if deviation not in DEVIATION_SOURCES:
-        raise LDPValueError(f"--deviation must be one of {DEVIATION_SOURCES}, got {deviation!r}")
-    alpha = check_alpha(alpha)
-    l2_reference = check_l2_reference("bound" if l2_reference is None else l2_reference)
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
     if delta is not None and not any(_approximate(n) for n in names):
         raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
-    repeats = check_positive_int(FREQUENCY_DEFAULTS["repeats"] if repeats is None else repeats, "--repeats")
-    seed = check_positive_int(seed, "--seed", minimum=0)
-    if chunk_users is not None:
-        chunk_users = check_positive_int(chunk_users, "--chunk-users")
+    plan = ExperimentPlan.build(
+        "frequency",
+        parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons"),
+        DEFAULT_FREQUENCY_AGGREGATORS,
+        aggregators=parse_list(aggregators, str, "--aggregators") if aggregators else None,
+        delta=delta,
+        deviation=deviation,
+        alpha=alpha,
+        l2_reference="bound" if l2_reference is None else l2_reference,
+        repeats=FREQUENCY_DEFAULTS["repeats"] if repeats is None else repeats,
+        seed=seed,
+        chunk_users=chunk_users,
+    )
     with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
         table = read_frequency_data(
             FREQUENCY_DEFAULTS["data"] if data is None else data,
@@ -276,27 +273,12 @@ def compare_frequency(
             dims,
             categories,
             header,
-            np.random.default_rng(data_seed(seed)),
+            np.random.default_rng(data_seed(plan.seed)),
         )
         m = table.attributes if report_dims is None else check_report_dims(report_dims, table.attributes)
-        steps = len(names) * len(eps_list) * repeats
+        steps = len(names) * len(plan.epsilons) * plan.repeats
         with progress_steps("compare", steps) as advance:
-            result = run_frequency_experiment(
-                table,
-                names,
-                eps_list,
-                aggregators=aggregator_names,
-                report_dims=m,
-                delta=delta,
-                deviation=deviation,
-                alpha=alpha,
-                l2_reference=l2_reference,
-                repeats=repeats,
-                seed=seed,
-                chunk_users=chunk_users,
-                options=options,
-                progress=advance,
-            )
+            result = run_frequency_plan(table, names, replace(plan, report_dims=m, progress=advance), options)
         rows = json_rows(result)
         if output.enabled:
             output.write(output_files(result, rows))

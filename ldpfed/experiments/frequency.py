@@ -75,20 +75,22 @@ def _is_approximate(name: str) -> bool:
 
 
 def run_frequency_experiment(
-    data: CategoricalData,
-    names: Sequence[str],
-    epsilons: Sequence[float],
-    *,
-    options: dict[str, dict] | None = None,
-    **plan_options,
+    data: CategoricalData, names: Sequence[str], epsilons: Sequence[float], *, options=None, **plan_options
 ) -> FrequencyExperimentResult:
-    """Frequency estimation repeated `repeats` times for every mechanism x epsilon (module docstring).
+    """Frequency estimation repeated for every mechanism x epsilon: `run_frequency_plan` with the
+    plan of `epsilons` and `plan_options` (the other fields of `ExperimentPlan`)."""
+    plan = ExperimentPlan.build("frequency", epsilons, DEFAULT_FREQUENCY_AGGREGATORS, **plan_options)
+    return run_frequency_plan(data, names, plan, options)
+
+
+def run_frequency_plan(
+    data: CategoricalData, names: Sequence[str], plan: ExperimentPlan, options: dict[str, dict] | None = None
+) -> FrequencyExperimentResult:
+    """Frequency estimation repeated `plan.repeats` times for every mechanism x epsilon (module docstring).
 
     names: "grr", "oue", or scalar mechanism names (histogram-encoded); `options[name]` goes to that
     mechanism (e.g. {"square-wave": {"estimator": "debiased"}}). report_dims m of the d attributes
-    (default d). `plan_options`: the fields of `ExperimentPlan`. Every configuration uses the same
-    streams (common random numbers)."""
-    plan = ExperimentPlan.build("frequency", epsilons, DEFAULT_FREQUENCY_AGGREGATORS, **plan_options)
+    (default d). Every configuration uses the same streams (common random numbers)."""
     eps_list, aggregator_names, delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress = (
         list(plan.epsilons),
         list(plan.aggregators),

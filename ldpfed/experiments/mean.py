@@ -103,20 +103,21 @@ def _as_choices(mechanism_choices) -> list[MechanismChoice]:
     return choices
 
 
-def run_mean_experiment(
-    data,
-    mechanism_choices,
-    epsilons: float | Iterable[float],
-    **options,
-) -> ExperimentResult:
-    """Mean estimation repeated `repeats` times for every mechanism choice x epsilon.
+def run_mean_experiment(data, mechanism_choices, epsilons: float | Iterable[float], **options) -> ExperimentResult:
+    """Mean estimation repeated for every mechanism choice x epsilon: `run_mean_plan` with the plan
+    of `epsilons` and `options` (the other fields of `ExperimentPlan`: aggregators, report_dims
+    (default d), delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress)."""
+    return run_mean_plan(
+        data, mechanism_choices, ExperimentPlan.build("mean", epsilons, DEFAULT_AGGREGATORS, **options)
+    )
+
+
+def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentResult:
+    """Mean estimation repeated `plan.repeats` times for every mechanism choice x epsilon.
 
     data: (users, dims) values in [-1, 1]. mechanism_choices: a name, a MechanismChoice, or a
-    list of names / (name, options) / MechanismChoice. `options`: the fields of `ExperimentPlan`
-    (aggregators, report_dims (default d), delta, deviation, alpha, l2_reference, repeats, seed,
-    chunk_users, progress).
+    list of names / (name, options) / MechanismChoice. `delta` goes to approximate mechanisms only.
     """
-    plan = ExperimentPlan.build("mean", epsilons, DEFAULT_AGGREGATORS, **options)
     table = data if isinstance(data, np.ndarray) else np.asarray(data, dtype=float)
     if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
         raise LDPValueError(f"data must be a non-empty 2-D (users, dims) array, got shape {table.shape}")

@@ -55,7 +55,7 @@ class ExperimentPlan:
         chunk_users = options.get("chunk_users")
         report_dims = options.get("report_dims")
         return cls(
-            epsilons=tuple(check_epsilon(e) for e in budgets),
+            epsilons=tuple(check_epsilon(e, "epsilons") for e in budgets),
             aggregators=tuple(aggregation.check_names(options.pop("aggregators"), task)),
             report_dims=None if report_dims is None else check_positive_int(report_dims, "report_dims"),
             delta=options.get("delta"),

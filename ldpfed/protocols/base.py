@@ -41,11 +41,7 @@ class RoundPlan:
 class ServerHalf(Protocol):
     def configure_round(self, server_round: int) -> RoundPlan: ...
     def aggregate(
-        self,
-        server_round: int,
-        replies: dict[int, ClientReply],
-        failures: dict[int, str],
-        sums: dict[int, dict] | None = None,
+        self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None
     ) -> dict: ...
     def evaluate(self, server_round: int) -> dict: ...
 

@@ -27,8 +27,8 @@ from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic
 from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.mechanisms.multidim import ReportSums, mean_estimate
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import BudgetedServer, ClientReply, InjectedFailure, RoundPlan
-from ldpfed.protocols.mean import SUMS, cohort, total_sums
+from ldpfed.protocols.base import ClientReply, InjectedFailure
+from ldpfed.protocols.mean import SUMS, TupleServer, cohort
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
@@ -115,8 +115,8 @@ class FrequencyOutcome:
         return {name: result.estimate for name, result in self.results.items()}
 
 
-class FrequencyServer(BudgetedServer):
-    """Strategy-shaped server half: sum the clients' ReportSums, f_hat, re-calibration."""
+class FrequencyServer(TupleServer):
+    """The frequency task's server half: f_hat and its re-calibrations."""
 
     def __init__(
         self,
@@ -138,34 +138,14 @@ class FrequencyServer(BudgetedServer):
         )
         super().__init__(round_event, budget)
         self.oracles, self.clients, self.deviation = oracles, clients, deviation
+        self.width, self.mechanism_name = oracles.entries, oracles.name
         self.outcome: FrequencyOutcome | None = None
 
-    def configure_round(self, server_round: int) -> RoundPlan:
-        return RoundPlan(self.admit(range(self.clients)), {})
-
-    def aggregate(
-        self,
-        server_round: int,
-        replies: dict[int, ClientReply],
-        failures: dict[int, str],
-        sums: dict[int, dict] | None = None,
-    ) -> dict:
-        """`sums`: the nodes' pre-added report sums (node-reply sum; `mean.total_sums`)."""
-        pids = sorted(replies)
-        sums = total_sums(replies, sums, self.oracles.entries)
-        if pids:
-            f_hat, results = estimate_frequencies(sums, self.oracles, self.aggregators, deviation=self.deviation)
-        else:
-            f_hat, results = np.full(self.oracles.entries, np.nan), {}
-        self.outcome = FrequencyOutcome(self.oracles, pids, sums, f_hat, results)
-        self.charge(server_round, pids, self.oracles.name)
-        return {
-            **self.round_record(replies, failures),
-            "users_reported": int(sums.users),
-        }
-
-    def evaluate(self, server_round: int) -> dict:
-        return {}
+    def estimate(self, pids: list[int], sums: ReportSums) -> FrequencyOutcome:
+        if not pids:
+            return FrequencyOutcome(self.oracles, pids, sums, np.full(self.oracles.entries, np.nan), {})
+        f_hat, results = estimate_frequencies(sums, self.oracles, self.aggregators, deviation=self.deviation)
+        return FrequencyOutcome(self.oracles, pids, sums, f_hat, results)
 
 
 # ---- from a federation's config (ldpfed simulate --task frequency) --------------------------

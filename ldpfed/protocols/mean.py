@@ -234,9 +234,36 @@ class MeanOutcome:
         return {name: result.estimate for name, result in self.results.items()}
 
 
-class MeanServer(BudgetedServer):
-    """Strategy-shaped server half: every client reports in every round (each round is one
-    independent collection); aggregate = sum of ReportSums, theta_hat, re-calibration."""
+class TupleServer(BudgetedServer):
+    """A tuple task's server half (mean, frequency), shaped like a Flower Strategy: every admitted
+    client reports in every round (each round is one independent collection); aggregate = the sum
+    of the clients' ReportSums (`width` entries), then the task's `estimate`."""
+
+    clients: int
+    width: int
+    mechanism_name: str | None
+
+    def configure_round(self, server_round: int) -> RoundPlan:
+        return RoundPlan(self.admit(range(self.clients)), {})
+
+    def aggregate(self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None) -> dict:
+        """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`)."""
+        pids = sorted(replies)
+        sums = total_sums(replies, sums, self.width)
+        self.outcome = self.estimate(pids, sums)
+        self.charge(server_round, pids, self.mechanism_name)
+        return {**self.round_record(replies, failures), "users_reported": int(sums.users)}
+
+    def estimate(self, pids: list[int], sums: ReportSums):
+        """The round's outcome from the summed reports of the clients `pids` (none: NaN estimates)."""
+        raise NotImplementedError
+
+    def evaluate(self, server_round: int) -> dict:
+        return {}
+
+
+class MeanServer(TupleServer):
+    """The mean task's server half: theta_hat and its re-calibrations."""
 
     def __init__(
         self,
@@ -252,7 +279,7 @@ class MeanServer(BudgetedServer):
         mechanism_name: str | None = None,
         budget=None,
     ) -> None:
-        self.mechanism, self.dims, self.clients = mechanism, dims, clients
+        self.mechanism, self.dims, self.width, self.clients = mechanism, dims, dims, clients
         self.aggregators = aggregation.get_many(
             aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
         )
@@ -261,32 +288,11 @@ class MeanServer(BudgetedServer):
         self.mechanism_name = mechanism_name
         self.outcome: MeanOutcome | None = None
 
-    def configure_round(self, server_round: int) -> RoundPlan:
-        return RoundPlan(self.admit(range(self.clients)), {})
-
-    def aggregate(
-        self,
-        server_round: int,
-        replies: dict[int, ClientReply],
-        failures: dict[int, str],
-        sums: dict[int, dict] | None = None,
-    ) -> dict:
-        """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`)."""
-        pids = sorted(replies)
-        sums = total_sums(replies, sums, self.dims)
-        if pids:
-            theta_hat, _, results = estimate_once(sums, self.mechanism, self.aggregators, deviation=self.deviation)
-        else:
-            theta_hat, results = np.full(self.dims, np.nan), {}
-        self.outcome = MeanOutcome(pids, sums, theta_hat, results)
-        self.charge(server_round, pids, self.mechanism_name)
-        return {
-            **self.round_record(replies, failures),
-            "users_reported": int(sums.users),
-        }
-
-    def evaluate(self, server_round: int) -> dict:
-        return {}
+    def estimate(self, pids: list[int], sums: ReportSums) -> MeanOutcome:
+        if not pids:
+            return MeanOutcome(pids, sums, np.full(self.dims, np.nan), {})
+        theta_hat, _, results = estimate_once(sums, self.mechanism, self.aggregators, deviation=self.deviation)
+        return MeanOutcome(pids, sums, theta_hat, results)
 
 
 def server_from_config(config: Config) -> MeanServer:

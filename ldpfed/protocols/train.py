@@ -391,13 +391,7 @@ class TrainServer(BudgetedServer):
             inputs[ROTATION_SEED] = seeds.stream(self.server_seed, seeds.ROTATION, server_round).generate_state(4)
         return inputs
 
-    def aggregate(
-        self,
-        server_round: int,
-        replies: dict[int, ClientReply],
-        failures: dict[int, str],
-        sums: dict[int, dict] | None = None,
-    ) -> dict:
+    def aggregate(self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None) -> dict:
         """w <- w + (re-calibrated) aggregate; the predicted aggregate noise (analysis.md). `sums`:
         the nodes' count-weighted sums (node-reply sum; the replies then carry counts only), added
         in the order of their keys: the step is their total over sum_k n_k (mean and fedavg)."""
