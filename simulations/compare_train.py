@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ldpfed.cli.common import parse_list, progress_steps, show_results
+from ldpfed.cli.compare import TRAIN_ONLY
 from ldpfed.config import NO_MECHANISM, Config, TrainingConfig
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.train import check_device
@@ -45,28 +46,7 @@ DEFAULTS = {
 }
 # compare's options that are simulate options of the same name (ldpfed.config.OPTIONS; checked
 # by tests/test_config.py).
-PASS_THROUGH = (
-    "model",
-    "clients",
-    "rounds",
-    "local_steps",
-    "lr",
-    "batch_size",
-    "clip",
-    "coordinate_clip",
-    "partition",
-    "fraction",
-    "engine",
-    "deviation",
-    "alpha",
-    "delta",
-    "report_dims",
-    "cpus",
-    "data_dir",
-    "data",
-    "nodes",
-    "device",
-)
+PASS_THROUGH = (*TRAIN_ONLY, "deviation", "alpha", "delta", "report_dims", "data")
 RUN_COLUMNS = [
     "mechanism",
     "epsilon",

@@ -91,26 +91,16 @@ def run_frequency_plan(
     names: "grr", "oue", or scalar mechanism names (histogram-encoded); `options[name]` goes to that
     mechanism (e.g. {"square-wave": {"estimator": "debiased"}}). report_dims m of the d attributes
     (default d). Every configuration uses the same streams (common random numbers)."""
-    eps_list, aggregator_names, delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress = (
-        list(plan.epsilons),
-        list(plan.aggregators),
-        plan.delta,
-        plan.deviation,
-        plan.alpha,
-        plan.l2_reference,
-        plan.repeats,
-        plan.seed,
-        plan.chunk_users,
-        plan.progress,
-    )
     m = data.attributes if plan.report_dims is None else check_report_dims(plan.report_dims, data.attributes)
-    configurations = build_oracles(names, eps_list, data.categories, m, delta, options or {})
+    configurations = build_oracles(names, plan.epsilons, data.categories, m, plan.delta, options or {})
     truth = data.frequencies()
-    secret = seeds.client_secrets(seed, 1)[0]
+    secret = seeds.client_secrets(plan.seed, 1)[0]
     elementwise = {
         a.name: a
         for a in aggregation.get_many(
-            [n for n in aggregator_names if n != SimplexProjection.name], alpha=alpha, l2_reference=l2_reference
+            [n for n in plan.aggregators if n != SimplexProjection.name],
+            alpha=plan.alpha,
+            l2_reference=plan.l2_reference,
         )
     }
 
@@ -118,7 +108,7 @@ def run_frequency_plan(
     for oracles in configurations:
         prediction = predict_frequency(oracles, truth, data.users)
         model = prediction.deviation_model()
-        for name in aggregator_names:
+        for name in plan.aggregators:
             predicted[(oracles.name, oracles.epsilon, name)] = (
                 prediction.mse
                 if name == "mean"
@@ -126,17 +116,17 @@ def run_frequency_plan(
                 if name == SimplexProjection.name
                 else recalibrated_mse(elementwise[name], truth, model)
             )
-        client = FrequencyClient(data.codes, oracles, secret, chunk_users=chunk_users)
+        client = FrequencyClient(data.codes, oracles, secret, chunk_users=plan.chunk_users)
         server = FrequencyServer(
             oracles,
             1,
-            aggregator_names,
-            alpha=alpha,
-            l2_reference=l2_reference,
-            deviation=model if deviation == "model" else "plug-in",
+            plan.aggregators,
+            alpha=plan.alpha,
+            l2_reference=plan.l2_reference,
+            deviation=model if plan.deviation == "model" else "plug-in",
         )
-        collected = {name: [] for name in aggregator_names}
-        for repeat in range(repeats):
+        collected = {name: [] for name in plan.aggregators}
+        for repeat in range(plan.repeats):
             server.configure_round(repeat + 1)
             reply, _ = client.reply(repeat + 1, {})
             server.aggregate(repeat + 1, {0: reply}, {})
@@ -152,8 +142,8 @@ def run_frequency_plan(
                         "mse": float(np.mean((estimate - truth) ** 2)),
                     }
                 )
-            if progress is not None:
-                progress()
+            if plan.progress is not None:
+                plan.progress()
         for name, rows in collected.items():
             stacked = np.array(rows)
             estimates.append(_frequency_rows(data, oracles, name, truth, stacked))
@@ -162,20 +152,20 @@ def run_frequency_plan(
     summary = _summarize(runs, predicted)
     config = {
         "task": "frequency",
-        "mechanisms": [c.describe() for c in configurations[:: len(eps_list)]],
-        "epsilons": eps_list,
-        "aggregators": aggregator_names,
+        "mechanisms": [c.describe() for c in configurations[:: len(plan.epsilons)]],
+        "epsilons": list(plan.epsilons),
+        "aggregators": list(plan.aggregators),
         "users": data.users,
         "attributes": data.attributes,
         "categories": data.categories.tolist(),
         "report_dims": m,
-        "delta": delta,
-        "deviation": deviation,
-        "alpha": alpha,
-        "l2_reference": l2_reference,
-        "repeats": repeats,
-        "seed": seed,
-        "chunk_users": chunk_users,
+        "delta": plan.delta,
+        "deviation": plan.deviation,
+        "alpha": plan.alpha,
+        "l2_reference": plan.l2_reference,
+        "repeats": plan.repeats,
+        "seed": plan.seed,
+        "chunk_users": plan.chunk_users,
         "data": data.source,
         "attribute_names": list(data.names),
     }

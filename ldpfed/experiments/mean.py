@@ -123,51 +123,40 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
         raise LDPValueError(f"data must be a non-empty 2-D (users, dims) array, got shape {table.shape}")
     users, dims = table.shape
     choices = _as_choices(mechanism_choices)
-    eps_list, delta, deviation, alpha, l2_reference, repeats, seed, chunk_users, progress = (
-        plan.epsilons,
-        plan.delta,
-        plan.deviation,
-        plan.alpha,
-        plan.l2_reference,
-        plan.repeats,
-        plan.seed,
-        plan.chunk_users,
-        plan.progress,
-    )
     report_dims = dims if plan.report_dims is None else check_report_dims(plan.report_dims, dims)
     aggregator_objects = aggregation.get_many(plan.aggregators, alpha=plan.alpha, l2_reference=plan.l2_reference)
-    resolved_chunk = default_chunk_users(dims) if chunk_users is None else chunk_users
+    resolved_chunk = default_chunk_users(dims) if plan.chunk_users is None else plan.chunk_users
     moments = validated_column_moments(table, resolved_chunk)
     theta_bar = moments.mean
 
-    # Build every mechanism first: a bad option or delta fails before any work.
+    # Build every mechanism first: a bad option or plan.delta fails before any work.
     configurations = []
     for choice in choices:
         approximate = mechanisms.get_class(choice.name).approximate
-        choice_delta = delta if approximate else None
-        for epsilon in eps_list:
+        choice_delta = plan.delta if approximate else None
+        for epsilon in plan.epsilons:
             mechanism = per_value_mechanism(choice.name, epsilon, report_dims, choice_delta, **choice.options)
             configurations.append((choice, epsilon, choice_delta, mechanism))
 
-    secret = seeds.client_secrets(seed, 1)[0]
+    secret = seeds.client_secrets(plan.seed, 1)[0]
     run_rows, predicted = [], {}
     for choice, epsilon, choice_delta, mechanism in configurations:
         prediction = predict(
             choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options
         )
         predicted[(choice.label, epsilon)] = prediction.mse
-        model = prediction.deviation_model() if deviation == "model" else "plug-in"
+        model = prediction.deviation_model() if plan.deviation == "model" else "plug-in"
         client = MeanClient(table, mechanism, report_dims, secret, chunk_users=resolved_chunk)
         server = MeanServer(
             mechanism,
             dims,
             1,
             [a.name for a in aggregator_objects],
-            alpha=alpha,
-            l2_reference=l2_reference,
+            alpha=plan.alpha,
+            l2_reference=plan.l2_reference,
             deviation=model,
         )
-        for repeat in range(repeats):
+        for repeat in range(plan.repeats):
             server_round = repeat + 1
             server.configure_round(server_round)
             reply, _ = client.reply(server_round, {})
@@ -182,12 +171,12 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
                         "repeat": repeat,
                         "mse": float(np.mean((result.estimate - theta_bar) ** 2)),
                         "deviation_source": result.record["deviation_source"],
-                        "alpha": result.record.get("alpha", alpha),
-                        "l2_reference": result.record.get("l2_reference", l2_reference),
+                        "alpha": result.record.get("alpha", plan.alpha),
+                        "l2_reference": result.record.get("l2_reference", plan.l2_reference),
                     }
                 )
-            if progress is not None:
-                progress()
+            if plan.progress is not None:
+                plan.progress()
 
     import pandas as pd  # lazily, with pyarrow: a Flower node imports this module for collect_sums only
 
@@ -195,17 +184,17 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
     summary = summarize_runs(runs, predicted, choices)
     config = {
         "mechanisms": [{"name": c.name, "options": c.options} for c in choices],
-        "epsilons": eps_list,
+        "epsilons": list(plan.epsilons),
         "aggregators": [a.name for a in aggregator_objects],
         "users": users,
         "dims": dims,
         "report_dims": report_dims,
-        "delta": delta,
-        "deviation": deviation,
-        "alpha": alpha,
-        "l2_reference": l2_reference,
-        "repeats": repeats,
-        "seed": seed,
+        "delta": plan.delta,
+        "deviation": plan.deviation,
+        "alpha": plan.alpha,
+        "l2_reference": plan.l2_reference,
+        "repeats": plan.repeats,
+        "seed": plan.seed,
         "chunk_users": resolved_chunk,
         "halfwidth": 1.0,
     }
