@@ -37,6 +37,17 @@ def command(name: str) -> list[str]:
             "--seed", "0", "--out", str(ROOT / name), "--overwrite"]  # fmt: skip
 
 
+def markdown(frame: pd.DataFrame) -> str:
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return "-" if pd.isna(value) else f"{value:.4g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def tables() -> str:
     parts = []
     for name in RUNS:
@@ -50,7 +61,7 @@ def tables() -> str:
             ["total_epsilon", "trust", "local_epsilon_per_round", metric, "noise_sd", "noise_sd_on_mean",
              "epsilon_spent_run"]
         ]  # fmt: skip
-        parts.append(f"### {name}\n\n`{' '.join(command(name))}`\n\n{shown.to_markdown(index=False, floatfmt='.4g')}\n")
+        parts.append(f"### {name}\n\n`{' '.join(command(name))}`\n\n{markdown(shown)}\n")
     return "\n".join(parts)
 
 
