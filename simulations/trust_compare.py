@@ -18,6 +18,7 @@ and makes no privacy statement of its own (every run's summary makes its own).
 from __future__ import annotations
 
 import math
+import signal
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,8 @@ from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols.mean import mechanism as mean_mechanism
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
-from simulations.federation import run
+from simulations.federation import Interrupted, run
+from simulations.stopping import Stopped
 from simulations.trust import run_trust
 
 FILES = ["trust.csv", "trust.json", "trust.png"]
@@ -100,7 +102,10 @@ def compare_trust(options: dict) -> None:
     with progress_steps("compare --trust", len(settings) * repeats) as advance:
         for setting in settings:
             for repeat in range(repeats):
-                rows.append(_run(setting, base, options, seed + repeat, repeat))
+                try:
+                    rows.append(_run(setting, base, options, seed + repeat, repeat))
+                except Interrupted as stopped:  # Ctrl-C/SIGTERM in a run: the comparison ends, nothing written
+                    raise Stopped(signal.SIGTERM if stopped.exit_code == 143 else signal.SIGINT) from None
                 advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
     frame = pd.DataFrame(rows)
     if output.enabled:
