@@ -12,6 +12,8 @@ the multiplier the wrapper actually uses (`ldpfed.protocols.central.accounted_mu
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Iterable
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -25,7 +27,7 @@ from flwr.serverapp.strategy import (
 
 from ldpfed.accounting.central import flower_adaptive_multiplier
 from ldpfed.protocols.central import CentralPlan, CentralServer, accounted_multiplier
-from server.strategy import discover_partitions
+from server.strategy import RunStopped, StoppableGrid, discover_partitions
 
 ARRAYS, CONFIG, PARTITION, ROUND, EXAMPLES = "arrays", "config", "partition-id", "server-round", "num-examples"
 WRAPPERS = {
@@ -107,15 +109,29 @@ def run_central(strategy: Strategy, server: CentralServer, grid: Grid, rounds: i
 
 
 def make_central_server_app(
-    server: CentralServer, plan: CentralPlan, on_round: Callable, holder: dict | None = None
+    server: CentralServer,
+    plan: CentralPlan,
+    on_round: Callable,
+    holder: dict | None = None,
+    stop: threading.Event | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> ServerApp:
+    """The ServerApp: Flower's wrapper for `plan.rounds` rounds; `stop` (the harness's Ctrl-C) ends
+    it between two pulls (`StoppableGrid`), then `on_stop()`; its thread leaves the signals to the
+    main thread."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         strategy, accounted = central_strategy(server, plan)
         if holder is not None:
             holder.update(strategy=strategy, accounted=accounted)
-        run_central(strategy, server, grid, plan.rounds, accounted, on_round)
+        try:
+            grid = grid if stop is None else StoppableGrid(grid, stop)
+            run_central(strategy, server, grid, plan.rounds, accounted, on_round)
+        except RunStopped:
+            if on_stop is not None:
+                on_stop()
 
     return app

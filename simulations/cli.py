@@ -353,17 +353,18 @@ def simulate(
     cluster_address(config)  # ray-address auto without RAY_ADDRESS: an error before anything is written
 
     output = output_dir(config)  # before any work: writable, no other run's results
-    if config.privacy.trust != "local":
-        from simulations.trust import run_trust
-
-        summary = run_trust(config, output, verbose=verbose, noise_seed=root)
-        print_json(summary) if json_output else print_trust_summary(summary)
-        return
-    config, described = preflight(config)  # reads the data: users and dims of a file come from it
-    if described:
-        error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
-    progress = RoundProgress(config)
     try:
+        if config.privacy.trust != "local":
+            from simulations.progress import TrustProgress
+            from simulations.trust import run_trust
+
+            summary = run_trust(config, output, verbose=verbose, noise_seed=root, progress=TrustProgress(config))
+            print_json(summary) if json_output else print_trust_summary(summary)
+            return
+        config, described = preflight(config)  # reads the data: users and dims of a file come from it
+        if described:
+            error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
+        progress = RoundProgress(config)
         summary = run(config, progress, output=output, verbose=verbose, noise_seed=root)
     except Interrupted as stop:
         where = (

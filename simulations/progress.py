@@ -144,3 +144,31 @@ class RoundProgress:
                     soft_wrap=True,
                     markup=False,
                 )
+
+
+class TrustProgress(RoundProgress):
+    """The per-round lines of a `--trust shuffle|central` run: its figure (MSE or accuracy), who took
+    part, and the privacy spent against the server so far."""
+
+    def start(self, stream) -> None:
+        super().start(stream)
+        self.progress.update(self.task_id, description=f"{self.config.run.engine} {self.config.privacy.trust}")
+
+    def update(self, row: dict) -> None:
+        if self.progress is None:
+            return
+        if "accuracy" in row:
+            result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
+        elif row.get("mse") is None:
+            result = "no reports"
+        else:
+            result = f"mse {row['mse']:.3g} from {row['reports']} shuffled reports"
+        parts = [f"round {row['round']}: {result}"]
+        if row.get("clients_replied") is not None:
+            parts.append(f"{row['clients_replied']} replied")
+        if row.get("clients_stopped_by_budget"):
+            parts.append(f"{row['clients_stopped_by_budget']} stopped by the budget")
+        if row.get("epsilon_spent") is not None:
+            parts.append(f"eps spent against the server {row['epsilon_spent']:.3g}")
+        self.progress.console.print("; ".join(parts), highlight=False)
+        self.progress.update(self.task_id, advance=1, last="")

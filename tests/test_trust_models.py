@@ -3,8 +3,13 @@ accounted as dp-accounting accounts it, the server half of the shuffle model see
 multiset, and bad trust options are refused with exit code 2."""
 
 import dataclasses
+import json
+import os
+import signal
+import types
 
 import numpy as np
+import pandas as pd
 import pytest
 from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
 from dp_accounting.rdp import RdpAccountant
@@ -16,12 +21,21 @@ from flwr.serverapp.strategy import (
 from flwr.supercore.differential_privacy import compute_stdv
 from typer.testing import CliRunner
 
+from ldpfed.accounting import create_accountant
 from ldpfed.accounting.central import ORDERS, adaptive_effective_multiplier, calibrate_noise_multiplier, central_epsilon
+from ldpfed.accounting.shuffle import check_conditions, shuffled_epsilon
+from ldpfed.accounting.trust import shuffle_round_delta
 from ldpfed.cli.main import app
 from ldpfed.config import resolve
+from ldpfed.planning.calibration import TotalBudget
+from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols.central import CentralServer, central_plan
-from ldpfed.protocols.shuffle import ShuffledBatch, ShuffledMeanServer, Shuffler
+from ldpfed.protocols.recorder import output_dir
+from ldpfed.protocols.shuffle import ShuffledBatch, ShuffledMeanServer, Shuffler, ShuffleRound
 from server.central import CentralStrategy, central_strategy
+from server.shuffle import ShuffleStrategy
+from simulations.federation import Interrupted
+from simulations.trust import run_trust
 
 runner = CliRunner()
 
@@ -109,3 +123,158 @@ def test_bad_trust_options_exit_2_with_one_line(args, message, tmp_path):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()
+
+
+# ---- the shuffle model on the Flower engine, under a budget; stopping; equal budgets; compare --trust ----
+
+
+class _Reply:
+    """What `ShuffleStrategy.aggregate_train` reads of a Flower reply: its sender and its reports."""
+
+    def __init__(self, node: int, reports: np.ndarray) -> None:
+        self.metadata = types.SimpleNamespace(src_node_id=node)
+        self.content = {"reports": types.SimpleNamespace(to_numpy_ndarrays=lambda: [reports])}
+
+    def has_error(self) -> bool:
+        return False
+
+
+def test_the_flower_shufflers_batch_carries_no_node_client_or_order():
+    config = resolve(None, {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 4})
+    handed = []
+    strategy = ShuffleStrategy(ShuffleRound(config), Shuffler(np.random.default_rng(5)), 4, lambda *a: handed.append(a))
+    strategy.planned = {7: [0, 1], 9: [2, 3]}
+    blocks = {7: np.arange(40.0).reshape(20, 2), 9: np.arange(40.0, 80.0).reshape(20, 2)}
+    strategy.aggregate_train(1, [_Reply(node, blocks[node]) for node in (7, 9)])
+    ((server_round, batch, reported, stopped, failed),) = handed
+    assert type(batch) is ShuffledBatch and [f.name for f in dataclasses.fields(batch)] == ["reports"]
+    pooled = np.concatenate([blocks[7], blocks[9]])
+    assert sorted(map(tuple, batch.reports)) == sorted(map(tuple, pooled))
+    assert not np.array_equal(batch.reports, pooled)
+    assert reported == [0, 1, 2, 3] and failed == []  # the shuffler's own record, for the ledgers
+
+
+def test_shuffle_runs_stop_each_client_at_its_budget(tmp_path):
+    # one shuffled round of 20,000 reports at eps0 = 1 costs 0.035; two fit 0.08 under pld, three do not
+    config = resolve(
+        None,
+        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 4, "rounds": 3,
+         "engine": "local", "max_epsilon": 0.08, "accountant": "pld"},
+    )  # fmt: skip
+    summary = run_trust(config, None, noise_seed=3)
+    assert summary["rounds_finished"] == 3 and summary["clients_stopped_by_budget_total"] == 4
+    assert 0.06 < summary["shuffled_epsilon_total_pld"] <= 0.08
+    assert summary["private"] is True
+
+
+def test_shuffle_budget_below_one_round_is_refused(tmp_path):
+    args = ["--trust", "shuffle", "--users", "20000", "--epsilon", "1", "--max-epsilon", "0.01", "--accountant", "pld"]
+    result = runner.invoke(app, ["simulate", *args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "below one round's cost" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_stops_a_shuffle_run_with_the_finished_rounds_written(tmp_path):
+    config = resolve(
+        None,
+        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 2, "rounds": 4,
+         "engine": "local", "out": str(tmp_path / "out")},
+    )  # fmt: skip
+
+    class SigintAfterRound1:
+        def start(self, stream):
+            pass
+
+        def stop(self):
+            pass
+
+        def update(self, row):
+            if row["round"] == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Interrupted) as stopped:
+        run_trust(config, output_dir(config), noise_seed=1, progress=SigintAfterRound1())
+    assert stopped.value.exit_code == 130
+    written = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert written["interrupted"] is True and written["rounds_finished"] == 1 < written["rounds"]
+    assert len(pd.read_csv(tmp_path / "out" / "metrics.csv")) == 1
+
+
+@pytest.mark.parametrize("total", [1.0, 4.0])
+def test_equal_budget_spends_the_total_under_each_trust_model(total):
+    budget = TotalBudget(total, 1e-5)
+    local = equal_budget("local", budget, 5)
+    shuffle = equal_budget("shuffle", budget, 5, reports=20_000)
+    for setting in (local, shuffle):
+        assert setting.spent_epsilon <= total and setting.spent_epsilon >= total * (1 - 1e-4) or setting.note
+    # the shuffle's composed total, recomputed from the bound
+    delta_r = shuffle_round_delta(1e-5, 5)
+    event = shuffled_epsilon(shuffle.epsilon_per_round, 20_000, delta_r).event()
+    assert create_accountant("pld").compose(event, 5).spent_within(1e-5).epsilon <= total
+    assert shuffle.epsilon_per_round > local.epsilon_per_round  # amplification buys a larger eps0
+    assert equal_budget("central", budget, 5).options == {"max_epsilon": total, "max_delta": 1e-5}
+
+
+def test_shuffle_eps0_is_capped_by_the_bounds_condition():
+    setting = equal_budget("shuffle", TotalBudget(8.0, 1e-5), 5, reports=5_000)
+    assert setting.note and setting.spent_epsilon < 8.0
+    check_conditions(setting.epsilon_per_round, 5_000, shuffle_round_delta(1e-5, 5))  # inside: no error
+
+
+def test_compare_trust_runs_local_and_shuffle_side_by_side(tmp_path):
+    args = ["--trust", "local,shuffle", "--users", "5000", "--dims", "2", "--clients", "2", "--rounds", "2"]
+    result = runner.invoke(app, ["compare", *args, "--epsilons", "1,4", "--out", str(tmp_path / "cmp"), "--json"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "cmp" / "trust.csv")
+    assert sorted(frame["trust"]) == ["local", "local", "shuffle", "shuffle"]
+    assert (frame["epsilon_spent_run"] <= frame["total_epsilon"] * (1 + 1e-9)).all()
+    assert (tmp_path / "cmp" / "trust.png").stat().st_size > 0
+    by = frame.set_index(["total_epsilon", "trust"])
+    for total in (1.0, 4.0):  # the same total buys the shuffled reports less noise
+        assert by.loc[(total, "shuffle"), "noise_sd"] < by.loc[(total, "local"), "noise_sd"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--trust", "local,central"], "--task train"),
+        (["--trust", "secagg"], "legacy"),
+        (["--trust", "local,shuffle", "--aggregators", "l1"], "--aggregators"),
+        (["--trust", "local,shuffle", "--epsilons", "1,-2"], "epsilon"),
+        (["--trust", "local,shuffle", "--delta", "0"], "delta"),
+    ],
+)
+def test_compare_trust_bad_input_exits_2_and_writes_nothing(args, message, tmp_path):
+    result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a Flower federation of its own (Ray): tens of seconds on a busy machine
+def test_a_central_run_goes_through_flower_with_the_wrapper_in_the_running_strategy():
+    config = central_config(clients=4, rounds=2, nodes=1, clip=1.0)
+    summary = run_trust(config, None, noise_seed=7)
+    assert summary["flower_strategy"] == "DifferentialPrivacyServerSideFixedClipping"
+    assert summary["engine"] == "flower" and summary["rounds_finished"] == 2
+    assert 0.0 <= summary["final_accuracy"] <= 1.0
+    assert summary["epsilon_spent_rdp"] <= 3.0 and summary["private_against_server"] is False
+
+
+@pytest.mark.slow  # a Flower federation of its own (Ray)
+def test_a_shuffle_run_under_flower_hands_the_server_half_batches_only(monkeypatch):
+    seen = []
+    original = ShuffledMeanServer.aggregate
+
+    def spy(self, server_round, batch):
+        seen.append(batch)
+        return original(self, server_round, batch)
+
+    monkeypatch.setattr(ShuffledMeanServer, "aggregate", spy)
+    config = resolve(
+        None, {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 4, "rounds": 2, "nodes": 2}
+    )
+    summary = run_trust(config, None, noise_seed=2)
+    assert summary["engine"] == "flower" and summary["rounds_finished"] == 2
+    assert len(seen) == 2 and all(type(batch) is ShuffledBatch for batch in seen)
+    assert all(batch.reports.shape == (20_000, 2) for batch in seen)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ldpfed.accounting.shuffle import check_conditions
+from ldpfed.accounting.shuffle import check_conditions, shuffled_epsilon
 from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError, canonical_name
 
@@ -154,13 +154,10 @@ def check_config(config) -> None:
                 "--trust shuffle needs a pure eps0-LDP mechanism (the amplification bound is for eps0-LDP "
                 f"randomizers); got {config.privacy.mechanism!r} with delta {config.privacy.delta!r}"
             )
-        if config.privacy.max_epsilon != 0.0:
-            raise LDPValueError("--max-epsilon is not supported with --trust shuffle")
         if config.privacy.report_dims and config.privacy.report_dims != config.data.dims:
             raise LDPValueError("--trust shuffle: every user reports all dimensions (report-dims 0)")
+        round_delta = shuffle_round_delta(config.delta_target, config.run.rounds)
         if config.data.users:
-            check_conditions(
-                config.privacy.epsilon,
-                config.data.users,
-                shuffle_round_delta(config.delta_target, config.run.rounds),
-            )
+            check_conditions(config.privacy.epsilon, config.data.users, round_delta)
+            if config.budget is not None:  # the first round, every client taking part, must fit the budget
+                config.budget.check(shuffled_epsilon(config.privacy.epsilon, config.data.users, round_delta).event())

@@ -210,6 +210,12 @@ def compare(
     ),
     device: str | None = typer.Option(None, "--device", help="train: where the nodes train: auto | cpu | cuda."),
     categories: str | None = typer.Option(None, "--categories", help=frequency_cli.CATEGORIES_HELP),
+    trust: str | None = typer.Option(
+        None,
+        "--trust",
+        help="Trust models side by side, comma-separated (local,shuffle for mean; local,central for train): "
+        "--epsilons are then each client's totals over the run, per client, at the total's --delta (default 1e-5).",
+    ),
     task: str = typer.Option(
         "mean",
         "--task",
@@ -227,7 +233,12 @@ def compare(
     if task not in TASKS:
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
     options = dict(context.params)  # every option as given (None: not given)
+    if trust is not None:  # the runs are simulate's (Flower, the trust harness): found as --task train's runner is
+        with OutputDir.prepare(out, overwrite=overwrite, command="compare --trust") as output:
+            _task_runner("trust")({**options, "out": output})
+        return
     options.pop("task")
+    options.pop("trust")
     if task == "frequency":
         unsupported = {name: options.pop(name) for name in ("domain", "out_of_domain", *TRAIN_ONLY)}
         frequency_cli.compare_frequency(**options, unsupported=unsupported)

@@ -7,16 +7,23 @@ the server half receives a `ShuffledBatch`: the reports as a multiset, without c
 The server estimates the mean from the batch's column sums (post-processing of the multiset).
 A round of n reports costs every client whose users reported the shuffled (eps, delta)
 (ldpfed.accounting.shuffle) against the server, and eps0 against the shuffler.
+
+With a per-client budget (`--max-epsilon`), the shuffler's side admits the clients of a round
+(`ShuffleRound.admit`): the round's guarantee depends on the number of reports n, so the clients
+that can afford the round at n are admitted, n is recounted over them and the check repeated until
+it holds for every admitted client; a round whose admitted reports fall below the bound's minimum
+n has no participants (its guarantee is undefined there).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ldpfed.accounting import PrivacyLedger, pure_round
-from ldpfed.accounting.shuffle import shuffled_epsilon
+from ldpfed.accounting.shuffle import ShuffledGuarantee, minimum_reports, shuffled_epsilon
 from ldpfed.accounting.trust import shuffle_round_delta
 from ldpfed.config import Config
 from ldpfed.mechanisms.multidim import ReportSums
@@ -38,7 +45,11 @@ class Shuffler:
         self.rng = rng if rng is not None else np.random.default_rng()
 
     def shuffle(self, reports_by_client: dict[int, np.ndarray]) -> ShuffledBatch:
-        pooled = np.concatenate([reports_by_client[pid] for pid in sorted(reports_by_client)])
+        return self.pool(reports_by_client[pid] for pid in sorted(reports_by_client))
+
+    def pool(self, blocks: Iterable[np.ndarray]) -> ShuffledBatch:
+        """One batch from blocks of reports (a client's, or a node's for several clients)."""
+        pooled = np.concatenate(list(blocks))
         return ShuffledBatch(pooled[self.rng.permutation(len(pooled))])
 
 
@@ -48,29 +59,64 @@ def client_reports(config: Config, partition_id: int, data_seed: int, secret: in
     return mechanism(config).perturb(values, np.random.default_rng(seeds.stream(secret, seeds.NOISE, server_round)))
 
 
-class ShuffledMeanServer:
-    """The server half: sees only shuffled batches; the ledgers are the harness's record."""
+def cohort_size(config: Config, partition_id: int) -> int:
+    return len(cohort(config.data.users, config.federation.clients, partition_id))
+
+
+class ShuffleRound:
+    """The per-client accounting of shuffled rounds, kept on the shuffler's side (it knows who
+    reported): the ledgers against the server (the shuffled (eps, delta) per round) and against
+    the shuffler (eps0 per round), and the run's budget."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.mechanism = mechanism(config)
         self.round_delta = shuffle_round_delta(config.delta_target, config.run.rounds)
+        self.budget = config.budget
         self.ledger = PrivacyLedger()  # against the server: the shuffled (eps, delta) per round
         self.local_ledger = PrivacyLedger()  # against the shuffler: eps0 per round
         self.guarantees: list[dict] = []
 
-    def aggregate(self, server_round: int, batch: ShuffledBatch) -> np.ndarray:
-        """theta_hat from the batch (bias-corrected by the mechanism where it is biased)."""
-        reports = batch.reports
-        sums = ReportSums(
-            np.full(reports.shape[1], float(len(reports))), reports.sum(axis=0), (reports**2).sum(axis=0), len(reports)
-        )
-        return sums.total / np.maximum(sums.count, 1.0)
+    def guarantee(self, reports: int) -> ShuffledGuarantee:
+        return shuffled_epsilon(self.config.privacy.epsilon, reports, self.round_delta)
+
+    def admit(self, partitions: list[int]) -> tuple[list[int], list[int]]:
+        """(clients taking part, clients stopped by the budget or by too few reports left)."""
+        admitted = list(partitions)
+        if self.budget is None:
+            return admitted, []
+        needed = minimum_reports(self.config.privacy.epsilon, self.round_delta)
+        while admitted:
+            reports = sum(cohort_size(self.config, pid) for pid in admitted)
+            if reports < needed:
+                admitted = []
+                break
+            event = self.guarantee(reports).event()
+            kept, _ = self.budget.admit(self.ledger, admitted, event)
+            if kept == admitted:
+                break
+            admitted = kept
+        return admitted, [pid for pid in partitions if pid not in admitted]
 
     def record(self, server_round: int, participants: list[int], reports: int) -> dict:
-        guarantee = shuffled_epsilon(self.config.privacy.epsilon, reports, self.round_delta)
+        guarantee = self.guarantee(reports)
         for pid in participants:
             self.ledger.record_event(pid, server_round, guarantee.event(), f"shuffled {self.config.privacy.mechanism}")
             self.local_ledger.record_event(pid, server_round, pure_round(self.config.privacy.epsilon))
         self.guarantees.append(guarantee.to_dict())
         return guarantee.to_dict()
+
+
+class ShuffledMeanServer:
+    """The server half: sees only shuffled batches, never who reported."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.mechanism = mechanism(config)
+
+    def aggregate(self, server_round: int, batch: ShuffledBatch) -> np.ndarray:
+        """theta_hat, the plain mean of the batch's reports (the reports are unbiased)."""
+        reports = batch.reports
+        sums = ReportSums(
+            np.full(reports.shape[1], float(len(reports))), reports.sum(axis=0), (reports**2).sum(axis=0), len(reports)
+        )
+        return sums.total / np.maximum(sums.count, 1.0)
