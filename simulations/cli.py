@@ -368,6 +368,8 @@ def simulate(
         raise typer.Exit(code=stop.exit_code) from None  # 130 SIGINT, 143 SIGTERM
     if round_budget is not None:
         summary["plan"] = plan_report(round_budget, summary)
+        if output.enabled:  # summary.json gets the plan beside what was measured
+            output.write({"summary.json": summary})
     if json_output:
         print_json(summary)
     else:

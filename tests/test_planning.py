@@ -131,7 +131,9 @@ def test_simulate_with_a_budget_ends_within_the_total_for_every_client(tmp_path)
         ["plan", "--budget", "4,1e-5", "--rounds", "10", "--accountant", "rdp"],  # cannot account pure rounds
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "gaussian"],  # no delta for an (eps, delta) one
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "nope"],
-        ["plan", "--budget", "4", "--rounds", "10", "--task", "train"],
+        ["plan", "--budget", "4", "--rounds", "10", "--task", "nope"],
+        ["plan", "--budget", "4", "--rounds", "10", "--categories", "3"],  # frequency only
+        ["plan", "--task", "frequency", "--budget", "4", "--rounds", "10", "--mechanism", "grr", "--dims", "0"],
         ["plan", "--budget", "4", "--rounds", "10", "--participation", "0"],
         ["simulate", "--engine", "local", "--budget", "4", "--epsilon", "1"],  # contradictory
         ["simulate", "--engine", "local", "--budget", "4", "--max-epsilon", "8"],
@@ -158,3 +160,50 @@ def test_plan_writes_its_files(tmp_path):
     basic = curve[curve["accountant"] == "basic"].set_index("rounds")["mse_final"]
     pld = curve[curve["accountant"] == "pld"].set_index("rounds")["mse_final"]
     assert (pld <= basic * (1 + 1e-9)).all() and pld[1000] < basic[1000] / 10  # the shapes differ
+
+
+# --- the frequency task ------------------------------------------------------------------------------
+def test_the_frequency_plan_predicts_what_predict_frequency_predicts_at_the_per_round_epsilon():
+    arguments = ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "100", "--users", "20000"]
+    result = runner.invoke(app, [*arguments, "--dims", "5", "--report-dims", "auto", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    best = plan["recommended"]
+    assert plan["task"] == "frequency" and plan["entries"] == 50
+    assert {row["mechanism"] for row in plan["rows"]} >= {"grr", "oue", "laplace", "piecewise"}
+    assert best["epsilon_per_round"] == pytest.approx(0.094, abs=5e-4)  # the same rounds as the mean task's
+    predicted = runner.invoke(
+        app,
+        ["predict", "--task", "frequency", "--mechanism", best["mechanism"]]
+        + ["--epsilon", repr(best["epsilon_per_round"]), "--users", "20000", "--dims", "5", "--report-dims", str(best["report_dims"]), "--json"],
+    )
+    assert predicted.exit_code == 0, predicted.output
+    assert json.loads(predicted.stdout)["predictions"][0]["mse"] == pytest.approx(best["mse_round_mean"], rel=1e-12)
+    assert best["mse_final"] == min(row["mse_final"] for row in plan["rows"])
+    assert best["valid"] and best["berry_esseen"] < 0.1
+
+
+def test_simulate_frequency_with_a_budget_measures_what_the_plan_predicts(tmp_path):
+    """The run of the plan's best oracle: every client within the total, and the measured MSE per
+    round within 4 standard errors of the plan's prediction (30 independent rounds)."""
+    planned = runner.invoke(
+        app,
+        ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "30", "--users", "5000", "--dims", "3"]
+        + ["--report-dims", "auto", "--json"],
+    )
+    assert planned.exit_code == 0, planned.output
+    best = json.loads(planned.stdout)["recommended"]
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--task", "frequency", "--users", "5000", "--dims", "3"]
+    arguments += ["--mechanism", best["mechanism"], "--report-dims", str(best["report_dims"]), "--budget", "4,1e-5"]
+    arguments += ["--rounds", "30", "--accountant", "pld", "--noise-seed", "3", "--out", str(out)]
+    result = runner.invoke(app, arguments, terminal_width=300)
+    assert result.exit_code == 0, result.output
+    privacy = pd.read_csv(out / "privacy.csv")
+    assert privacy["pld_epsilon"].between(3.96, 4.0).all()
+    mse = pd.read_csv(out / "metrics.csv")["mse"].to_numpy()
+    assert mse.size == 30
+    assert abs(mse.mean() - best["mse_round_mean"]) <= 4 * mse.std(ddof=1) / np.sqrt(mse.size)
+    summary = json.loads((out / "summary.json").read_text())
+    # the run's prediction is on its own data set (drawn from the run's seed)
+    assert summary["plan"]["predicted_mse_round"] == pytest.approx(best["mse_round_mean"], rel=1e-3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -19,20 +20,26 @@ from ldpfed.cli.common import (
     parse_list,
     print_json,
 )
+from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
 from ldpfed.cli.predict import _load_data as load_data
 from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
+from ldpfed.planning.frequency import frequency_curve_row, make_frequency_plan
 from ldpfed.planning.plan import candidate_report_dims, curve_figure, make_plan, mse_against_rounds
 from ldpfed.validation import LDPValueError, check_positive_int
 
-PLAN_TASKS = ("mean",)  # the tasks a plan predicts the error of
+PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
 SHOWN_ROWS = 15
 PLAN_FILES = ("plan.csv", "plan.json", "mse_vs_rounds.csv", "mse_vs_rounds.png")
 
 
 @handle_errors
 def plan_command(
-    task: str = typer.Option("mean", "--task", help="mean (tuples in [-1, 1])."),
+    task: str = typer.Option(
+        "mean",
+        "--task",
+        help="mean (tuples in [-1, 1]) | frequency (categorical attributes) | train (model updates per round).",
+    ),
     budget: str = typer.Option(
         ..., "--budget", help="EPS[,DELTA]: a client's total budget over the whole study (delta 0 or absent: pure)."
     ),
@@ -57,8 +64,10 @@ def plan_command(
         None,
         "--data",
         help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments "
-        "(default: the default data set, gaussian 10,000 users x 10 dims).",
+        "(default: the default data set, gaussian 10,000 users x 10 dims); frequency: zipf[:S] | uniform | fair | "
+        "a .csv of categories (default zipf).",
     ),
+    categories: str = typer.Option(None, "--categories", help=CATEGORIES_HELP),
     users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
     domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
@@ -77,31 +86,38 @@ def plan_command(
 ) -> None:
     """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
     if task not in PLAN_TASKS:
-        raise LDPValueError(f"--task must be one of {PLAN_TASKS} (plans predict the mean task's error), got {task!r}")
+        raise LDPValueError(f"--task must be one of {', '.join(PLAN_TASKS)}, got {task!r}")
+    if categories is not None and task != "frequency":
+        raise LDPValueError(f"--categories applies to --task frequency, not {task}")
     total = TotalBudget.parse(budget)
     rounds_taken(rounds, rounds_cap)  # T >= 1 and the cap, before any work
     low_high = parse_domain(domain)
     out_of_domain_policy(out_of_domain)
     check_positive_int(seed, "--seed", minimum=0)
     names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
-    if data is None and (users is None) != (dims is None):
+    if task == "mean" and data is None and (users is None) != (dims is None):
         raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
-    if data is None and users is not None:
+    if task == "mean" and data is None and users is not None:
         data = "gaussian"
     with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
-        moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
-        candidate_report_dims(moments.dims, report_dims)
-        plan = make_plan(
-            moments,
-            total,
-            rounds,
-            mechanisms=names,
-            report_dims=report_dims,
-            accountant=accountant,
-            participation=participation,
-            cap=rounds_cap,
-            data=source,
-        )
+        options = {
+            "mechanisms": names,
+            "report_dims": report_dims,
+            "accountant": accountant,
+            "participation": participation,
+            "cap": rounds_cap,
+        }
+        if task == "frequency":
+            rng = np.random.default_rng(seed)
+            table = read_frequency_data(data or "zipf", users, dims, categories, header, rng)
+            candidate_report_dims(table.attributes, report_dims)
+            plan = make_frequency_plan(table, total, rounds, **options)
+            row_of, moments = frequency_curve_row(table, total), None
+        else:
+            moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
+            candidate_report_dims(moments.dims, report_dims)
+            plan = make_plan(moments, total, rounds, data=source, **options)
+            row_of = None
         summary = plan.summary()
         summary["simulate"] = simulate_command(plan)
         files = {}
@@ -109,7 +125,7 @@ def plan_command(
             best_m = {}
             for row in plan.rows:  # each mechanism's best m
                 best_m.setdefault(row.budget.mechanism, row.report_dims)
-            curve = mse_against_rounds(moments, total, list(best_m), best_m)
+            curve = mse_against_rounds(moments, total, list(best_m), best_m, row_of=row_of)
             files = {
                 "plan.csv": plan.frame(),
                 "plan.json": summary,
@@ -129,7 +145,7 @@ def simulate_command(plan) -> str:
     """The `ldpfed simulate` line that runs the recommended row."""
     best = plan.best
     return (
-        f"ldpfed simulate --task mean --mechanism {best.budget.mechanism} --report-dims {best.report_dims} "
+        f"ldpfed simulate --task {plan.task} --mechanism {best.budget.mechanism} --report-dims {best.report_dims} "
         f"--budget {plan.total.text()} --rounds {plan.rounds} --accountant {plan.accountant}"
     )
 
