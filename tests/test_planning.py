@@ -175,7 +175,8 @@ def test_the_frequency_plan_predicts_what_predict_frequency_predicts_at_the_per_
     predicted = runner.invoke(
         app,
         ["predict", "--task", "frequency", "--mechanism", best["mechanism"]]
-        + ["--epsilon", repr(best["epsilon_per_round"]), "--users", "20000", "--dims", "5", "--report-dims", str(best["report_dims"]), "--json"],
+        + ["--epsilon", repr(best["epsilon_per_round"]), "--users", "20000", "--dims", "5"]
+        + ["--report-dims", str(best["report_dims"]), "--json"],
     )
     assert predicted.exit_code == 0, predicted.output
     assert json.loads(predicted.stdout)["predictions"][0]["mse"] == pytest.approx(best["mse_round_mean"], rel=1e-12)
