@@ -22,10 +22,12 @@ from ldpfed.cli.common import (
 )
 from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
 from ldpfed.cli.predict import _load_data as load_data
+from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
 from ldpfed.planning.frequency import frequency_curve_row, make_frequency_plan
 from ldpfed.planning.plan import candidate_report_dims, curve_figure, make_plan, mse_against_rounds
+from ldpfed.planning.train import make_train_plan
 from ldpfed.validation import LDPValueError, check_positive_int
 
 PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
@@ -68,6 +70,12 @@ def plan_command(
         "a .csv of categories (default zipf).",
     ),
     categories: str = typer.Option(None, "--categories", help=CATEGORIES_HELP),
+    model: str = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
+    clients: int = typer.Option(None, "--clients", help="train: clients N of the federation (default 10)."),
+    clip: float = typer.Option(None, "--clip", help="train: L2 norm bound C of a client update (gradient noises)."),
+    coordinate_clip: float = typer.Option(
+        None, "--coordinate-clip", help="train: per-coordinate bound C of an update (scalar mechanisms)."
+    ),
     users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
     domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
@@ -90,6 +98,29 @@ def plan_command(
     if categories is not None and task != "frequency":
         raise LDPValueError(f"--categories applies to --task frequency, not {task}")
     total = TotalBudget.parse(budget)
+    train_options = {"model": model, "clients": clients, "clip": clip, "coordinate_clip": coordinate_clip}
+    given = sorted("--" + k.replace("_", "-") for k, v in train_options.items() if v is not None)
+    if given and task != "train":
+        raise LDPValueError(f"{', '.join(given)} apply to --task train, not {task}")
+    if task == "train":
+        train_plan_command(
+            total,
+            rounds,
+            participation,
+            rounds_cap,
+            mechanism,
+            accountant,
+            data,
+            dims,
+            seed,
+            train_options,
+            out,
+            overwrite,
+            as_json,
+            report_dims,
+            users,
+        )
+        return
     rounds_taken(rounds, rounds_cap)  # T >= 1 and the cap, before any work
     low_high = parse_domain(domain)
     out_of_domain_policy(out_of_domain)
@@ -137,6 +168,74 @@ def plan_command(
         print_json(summary)
         return
     _print_plan(plan, summary)
+    if written:
+        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+
+
+def train_plan_command(
+    total,
+    rounds,
+    participation,
+    cap,
+    mechanism,
+    accountant,
+    data,
+    dims,
+    seed,
+    options,
+    out,
+    overwrite,
+    as_json,
+    report_dims,
+    users,
+) -> None:
+    """`plan --task train`: each mechanism's per-round setting and its aggregate noise per round."""
+    if report_dims is not None or users is not None:
+        raise LDPValueError("--report-dims and --users do not apply to --task train (m is Wang's default)")
+    rounds_taken(rounds, cap)
+    names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
+    flags = {"task": "train", "data": data, "seed": seed, "rounds": rounds, "accountant": accountant, **options}
+    config = resolve(None, {key: value for key, value in flags.items() if value is not None})
+    with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
+        plan = make_train_plan(config, total, rounds, mechanisms=names, participation=participation, cap=cap, dims=dims)
+        summary = plan.summary()
+        best = plan.best
+        summary["simulate"] = (
+            f"ldpfed simulate --task train --data {plan.data} --model {plan.model} --clients {plan.clients} "
+            f"--mechanism {best.budget.mechanism} --budget {total.text()} --rounds {rounds} "
+            f"--accountant {best.budget.accountant}"
+        )
+        files = {"plan.csv": plan.frame(), "plan.json": summary} if destination.enabled else {}
+        written = destination.write(files) if files else []
+    if as_json:
+        print_json(summary)
+        return
+    table = Table(
+        title=f"Plan (train): total eps {total.epsilon:g}, delta {total.delta:g} per client over T = {rounds} rounds; "
+        f"{plan.model} on {plan.data}, d = {plan.dims}, {best.clients_per_round} clients per round"
+    )
+    columns = [
+        ("", lambda r: "*" if r is best else ""),
+        ("mechanism", lambda r: r.budget.mechanism),
+        ("m", lambda r: "-" if r.report_dims is None else str(r.report_dims)),
+        ("eps/round", lambda r: f"{r.budget.epsilon:.6g}"),
+        ("accountant", lambda r: r.budget.accountant),
+        ("total", lambda r: f"{r.budget.spent[r.budget.accountant].epsilon:.6g}"),
+        ("noise mult.", lambda r: "-" if r.noise_multiplier is None else f"{r.noise_multiplier:.4g}"),
+        ("clip", lambda r: f"{r.clip:g} ({r.clipping})"),
+        ("||u||", lambda r: f"{r.update_norm:.4g}"),
+        ("E||noise||^2", lambda r: f"{r.aggregate_noise:.4g}"),
+        ("SNR", lambda r: f"{r.signal_to_noise:.4g}"),
+    ]
+    for label, _ in columns:
+        table.add_column(label, justify="left" if label in ("", "mechanism", "accountant") else "right")
+    for row in plan.rows:
+        table.add_row(*(cell(row) for _, cell in columns))
+    console.print(table)
+    console.print(f"SNR: {summary['signal_to_noise']}. Guarantee: {plan.guarantee()}.")
+    for excluded in plan.excluded:
+        console.print(f"left out: {excluded['mechanism']}: {excluded['reason']}")
+    console.print(f"Run it: {summary['simulate']}", highlight=False, soft_wrap=True)
     if written:
         console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
 
