@@ -72,9 +72,13 @@ def plan_command(
     categories: str = typer.Option(None, "--categories", help=CATEGORIES_HELP),
     model: str = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
     clients: int = typer.Option(None, "--clients", help="train: clients N of the federation (default 10)."),
-    clip: float = typer.Option(None, "--clip", help="train: L2 norm bound C of a client update (gradient noises)."),
+    clip: float = typer.Option(
+        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
+    ),
     coordinate_clip: float = typer.Option(
-        None, "--coordinate-clip", help="train: per-coordinate bound C of an update (scalar mechanisms)."
+        None,
+        "--coordinate-clip",
+        help="train: per-coordinate clipping bound C, each to [-C, C] (scalar mechanisms; default 0.05).",
     ),
     users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
