@@ -307,8 +307,8 @@ class Config:
             if not self.noisy:
                 raise LDPValueError("max-epsilon needs a private mechanism, not none")
             self.budget  # noqa: B018 (checks the numbers; the round's cost is checked in preflight)
-        if privacy.budget and run.task != "mean":
-            raise LDPValueError(f"budget (a total to plan the rounds from) applies to --task mean, not {run.task}")
+        if privacy.budget and run.task not in ("mean", "frequency", "train"):
+            raise LDPValueError(f"budget (a total to plan the rounds from) does not apply to --task {run.task}")
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
         if run.task == "mean":

@@ -100,13 +100,22 @@ def _print_plan(plan: dict) -> None:
     console.print(
         f"plan: total ({total}) over {plan['rounds']} rounds by {plan['accountant']}: "
         f"eps {plan['epsilon_per_round']:.6g}{delta} per round; "
-        f"measured MSE per round {plan['measured_mse_round']:.4g} (mean over the rounds) vs "
-        f"predicted {plan['predicted_mse_round']:.4g}; largest eps spent by a client "
+        + (
+            f"measured MSE per round {plan['measured_mse_round']:.4g} (mean over the rounds) vs "
+            f"predicted {plan['predicted_mse_round']:.4g}; "
+            if plan["measured_mse_round"] is not None and plan["predicted_mse_round"] is not None
+            else f"aggregate noise measured / predicted {_ratio(plan.get('noise_measured_over_predicted'))}; "
+        )
+        + "largest eps spent by a client "
         f"{plan['epsilon_spent_max_per_client']:.6g}",
         highlight=False,
         soft_wrap=True,
         markup=False,
     )
+
+
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def _check_task_flags(task: str, flags: dict) -> None:
@@ -379,6 +388,8 @@ def simulate(
         raise typer.Exit(code=stop.exit_code) from None  # 130 SIGINT, 143 SIGTERM
     if round_budget is not None:
         summary["plan"] = plan_report(round_budget, summary)
+        if output.enabled:  # summary.json gets the plan beside what was measured
+            output.write({"summary.json": summary})
     if json_output:
         print_json(summary)
     else:

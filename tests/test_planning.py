@@ -14,13 +14,20 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from typer.testing import CliRunner
 
+from ldpfed.accounting import create_accountant
 from ldpfed.analysis import simulate_deviations
 from ldpfed.analysis.predictor import load_moments
 from ldpfed.cli.main import app
+from ldpfed.config import resolve
 from ldpfed.data import load_tuples
+from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.planning import RELATIVE_TOLERANCE, TotalBudget, calibrate_round
 from ldpfed.planning.plan import make_plan
+from ldpfed.planning.run import planned_config
+from ldpfed.planning.train import make_train_plan
+from ldpfed.training.privatize import UpdatePrivatizer
+from ldpfed.validation import LDPValueError
 
 runner = CliRunner()
 
@@ -131,11 +138,15 @@ def test_simulate_with_a_budget_ends_within_the_total_for_every_client(tmp_path)
         ["plan", "--budget", "4,1e-5", "--rounds", "10", "--accountant", "rdp"],  # cannot account pure rounds
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "gaussian"],  # no delta for an (eps, delta) one
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "nope"],
-        ["plan", "--budget", "4", "--rounds", "10", "--task", "train"],
+        ["plan", "--budget", "4", "--rounds", "10", "--task", "nope"],
+        ["plan", "--budget", "4", "--rounds", "10", "--categories", "3"],  # frequency only
+        ["plan", "--task", "frequency", "--budget", "4", "--rounds", "10", "--mechanism", "grr", "--dims", "0"],
         ["plan", "--budget", "4", "--rounds", "10", "--participation", "0"],
         ["simulate", "--engine", "local", "--budget", "4", "--epsilon", "1"],  # contradictory
         ["simulate", "--engine", "local", "--budget", "4", "--max-epsilon", "8"],
-        ["simulate", "--engine", "local", "--task", "train", "--budget", "4"],
+        ["simulate", "--engine", "local", "--task", "train", "--mechanism", "plrvo", "--budget", "4,1e-5"],
+        ["plan", "--budget", "4", "--rounds", "10", "--model", "mlp"],  # train only
+        ["plan", "--task", "train", "--budget", "4", "--rounds", "10", "--report-dims", "2"],
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, arguments):
@@ -158,3 +169,130 @@ def test_plan_writes_its_files(tmp_path):
     basic = curve[curve["accountant"] == "basic"].set_index("rounds")["mse_final"]
     pld = curve[curve["accountant"] == "pld"].set_index("rounds")["mse_final"]
     assert (pld <= basic * (1 + 1e-9)).all() and pld[1000] < basic[1000] / 10  # the shapes differ
+
+
+# --- the frequency task ------------------------------------------------------------------------------
+def test_the_frequency_plan_predicts_what_predict_frequency_predicts_at_the_per_round_epsilon():
+    arguments = ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "100", "--users", "20000"]
+    result = runner.invoke(app, [*arguments, "--dims", "5", "--report-dims", "auto", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    best = plan["recommended"]
+    assert plan["task"] == "frequency" and plan["entries"] == 50
+    assert {row["mechanism"] for row in plan["rows"]} >= {"grr", "oue", "laplace", "piecewise"}
+    assert best["epsilon_per_round"] == pytest.approx(0.094, abs=5e-4)  # the same rounds as the mean task's
+    predicted = runner.invoke(
+        app,
+        ["predict", "--task", "frequency", "--mechanism", best["mechanism"]]
+        + ["--epsilon", repr(best["epsilon_per_round"]), "--users", "20000", "--dims", "5"]
+        + ["--report-dims", str(best["report_dims"]), "--json"],
+    )
+    assert predicted.exit_code == 0, predicted.output
+    assert json.loads(predicted.stdout)["predictions"][0]["mse"] == pytest.approx(best["mse_round_mean"], rel=1e-12)
+    assert best["mse_final"] == min(row["mse_final"] for row in plan["rows"])
+    assert best["valid"] and best["berry_esseen"] < 0.1
+
+
+def test_simulate_frequency_with_a_budget_measures_what_the_plan_predicts(tmp_path):
+    """The run of the plan's best oracle: every client within the total, and the measured MSE per
+    round within 4 standard errors of the plan's prediction (30 independent rounds)."""
+    planned = runner.invoke(
+        app,
+        ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "30", "--users", "5000", "--dims", "3"]
+        + ["--report-dims", "auto", "--json"],
+    )
+    assert planned.exit_code == 0, planned.output
+    best = json.loads(planned.stdout)["recommended"]
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--task", "frequency", "--users", "5000", "--dims", "3"]
+    arguments += ["--mechanism", best["mechanism"], "--report-dims", str(best["report_dims"]), "--budget", "4,1e-5"]
+    arguments += ["--rounds", "30", "--accountant", "pld", "--noise-seed", "3", "--out", str(out)]
+    result = runner.invoke(app, arguments, terminal_width=300)
+    assert result.exit_code == 0, result.output
+    privacy = pd.read_csv(out / "privacy.csv")
+    assert privacy["pld_epsilon"].between(3.96, 4.0).all()
+    mse = pd.read_csv(out / "metrics.csv")["mse"].to_numpy()
+    assert mse.size == 30
+    assert abs(mse.mean() - best["mse_round_mean"]) <= 4 * mse.std(ddof=1) / np.sqrt(mse.size)
+    summary = json.loads((out / "summary.json").read_text())
+    # the run's prediction is on its own data set (drawn from the run's seed)
+    assert summary["plan"]["predicted_mse_round"] == pytest.approx(best["mse_round_mean"], rel=1e-3)
+
+
+# --- the train task ----------------------------------------------------------------------------------
+def train_config(**flags):
+    return resolve(None, {"task": "train", "clients": 20, "accountant": "rdp", "aggregator": "fedavg", **flags})
+
+
+def test_the_inid_gaussian_round_meets_the_total_under_rdp_and_its_noise_is_the_round_prediction():
+    config = train_config(mechanism="inid-gaussian", clip=0.05)
+    plan = make_train_plan(config, TotalBudget(4.0, 1e-5), 10, mechanisms=["inid-gaussian"], dims=650)
+    row = plan.best
+    budget = row.budget
+    assert budget.accountant == "rdp" and budget.delta == pytest.approx(1e-5 / 20)
+    # the event a run records, composed 10 times by the accountant directly: the total, tight
+    noise = NoisePrivatizer("inid-gaussian", epsilon=budget.epsilon, delta=budget.delta, clip=0.05).noise(650)
+    spent = create_accountant("rdp").compose(noise.event(), 10).spent_within(1e-5)
+    assert 4.0 * (1 - 1e-4) <= spent.epsilon <= 4.0
+    assert row.noise_multiplier == pytest.approx(noise.noise_multiplier, rel=1e-12)
+    # the aggregate noise of the mean of K = 20 updates: sum of the coordinate variances / K
+    update = np.full(650, 0.05 / np.sqrt(650))
+    assert row.aggregate_noise == pytest.approx(np.sum(noise.release_variance(update[None, :])) / 20, rel=1e-12)
+    assert row.signal_to_noise == pytest.approx(0.05 / np.sqrt(row.aggregate_noise))
+
+
+def test_the_scalar_rounds_noise_matches_monte_carlo():
+    """Laplace per coordinate at the plan's per-round eps: the squared distance of the mean of K = 20
+    privatized updates to the clipped update, over 200 rounds, within 4 standard errors."""
+    config = train_config(mechanism="laplace", coordinate_clip=0.05, accountant="pld")
+    plan = make_train_plan(config, TotalBudget(4.0), 10, mechanisms=["laplace"], dims=650)
+    row = plan.best
+    assert row.budget.epsilon == pytest.approx(0.4, rel=1e-3) and row.report_dims == 1
+    privatizer = UpdatePrivatizer("laplace", row.budget.epsilon, 0.05, report_dims=row.report_dims)
+    update = np.full((20, 650), 0.05)
+    rngs = [np.random.default_rng(seed) for seed in np.random.SeedSequence(11).spawn(20)]
+    draws = np.array([np.sum((privatizer.privatize_rows(update, rngs).mean(axis=0) - 0.05) ** 2) for _ in range(200)])
+    assert abs(draws.mean() - row.aggregate_noise) <= 4 * draws.std(ddof=1) / np.sqrt(draws.size)
+
+
+def test_plrvo_is_calibrated_over_the_rounds_by_its_own_accountant():
+    config = train_config(mechanism="plrvo", clip=0.05)
+    plan = make_train_plan(config, TotalBudget(4.0, 1e-5), 10, mechanisms=["plrvo"], dims=650)
+    budget = plan.best.budget
+    assert budget.accountant == "rdp" and budget.spent["pld"] is None
+    assert 3.9 <= budget.spent["rdp"].epsilon <= 4.0
+    assert "joint accountant" in budget.method
+
+
+def test_a_train_budget_sets_the_run_per_round_settings():
+    config = train_config(mechanism="inid-gaussian", clip=0.05, budget="4,1e-5", rounds=5)
+    planned, budget = planned_config(config)
+    assert planned.privacy.max_epsilon == 4.0 and planned.privacy.epsilon == budget.epsilon
+    assert budget.spent["rdp"].epsilon <= 4.0
+    with pytest.raises(LDPValueError, match="--accountant rdp"):
+        planned_config(train_config(mechanism="inid-gaussian", budget="4,1e-5", accountant="pld"))
+
+
+@pytest.mark.slow
+def test_plan_train_then_simulate_train_with_the_budget(tmp_path):
+    planned = runner.invoke(
+        app,
+        ["plan", "--task", "train", "--budget", "4,1e-5", "--rounds", "3", "--clients", "4", "--accountant", "rdp"]
+        + ["--mechanism", "gaussian,inid-gaussian", "--json"],
+    )
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    assert plan["task"] == "train" and {row["mechanism"] for row in plan["rows"]} == {"gaussian", "inid-gaussian"}
+    assert plan["rows"][0]["signal_to_noise"] >= plan["rows"][1]["signal_to_noise"]
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--task", "train", "--clients", "4", "--rounds", "3"]
+    arguments += ["--mechanism", "inid-gaussian", "--aggregator", "fedavg", "--budget", "4,1e-5"]
+    arguments += ["--accountant", "rdp", "--noise-seed", "1", "--out", str(out)]
+    result = runner.invoke(app, arguments, terminal_width=300)
+    assert result.exit_code == 0, result.output
+    privacy = pd.read_csv(out / "privacy.csv")
+    assert privacy["rdp_epsilon"].between(3.96, 4.0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    inid = next(row for row in plan["rows"] if row["mechanism"] == "inid-gaussian")
+    assert summary["plan"]["epsilon_per_round"] == pytest.approx(inid["epsilon_per_round"], rel=1e-9)
+    assert "aggregate noise measured / predicted" in result.stdout

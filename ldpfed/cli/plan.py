@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -19,20 +20,28 @@ from ldpfed.cli.common import (
     parse_list,
     print_json,
 )
+from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
 from ldpfed.cli.predict import _load_data as load_data
+from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
+from ldpfed.planning.frequency import frequency_curve_row, make_frequency_plan
 from ldpfed.planning.plan import candidate_report_dims, curve_figure, make_plan, mse_against_rounds
+from ldpfed.planning.train import make_train_plan
 from ldpfed.validation import LDPValueError, check_positive_int
 
-PLAN_TASKS = ("mean",)  # the tasks a plan predicts the error of
+PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
 SHOWN_ROWS = 15
 PLAN_FILES = ("plan.csv", "plan.json", "mse_vs_rounds.csv", "mse_vs_rounds.png")
 
 
 @handle_errors
 def plan_command(
-    task: str = typer.Option("mean", "--task", help="mean (tuples in [-1, 1])."),
+    task: str = typer.Option(
+        "mean",
+        "--task",
+        help="mean (tuples in [-1, 1]) | frequency (categorical attributes) | train (model updates per round).",
+    ),
     budget: str = typer.Option(
         ..., "--budget", help="EPS[,DELTA]: a client's total budget over the whole study (delta 0 or absent: pure)."
     ),
@@ -57,7 +66,19 @@ def plan_command(
         None,
         "--data",
         help="Synthetic set (gaussian|uniform|poisson), a .csv/.npy/.parquet table, or a .json of moments "
-        "(default: the default data set, gaussian 10,000 users x 10 dims).",
+        "(default: the default data set, gaussian 10,000 users x 10 dims); frequency: zipf[:S] | uniform | fair | "
+        "a .csv of categories (default zipf).",
+    ),
+    categories: str = typer.Option(None, "--categories", help=CATEGORIES_HELP),
+    model: str = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
+    clients: int = typer.Option(None, "--clients", help="train: clients N of the federation (default 10)."),
+    clip: float = typer.Option(
+        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
+    ),
+    coordinate_clip: float = typer.Option(
+        None,
+        "--coordinate-clip",
+        help="train: per-coordinate clipping bound C, each to [-C, C] (scalar mechanisms; default 0.05).",
     ),
     users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
@@ -77,31 +98,61 @@ def plan_command(
 ) -> None:
     """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
     if task not in PLAN_TASKS:
-        raise LDPValueError(f"--task must be one of {PLAN_TASKS} (plans predict the mean task's error), got {task!r}")
+        raise LDPValueError(f"--task must be one of {', '.join(PLAN_TASKS)}, got {task!r}")
+    if categories is not None and task != "frequency":
+        raise LDPValueError(f"--categories applies to --task frequency, not {task}")
     total = TotalBudget.parse(budget)
+    train_options = {"model": model, "clients": clients, "clip": clip, "coordinate_clip": coordinate_clip}
+    given = sorted("--" + k.replace("_", "-") for k, v in train_options.items() if v is not None)
+    if given and task != "train":
+        raise LDPValueError(f"{', '.join(given)} apply to --task train, not {task}")
+    if task == "train":
+        train_plan_command(
+            total,
+            rounds,
+            participation,
+            rounds_cap,
+            mechanism,
+            accountant,
+            data,
+            dims,
+            seed,
+            train_options,
+            out,
+            overwrite,
+            as_json,
+            report_dims,
+            users,
+        )
+        return
     rounds_taken(rounds, rounds_cap)  # T >= 1 and the cap, before any work
     low_high = parse_domain(domain)
     out_of_domain_policy(out_of_domain)
     check_positive_int(seed, "--seed", minimum=0)
     names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
-    if data is None and (users is None) != (dims is None):
+    if task == "mean" and data is None and (users is None) != (dims is None):
         raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
-    if data is None and users is not None:
+    if task == "mean" and data is None and users is not None:
         data = "gaussian"
     with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
-        moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
-        candidate_report_dims(moments.dims, report_dims)
-        plan = make_plan(
-            moments,
-            total,
-            rounds,
-            mechanisms=names,
-            report_dims=report_dims,
-            accountant=accountant,
-            participation=participation,
-            cap=rounds_cap,
-            data=source,
-        )
+        options = {
+            "mechanisms": names,
+            "report_dims": report_dims,
+            "accountant": accountant,
+            "participation": participation,
+            "cap": rounds_cap,
+        }
+        if task == "frequency":
+            rng = np.random.default_rng(seed)
+            table = read_frequency_data(data or "zipf", users, dims, categories, header, rng)
+            candidate_report_dims(table.attributes, report_dims)
+            plan = make_frequency_plan(table, total, rounds, **options)
+            row_of, moments = frequency_curve_row(table, total), None
+        else:
+            moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
+            candidate_report_dims(moments.dims, report_dims)
+            plan = make_plan(moments, total, rounds, data=source, **options)
+            row_of = None
         summary = plan.summary()
         summary["simulate"] = simulate_command(plan)
         files = {}
@@ -109,7 +160,7 @@ def plan_command(
             best_m = {}
             for row in plan.rows:  # each mechanism's best m
                 best_m.setdefault(row.budget.mechanism, row.report_dims)
-            curve = mse_against_rounds(moments, total, list(best_m), best_m)
+            curve = mse_against_rounds(moments, total, list(best_m), best_m, row_of=row_of)
             files = {
                 "plan.csv": plan.frame(),
                 "plan.json": summary,
@@ -125,11 +176,79 @@ def plan_command(
         console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
 
 
+def train_plan_command(
+    total,
+    rounds,
+    participation,
+    cap,
+    mechanism,
+    accountant,
+    data,
+    dims,
+    seed,
+    options,
+    out,
+    overwrite,
+    as_json,
+    report_dims,
+    users,
+) -> None:
+    """`plan --task train`: each mechanism's per-round setting and its aggregate noise per round."""
+    if report_dims is not None or users is not None:
+        raise LDPValueError("--report-dims and --users do not apply to --task train (m is Wang's default)")
+    rounds_taken(rounds, cap)
+    names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
+    flags = {"task": "train", "data": data, "seed": seed, "rounds": rounds, "accountant": accountant, **options}
+    config = resolve(None, {key: value for key, value in flags.items() if value is not None})
+    with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
+        plan = make_train_plan(config, total, rounds, mechanisms=names, participation=participation, cap=cap, dims=dims)
+        summary = plan.summary()
+        best = plan.best
+        summary["simulate"] = (
+            f"ldpfed simulate --task train --data {plan.data} --model {plan.model} --clients {plan.clients} "
+            f"--mechanism {best.budget.mechanism} --budget {total.text()} --rounds {rounds} "
+            f"--accountant {best.budget.accountant}"
+        )
+        files = {"plan.csv": plan.frame(), "plan.json": summary} if destination.enabled else {}
+        written = destination.write(files) if files else []
+    if as_json:
+        print_json(summary)
+        return
+    table = Table(
+        title=f"Plan (train): total eps {total.epsilon:g}, delta {total.delta:g} per client over T = {rounds} rounds; "
+        f"{plan.model} on {plan.data}, d = {plan.dims}, {best.clients_per_round} clients per round"
+    )
+    columns = [
+        ("", lambda r: "*" if r is best else ""),
+        ("mechanism", lambda r: r.budget.mechanism),
+        ("m", lambda r: "-" if r.report_dims is None else str(r.report_dims)),
+        ("eps/round", lambda r: f"{r.budget.epsilon:.6g}"),
+        ("accountant", lambda r: r.budget.accountant),
+        ("total", lambda r: f"{r.budget.spent[r.budget.accountant].epsilon:.6g}"),
+        ("noise mult.", lambda r: "-" if r.noise_multiplier is None else f"{r.noise_multiplier:.4g}"),
+        ("clip", lambda r: f"{r.clip:g} ({r.clipping})"),
+        ("||u||", lambda r: f"{r.update_norm:.4g}"),
+        ("E||noise||^2", lambda r: f"{r.aggregate_noise:.4g}"),
+        ("SNR", lambda r: f"{r.signal_to_noise:.4g}"),
+    ]
+    for label, _ in columns:
+        table.add_column(label, justify="left" if label in ("", "mechanism", "accountant") else "right")
+    for row in plan.rows:
+        table.add_row(*(cell(row) for _, cell in columns))
+    console.print(table)
+    console.print(f"SNR: {summary['signal_to_noise']}. Guarantee: {plan.guarantee()}.")
+    for excluded in plan.excluded:
+        console.print(f"left out: {excluded['mechanism']}: {excluded['reason']}")
+    console.print(f"Run it: {summary['simulate']}", highlight=False, soft_wrap=True)
+    if written:
+        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+
+
 def simulate_command(plan) -> str:
     """The `ldpfed simulate` line that runs the recommended row."""
     best = plan.best
     return (
-        f"ldpfed simulate --task mean --mechanism {best.budget.mechanism} --report-dims {best.report_dims} "
+        f"ldpfed simulate --task {plan.task} --mechanism {best.budget.mechanism} --report-dims {best.report_dims} "
         f"--budget {plan.total.text()} --rounds {plan.rounds} --accountant {plan.accountant}"
     )
 

@@ -6,10 +6,11 @@ largest per-round eps whose k-fold composition stays within the total, as that a
 it for a run's budget (`Accountant.spent_within(delta)`: what `simulate --max-epsilon` checks), so
 that a run with the plan's settings ends at or just below the total for every client.
 
-A round's event is the one a mean or frequency run records in its ledger
-(`ldpfed.accounting.legacy_event`): a pure randomizer is a generic eps-DP round, the Gaussian a
-generic (eps, delta) round, delta per round = delta / k under basic composition and delta / (2k)
-under advanced and pld (the other half is the composition's own delta).
+A round's event is the one a run records in its ledger: for the mean and frequency tasks
+`ldpfed.accounting.legacy_event` (a pure randomizer or frequency oracle is a generic eps-DP round,
+the Gaussian a generic (eps, delta) round); for training, the event a train run builds from its
+privatizer (`event_of`, ldpfed.planning.train). Delta per round = delta / k under basic composition
+and delta / (2k) under advanced, rdp and pld (the other half is the composition's own delta).
 
 - basic, pure rounds: eps / k exactly.
 - otherwise: dp-accounting's `mechanism_calibration.calibrate_dp_mechanism` (Brent's method, then a
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from dp_accounting import dp_event, privacy_accountant
 from dp_accounting.mechanism_calibration import ExplicitBracketInterval, calibrate_dp_mechanism
 
+import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as registry
 from ldpfed.accounting import (
     ACCOUNTANTS,
@@ -40,6 +42,7 @@ from ldpfed.accounting import (
     create_accountant,
     legacy_event,
 )
+from ldpfed.frequency.categorical import COUNTING_ORACLES, oracle_kind
 from ldpfed.validation import LDPValueError, check_positive_int
 
 RELATIVE_TOLERANCE = 1e-6  # of the per-round eps: the plan's figure is at most this far below the optimum
@@ -94,6 +97,18 @@ def round_delta(total: TotalBudget, taken: int, accountant: str) -> float:
     if create_accountant(accountant).name == "basic":
         return total.delta / taken * (1.0 - BASIC_DELTA_MARGIN)
     return total.delta / (2.0 * taken)
+
+
+def round_kind(mechanism: str) -> tuple[str, bool]:
+    """(canonical name, approximate?) of a scalar randomizer, a frequency oracle (grr, oue) or a
+    gradient noise; an unknown name fails, listing the randomizers."""
+    key = str(mechanism).strip().lower()
+    if key in COUNTING_ORACLES:
+        return oracle_kind(key), False
+    if key in gradient_noise.available():
+        return gradient_noise.get_class(key).name, True
+    cls = registry.get_class(key)
+    return cls.name, cls.approximate
 
 
 def round_cost(mechanism: str, epsilon: float, delta: float | None) -> dp_event.DpEvent:
@@ -177,13 +192,23 @@ def spent_by_accountant(event: dp_event.DpEvent, taken: int, max_delta: float) -
 
 
 def calibrate_round(
-    mechanism: str, total: TotalBudget, rounds: int, accountant: str = "basic", cap: int | None = None
+    mechanism: str,
+    total: TotalBudget,
+    rounds: int,
+    accountant: str = "basic",
+    cap: int | None = None,
+    event_of=None,
 ) -> RoundBudget:
     """The largest per-round budget of `mechanism` whose composition over the rounds a client takes
-    part in stays within `total` under `accountant` (module docstring)."""
-    name = registry.get_class(mechanism).name  # unknown names fail here, listing the known ones
-    approximate = registry.get_class(name).approximate
+    part in stays within `total` under `accountant` (module docstring). `event_of(eps, delta)`: the
+    round's ledger event (default: a mean or frequency round, `round_cost`)."""
+    name, approximate = round_kind(mechanism)  # unknown names fail here, listing the known ones
     accountant = create_accountant(accountant).name
+    if event_of is None:
+
+        def event_of(epsilon, delta):
+            return round_cost(name, epsilon, delta)
+
     taken = rounds_taken(rounds, cap)
     budget_delta = total.delta if total.delta > 0 else None
     if approximate and budget_delta is None:
@@ -192,19 +217,20 @@ def calibrate_round(
     # a pure budget's figures are read at the runs' default delta (basic composition's delta is 0 and
     # every other accountant's eps at a delta > 0 is at most basic's)
     max_delta = total.delta if total.delta > 0 else DEFAULT_DELTA_TARGET
-    probe = create_accountant(accountant).unsupported(round_cost(name, total.epsilon, delta))
+    probe = create_accountant(accountant).unsupported(event_of(total.epsilon, delta))
     if probe is not None:
         raise LDPValueError(f"{probe} (--accountant {accountant}, mechanism {name})")
 
-    if accountant == "basic" and not approximate:
+    pure_round = not approximate and event_of(total.epsilon, None) == round_cost(name, total.epsilon, None)
+    if accountant == "basic" and pure_round:
         epsilon, method, tolerance = total.epsilon / taken, "closed form: eps / k", "exact"
     elif taken == 1:
         epsilon, method, tolerance = total.epsilon, "one round: the total", "exact"
     else:
-        epsilon = _calibrated(name, total, taken, accountant, delta, max_delta)
+        epsilon = _calibrated(event_of, total, taken, accountant, delta, max_delta)
         method = "dp_accounting.mechanism_calibration.calibrate_dp_mechanism"
         tolerance = f"per-round eps within {RELATIVE_TOLERANCE:g} (relative) below the largest that fits"
-    spent = spent_by_accountant(round_cost(name, epsilon, delta), taken, max_delta)
+    spent = spent_by_accountant(event_of(epsilon, delta), taken, max_delta)
     chosen = spent[accountant]
     if chosen is None or chosen.epsilon > total.epsilon * (1 + 1e-12) or chosen.delta > max_delta:
         raise LDPValueError(
@@ -214,12 +240,12 @@ def calibrate_round(
     return RoundBudget(name, total, int(rounds), taken, accountant, epsilon, delta, spent, method, tolerance)
 
 
-def _calibrated(name, total, taken, accountant, delta, max_delta) -> float:
+def _calibrated(event_of, total, taken, accountant, delta, max_delta) -> float:
     lower = total.epsilon / taken  # basic composition's figure: within the total under every accountant
     target_delta = total.delta if total.delta > 0 else 0.0
 
     def rounds_of(epsilon: float) -> dp_event.DpEvent:
-        return SelfComposedDpEvent(round_cost(name, epsilon, delta), taken)
+        return SelfComposedDpEvent(event_of(epsilon, delta), taken)
 
     def fresh() -> LedgerAccountant:
         return LedgerAccountant(accountant)

@@ -41,6 +41,7 @@ from ldpfed.validation import LDPValueError, check_positive_int, check_report_di
 DEFAULT_AGGREGATORS = ("hdr4me",)
 CURVE_ROUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 CURVE_ACCOUNTANTS = ("basic", "pld")
+ESTIMATES = {"mean": "means", "frequency": "frequency estimates"}
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class Plan:
     data: str
     rows: list[PlanRow]
     excluded: list[dict] = field(default_factory=list)
+    task: str = "mean"
+    details: dict = field(default_factory=dict)  # task-specific facts for the summary (e.g. categories)
 
     @property
     def best(self) -> PlanRow:
@@ -126,7 +129,7 @@ class Plan:
     def summary(self) -> dict:
         best = self.best.to_dict()
         return {
-            "task": "mean",
+            "task": self.task,
             "budget": {"epsilon": self.total.epsilon, "delta": self.total.delta},
             "rounds": self.rounds,
             "accountant": self.accountant,
@@ -136,7 +139,8 @@ class Plan:
             "dims": self.dims,
             "data": self.data,
             "guarantee": self.guarantee(),
-            "combining_rounds": "the final estimate is the average of the T rounds' plain means "
+            **self.details,
+            "combining_rounds": f"the final estimate is the average of the T rounds' plain {ESTIMATES[self.task]} "
             "(mse_final = mean_j(delta_j^2 + sigma_j^2 / T)); mse_one_collection spends the whole budget in one round",
             "calibration": {"method": self.best.budget.method, "tolerance": self.best.budget.tolerance},
             "recommended": best,
@@ -179,7 +183,7 @@ def make_plan(
 ) -> Plan:
     """Every (mechanism, m) candidate with its per-round budget and predicted errors, ranked."""
     rounds = check_positive_int(rounds, "--rounds")
-    participation = _participation(participation)
+    participation = participation_rate(participation)
     names = default_mechanisms(total) if mechanisms is None else [registry.get_class(n).name for n in mechanisms]
     aggregators = [aggregation.get(name) for name in aggregators]
     ms = candidate_report_dims(moments.dims, report_dims)
@@ -200,7 +204,7 @@ def make_plan(
     return Plan(total, rounds, rows[0].budget.accountant, participation, cap, users, moments.dims, data, rows, excluded)
 
 
-def _participation(value) -> float:
+def participation_rate(value) -> float:
     try:
         q = float(value)
     except (TypeError, ValueError):
@@ -233,22 +237,29 @@ def _row(budget: RoundBudget, m: int, moments, per_round, aggregators, total: To
 
 
 def mse_against_rounds(
-    moments: ColumnMoments,
+    moments: ColumnMoments | None,
     total: TotalBudget,
     mechanisms: list[str],
     report_dims: dict,
     rounds_grid=CURVE_ROUNDS,
     accountants=CURVE_ACCOUNTANTS,
+    row_of=None,
 ) -> pd.DataFrame:
     """Predicted mse_final against T at the fixed total, per mechanism (its m in `report_dims`) and
-    accountant: the shape differs between basic and pld composition."""
+    accountant: the shape differs between basic and pld composition. `row_of(budget, m)`: the plan
+    row of another task (default: the mean task on `moments`)."""
+    if row_of is None:
+
+        def row_of(budget, m):
+            return _row(budget, m, moments, moments, [], total)
+
     records = []
     for name in mechanisms:
         for accountant in accountants:
             for rounds in rounds_grid:
                 try:
                     budget = calibrate_round(name, total, rounds, accountant)
-                    row = _row(budget, report_dims[name], moments, moments, [], total)
+                    row = row_of(budget, report_dims[name])
                 except LDPValueError:
                     continue
                 records.append(

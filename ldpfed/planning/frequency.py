@@ -1,0 +1,158 @@
+"""A plan for the frequency task: from a client's total budget, every candidate (oracle, m) with its
+per-round budget and the error to expect, ranked (`ldpfed plan --task frequency`; analysis.md, CLT
+predictor applied to one-hot entries; docs/decisions.md, Privacy accounting: "Planning from a total
+budget").
+
+The candidates are the frequency oracles GRR and OUE and the histogram encoding of every scalar
+randomizer (the approximate ones only with a delta in the budget), each with m of the d attributes
+reported per user. The per-round budget is `calibration.calibrate_round`'s (a frequency run records
+the same generic eps-DP round as a mean run); the error is `ldpfed.analysis.frequency`'s prediction
+per (attribute, category) entry on the users who report in a round, in squared frequency units:
+
+- mse_round_mean: one round's MSE of the plain frequency estimates (`predict_frequency`, the figure
+  of `ldpfed predict --task frequency` at that per-round eps);
+- mse_round_<aggregator>: one round's MSE of a re-calibrating aggregator (HDR4ME* by default) under
+  the same normal model (`recalibrated_mse`);
+- mse_final: the average of the T rounds' plain estimates, mean_e(bias_e^2 + variance_e / T);
+- mse_one_collection: the whole budget spent in one collection.
+
+Validity: the largest Lyapunov (non-identical summands) Berry–Esseen bound over the entries, from
+each entry's per-report variance and third absolute central moment at the expected reports n m / d
+(`berry_esseen`), and the chance that an attribute gets no report.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
+from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, bound_from_moments
+from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, recalibrated_mse
+from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles
+from ldpfed.frequency.oracles import HistogramEncoding
+from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
+from ldpfed.planning.plan import DEFAULT_AGGREGATORS, Plan, PlanRow, candidate_report_dims, participation_rate
+from ldpfed.validation import LDPValueError, check_positive_int
+
+
+def default_oracles(total: TotalBudget) -> list[str]:
+    """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
+    scalar = [name for name in mechanisms.available() if total.delta > 0 or not mechanisms.get_class(name).approximate]
+    return [*COUNTING_ORACLES, *scalar]
+
+
+def entry_third_moments(oracles: AttributeOracles) -> tuple[np.ndarray, np.ndarray]:
+    """(rho_in, rho_out) per entry: E|c - E c|^3 of one user's contribution when the entry is her
+    category (bit 1) or not (bit 0). Counting oracles: a scaled Bernoulli (p or q); histogram
+    encoding: the per-entry randomizer's third moment at +1 / -1, scaled by 1 / (2 (1 + b1))^3."""
+
+    def bernoulli(pi: float) -> float:
+        return pi * (1.0 - pi) * (pi**2 + (1.0 - pi) ** 2)
+
+    rho_in, rho_out = [], []
+    for oracle in oracles.oracles:
+        if isinstance(oracle, HistogramEncoding):
+            _, b1 = oracle.entry.bias_coefficients
+            scale = (2.0 * (1.0 + b1)) ** 3
+            at = np.asarray(oracle.entry.third_abs_central_moment(np.array([1.0, -1.0])), dtype=float) / scale
+            one, zero = float(at[0]), float(at[1])
+        else:
+            width = abs(oracle.p - oracle.q) ** 3
+            one, zero = bernoulli(oracle.p) / width, bernoulli(oracle.q) / width
+        rho_in.append(np.full(oracle.k, one))
+        rho_out.append(np.full(oracle.k, zero))
+    return np.concatenate(rho_in), np.concatenate(rho_out)
+
+
+def frequency_validity(prediction: FrequencyPrediction) -> tuple[float, str | None]:
+    """(largest Berry–Esseen bound over the entries, a warning or None) (module docstring)."""
+    oracles, f, users = prediction.oracles, prediction.frequencies, prediction.users
+    v_in, v_out = oracles.entry_variances()
+    rho_in, rho_out = entry_third_moments(oracles)
+    reports = users * oracles.report_dims / oracles.attributes
+    bound = bound_from_moments(f * v_in + (1 - f) * v_out, f * rho_in + (1 - f) * rho_out, reports, "exact")
+    largest = bound.max_non_identical
+    reasons = []
+    if largest > POOR_NORMAL_APPROXIMATION:
+        reasons.append(f"Berry–Esseen bound {largest:.3g} > {POOR_NORMAL_APPROXIMATION:g}")
+    if prediction.no_report_probability > POOR_NORMAL_APPROXIMATION / 10:
+        reasons.append(f"P(no report of an attribute) {prediction.no_report_probability:.3g}")
+    warning = None if not reasons else "normal approximation poor (" + "; ".join(reasons) + ")"
+    return largest, warning
+
+
+def frequency_row(
+    budget: RoundBudget, m: int, categories, truth, users: int, per_round_users: int, aggregators, total: TotalBudget
+) -> PlanRow:
+    """One candidate's predicted errors (module docstring)."""
+    oracles = AttributeOracles.build(budget.mechanism, budget.epsilon, categories, m, budget.delta)
+    prediction = predict_frequency(oracles, truth, per_round_users)
+    model = prediction.deviation_model()
+    recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
+    final = float(np.mean(prediction.bias**2 + prediction.variance / budget.rounds))
+    whole = total.delta if budget.delta is not None else None
+    whole_budget = AttributeOracles.build(budget.mechanism, total.epsilon, categories, m, whole)
+    once = predict_frequency(whole_budget, truth, users)
+    largest, warning = frequency_validity(prediction)
+    return PlanRow(budget, m, per_round_users, prediction.mse, recalibrated, final, once.mse, largest, warning)
+
+
+def make_frequency_plan(
+    table,
+    total: TotalBudget,
+    rounds: int,
+    *,
+    mechanisms: list[str] | None = None,
+    report_dims=None,
+    accountant: str = "basic",
+    participation: float = 1.0,
+    cap: int | None = None,
+    aggregators=DEFAULT_AGGREGATORS,
+) -> Plan:
+    """Every (oracle, m) candidate for the categorical data `table` (`ldpfed.data.categorical`),
+    ranked by mse_final."""
+    rounds = check_positive_int(rounds, "--rounds")
+    participation = participation_rate(participation)
+    names = default_oracles(total) if mechanisms is None else list(mechanisms)
+    aggregators = [aggregation.get(name) for name in aggregators]
+    ms = candidate_report_dims(table.attributes, report_dims)
+    truth, categories, users = table.frequencies(), table.categories, table.users
+    per_round = users if participation == 1.0 else max(2, round(participation * users))
+    rows, excluded = [], []
+    for name in names:
+        budget = calibrate_round(name, total, rounds, accountant, cap)
+        for m in ms:
+            try:
+                rows.append(frequency_row(budget, m, categories, truth, users, per_round, aggregators, total))
+            except LDPValueError as error:
+                excluded.append({"mechanism": budget.mechanism, "report_dims": m, "reason": str(error)})
+    if not rows:
+        reasons = "; ".join(f"{e['mechanism']} m={e['report_dims']}: {e['reason']}" for e in excluded[:3])
+        raise LDPValueError(f"no oracle can run within ({total.text()}) over {rounds} rounds: {reasons}")
+    rows.sort(key=lambda row: row.mse_final)
+    details = {"categories": categories.tolist(), "entries": int(truth.size), "error_unit": "squared frequency"}
+    return Plan(
+        total,
+        rounds,
+        rows[0].budget.accountant,
+        participation,
+        cap,
+        users,
+        table.attributes,
+        table.source,
+        rows,
+        excluded,
+        task="frequency",
+        details=details,
+    )
+
+
+def frequency_curve_row(table, total: TotalBudget):
+    """`row_of(budget, m)` for `plan.mse_against_rounds` on the frequency task."""
+    truth, categories, users = table.frequencies(), table.categories, table.users
+
+    def row_of(budget: RoundBudget, m: int) -> PlanRow:
+        return frequency_row(budget, m, categories, truth, users, users, [], total)
+
+    return row_of
