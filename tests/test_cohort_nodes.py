@@ -160,6 +160,34 @@ def test_a_client_trains_alike_alone_and_in_any_chunk(model):
     assert any(not torch.equal(p, q) for p, q in zip(runs[1], start))  # it did train
 
 
+def test_a_padded_chunk_returns_its_own_clients_results():
+    """A trainer of chunk width 4 (the GPU's padding, forced here on the CPU) computes a short
+    chunk at width 4 with copies of its first client and returns its own clients' rows: the same
+    bits as those clients in a full chunk of four."""
+    import torch
+
+    from ldpfed.training.cohort import CohortTrainer, batch_plan
+    from ldpfed.training.models import build_model
+
+    shape = (1, 4, 4)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 12, *shape, generator=generator)
+    y = torch.randint(0, 10, (4, 12), generator=generator)
+    network = build_model("mlp", shape, 10, seed=0)
+    start = [p.detach() for p in network.parameters()]
+    index, weight = batch_plan([12] * 4, [11, 12, 13, 14], 3, 8, 8)
+    full, full_losses = CohortTrainer(network, torch.device("cpu")).train(
+        start, x, y, torch.arange(4), index, weight, 0.3
+    )
+    padded = CohortTrainer(network, torch.device("cpu"))
+    padded.pad_to = 4
+    rows = torch.tensor([2, 3])
+    trained, losses = padded.train(start, x, y, rows, index[rows], weight[rows], 0.3)
+    assert [p.shape[0] for p in trained] == [2] * len(trained) and losses.shape == (2, 3)
+    assert all(torch.equal(mine, theirs[2:]) for mine, theirs in zip(trained, full))
+    assert torch.equal(losses, full_losses[2:])
+
+
 def test_a_cohort_client_takes_the_steps_of_train_local():
     """The batched steps are train_local's steps: same minibatch order (the client's stream),
     same SGD, per client (a shuffled order or a wrong padding weight fails by ~1e-2)."""

@@ -191,7 +191,7 @@ class TrainNode:
         self.device = resolve_device(config.federation.device)
         model = new_model(config, data_seed)
         self.chunk = training.chunk_clients or chunk_size(model, data.input_shape, self.width)
-        self.trainer = CohortTrainer(model, self.device)
+        self.trainer = CohortTrainer(model, self.device, self.chunk)
         self.x, self.y = (t.to(self.device) for t in padded_data([data.client(pid) for pid in self.partitions]))
         self.privatizer = privatizer(config)
         self.summing = config.federation.node_reply == "sum"

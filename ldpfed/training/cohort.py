@@ -90,9 +90,19 @@ def chunk_size(model: nn.Module, input_shape, batch: int, budget: int = CHUNK_ME
 class CohortTrainer:
     """E SGD steps for a stack of clients of one model (see module docstring)."""
 
-    def __init__(self, model: nn.Module, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, device: torch.device, chunk: int | None = None) -> None:
         self.model = model.to(device)
         self.device = device
+        # On a GPU every chunk is computed at the width `chunk` (a short chunk is padded with copies
+        # of its first client): cuDNN picks its kernels by the batch's shape, so a client's result
+        # would otherwise depend on how many clients share its chunk, i.e. on --nodes. TF32 is off
+        # and cuDNN deterministic, so the float32 result is what the CPU computes up to rounding.
+        self.pad_to = chunk if device.type == "cuda" else None
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
         self.names = [name for name, _ in model.named_parameters()]
 
         def loss(params: dict, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -124,9 +134,14 @@ class CohortTrainer:
         i.e. on --nodes and on which clients were sampled. From two clients on, each client's
         rows are computed alike (tests/test_cohort_nodes.py)."""
         clients, steps, _ = index.shape
-        if clients == 1:  # a lone client trains beside a copy of itself (see `train`'s note)
-            trained, losses = self.train(start, x, y, rows.repeat(2), index.repeat(2, 1, 1), weight.repeat(2, 1), lr)
-            return [p[:1] for p in trained], losses[:1]
+        width = max(2, self.pad_to or 2)
+        if clients < width and (clients == 1 or self.pad_to):  # pad with copies of the first client
+            pad = width - clients
+            rows = torch.cat([rows, rows[:1].repeat(pad)])
+            index = torch.cat([index, index[:1].repeat(pad, 1, 1)])
+            weight = torch.cat([weight, weight[:1].repeat(pad, 1)])
+            trained, losses = self.train(start, x, y, rows, index, weight, lr)
+            return [p[:clients] for p in trained], losses[:clients]
         params = {
             name: p.detach().to(self.device).expand(clients, *p.shape).clone() for name, p in zip(self.names, start)
         }
