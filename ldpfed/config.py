@@ -101,6 +101,8 @@ class FederationConfig:
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
     node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
     ray_address: str = ""  # an existing Ray cluster to run on ("auto": RAY_ADDRESS); "" = start a local Ray
+    # deployments: seconds a round waits for an offline node that hosts sampled clients (a restarting SuperNode)
+    node_wait: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,8 @@ class Config:
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
         _check_node_reply(self)
         _check_ray_address(fed)
+        if not (math.isfinite(fed.node_wait) and fed.node_wait >= 0.0):
+            raise LDPValueError(f"node-wait must be a finite number of seconds >= 0, got {fed.node_wait!r}")
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
         _check_perturbation_options(self)

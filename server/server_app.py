@@ -93,9 +93,11 @@ def main(grid: Grid, context: Context) -> None:
         session = Session(config, half, data_seed, engine="flower", noise=seeds.NODES)
     except LDPValueError as error:
         raise RunFailed(str(error)) from None
-    LDPStrategy(half, config.federation.clients, lambda r, metrics: session.after_round(r, metrics, {})).run(
-        grid, config.run.rounds
-    )
+
+    def on_round(server_round: int, metrics: dict) -> None:
+        session.after_round(server_round, metrics, {})
+
+    LDPStrategy(half, config.federation.clients, on_round, config.federation.node_wait).run(grid, config.run.rounds)
     summary = session.finish()
     print(f"ldpfed: {summary}")
     if summary["clients_replied_total"] == 0:

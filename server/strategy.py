@@ -25,7 +25,34 @@ from ldpfed.protocols.nodes import NodeReply, collect_sum
 
 QUERY = "query"
 NODE_WAIT_SECONDS = 120.0
+NODE_POLL_SECONDS = 0.5  # a round waiting for an offline node asks the SuperLink this often
 logger = logging.getLogger("ldpfed.strategy")
+
+
+def addressees(messages: Iterable[Message]) -> dict[str, int]:
+    """{message id: destination node id} of messages the grid has pushed (pushing sets their ids).
+    A reply is matched to its node by the message it answers, never by its sender: the error reply
+    that Flower's SuperLink makes for a node that went offline comes from the SuperLink's own id."""
+    return {message.metadata.message_id: message.metadata.dst_node_id for message in messages}
+
+
+def ask_partitions(grid: Grid, node_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, str]]:
+    """({partition id: node id} of the partitions the nodes `node_ids` host, {node id: why it did
+    not say}): one `query` message each. A partition claimed twice raises."""
+    queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in node_ids]
+    replies = grid.send_and_receive(queries)
+    senders = addressees(queries)
+    mapping: dict[int, int] = {}
+    silent: dict[int, str] = {}
+    for reply in replies:
+        if reply.has_error():
+            silent[senders[reply.metadata.reply_to_message_id]] = reply.error.reason
+            continue
+        for pid in reply.content["partition"]["partition-ids"]:
+            if int(pid) in mapping:
+                raise RuntimeError(f"partition {pid} is hosted by two nodes")
+            mapping[int(pid)] = reply.metadata.src_node_id
+    return mapping, silent
 
 
 def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SECONDS) -> dict[int, int]:
@@ -45,19 +72,42 @@ def discover_partitions(grid: Grid, expected: int, timeout: float = NODE_WAIT_SE
             time.sleep(0.05)
             continue
         asked.update(new)
-        queries = [Message(RecordDict(), dst_node_id=node, message_type=QUERY) for node in new]
-        for reply in grid.send_and_receive(queries):
-            if reply.has_error():
-                raise RuntimeError(
-                    f"node {reply.metadata.src_node_id} did not report its partition ids: {reply.error.reason}"
-                )
-            for pid in reply.content["partition"]["partition-ids"]:
-                if int(pid) in mapping:
-                    raise RuntimeError(f"partition {pid} is hosted by two nodes")
-                mapping[int(pid)] = reply.metadata.src_node_id
+        found, silent = ask_partitions(grid, new)
+        if silent:
+            node, reason = next(iter(silent.items()))
+            raise RuntimeError(f"node {node} did not report its partition ids: {reason}")
+        if set(found) & set(mapping):
+            raise RuntimeError(f"partition {min(set(found) & set(mapping))} is hosted by two nodes")
+        mapping.update(found)
     if sorted(mapping) != list(range(expected)):
         raise RuntimeError(f"expected partition ids 0..{expected - 1}, got {sorted(mapping)}")
     return mapping
+
+
+def await_nodes(grid: Grid, nodes: dict[int, int], partitions: Iterable[int], wait: float) -> dict[int, int]:
+    """The partition map for a round whose sampled clients are `partitions`: waits up to `wait`
+    seconds for the nodes hosting them to be online (a SuperNode restarting after a crash; under
+    `ldpfed simulate` every node is always online and nothing waits). A node that comes back under
+    a new node id (a deployment without SuperNode authentication gives a restarted node a new one)
+    is asked which partitions it hosts, and takes over those whose node is offline, never an online
+    node's. A node still offline when the wait ends is sent its message anyway: Flower's SuperLink
+    answers it with an error reply (node unavailable), its clients' failure for the round."""
+    deadline = time.monotonic() + wait
+    nodes, asked = dict(nodes), set(nodes.values())
+    while True:
+        online = set(grid.get_node_ids())
+        if {nodes[pid] for pid in partitions} <= online:
+            return nodes
+        if online - asked:
+            found, _ = ask_partitions(grid, online - asked)
+            asked |= online
+            nodes.update({pid: node for pid, node in found.items() if nodes.get(pid) not in online})
+            continue
+        if time.monotonic() >= deadline:
+            missing = sorted({nodes[pid] for pid in partitions} - online)
+            logger.warning("nodes %s are offline: their clients fail this round", missing)
+            return nodes
+        time.sleep(NODE_POLL_SECONDS)
 
 
 class RunStopped(RuntimeError):
@@ -109,10 +159,13 @@ def numeric(metrics: dict) -> MetricRecord:
 
 class LDPStrategy(Strategy):
     """Flower Strategy whose logic is an ldpfed server half; `on_round(round, metrics)` after each
-    round's evaluation (the run's record)."""
+    round's evaluation (the run's record). `node_wait`: seconds a round waits for an offline node
+    hosting sampled clients (`await_nodes`; deployments)."""
 
-    def __init__(self, half, clients: int, on_round: Callable[[int, dict], None] | None = None) -> None:
-        self.half, self.clients, self.on_round = half, clients, on_round
+    def __init__(
+        self, half, clients: int, on_round: Callable[[int, dict], None] | None = None, node_wait: float = 0.0
+    ) -> None:
+        self.half, self.clients, self.on_round, self.node_wait = half, clients, on_round, node_wait
         self.nodes: dict[int, int] | None = None
         self.metrics: dict = {}
 
@@ -123,10 +176,11 @@ class LDPStrategy(Strategy):
         if self.nodes is None:
             self.nodes = discover_partitions(grid, self.clients)
         plan = self.half.configure_round(server_round)
+        self.nodes = await_nodes(grid, self.nodes, plan.partitions, self.node_wait)
         self._planned: dict[int, list[int]] = {}
         for pid in plan.partitions:
             self._planned.setdefault(self.nodes[pid], []).append(pid)
-        return [
+        self._sent = [
             Message(
                 node_round_record(server_round, plan.broadcast, pids),
                 dst_node_id=node,
@@ -135,6 +189,7 @@ class LDPStrategy(Strategy):
             )
             for node, pids in self._planned.items()
         ]
+        return self._sent
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -144,8 +199,9 @@ class LDPStrategy(Strategy):
         summed reply (`node-reply sum`) goes to the half with the other nodes' sums. `node_builds`:
         how many nodes built their clients to answer this round."""
         received, failures, sums, builds = {}, {}, {}, 0
+        nodes = addressees(self._sent)
         for reply in replies:
-            pids = self._planned[reply.metadata.src_node_id]
+            pids = self._planned[nodes[reply.metadata.reply_to_message_id]]
             if reply.has_error():
                 failures.update(dict.fromkeys(pids, short_reason(reply.error.reason)))
                 continue

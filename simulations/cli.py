@@ -228,6 +228,13 @@ def simulate(
             "Ray: the nodes go where the cluster's CPUs/GPUs are (docs/deployment.md, Ray cluster)."
         ),
     ),
+    node_wait: float | None = typer.Option(
+        None,
+        help=(
+            "Seconds a round waits for an offline node that hosts sampled clients, then fails its clients "
+            "(deployments under flwr run: a SuperNode restarting; a simulation's nodes are always online)."
+        ),
+    ),
     node_reply: str | None = typer.Option(
         None,
         help=(

@@ -86,13 +86,20 @@ def cluster_address(config: Config) -> str | None:
 
 
 def init_ray(backend: dict) -> None:
-    """`ray.init` as Flower's `RayBackend` calls it (the workers get this process' import path in
-    PYTHONPATH), with `backend`'s init args."""
+    """`ray.init` with `backend`'s init args; the workers get this process' import path in
+    PYTHONPATH. A local Ray's processes inherit it from this process' environment; a cluster's
+    nodes get it in the job's runtime environment, as Flower's `RayBackend` passes it. Not for a
+    local Ray: a job runtime environment makes Ray start the actors' workers through its runtime-env
+    agent instead of handing them the workers it started with the node (two actors ready in 3.1-3.6
+    s against 0.45-0.65 s, measured on the shared 2-core machine)."""
     import ray
 
     pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
     os.environ["PYTHONPATH"] = pythonpath
-    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **backend["init_args"])
+    init_args = dict(backend["init_args"])
+    if "address" in init_args:
+        init_args["runtime_env"] = {"env_vars": {"PYTHONPATH": pythonpath}}
+    ray.init(**init_args)
 
 
 def _visible_gpus() -> int:

@@ -154,6 +154,8 @@ def _specific(tmp_path) -> dict[str, list[list[str]]]:
             ["--out", f"{a_file}/sub"],
             ["--config", _file(tmp_path, "header.toml", "[data]\nheader = true")],
             ["--node-reply", "rows"],
+            ["--node-wait", "-1"],
+            ["--node-wait", "nan"],
             ["--node-reply", "sum", "--task", "train", "--aggregator", "hdr4me"],
             ["--users", HUGE],
             ["--task", "frequency", "--users", HUGE],

@@ -40,11 +40,6 @@ from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
-from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, compute_epsilon
 from scipy import fft
 
 from ldpfed.accounting.events import (
@@ -57,6 +52,7 @@ from ldpfed.accounting.events import (
     event_from_dict,
     event_to_dict,
 )
+from ldpfed.accounting.library import dp_event
 from ldpfed.accounting.optimal_composition import composed_epsilon
 from ldpfed.samplers.float_slack import NONE as NO_SLACK
 from ldpfed.samplers.float_slack import FloatSlack, composed_slack
@@ -279,11 +275,19 @@ def _mechanism_event(leaf: dp_event.DpEvent) -> dp_event.DpEvent:
 class RdpAccountant(Accountant):
     name = "rdp"
     description = "Renyi DP, dp_accounting RdpAccountant (Gaussian rounds, Poisson-subsampled or not)"
-    orders: ClassVar[tuple[float, ...]] = tuple(DEFAULT_RDP_ORDERS)
+    orders: ClassVar[tuple[float, ...] | None] = None  # None: dp-accounting's DEFAULT_RDP_ORDERS
+
+    @classmethod
+    def _orders(cls) -> list[float]:
+        from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+
+        return list(DEFAULT_RDP_ORDERS if cls.orders is None else cls.orders)
 
     def _unsupported_leaf(self, leaf):
+        from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
+
         event = _mechanism_event(leaf)
-        if hasattr(event, "rdp") or LibraryRdpAccountant(list(self.orders)).supports(event):
+        if hasattr(event, "rdp") or LibraryRdpAccountant(self._orders()).supports(event):
             return None
         return (
             f"the rdp accountant cannot account {describe_event(leaf)} (a round known only by its (eps, delta) "
@@ -297,7 +301,10 @@ class RdpAccountant(Accountant):
     @classmethod
     def compute(cls, pairs, target_delta):
         """The ideal curves' eps at delta_i, plus the samplers' float slack (ldpfed.samplers.float_slack)."""
-        orders = list(cls.orders)
+        from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
+        from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+        orders = cls._orders()
         library = LibraryRdpAccountant(orders)
         own = np.zeros(len(orders))
         for leaf, count in pairs:
@@ -357,6 +364,8 @@ class PldAccountant(Accountant):
             ((leaf, count),) = pairs
             epsilon = composed_epsilon(leaf.epsilon, leaf.delta, count, slack.ideal_delta(target_delta))
             return epsilon + slack.epsilon, target_delta
+        from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
         interval = cls.discretization(pairs)
         composed = pld_lib.identity(value_discretization_interval=interval)
         for leaf, count in pairs:
@@ -388,6 +397,8 @@ def _self_composed(one, count: int):
     """`one` composed `count` times, refused first (one line, instead of an OOM kill) when the FFT
     would not fit in the memory available: its length is what dp_accounting computes from the same
     Chernoff tail bounds before it allocates (`compute_self_convolve_bounds`)."""
+    from dp_accounting.pld import common as pld_common
+
     pmf = getattr(one, "_pmf_remove", None)
     if count > 1 and hasattr(pmf, "to_dense_pmf"):
         probs = pmf.to_dense_pmf()._probs

@@ -18,10 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dp_accounting import dp_event
-
 from ldpfed.accounting.accountants import DEFAULT_DELTA_TARGET, Spent, create_accountant, not_private_reasons
 from ldpfed.accounting.ledger import PrivacyLedger
+from ldpfed.accounting.library import dp_event
 from ldpfed.validation import LDPValueError
 
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import math
 
-from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
-from dp_accounting.rdp import RdpAccountant
-
+from ldpfed.accounting.library import dp_event
 from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive_int
 
 ORDERS = [
@@ -35,19 +33,22 @@ NEIGHBOURING = "add/remove one client (all of its data), Poisson sampling of cli
 Z_LIMIT = 1e4  # a larger noise multiplier than this is refused (the budget is then out of reach)
 
 
-def central_event(sample_rate: float, noise_multiplier: float, rounds: int) -> SelfComposedDpEvent:
+def central_event(sample_rate: float, noise_multiplier: float, rounds: int) -> dp_event.SelfComposedDpEvent:
     """T rounds of the Poisson-sampled Gaussian mechanism on the clients' clipped sum."""
     if not (0.0 < sample_rate <= 1.0):
         raise LDPValueError(f"client sampling rate q must be in (0, 1], got {sample_rate!r}")
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
         raise LDPValueError(f"noise multiplier must be a finite number > 0, got {noise_multiplier!r}")
     rounds = check_positive_int(rounds, "rounds")
-    return SelfComposedDpEvent(PoissonSampledDpEvent(sample_rate, GaussianDpEvent(noise_multiplier)), rounds)
+    gaussian = dp_event.GaussianDpEvent(noise_multiplier)
+    return dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(sample_rate, gaussian), rounds)
 
 
 def central_epsilon(sample_rate: float, noise_multiplier: float, rounds: int, delta: float) -> float:
     """eps at `delta` of `central_event(q, z, T)` by dp-accounting's RdpAccountant."""
     delta = check_fraction(delta, "delta")
+    from dp_accounting.rdp import RdpAccountant
+
     accountant = RdpAccountant(ORDERS)
     accountant.compose(central_event(sample_rate, noise_multiplier, rounds))
     return float(accountant.get_epsilon(delta))

@@ -35,13 +35,10 @@ import math
 from collections.abc import Callable
 
 import attr
-import dp_accounting
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 import ldpfed.mechanisms as registry
+from ldpfed.accounting.library import dp_event
 from ldpfed.accounting.plrvo import step_alphas
 from ldpfed.mechanisms.gaussian import Gaussian
 from ldpfed.samplers.float_slack import FloatSlack, event_slack
@@ -49,9 +46,9 @@ from ldpfed.samplers.plrvo_safe import SafeLaw
 from ldpfed.samplers.safe_grid import gaussian_sampler_slack
 from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_fraction, check_positive
 
-GaussianDpEvent = dp_accounting.GaussianDpEvent
-PoissonSampledDpEvent = dp_accounting.PoissonSampledDpEvent
-SelfComposedDpEvent = dp_accounting.SelfComposedDpEvent
+GaussianDpEvent = dp_event.GaussianDpEvent
+PoissonSampledDpEvent = dp_event.PoissonSampledDpEvent
+SelfComposedDpEvent = dp_event.SelfComposedDpEvent
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -69,7 +66,10 @@ class EpsilonDeltaDpEvent(dp_event.DpEvent):
     def guarantee(self) -> tuple[float, float]:
         return self.epsilon, self.delta
 
-    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+    def pld(self, value_discretization_interval: float):
+        from dp_accounting.pld import common as pld_common
+        from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
         return pld_lib.from_privacy_parameters(
             pld_common.DifferentialPrivacyParameters(self.epsilon, self.delta),
             value_discretization_interval=value_discretization_interval,
@@ -118,7 +118,9 @@ class DiscreteGaussianDpEvent(dp_event.DpEvent):
     def float_slack(self):
         return FloatSlack(self.slack_over, self.slack_under, self.slack_mass).times(self.count)
 
-    def pld(self, value_discretization_interval: float) -> pld_lib.PrivacyLossDistribution:
+    def pld(self, value_discretization_interval: float):
+        from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
         one = pld_lib.from_discrete_gaussian_mechanism(  # the library's 11.6 s tail bound, past the shift
             self.sigma,
             sensitivity=int(self.sensitivity),

@@ -27,8 +27,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dp_accounting import dp_event
-
 from ldpfed.accounting.accountants import (
     ACCOUNTANTS,
     DEFAULT_DELTA_TARGET,
@@ -45,6 +43,7 @@ from ldpfed.accounting.events import (
     event_to_dict,
     not_private,
 )
+from ldpfed.accounting.library import dp_event
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
 if TYPE_CHECKING:

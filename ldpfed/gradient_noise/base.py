@@ -14,9 +14,9 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
-from dp_accounting import dp_event
 
 from ldpfed.accounting import not_private
+from ldpfed.accounting.library import dp_event
 from ldpfed.samplers.safe_grid import SAFE_DESCRIPTION
 from ldpfed.validation import LDPValueError, check_generator
 

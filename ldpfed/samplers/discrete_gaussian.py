@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
-from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
@@ -106,6 +105,8 @@ class DiscreteGaussianSampler(GridNoiseSampler):
         r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)  # 2 rho: also covers the normalizer's underflowed terms
         r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
         bound = self.truncation(sigma)
+        from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
+
         library = DiscreteGaussianPrivacyLoss(sigma, sensitivity=self.sensitivity, truncation_bound=bound)
         delta = r2 * library.get_delta_for_epsilon(self.epsilon - math.log(r1 * r2))
         delta += 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
