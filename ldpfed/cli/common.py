@@ -169,3 +169,47 @@ def estimator_options(name: str, estimator: str | None) -> dict:
     """--estimator goes to every chosen mechanism that takes an `estimator` option."""
     takes = "estimator" in mechanisms.get_class(name).option_choices
     return {"estimator": estimator} if estimator is not None and takes else {}
+
+
+# ---- comparisons from a total budget (compare --budget): shared by the mean and frequency tasks ----
+BUDGET_KEYS = ("total_epsilon", "total_delta", "rounds", "accountant", "delta_per_round", "epsilon_spent")
+STUDY_KEYS = ("studies", "mse_final", "mse_final_std", "predicted_mse_final")
+
+
+def study_keys(row: dict) -> dict:
+    """A summary row's planned settings and T-round studies (none without --budget), JSON-ready."""
+    keys = {}
+    for key in (key for key in (*BUDGET_KEYS, *STUDY_KEYS) if key in row):
+        value = row[key]
+        if key == "accountant":
+            keys[key] = value
+        elif key in ("rounds", "studies"):
+            keys[key] = int(value)
+        else:
+            keys[key] = _finite(value)
+    return keys
+
+
+FINAL_COLUMNS = ("final mean ± se", "predicted final")
+
+
+def budget_title(budget: dict) -> str:
+    """The total, its rounds and accountant, and how the final estimates were measured."""
+    delta = f", {budget['delta']:g}" if budget["delta"] else ""
+    return (
+        f"total ({budget['epsilon']:g}{delta}) per client over T = {budget['rounds']} rounds ({budget['accountant']}); "
+        f"final: the average of T rounds, measured over {budget['studies']} T-round study(ies)"
+    )
+
+
+def final_cells(row) -> list[str]:
+    """The plain mean's spent eps, its T-round final MSE measured (± standard error) and predicted."""
+    if row is None:
+        return ["-"] * (1 + len(FINAL_COLUMNS))
+    spent = _finite(row.epsilon_spent)
+    spent = "-" if spent is None else f"{spent:.7g}"
+    return [spent, f"{row.mse_final:.3g} ±{row.mse_final_se:.2g}", f"{row.predicted_mse_final:.3g}"]
+
+
+def _finite(value) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)
