@@ -2,6 +2,11 @@
 
 Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiments.mean`.
 
+With a total budget (`--budget EPS[,DELTA] --rounds T [--accountant A]`, mean and frequency) each
+mechanism runs at the per-round budget `ldpfed plan` gives it (`ldpfed.planning.run.StudyBudget`):
+the mechanisms that share a per-round (eps, delta) run as one `ExperimentPlan`, the results are
+joined, and every T repetitions are one study whose final estimate averages them.
+
 Task "train" compares aggregators in federated LDP-SGD. Its runner needs Flower and the
 apps in `simulations/`, which the core library must never import; so this module looks the
 runner up through the entry point `train` of the group `ldpfed.compare_tasks` (declared in

@@ -11,6 +11,8 @@ needed); every other element-wise aggregator's is `recalibrated_mse` under the p
 model, with the aggregator's weights from that same model. With deviation "model" this is the
 server's own setting; with "plug-in" the server's sigma_e is estimated from the reports, so the
 prediction is the model's approximation of it. The simplex projection has no prediction (NaN).
+With `ExperimentPlan.study_rounds` T, every T repetitions are one study whose final estimate averages
+them (`mse_final`, predicted for the plain mean by `FrequencyPrediction.mse_of_average(T)`).
 """
 
 from __future__ import annotations

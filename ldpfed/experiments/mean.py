@@ -25,6 +25,10 @@ the summary is the same prediction.
 
 `estimate_once` (steps 2-3 without the error) is the collector's side on its own, reused by the
 Flower path, which collects the same `ReportSums` from clients.
+
+Studies (`ExperimentPlan.study_rounds` T): repetitions r = sT .. sT + T - 1 are the rounds of study s;
+its final estimate is the average of their estimates (`experiments.plan.study_errors`), and the
+summary adds the studies' MSE (`mse_final`) beside the prediction `Prediction.mse_of_average(T)`.
 """
 
 from __future__ import annotations
