@@ -146,6 +146,16 @@ def test_the_frequency_task_runs_the_plan_and_measures_its_final_estimate(tmp_pa
         assert abs(row["mse_final"] - row["predicted_mse_final"]) <= 4 * row["mse_final_std"] / np.sqrt(30), row
 
 
+def test_frequency_files_are_written_when_mechanisms_run_at_different_per_round_budgets(tmp_path):
+    """The Gaussian's per-round eps differs from GRR's: the figures take each mechanism's own."""
+    out = tmp_path / "out"
+    arguments = ["compare", "--task", "frequency", "-m", "grr,gaussian", "--budget", "4,1e-5", "--rounds", "2"]
+    result = runner.invoke(app, [*arguments, "--users", "300", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {"frequencies.png", "mse_per_aggregator.png", "summary.csv"} <= {p.name for p in out.iterdir()}
+    assert pd.read_csv(out / "summary.csv")["epsilon"].nunique() == 2
+
+
 # --- bad input ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("arguments", "message"),

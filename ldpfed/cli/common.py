@@ -213,3 +213,45 @@ def final_cells(row) -> list[str]:
 
 def _finite(value) -> float | None:
     return None if value is None or not np.isfinite(value) else float(value)
+
+
+def budget_figure(summary, labels: list[str], budget: dict):
+    """A total budget's comparison: per mechanism (`labels`, one per summary row, at its per-round
+    eps), each aggregator's MSE of one round (circles) and of the T-round final estimate (squares),
+    standard errors as bars, the plain mean's predictions as black bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = summary.assign(label=labels)
+    names = list(dict.fromkeys(frame["label"]))
+    aggregators = list(dict.fromkeys(frame["aggregator"]))
+    width = 0.8 / max(1, len(aggregators))
+    figure, axis = plt.subplots(figsize=(max(6.0, 1.8 * len(names) + 2), 4.5))
+    for a, aggregator in enumerate(aggregators):
+        rows = frame[frame["aggregator"] == aggregator].set_index("label").reindex(names)
+        x = np.arange(len(names)) - 0.4 + (a + 0.5) * width
+        colour = f"C{a}"
+        axis.errorbar(x - width / 4, rows["mse"], yerr=rows["mse_se"], fmt="o", color=colour, ms=4, capsize=2)
+        axis.errorbar(
+            x + width / 4, rows["mse_final"], yerr=rows["mse_final_se"], fmt="s", color=colour, ms=4, capsize=2
+        )
+        axis.plot([], [], "o", color=colour, label=aggregator)
+        if aggregator == "mean":
+            axis.plot(x - width / 4, rows["predicted_mse"], "_", color="black", ms=14, mew=2)
+            axis.plot(x + width / 4, rows["predicted_mse_final"], "_", color="black", ms=14, mew=2)
+    axis.plot([], [], "o", color="grey", label="one round")
+    axis.plot([], [], "s", color="grey", label=f"final (average of T = {budget['rounds']})")
+    axis.plot([], [], "_", color="black", ms=14, mew=2, label="predicted (plain mean)")
+    axis.set_xticks(np.arange(len(names)), names)
+    axis.set_yscale("log")
+    axis.set_ylabel("MSE (bars: standard error)")
+    delta = f", {budget['delta']:g}" if budget["delta"] else ""
+    axis.set_title(
+        f"Total ({budget['epsilon']:g}{delta}) per client over T = {budget['rounds']} rounds ({budget['accountant']})"
+    )
+    axis.grid(True, axis="y", which="both", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    return figure

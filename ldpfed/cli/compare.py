@@ -34,6 +34,7 @@ from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
     OUTPUTS_EPILOG,
+    budget_figure,
     budget_title,
     check_estimator,
     console,
@@ -534,12 +535,22 @@ def mse_figure(result: ExperimentResult):
 
 
 def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> dict:
-    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`."""
+    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`; with a total budget the
+    figure shows each mechanism at its per-round eps, one round and the T-round final estimate."""
+    if "budget" in config:
+        summary = result.summary
+        labels = [
+            f"{_label(m, o)}\neps {e:.4g}/round"
+            for m, o, e in zip(summary["mechanism"], summary["options"], summary["epsilon"])
+        ]
+        figure = budget_figure(summary, labels, config["budget"])
+    else:
+        figure = mse_figure(result)
     return {
         "runs.csv": result.runs,
         "summary.csv": result.summary,
         "summary.json": {"config": config, "rows": rows},
-        "mse_vs_epsilon.png": mse_figure(result),
+        "mse_vs_epsilon.png": figure,
     }
 
 

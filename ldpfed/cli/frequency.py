@@ -21,6 +21,7 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.cli.common import (
     FINAL_COLUMNS,
+    budget_figure,
     budget_title,
     check_estimator,
     console,
@@ -387,7 +388,7 @@ def frequency_figure(result: FrequencyExperimentResult):
     frame = result.frequencies
     attribute = frame["attribute"].iloc[0]
     mechanism = frame["mechanism"].iloc[0]
-    epsilon = frame["epsilon"].min()
+    epsilon = frame.loc[frame["mechanism"] == mechanism, "epsilon"].min()  # with --budget each has its own
     panel = frame[(frame["attribute"] == attribute) & (frame["mechanism"] == mechanism) & (frame["epsilon"] == epsilon)]
     names = list(dict.fromkeys(panel["aggregator"]))
     categories = list(dict.fromkeys(panel["category"]))
@@ -449,11 +450,15 @@ def mse_figure(result: FrequencyExperimentResult):
 
 
 def output_files(result: FrequencyExperimentResult, rows: list[dict]) -> dict:
+    """The files of `--out`; with a total budget the MSE figure shows each mechanism at its per-round
+    eps, one round and the T-round final estimate."""
+    summary, budget = result.summary, result.config.get("budget")
+    labels = [f"{m}\neps {e:.4g}/round" for m, e in zip(summary["mechanism"], summary["epsilon"])]
     return {
         "runs.csv": result.runs,
         "summary.csv": result.summary,
         "frequencies.csv": result.frequencies,
         "summary.json": {"config": result.config, "rows": rows},
         "frequencies.png": frequency_figure(result),
-        "mse_per_aggregator.png": mse_figure(result),
+        "mse_per_aggregator.png": mse_figure(result) if budget is None else budget_figure(summary, labels, budget),
     }
