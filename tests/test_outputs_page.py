@@ -39,6 +39,8 @@ RUNS = {
     "predict mean": ["predict", "-m", "laplace", "-e", "1", "--confidence", "0.9"],
     "predict frequency": ["predict", "--task", "frequency", "-m", "grr,oue", "-e", "1", "--users", "300"],
     "compare frequency": ["compare", "--task", "frequency", "-m", "grr", "-e", "1", "--users", "300", "--repeats", "1"],
+    "compare mean budget": "compare -m laplace,gaussian --budget 4,1e-5 --rounds 2 --users 200 --dims 2".split(),
+    "compare frequency budget": "compare --task frequency -m grr --budget 4 --rounds 2 --users 300".split(),
     "plan mean": ["plan", "--budget", "4,1e-5", "--rounds", "10", "-m", "laplace"],
     "plan frequency": ["plan", "--task", "frequency", "--budget", "4", "--rounds", "10", "-m", "grr", "--users", "300"],
     "plan train": ["plan", "--task", "train", "--budget", "4,1e-5", "--rounds", "3", "-m", "laplace,inid-gaussian"],

@@ -61,6 +61,10 @@ class FrequencyPrediction:
         """Mean over the D entries of the squared error of the frequencies."""
         return float(np.mean(self.mse_per_entry))
 
+    def mse_of_average(self, rounds: int) -> float:
+        """MSE of the average of `rounds` independent collections' estimates: mean_e(bias_e^2 + variance_e / rounds)."""
+        return float(np.mean(self.bias**2 + self.variance / rounds))
+
     def deviation_model(self) -> DeviationModel:
         return DeviationModel(self.bias, np.sqrt(self.variance), source="model")
 

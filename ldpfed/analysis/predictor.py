@@ -111,6 +111,11 @@ class Prediction:
     def mse(self) -> float:
         return self.bias_sq + self.variance
 
+    def mse_of_average(self, rounds: int) -> float:
+        """MSE of the average of `rounds` independent collections' estimates of the same data: the
+        bias stays, the variance is divided, (1/d) sum_j (delta_j^2 + sigma_j^2 / rounds)."""
+        return float(np.mean(self.bias**2 + self.sigma2 / rounds))
+
     def deviation_model(self) -> DeviationModel:
         """N(delta_j, sigma_j^2) per dimension, for confidence statements and HDR4ME* recalibration."""
         return DeviationModel(self.bias, np.sqrt(self.sigma2), source="model")

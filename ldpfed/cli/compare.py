@@ -2,6 +2,11 @@
 
 Task "mean" runs the in-process mean-estimation experiment of `ldpfed.experiments.mean`.
 
+With a total budget (`--budget EPS[,DELTA] --rounds T [--accountant A]`, mean and frequency) each
+mechanism runs at the per-round budget `ldpfed plan` gives it (`ldpfed.planning.run.StudyBudget`):
+the mechanisms that share a per-round (eps, delta) run as one `ExperimentPlan`, the results are
+joined, and every T repetitions are one study whose final estimate averages them.
+
 Task "train" compares aggregators in federated LDP-SGD. Its runner needs Flower and the
 apps in `simulations/`, which the core library must never import; so this module looks the
 runner up through the entry point `train` of the group `ldpfed.compare_tasks` (declared in
@@ -25,12 +30,16 @@ import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.cli import frequency as frequency_cli
 from ldpfed.cli.common import (
+    FINAL_COLUMNS,
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
     OUTPUTS_EPILOG,
+    budget_figure,
+    budget_title,
     check_estimator,
     console,
     estimator_options,
+    final_cells,
     handle_errors,
     out_of_domain_policy,
     parse_domain,
@@ -39,12 +48,14 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
     show_results,
+    study_keys,
 )
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
 from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
+from ldpfed.planning.run import DEFAULT_STUDY_ACCOUNTANT, StudyBudget, study_repeats, with_budget_columns
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_positive_int, check_report_dims
 
@@ -184,7 +195,9 @@ def compare(
     ),
     model: str | None = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
     clients: int | None = typer.Option(None, "--clients", help="train: clients of each federation (default 10)."),
-    rounds: int | None = typer.Option(None, "--rounds", help="train: rounds (default 5)."),
+    rounds: int | None = typer.Option(
+        None, "--rounds", help="train: rounds (default 5); mean, frequency with --budget: the rounds T of a study."
+    ),
     local_steps: int | None = typer.Option(
         None, "--local-steps", help="train: local SGD steps per round (default 10)."
     ),
@@ -216,6 +229,19 @@ def compare(
         help="Trust models side by side, comma-separated (local,shuffle for mean; local,central for train): "
         "--epsilons are then each client's totals over the run, per client, at the total's --delta (default 1e-5).",
     ),
+    budget: str | None = typer.Option(
+        None,
+        "--budget",
+        help="EPS[,DELTA] (mean, frequency): a client's total budget over --rounds T (delta 0 or absent: pure); "
+        "each mechanism runs at the per-round eps and delta that `ldpfed plan` gives it, and each T repetitions "
+        "are one study whose final estimate is their average. Not with --epsilons or --delta.",
+    ),
+    accountant: str | None = typer.Option(
+        None,
+        "--accountant",
+        help="With --budget: the composition that holds the total, basic | advanced | rdp | pld "
+        f"(default: {DEFAULT_STUDY_ACCOUNTANT}).",
+    ),
     task: str = typer.Option(
         "mean",
         "--task",
@@ -233,15 +259,21 @@ def compare(
     if task not in TASKS:
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
     options = dict(context.params)  # every option as given (None: not given)
+    planned = {name: options.pop(name) for name in ("budget", "accountant")}
     if trust is not None:  # the runs are simulate's (Flower, the trust harness): found as --task train's runner is
+        _refuse_budget(planned, "compare --trust (its --epsilons are each client's totals over the run)")
         with OutputDir.prepare(out, overwrite=overwrite, command="compare --trust") as output:
             _task_runner("trust")({**options, "out": output})
         return
     options.pop("task")
     options.pop("trust")
+    if task == "train":
+        _refuse_budget(planned, "--task train (a training run from a total budget: ldpfed simulate --budget)")
+    else:
+        study = _study(planned, options.pop("rounds"), epsilons, delta)
     if task == "frequency":
-        unsupported = {name: options.pop(name) for name in ("domain", "out_of_domain", *TRAIN_ONLY)}
-        frequency_cli.compare_frequency(**options, unsupported=unsupported)
+        unsupported = {name: options.pop(name, None) for name in ("domain", "out_of_domain", *TRAIN_ONLY)}
+        frequency_cli.compare_frequency(**options, unsupported=unsupported, study=study)
         return
     if categories is not None:
         raise LDPValueError(f"--categories applies to --task frequency, not to --task {task}")
@@ -261,24 +293,45 @@ def compare(
     aggregators = MEAN_DEFAULTS["aggregators"] if aggregators is None else aggregators
     data = MEAN_DEFAULTS["data"] if data is None else data
     domain = MEAN_DEFAULTS["domain"] if domain is None else domain
+    if study is not None:
+        repeats = study_repeats(repeats, study.rounds, MEAN_DEFAULTS["repeats"])
     repeats = MEAN_DEFAULTS["repeats"] if repeats is None else repeats
     l2_reference = MEAN_DEFAULTS["l2_reference"] if l2_reference is None else l2_reference
     mechanism_names = parse_list(mechanism, str, "--mechanism")
-    plan = ExperimentPlan.build(
-        "mean",
-        parse_list(epsilons, float, "--epsilons"),
-        DEFAULT_AGGREGATORS,
-        aggregators=parse_list(aggregators, str, "--aggregators"),
-        delta=delta,
-        deviation=deviation,
-        alpha=alpha,
-        l2_reference=l2_reference,
-        repeats=repeats,
-        seed=seed,
-        chunk_users=chunk_users,
-    )
+    shared = {
+        "aggregators": parse_list(aggregators, str, "--aggregators"),
+        "deviation": deviation,
+        "alpha": alpha,
+        "l2_reference": l2_reference,
+        "repeats": repeats,
+        "seed": seed,
+        "chunk_users": chunk_users,
+    }
+    if study is None:
+        plan = ExperimentPlan.build(
+            "mean", parse_list(epsilons, float, "--epsilons"), DEFAULT_AGGREGATORS, delta=delta, **shared
+        )
     check_estimator(estimator)
     choices = _mechanism_choices(mechanism_names, estimator, delta)
+    if study is None:
+        runs = [(choices, plan)]
+    else:  # one plan per per-round (eps, delta) that the total gives the mechanisms
+        groups = study.groups([choice.name for choice in choices])
+        runs = [
+            (
+                [choice for choice in choices if choice.name in group.mechanisms],
+                ExperimentPlan.build(
+                    "mean",
+                    [group.epsilon],
+                    DEFAULT_AGGREGATORS,
+                    delta=group.delta,
+                    study_rounds=study.rounds,
+                    **shared,
+                ),
+            )
+            for group in groups
+        ]
+        plan = runs[0][1]
     synthetic = data in available_synthetic()
     if synthetic:
         users = DEFAULT_USERS if users is None else users
@@ -290,10 +343,20 @@ def compare(
     out_of_domain_policy(out_of_domain)
     if synthetic:  # d is known before the data are generated: m and every budget per value too
         m = dims if report_dims is None else check_report_dims(report_dims, dims)
-        for choice in choices:
-            approximate = mechanisms.get_class(choice.name).approximate
-            for epsilon in plan.epsilons:
-                per_value_mechanism(choice.name, epsilon, m, delta if approximate else None, **choice.options)
+        for run_choices, run_plan in runs:
+            for choice in run_choices:
+                approximate = mechanisms.get_class(choice.name).approximate
+                for epsilon in run_plan.epsilons:
+                    try:
+                        per_value_mechanism(
+                            choice.name, epsilon, m, run_plan.delta if approximate else None, **choice.options
+                        )
+                    except LDPValueError as error:
+                        if study is None:
+                            raise
+                        raise LDPValueError(
+                            f"{study.text()} gives {choice.name} eps {epsilon:g} per round: {error}"
+                        ) from None
     with OutputDir.prepare(out, overwrite=overwrite, command="compare") as output:
         # The seed scheme of `ldpfed simulate` (ldpfed.protocols.seeds): data from the run seed's data seed.
         tuples = read_data(
@@ -308,7 +371,9 @@ def compare(
         )
         table = tuples.values
         report_dims = table.shape[1] if report_dims is None else check_report_dims(report_dims, table.shape[1])
-        result = _run_with_progress(table, choices, replace(plan, report_dims=report_dims))
+        result = _run_with_progress(
+            table, [(run_choices, replace(run_plan, report_dims=report_dims)) for run_choices, run_plan in runs]
+        )
         config = {
             "task": task,
             "data": data,
@@ -317,6 +382,9 @@ def compare(
             "seed": plan.seed,
             **result.config,
         }
+        if study is not None:
+            config["budget"] = study.describe(groups, repeats)
+            result = replace(result, summary=with_budget_columns(result.summary, groups))
         if not synthetic and (low, high) != (-1.0, 1.0):
             config["scale"] = scale_note((low, high))
         rows = json_rows(result)
@@ -327,14 +395,44 @@ def compare(
         console.print(config["scale"]["note"] + ".", highlight=False)
 
 
-def _run_with_progress(table, choices, plan: ExperimentPlan) -> ExperimentResult:
-    """The experiment with a progress bar, or (stderr not a terminal) one line per configuration."""
-    labels = [f"{choice.label} eps={epsilon:g}" for choice in choices for epsilon in plan.epsilons]  # the run's order
-    # One text per repetition; the last repetition of a configuration carries its line.
-    last = plan.repeats - 1
-    texts = iter([f"{label} done" if repeat == last else None for label in labels for repeat in range(plan.repeats)])
-    with progress_steps("compare", len(labels) * plan.repeats) as advance:
-        return run_mean_plan(table, choices, replace(plan, progress=lambda: advance(next(texts))))
+def _refuse_budget(planned: dict, where: str) -> None:
+    given = [_flag(name) for name, value in planned.items() if value is not None]
+    if given:
+        raise LDPValueError(f"{', '.join(given)} do(es) not apply to {where}")
+
+
+def _study(planned: dict, rounds: int | None, epsilons: str | None, delta: float | None) -> StudyBudget | None:
+    """The total budget of a mean or frequency comparison (--budget, --rounds, --accountant), or None;
+    the options a total decides are a contradiction with it."""
+    if planned["budget"] is None:
+        if planned["accountant"] is not None:
+            raise LDPValueError("--accountant applies with --budget (the composition that holds the total)")
+        if rounds is not None:
+            raise LDPValueError("--rounds applies to --task train, or with --budget (the rounds of a study)")
+        return None
+    given = [flag for flag, value in (("--epsilons", epsilons), ("--delta", delta)) if value is not None]
+    if given:
+        raise LDPValueError(f"--budget sets every mechanism's per-round epsilon and delta: drop {', '.join(given)}")
+    return StudyBudget.parse(planned["budget"], rounds, planned["accountant"])
+
+
+def _run_with_progress(table, runs: list) -> ExperimentResult:
+    """The experiments (one per (choices, plan)) with a progress bar, or (stderr not a terminal) one
+    line per configuration; joined into one result."""
+    labels = [  # the runs' order; one text per repetition, the last of a configuration carries its line
+        f"{choice.label} eps={epsilon:g} done" if repeat == plan.repeats - 1 else None
+        for choices, plan in runs
+        for choice in choices
+        for epsilon in plan.epsilons
+        for repeat in range(plan.repeats)
+    ]
+    texts = iter(labels)
+    with progress_steps("compare", len(labels)) as advance:
+        results = [
+            run_mean_plan(table, choices, replace(plan, progress=lambda: advance(next(texts))))
+            for choices, plan in runs
+        ]
+    return ExperimentResult.join(results)
 
 
 def _label(mechanism: str, options: str) -> str:
@@ -346,17 +444,19 @@ def _number(value: float):
 
 
 def json_rows(result: ExperimentResult) -> list[dict]:
-    """One row per (mechanism, epsilon, aggregator) with a fixed set of keys."""
+    """One row per (mechanism, epsilon, aggregator) with a fixed set of keys (with --budget, the
+    planned settings and the T-round studies' keys too)."""
     return [
         {
-            "mechanism": _label(row.mechanism, row.options),
-            "epsilon": float(row.epsilon),
-            "aggregator": row.aggregator,
-            "mse": float(row.mse),
-            "mse_std": float(row.mse_std),
-            "predicted_mse": _number(row.predicted_mse) if row.aggregator == "mean" else None,
+            "mechanism": _label(row["mechanism"], row["options"]),
+            "epsilon": float(row["epsilon"]),
+            "aggregator": row["aggregator"],
+            "mse": float(row["mse"]),
+            "mse_std": float(row["mse_std"]),
+            "predicted_mse": _number(row["predicted_mse"]) if row["aggregator"] == "mean" else None,
+            **study_keys(row),
         }
-        for row in result.summary.itertuples(index=False)
+        for row in result.summary.to_dict("records")
     ]
 
 
@@ -368,11 +468,17 @@ def results_table(result: ExperimentResult, config: dict) -> Table:
         f"{config['users']}x{config['dims']}, m={config['report_dims']}, deviation={config['deviation']}, "
         f"alpha={config['alpha']:g}, l2 reference={config['l2_reference']}"
     )
+    budget = config.get("budget")
+    if budget is not None:
+        title += "; " + budget_title(budget)
     table = Table(title=title, caption="bold: lowest measured MSE in the row")
-    table.add_column("eps", justify="right")
+    table.add_column("eps" if budget is None else "eps per round", justify="right")
     table.add_column("mechanism", overflow="fold")
     for column in (*aggregators, "predicted mean"):
         table.add_column(column, justify="right", overflow="fold")
+    if budget is not None:
+        for column in (f"spent ({budget['accountant']})", *FINAL_COLUMNS):
+            table.add_column(column, justify="right")
     keys = ["epsilon", "mechanism", "options"]
     for (epsilon, mechanism, options), group in summary.sort_values("epsilon", kind="stable").groupby(keys, sort=False):
         by_name = {row.aggregator: row for row in group.itertuples(index=False)}
@@ -388,6 +494,7 @@ def results_table(result: ExperimentResult, config: dict) -> Table:
             escape(_label(mechanism, options)),
             *cells,
             f"{predicted:.3g}" if math.isfinite(predicted) else "-",
+            *([] if budget is None else final_cells(by_name.get("mean"))),
         )
     return table
 
@@ -428,12 +535,22 @@ def mse_figure(result: ExperimentResult):
 
 
 def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> dict:
-    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`."""
+    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`; with a total budget the
+    figure shows each mechanism at its per-round eps, one round and the T-round final estimate."""
+    if "budget" in config:
+        summary = result.summary
+        labels = [
+            f"{_label(m, o)}\neps {e:.4g}/round"
+            for m, o, e in zip(summary["mechanism"], summary["options"], summary["epsilon"])
+        ]
+        figure = budget_figure(summary, labels, config["budget"])
+    else:
+        figure = mse_figure(result)
     return {
         "runs.csv": result.runs,
         "summary.csv": result.summary,
         "summary.json": {"config": config, "rows": rows},
-        "mse_vs_epsilon.png": mse_figure(result),
+        "mse_vs_epsilon.png": figure,
     }
 
 

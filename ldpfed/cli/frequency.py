@@ -20,14 +20,19 @@ from rich.table import Table
 import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.cli.common import (
+    FINAL_COLUMNS,
+    budget_figure,
+    budget_title,
     check_estimator,
     console,
     error_console,
     estimator_options,
+    final_cells,
     parse_list,
     print_json,
     progress_steps,
     show_results,
+    study_keys,
 )
 from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.experiments.frequency import (
@@ -38,6 +43,7 @@ from ldpfed.experiments.frequency import (
 from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.frequency.categorical import AttributeOracles, oracle_kind
 from ldpfed.outputs import OutputDir
+from ldpfed.planning.run import StudyBudget, study_repeats, with_budget_columns
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
 
@@ -245,27 +251,50 @@ def compare_frequency(
     overwrite,
     as_json,
     unsupported: dict,
+    study: StudyBudget | None = None,
 ) -> None:
-    """Mechanisms x budgets x aggregators on categorical data, measured beside the prediction."""
+    """Mechanisms x budgets x aggregators on categorical data, measured beside the prediction; with
+    `study` (--budget, --rounds, --accountant) each mechanism at the per-round budget the total gives it,
+    in T-round studies."""
     _reject(unsupported, set())
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
     if delta is not None and not any(_approximate(n) for n in names):
         raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
-    plan = ExperimentPlan.build(
-        "frequency",
-        parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons"),
-        DEFAULT_FREQUENCY_AGGREGATORS,
-        aggregators=parse_list(aggregators, str, "--aggregators") if aggregators else None,
-        delta=delta,
-        deviation=deviation,
-        alpha=alpha,
-        l2_reference="bound" if l2_reference is None else l2_reference,
-        repeats=FREQUENCY_DEFAULTS["repeats"] if repeats is None else repeats,
-        seed=seed,
-        chunk_users=chunk_users,
-    )
+    if study is not None:
+        repeats = study_repeats(repeats, study.rounds, FREQUENCY_DEFAULTS["repeats"])
+    shared = {
+        "aggregators": parse_list(aggregators, str, "--aggregators") if aggregators else None,
+        "deviation": deviation,
+        "alpha": alpha,
+        "l2_reference": "bound" if l2_reference is None else l2_reference,
+        "repeats": FREQUENCY_DEFAULTS["repeats"] if repeats is None else repeats,
+        "seed": seed,
+        "chunk_users": chunk_users,
+    }
+    if study is None:
+        budgets = parse_list(FREQUENCY_DEFAULTS["epsilons"] if epsilons is None else epsilons, float, "--epsilons")
+        plans = [
+            (names, ExperimentPlan.build("frequency", budgets, DEFAULT_FREQUENCY_AGGREGATORS, delta=delta, **shared))
+        ]
+    else:  # one plan per per-round (eps, delta) that the total gives the oracles
+        groups = study.groups(names)
+        plans = [
+            (
+                list(group.names),
+                ExperimentPlan.build(
+                    "frequency",
+                    [group.epsilon],
+                    DEFAULT_FREQUENCY_AGGREGATORS,
+                    delta=group.delta,
+                    study_rounds=study.rounds,
+                    **shared,
+                ),
+            )
+            for group in groups
+        ]
+    plan = plans[0][1]
     with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
         table = read_frequency_data(
             FREQUENCY_DEFAULTS["data"] if data is None else data,
@@ -276,9 +305,17 @@ def compare_frequency(
             np.random.default_rng(data_seed(plan.seed)),
         )
         m = table.attributes if report_dims is None else check_report_dims(report_dims, table.attributes)
-        steps = len(names) * len(plan.epsilons) * plan.repeats
+        steps = sum(len(group) * len(p.epsilons) * p.repeats for group, p in plans)
         with progress_steps("compare", steps) as advance:
-            result = run_frequency_plan(table, names, replace(plan, report_dims=m, progress=advance), options)
+            result = FrequencyExperimentResult.join(
+                [
+                    run_frequency_plan(table, group, replace(p, report_dims=m, progress=advance), options)
+                    for group, p in plans
+                ]
+            )
+        if study is not None:
+            config = {**result.config, "budget": study.describe(groups, plan.repeats)}
+            result = replace(result, summary=with_budget_columns(result.summary, groups), config=config)
         rows = json_rows(result)
         if output.enabled:
             output.write(output_files(result, rows))
@@ -292,31 +329,37 @@ def _number(value) -> float | None:
 def json_rows(result: FrequencyExperimentResult) -> list[dict]:
     return [
         {
-            "mechanism": row.mechanism,
-            "oracle": row.oracle,
-            "epsilon": float(row.epsilon),
-            "aggregator": row.aggregator,
-            "mse": float(row.mse),
-            "mse_std": float(row.mse_std),
-            "predicted_mse": _number(row.predicted_mse),
+            "mechanism": row["mechanism"],
+            "oracle": row["oracle"],
+            "epsilon": float(row["epsilon"]),
+            "aggregator": row["aggregator"],
+            "mse": float(row["mse"]),
+            "mse_std": float(row["mse_std"]),
+            "predicted_mse": _number(row["predicted_mse"]),
+            **study_keys(row),
         }
-        for row in result.summary.itertuples(index=False)
+        for row in result.summary.to_dict("records")
     ]
 
 
 def results_table(result: FrequencyExperimentResult) -> Table:
     config, summary = result.config, result.summary
     aggregators = list(dict.fromkeys(summary["aggregator"]))
+    budget = config.get("budget")
     table = Table(
         title=f"Frequency MSE (mean over entries; mean ± sd over {config['repeats']} repetitions), "
         f"predicted in brackets; {config['data']}, {config['users']} users, d={config['attributes']}, "
-        f"m={config['report_dims']}, deviation={config['deviation']}",
+        f"m={config['report_dims']}, deviation={config['deviation']}"
+        + ("" if budget is None else "; " + budget_title(budget)),
         caption="bold: lowest measured MSE in the row",
     )
-    table.add_column("eps", justify="right")
+    table.add_column("eps" if budget is None else "eps per round", justify="right")
     table.add_column("mechanism")
     for name in aggregators:
         table.add_column(name, justify="right", overflow="fold")
+    if budget is not None:
+        for column in (f"spent ({budget['accountant']})", *FINAL_COLUMNS):
+            table.add_column(column, justify="right")
     for (epsilon, mechanism), group in summary.sort_values("epsilon", kind="stable").groupby(
         ["epsilon", "mechanism"], sort=False
     ):
@@ -329,7 +372,8 @@ def results_table(result: FrequencyExperimentResult) -> Table:
                 f" [{row.predicted_mse:.3g}]" if math.isfinite(row.predicted_mse) else ""
             )
             cells.append(f"[bold]{text}[/]" if name == best else text)
-        table.add_row(f"{epsilon:g}", escape(mechanism), *cells)
+        finals = [] if budget is None else final_cells(by_name.get("mean"))
+        table.add_row(f"{epsilon:g}", escape(mechanism), *cells, *finals)
     return table
 
 
@@ -344,7 +388,7 @@ def frequency_figure(result: FrequencyExperimentResult):
     frame = result.frequencies
     attribute = frame["attribute"].iloc[0]
     mechanism = frame["mechanism"].iloc[0]
-    epsilon = frame["epsilon"].min()
+    epsilon = frame.loc[frame["mechanism"] == mechanism, "epsilon"].min()  # with --budget each has its own
     panel = frame[(frame["attribute"] == attribute) & (frame["mechanism"] == mechanism) & (frame["epsilon"] == epsilon)]
     names = list(dict.fromkeys(panel["aggregator"]))
     categories = list(dict.fromkeys(panel["category"]))
@@ -406,11 +450,15 @@ def mse_figure(result: FrequencyExperimentResult):
 
 
 def output_files(result: FrequencyExperimentResult, rows: list[dict]) -> dict:
+    """The files of `--out`; with a total budget the MSE figure shows each mechanism at its per-round
+    eps, one round and the T-round final estimate."""
+    summary, budget = result.summary, result.config.get("budget")
+    labels = [f"{m}\neps {e:.4g}/round" for m, e in zip(summary["mechanism"], summary["epsilon"])]
     return {
         "runs.csv": result.runs,
         "summary.csv": result.summary,
         "frequencies.csv": result.frequencies,
         "summary.json": {"config": result.config, "rows": rows},
         "frequencies.png": frequency_figure(result),
-        "mse_per_aggregator.png": mse_figure(result),
+        "mse_per_aggregator.png": mse_figure(result) if budget is None else budget_figure(summary, labels, budget),
     }

@@ -21,6 +21,7 @@ MEANINGS = {
     "--users": "users n",
     "--report-dims": "dimensions each user reports, m",
     "--rounds": "rounds",
+    "--budget": "a client's total",
     "--sample-rate": "Poisson sampling rate",
     "--noise-multiplier": "noise sd / sensitivity",
     "--k": "the noise's parameter k",

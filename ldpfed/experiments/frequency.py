@@ -11,6 +11,8 @@ needed); every other element-wise aggregator's is `recalibrated_mse` under the p
 model, with the aggregator's weights from that same model. With deviation "model" this is the
 server's own setting; with "plug-in" the server's sigma_e is estimated from the reports, so the
 prediction is the model's approximation of it. The simplex projection has no prediction (NaN).
+With `ExperimentPlan.study_rounds` T, every T repetitions are one study whose final estimate averages
+them (`mse_final`, predicted for the plain mean by `FrequencyPrediction.mse_of_average(T)`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.simplex import SimplexProjection
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
 from ldpfed.data.categorical import CategoricalData
-from ldpfed.experiments.plan import ExperimentPlan
+from ldpfed.experiments.plan import ExperimentPlan, joined_config, study_errors, summarize_studies
 from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.protocols import seeds
 from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
@@ -46,6 +48,19 @@ class FrequencyExperimentResult:
     summary: pd.DataFrame
     frequencies: pd.DataFrame
     config: dict
+
+    @classmethod
+    def join(cls, results: Sequence[FrequencyExperimentResult]) -> FrequencyExperimentResult:
+        """One result of experiments on the same data with the same options but the budgets."""
+        if len(results) == 1:
+            return results[0]
+        return cls(
+            *(
+                pd.concat([getattr(r, part) for r in results], ignore_index=True)
+                for part in ("runs", "summary", "frequencies")
+            ),
+            joined_config(results),
+        )
 
 
 def build_oracles(
@@ -104,10 +119,12 @@ def run_frequency_plan(
         )
     }
 
-    run_rows, predicted, estimates = [], {}, []
+    run_rows, predicted, estimates, study_rows, predicted_final = [], {}, [], [], {}
     for oracles in configurations:
         prediction = predict_frequency(oracles, truth, data.users)
         model = prediction.deviation_model()
+        if plan.study_rounds is not None:
+            predicted_final[(oracles.name, oracles.epsilon)] = prediction.mse_of_average(plan.study_rounds)
         for name in plan.aggregators:
             predicted[(oracles.name, oracles.epsilon, name)] = (
                 prediction.mse
@@ -139,6 +156,7 @@ def run_frequency_plan(
                         "epsilon": oracles.epsilon,
                         "aggregator": name,
                         "repeat": repeat,
+                        **({} if plan.study_rounds is None else {"study": repeat // plan.study_rounds}),
                         "mse": float(np.mean((estimate - truth) ** 2)),
                     }
                 )
@@ -147,9 +165,20 @@ def run_frequency_plan(
         for name, rows in collected.items():
             stacked = np.array(rows)
             estimates.append(_frequency_rows(data, oracles, name, truth, stacked))
+            if plan.study_rounds is not None:
+                labels = {"mechanism": oracles.name, "oracle": oracles.kind, "epsilon": oracles.epsilon}
+                errors = study_errors(stacked, truth, plan.study_rounds)
+                study_rows.extend({**labels, "aggregator": name, "mse_final": float(e)} for e in errors)
 
     runs = pd.DataFrame(run_rows)
     summary = _summarize(runs, predicted)
+    if plan.study_rounds is not None:
+        keys = ["mechanism", "oracle", "epsilon", "aggregator"]
+        summary = summary.merge(summarize_studies(study_rows, keys), on=keys, how="left", sort=False)
+        summary["predicted_mse_final"] = [
+            predicted_final[(m, e)] if a == "mean" else math.nan
+            for m, e, a in zip(summary["mechanism"], summary["epsilon"], summary["aggregator"])
+        ]
     config = {
         "task": "frequency",
         "mechanisms": [c.describe() for c in configurations[:: len(plan.epsilons)]],
@@ -169,6 +198,8 @@ def run_frequency_plan(
         "data": data.source,
         "attribute_names": list(data.names),
     }
+    if plan.study_rounds is not None:
+        config["study_rounds"] = plan.study_rounds
     return FrequencyExperimentResult(runs, summary, pd.concat(estimates, ignore_index=True), config)
 
 

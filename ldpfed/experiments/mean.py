@@ -25,6 +25,10 @@ the summary is the same prediction.
 
 `estimate_once` (steps 2-3 without the error) is the collector's side on its own, reused by the
 Flower path, which collects the same `ReportSums` from clients.
+
+Studies (`ExperimentPlan.study_rounds` T): repetitions r = sT .. sT + T - 1 are the rounds of study s;
+its final estimate is the average of their estimates (`experiments.plan.study_errors`), and the
+summary adds the studies' MSE (`mse_final`) beside the prediction `Prediction.mse_of_average(T)`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import numpy as np
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis import ColumnMoments, predict
-from ldpfed.experiments.plan import ExperimentPlan
+from ldpfed.experiments.plan import ExperimentPlan, joined_config, study_errors, summarize_studies
 from ldpfed.mechanisms.multidim import (
     per_value_mechanism,
 )
@@ -86,6 +90,20 @@ class ExperimentResult:
     runs: pd.DataFrame
     summary: pd.DataFrame
     config: dict
+
+    @classmethod
+    def join(cls, results: Sequence[ExperimentResult]) -> ExperimentResult:
+        """One result of experiments on the same data with the same options but the budgets (e.g.
+        one per per-round budget of a total): their rows in order, the mechanisms and epsilons gathered."""
+        if len(results) == 1:
+            return results[0]
+        import pandas as pd
+
+        return cls(
+            pd.concat([r.runs for r in results], ignore_index=True),
+            pd.concat([r.summary for r in results], ignore_index=True),
+            joined_config(results),
+        )
 
 
 def _as_choices(mechanism_choices) -> list[MechanismChoice]:
@@ -139,12 +157,14 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
             configurations.append((choice, epsilon, choice_delta, mechanism))
 
     secret = seeds.client_secrets(plan.seed, 1)[0]
-    run_rows, predicted = [], {}
+    run_rows, predicted, study_rows, predicted_final = [], {}, [], {}
     for choice, epsilon, choice_delta, mechanism in configurations:
         prediction = predict(
             choice.name, epsilon, users, dims, report_dims, moments, delta=choice_delta, **choice.options
         )
         predicted[(choice.label, epsilon)] = prediction.mse
+        if plan.study_rounds is not None:
+            predicted_final[(choice.label, epsilon)] = prediction.mse_of_average(plan.study_rounds)
         model = prediction.deviation_model() if plan.deviation == "model" else "plug-in"
         client = MeanClient(table, mechanism, report_dims, secret, chunk_users=resolved_chunk)
         server = MeanServer(
@@ -156,6 +176,8 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
             l2_reference=plan.l2_reference,
             deviation=model,
         )
+        labels = {"mechanism": choice.name, "options": options_text(choice.options), "epsilon": epsilon}
+        estimates = {} if plan.study_rounds is not None else None
         for repeat in range(plan.repeats):
             server_round = repeat + 1
             server.configure_round(server_round)
@@ -164,24 +186,30 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
             for name, result in server.outcome.results.items():
                 run_rows.append(
                     {
-                        "mechanism": choice.name,
-                        "options": options_text(choice.options),
-                        "epsilon": epsilon,
+                        **labels,
                         "aggregator": name,
                         "repeat": repeat,
+                        **({} if estimates is None else {"study": repeat // plan.study_rounds}),
                         "mse": float(np.mean((result.estimate - theta_bar) ** 2)),
                         "deviation_source": result.record["deviation_source"],
                         "alpha": result.record.get("alpha", plan.alpha),
                         "l2_reference": result.record.get("l2_reference", plan.l2_reference),
                     }
                 )
+                if estimates is not None:
+                    estimates.setdefault(name, []).append(result.estimate)
             if plan.progress is not None:
                 plan.progress()
+        for name, rounds in (estimates or {}).items():
+            errors = study_errors(np.array(rounds), theta_bar, plan.study_rounds)
+            study_rows.extend({**labels, "aggregator": name, "mse_final": float(e)} for e in errors)
 
     import pandas as pd  # lazily, with pyarrow: a Flower node imports this module for collect_sums only
 
     runs = pd.DataFrame(run_rows)
     summary = summarize_runs(runs, predicted, choices)
+    if plan.study_rounds is not None:
+        summary = join_studies(summary, study_rows, predicted_final, choices)
     config = {
         "mechanisms": [{"name": c.name, "options": c.options} for c in choices],
         "epsilons": list(plan.epsilons),
@@ -198,6 +226,8 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
         "chunk_users": resolved_chunk,
         "halfwidth": 1.0,
     }
+    if plan.study_rounds is not None:
+        config["study_rounds"] = plan.study_rounds
     return ExperimentResult(runs, summary, config)
 
 
@@ -234,3 +264,20 @@ def summarize_runs(runs: pd.DataFrame, predicted: dict, choices: Sequence[Mechan
         for m, o, e, a in zip(summary["mechanism"], summary["options"], summary["epsilon"], summary["aggregator"])
     ]
     return summary
+
+
+def join_studies(
+    summary: pd.DataFrame, study_rows: list[dict], predicted_final: dict, choices: Sequence[MechanismChoice]
+) -> pd.DataFrame:
+    """The summary with each configuration's T-round studies (`ExperimentPlan.study_rounds`):
+    `studies`, `mse_final` (measured: the final estimate, the average of a study's T rounds),
+    `mse_final_std`, `mse_final_se` and `predicted_mse_final` (CLT, plain mean only:
+    `Prediction.mse_of_average(T)`)."""
+    keys = ["mechanism", "options", "epsilon", "aggregator"]
+    joined = summary.merge(summarize_studies(study_rows, keys), on=keys, how="left", sort=False)
+    labels = {(c.name, options_text(c.options)): c.label for c in choices}
+    joined["predicted_mse_final"] = [
+        predicted_final.get((labels[(m, o)], e), math.nan) if a == "mean" else math.nan
+        for m, o, e, a in zip(joined["mechanism"], joined["options"], joined["epsilon"], joined["aggregator"])
+    ]
+    return joined

@@ -90,7 +90,7 @@ def frequency_row(
     prediction = predict_frequency(oracles, truth, per_round_users)
     model = prediction.deviation_model()
     recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
-    final = float(np.mean(prediction.bias**2 + prediction.variance / budget.rounds))
+    final = prediction.mse_of_average(budget.rounds)
     whole = total.delta if budget.delta is not None else None
     whole_budget = AttributeOracles.build(budget.mechanism, total.epsilon, categories, m, whole)
     once = predict_frequency(whole_budget, truth, users)

@@ -220,7 +220,7 @@ def _row(budget: RoundBudget, m: int, moments, per_round, aggregators, total: To
     truth = np.broadcast_to(moments.mean, (moments.dims,))
     model = prediction.deviation_model()
     recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
-    final = float(np.mean(prediction.bias**2 + prediction.sigma2 / budget.rounds))
+    final = prediction.mse_of_average(budget.rounds)
     delta = total.delta if budget.delta is not None else None
     once = predict(budget.mechanism, total.epsilon, moments.users, moments.dims, m, moments, delta=delta)
     return PlanRow(
