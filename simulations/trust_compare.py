@@ -26,7 +26,7 @@ from rich.table import Table
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting.trust import get_class
-from ldpfed.cli.common import parse_list, progress_steps, show_results
+from ldpfed.cli.common import error_console, parse_list, progress_steps, show_results
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
@@ -39,7 +39,7 @@ from ldpfed.protocols.train import federated_data
 from ldpfed.protocols.train import privatizer as train_privatizer
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.federation import Interrupted, run
-from simulations.stopping import Stopped
+from simulations.stopping import Stopped, StopRequest, sigint_ignored_notice
 from simulations.trust import run_trust
 
 FILES = ["trust.csv", "trust.json", "trust.png"]
@@ -103,24 +103,41 @@ def compare_trust(options: dict) -> None:
         for trust in models
     ]
     output: OutputDir = options["out"]
-    rows = []
-    with progress_steps("compare --trust", len(settings) * repeats) as advance:
-        for setting in settings:
-            for repeat in range(repeats):
-                try:
+    planned, rows = len(settings) * repeats, []
+
+    def write(interrupted: bool = False) -> None:
+        """The finished runs' files, rewritten after every run (all three or none: OutputDir)."""
+        if output.enabled and rows:
+            frame = pd.DataFrame(rows)
+            record = {"task": task, "mechanism": mechanism, "runs_planned": planned, "runs_finished": len(rows)}
+            output.write(
+                {
+                    "trust.csv": frame.to_csv(index=False),
+                    "trust.json": dumps({**record, "interrupted": interrupted, "rows": rows}) + "\n",
+                    "trust.png": _figure(frame, task),
+                }
+            )
+
+    notice = sigint_ignored_notice()
+    if notice:
+        error_console.print(notice, highlight=False, soft_wrap=True, markup=False)
+    # Ctrl-C/SIGTERM ends the comparison with the finished runs written: inside a run, the run's own
+    # stop request ends it (Interrupted); elsewhere (between runs, a run's set-up, a write) this one
+    stop = StopRequest()
+    with stop.handling(), progress_steps("compare --trust", planned) as advance:
+        try:
+            for setting in settings:
+                for repeat in range(repeats):
                     rows.append(_run(setting, base, options, seed + repeat, repeat))
-                except Interrupted as stopped:  # Ctrl-C/SIGTERM in a run: the comparison ends, nothing written
-                    raise Stopped(signal.SIGTERM if stopped.exit_code == 143 else signal.SIGINT) from None
-                advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
+                    write()
+                    advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
+        except (Interrupted, KeyboardInterrupt) as stopped:
+            signum = signal.SIGTERM if getattr(stopped, "exit_code", 130) == 143 else signal.SIGINT
+            stop.record(signum)
+            stop.install()  # a further signal is ignored while the files are written
+            write(interrupted=True)
+            raise Stopped(signum) from None
     frame = pd.DataFrame(rows)
-    if output.enabled:
-        output.write(
-            {
-                "trust.csv": frame.to_csv(index=False),
-                "trust.json": dumps({"task": task, "mechanism": mechanism, "rows": rows}) + "\n",
-                "trust.png": _figure(frame, task),
-            }
-        )
     out = output.path if output.enabled else None
     show_results(rows, lambda: _table(frame, task), as_json=options.get("as_json", False), out=out, files=FILES)
 
