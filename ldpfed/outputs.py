@@ -200,7 +200,12 @@ class Secret(str):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a results command; the message says which output files are on disk."""
+    """Ctrl-C (or SIGTERM) during a results command; the message says which output files are on
+    disk; `exit_code` is the shell's 128 + the signal's number (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_INTERRUPTED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @contextlib.contextmanager
@@ -366,7 +371,7 @@ class OutputDir:
 
     def __exit__(self, kind, error, traceback) -> None:
         if kind is not None and issubclass(kind, KeyboardInterrupt) and not issubclass(kind, Interrupted):
-            raise Interrupted(self.interrupted_message()) from None
+            raise Interrupted(self.interrupted_message(), getattr(error, "exit_code", EXIT_INTERRUPTED)) from None
 
 
 def options_text(options: dict) -> str:

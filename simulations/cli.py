@@ -365,10 +365,14 @@ def simulate(
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
     from simulations.runner import cluster_address
+    from simulations.stopping import sigint_ignored_notice
 
     cluster_address(config)  # ray-address auto without RAY_ADDRESS: an error before anything is written
 
     output = output_dir(config)  # before any work: writable, no other run's results
+    notice = sigint_ignored_notice()
+    if notice:
+        error_console.print(notice, highlight=False, soft_wrap=True, markup=False)
     try:
         if config.privacy.trust != "local":
             from simulations.progress import TrustProgress

@@ -24,6 +24,7 @@ complete files, and an ignored signal cannot interrupt Ray's teardown or a syste
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 
@@ -116,3 +117,17 @@ class StopRequest:
     def installed(self) -> bool:
         """The handlers are this request's (set in the main thread by `handling`)."""
         return bool(self._dispositions)
+
+
+def sigint_ignored_notice() -> str | None:
+    """One line for a process that inherited SIGINT ignored (started with `&` by a shell without job
+    control, or by a parent that ignores it): a SIGINT then stops nothing (the disposition is kept,
+    see `handling`), SIGTERM still does. None otherwise (and outside the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        return None
+    return (
+        "note: this process inherited SIGINT ignored (a background start without job control), "
+        f"so Ctrl-C and kill -INT do not stop it; kill -TERM {os.getpid()} stops it with the finished results written"
+    )

@@ -145,7 +145,7 @@ class CentralRun(TrustRun):
         spent = self.server.ledger.max_spent("rdp", self.plan.delta)
         return {
             "flower_strategy": type(self.strategy).__name__,
-            **self.plan.record(self.accounted),
+            **self.plan.record(self.accounted, self.strategy.noise_multiplier),
             "epsilon_spent_rdp": spent.epsilon,
             "private": spent.private,
             "final_accuracy": self.rows[-1]["accuracy"] if self.rows else None,

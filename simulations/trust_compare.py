@@ -26,15 +26,20 @@ from rich.table import Table
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting.trust import get_class
-from ldpfed.cli.common import parse_list, progress_steps, show_results
+from ldpfed.cli.common import error_console, parse_list, progress_steps, show_results
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
+from ldpfed.protocols import seeds
+from ldpfed.protocols.mean import bound as bind
 from ldpfed.protocols.mean import mechanism as mean_mechanism
+from ldpfed.protocols.mean import report_dims as mean_report_dims
+from ldpfed.protocols.train import federated_data
+from ldpfed.protocols.train import privatizer as train_privatizer
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.federation import Interrupted, run
-from simulations.stopping import Stopped
+from simulations.stopping import Stopped, StopRequest, sigint_ignored_notice
 from simulations.trust import run_trust
 
 FILES = ["trust.csv", "trust.json", "trust.png"]
@@ -98,24 +103,41 @@ def compare_trust(options: dict) -> None:
         for trust in models
     ]
     output: OutputDir = options["out"]
-    rows = []
-    with progress_steps("compare --trust", len(settings) * repeats) as advance:
-        for setting in settings:
-            for repeat in range(repeats):
-                try:
+    planned, rows = len(settings) * repeats, []
+
+    def write(interrupted: bool = False) -> None:
+        """The finished runs' files, rewritten after every run (all three or none: OutputDir)."""
+        if output.enabled and rows:
+            frame = pd.DataFrame(rows)
+            record = {"task": task, "mechanism": mechanism, "runs_planned": planned, "runs_finished": len(rows)}
+            output.write(
+                {
+                    "trust.csv": frame.to_csv(index=False),
+                    "trust.json": dumps({**record, "interrupted": interrupted, "rows": rows}) + "\n",
+                    "trust.png": _figure(frame, task),
+                }
+            )
+
+    notice = sigint_ignored_notice()
+    if notice:
+        error_console.print(notice, highlight=False, soft_wrap=True, markup=False)
+    # Ctrl-C/SIGTERM ends the comparison with the finished runs written: inside a run, the run's own
+    # stop request ends it (Interrupted); elsewhere (between runs, a run's set-up, a write) this one
+    stop = StopRequest()
+    with stop.handling(), progress_steps("compare --trust", planned) as advance:
+        try:
+            for setting in settings:
+                for repeat in range(repeats):
                     rows.append(_run(setting, base, options, seed + repeat, repeat))
-                except Interrupted as stopped:  # Ctrl-C/SIGTERM in a run: the comparison ends, nothing written
-                    raise Stopped(signal.SIGTERM if stopped.exit_code == 143 else signal.SIGINT) from None
-                advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
+                    write()
+                    advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
+        except (Interrupted, KeyboardInterrupt) as stopped:
+            signum = signal.SIGTERM if getattr(stopped, "exit_code", 130) == 143 else signal.SIGINT
+            stop.record(signum)
+            stop.install()  # a further signal is ignored while the files are written
+            write(interrupted=True)
+            raise Stopped(signum) from None
     frame = pd.DataFrame(rows)
-    if output.enabled:
-        output.write(
-            {
-                "trust.csv": frame.to_csv(index=False),
-                "trust.json": dumps({"task": task, "mechanism": mechanism, "rows": rows}) + "\n",
-                "trust.png": _figure(frame, task),
-            }
-        )
     out = output.path if output.enabled else None
     show_results(rows, lambda: _table(frame, task), as_json=options.get("as_json", False), out=out, files=FILES)
 
@@ -137,18 +159,48 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
         run(config, None, noise_seed=seed) if setting.trust == "local" else run_trust(config, None, noise_seed=seed)
     )
     row = {**setting.to_dict(), "repeat": repeat, "seed": seed}
-    row.update(_figures(config, summary, setting.trust))
+    row.update(figures(config, summary, setting.trust))
     row["must_be_trusted"] = get_class(setting.trust).trusted
     row["private_against_server"] = setting.trust != "central"
     return row
 
 
-def _figures(config, summary: dict, trust: str) -> dict:
+def worst_case_variance(mechanism) -> float:
+    """max over values t in [-1, 1] of a scalar mechanism's noise variance V(t) = v0 + v1 t + v2 t^2."""
+    v0, v1, v2 = mechanism.variance_coefficients
+    ends = [-1.0, 1.0] + ([min(1.0, max(-1.0, -v1 / (2.0 * v2)))] if v2 != 0 else [])
+    return float(max(v0 + t * (v1 + v2 * t) for t in ends))
+
+
+def report_noise(mechanism, users: int, dims: int, report_dims: int) -> tuple[float, float]:
+    """The mean task's noise: (sd on each reported value, sd on the mean estimate of a dimension).
+    Each dimension's estimate averages the users * m / d values reported for it; worst case over
+    the values in [-1, 1] (Laplace's is the same at every value)."""
+    variance = worst_case_variance(mechanism)
+    return math.sqrt(variance), math.sqrt(variance * dims / (users * report_dims))
+
+
+def update_noise(privatizer, dims: int, weights) -> tuple[float, float]:
+    """Local training's noise: (sd added to each reported coordinate, in the update's units before
+    the server's d/m rescaling; sd per coordinate of the weighted mean of the privatized updates).
+
+    The second is sqrt(sum_k p_k^2 v) with v the privatizer's own per-coordinate noise variance of
+    a privatized update (`per_coordinate_noise`: the m-of-d mask and the d/m scale included, worst
+    case over coordinate values in [-C, C]) and p_k the clients' aggregation weights."""
+    p = np.asarray(weights, dtype=float)
+    p = p / p.sum()
+    variance = float(np.mean(privatizer.per_coordinate_noise(dims)[1]))
+    added = privatizer.clip * math.sqrt(worst_case_variance(privatizer.per_value_mechanism(dims)))
+    return added, math.sqrt(variance * float(np.sum(p**2)))
+
+
+def figures(config, summary: dict, trust: str) -> dict:
     """The measured figure, the noise added, and the eps each run's own ledger states."""
     task = config.run.task
     if task == "mean":
+        config = bind(config, seeds.data_seed(config.run.seed))  # users and dims as read
         noise = mean_mechanism(config)
-        sd = float(np.sqrt(noise.variance(np.zeros(1))[0]))
+        sd, on_mean = report_noise(noise, config.data.users, config.data.dims, mean_report_dims(config))
         spent = (
             summary.get("epsilon_spent_max_per_client")
             if trust == "local"
@@ -158,10 +210,11 @@ def _figures(config, summary: dict, trust: str) -> dict:
             "mse": summary.get("mean_mse_over_rounds", summary.get("mean_mse")),
             "noise": f"{config.privacy.mechanism} on each report's value",
             "noise_sd": sd,
-            "noise_sd_on_mean": sd / math.sqrt(config.data.users),
+            "noise_sd_on_mean": on_mean,
             "epsilon_spent_run": spent,
         }
     if trust == "central":
+        # Flower's wrapper adds N(0, (z C / (q N))^2) to each coordinate of the mean (compute_stdv)
         n = summary["expected_clients"]
         return {
             "final_accuracy": summary["final_accuracy"],
@@ -170,15 +223,16 @@ def _figures(config, summary: dict, trust: str) -> dict:
             "noise_sd_on_mean": summary["noise_stddev_of_sum"] / n,
             "epsilon_spent_run": summary["epsilon_spent_rdp"],
         }
-    m = summary.get("report_dims") or 1
-    per_value = mechanisms.get(config.privacy.mechanism, epsilon=config.privacy.epsilon / m)
-    sd = config.training.coordinate_clip * float(np.sqrt(per_value.variance(np.zeros(1))[0]))
-    dims = summary.get("model_dims") or m
+    dims = summary["parameters"]
+    update_privatizer = train_privatizer(config)
+    m = update_privatizer.dims_reported(dims)
+    sizes = federated_data(config, seeds.data_seed(config.run.seed)).client_sizes
+    sd, on_mean = update_noise(update_privatizer, dims, sizes)
     return {
         "final_accuracy": summary.get("final_accuracy"),
-        "noise": f"{config.privacy.mechanism} on each of m = {m} reported coordinates of each update",
+        "noise": f"{config.privacy.mechanism} on m = {m} of d = {dims} coordinates of each update, scaled by d/m",
         "noise_sd": sd,
-        "noise_sd_on_mean": sd * math.sqrt(dims / m) / math.sqrt(config.federation.clients),
+        "noise_sd_on_mean": on_mean,
         "epsilon_spent_run": summary.get("epsilon_spent_max_per_client"),
     }
 

@@ -10,6 +10,7 @@ the thesis' 100,000 users), 10 clients, 5 rounds; training with 20 clients, 5 ro
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -65,10 +66,20 @@ def tables() -> str:
     return "\n".join(parts)
 
 
+def _sigint_default() -> None:
+    """In each comparison's process: SIGINT at its default, so that a SIGINT sent to it stops it
+    (with the finished runs written) even when this script was started in the background with
+    SIGINT ignored, which the comparison would otherwise keep (simulations.stopping)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 if __name__ == "__main__":
     if "--tables" in sys.argv:
         print(tables())
     else:
         for name in sys.argv[1:] or RUNS:
             print(" ".join(command(name)), flush=True)
-            subprocess.run(command(name), check=True)
+            code = subprocess.run(command(name), preexec_fn=_sigint_default).returncode
+            if code:  # the comparison said why (bad input: 2; stopped: 130, 143); the later ones are not run
+                print(f"stopped at {name} (exit {code})", file=sys.stderr)
+                sys.exit(code)

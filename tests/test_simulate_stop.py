@@ -35,10 +35,10 @@ MEAN_RUN = ["--task", "mean", "--clients", "2", "--users", "200", "--dims", "3",
 
 
 class Simulate:
-    """A running `ldpfed simulate ARGS --out DIR` whose stderr lines are collected as they come and
+    """A running `ldpfed simulate ARGS --out DIR` (or another COMMAND) whose stderr lines are collected as they come and
     whose processes (its own and Ray's, in sessions of their own) carry an environment marker."""
 
-    def __init__(self, args: list[str], out: Path) -> None:
+    def __init__(self, args: list[str], out: Path, command: str = "simulate") -> None:
         self.marker = ("LDPFED_TEST_RUN", uuid.uuid4().hex)
         self.out = out
         env = {
@@ -48,7 +48,7 @@ class Simulate:
             "PYTHONPATH": os.pathsep.join([str(ROOT), PRISTINE_ENVIRONMENT.get("PYTHONPATH", "")]),
         }
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ldpfed"), "simulate", *args, "--out", str(out)],
+            [str(Path(sys.executable).parent / "ldpfed"), command, *args, "--out", str(out)],
             cwd=out.parent,
             env=env,
             stdout=subprocess.PIPE,

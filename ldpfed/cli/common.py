@@ -74,7 +74,7 @@ def handle_errors(command: Callable) -> Callable:
         except LDPValueError as error:
             fail(str(error))
         except Interrupted as error:
-            fail(str(error), EXIT_INTERRUPTED)
+            fail(str(error), getattr(error, "exit_code", EXIT_INTERRUPTED))
         except KeyboardInterrupt as error:  # a SIGTERM turned into one carries its own code (143)
             fail("interrupted; no results written", getattr(error, "exit_code", EXIT_INTERRUPTED))
 

@@ -52,12 +52,18 @@ class CentralPlan:
     def event(self):
         return PoissonSampledDpEvent(self.sample_rate, GaussianDpEvent(self.noise_multiplier))
 
-    def record(self, accounted_multiplier: float | None = None) -> dict:
+    def record(self, accounted_multiplier: float | None = None, applied_multiplier: float | None = None) -> dict:
+        """`accounted_multiplier`: the round's multiplier as accounted (adaptive clipping: the
+        effective one, count noise included); `applied_multiplier`: the one Flower's wrapper scales
+        its update noise with (adaptive: larger than the effective one), default the accounted one.
+        The sum's noise is N(0, (applied C)^2) per coordinate (Flower's `compute_stdv` times q N),
+        at the initial clip C under adaptive clipping, which then moves."""
         z = self.noise_multiplier if accounted_multiplier is None else accounted_multiplier
+        applied = z if applied_multiplier is None else applied_multiplier
         return {
             "noise_multiplier": z,
             "clip": self.clip,
-            "noise_stddev_of_sum": z * self.clip,
+            "noise_stddev_of_sum": applied * self.clip,
             "sample_rate": self.sample_rate,
             "expected_clients": self.expected_clients,
             "clipping": f"{self.clipping} ({self.side}-side)",
