@@ -26,6 +26,7 @@ import pandas as pd
 
 from ldpfed.config import Config
 from ldpfed.validation import LDPValueError
+from simulations.progress import RowCollector
 
 BASES = ("laplace", "piecewise", "gaussian")
 DELTA = 1e-5
@@ -38,22 +39,6 @@ THESIS_LIKE = ("split", "fixed", "none")  # the thesis' windows, with the magnit
 ALL_VARIANTS = tuple(
     (m, w, r) for m in ("split", "normalize") for w in ("fixed", "centred") for r in ("none", "hadamard")
 )
-
-
-class RowCollector:
-    """A progress sink that keeps each round's metrics row."""
-
-    def __init__(self, rows: list):
-        self.rows = rows
-
-    def start(self, stream):
-        pass
-
-    def update(self, row):
-        self.rows.append(row)
-
-    def stop(self):
-        pass
 
 
 def blocks(quick: bool) -> list[dict]:

@@ -98,6 +98,7 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
     manifest lists them, and no temporary file is left."""
     from ldpfed.config import Config
     from simulations.federation import run
+    from simulations.progress import QuietProgress
 
     out = tmp_path / "run"
     config = (
@@ -107,13 +108,7 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
     )
     seen = []
 
-    class OnDisk:
-        def start(self, stream):
-            pass
-
-        def stop(self):
-            pass
-
+    class OnDisk(QuietProgress):
         def update(self, row):
             metrics, privacy = pd.read_csv(out / "metrics.csv"), pd.read_csv(out / "privacy.csv")
             manifest = json.loads((out / MANIFEST).read_text())["files"]
