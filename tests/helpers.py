@@ -1,0 +1,34 @@
+"""What many tests share: `ldpfed` run in-process from a command line written as a user types it.
+
+`ldpfed("compare -m laplace -e 1 --out", tmp_path / "out")` runs `ldpfed compare -m laplace -e 1
+--out <path>`: a str part is split at white space (flags and values, none of which holds a space),
+a path stays one word whatever it contains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from typer.testing import CliRunner, Result
+
+from ldpfed.cli.main import app
+
+runner = CliRunner()
+
+
+def words(*parts: str | os.PathLike) -> list[str]:
+    """The argument list of a command line: str parts split at white space, paths whole."""
+    return [word for part in parts for word in ([os.fspath(part)] if isinstance(part, os.PathLike) else part.split())]
+
+
+def ldpfed(*parts: str | os.PathLike) -> Result:
+    """The result of `ldpfed PARTS...` (exit code, stdout and stderr apart)."""
+    return runner.invoke(app, words(*parts))
+
+
+def ldpfed_json(*parts: str | os.PathLike) -> dict:
+    """The JSON object `ldpfed PARTS... --json` prints; a non-zero exit fails the test with the output."""
+    result = ldpfed(*parts, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
