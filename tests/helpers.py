@@ -15,6 +15,8 @@ from typer.testing import CliRunner, Result
 from ldpfed.cli.main import app
 
 runner = CliRunner()
+# a compare run of a second: one mechanism, one budget, one repetition, the plain mean
+SMALL_COMPARE = "compare --mechanism laplace --epsilons 1 --users 300 --dims 3 --repeats 1 --aggregators mean"
 
 
 def words(*parts: str | os.PathLike) -> list[str]:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import processes_with_env, ray_released, run_collecting_rows
+from helpers import ldpfed
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -277,23 +278,7 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
 
 
 def test_every_client_failing_is_an_error_exit(tmp_path):
-    result = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--engine",
-            "local",
-            "--clients",
-            "2",
-            "--users",
-            "100",
-            "--rounds",
-            "1",
-            "--fail-clients",
-            "0,1",
-            "--json",
-        ],
-    )
+    result = ldpfed("simulate --engine local --clients 2 --users 100 --rounds 1 --fail-clients 0,1 --json")
     assert result.exit_code == 1
     assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
 

@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from helpers import SMALL_COMPARE, ldpfed, runner
 
 from ldpfed.cli.main import app
 
-runner = CliRunner()
 MANIFEST = ".ldpfed-run.json"
 LOCAL = ["simulate", "--engine", "local", "--clients", "2", "--rounds", "2"]
 SMALL = [*LOCAL, "--users", "200", "--dims", "3"]
@@ -56,20 +55,7 @@ def test_another_runs_directory_is_refused_and_overwrite_replaces_it(tmp_path):
 
 def test_a_compare_directory_is_refused_and_overwrite_keeps_other_files(tmp_path):
     out = tmp_path / "run"
-    compare = [
-        "compare",
-        "--mechanism",
-        "laplace",
-        "--epsilons",
-        "1",
-        "--users",
-        "200",
-        "--dims",
-        "3",
-        "--repeats",
-        "1",
-    ]
-    assert runner.invoke(app, [*compare, "--out", str(out)]).exit_code == 0
+    assert ldpfed(SMALL_COMPARE, "--out", out).exit_code == 0
     (out / "notes.txt").write_text("mine")
     one_line_error(runner.invoke(app, [*SMALL, "--out", str(out)]))
     assert runner.invoke(app, [*SMALL, "--out", str(out), "--overwrite"]).exit_code == 0
