@@ -1,4 +1,5 @@
-"""What many tests share: `ldpfed` run in-process from a command line written as a user types it.
+"""What many tests share: `ldpfed` run in-process from a command line written as a user types it,
+and a context for the processes a test starts.
 
 `ldpfed("compare -m laplace -e 1 --out", tmp_path / "out")` runs `ldpfed compare -m laplace -e 1
 --out <path>`: a str part is split at white space (flags and values, none of which holds a space),
@@ -34,3 +35,26 @@ def ldpfed_json(*parts: str | os.PathLike) -> dict:
     result = ldpfed(*parts, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+class StartedProcesses:
+    """Processes a test starts in `with`: `launch()` starts them and waits until they serve, `stop()`
+    stops every one it started (by PID); a launch that fails stops what had started, and leaving the
+    `with` block stops them all."""
+
+    def launch(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        try:
+            self.launch()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
