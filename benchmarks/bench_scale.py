@@ -85,18 +85,16 @@ def seconds_per_round(config: Config) -> float:
     """The steady-state seconds per round under `ldpfed simulate`'s harness (Flower engine): the
     median of rounds 2..R (round 1 alone when R = 1)."""
     from simulations.federation import run
+    from simulations.progress import QuietProgress
 
     times: list[float] = []
 
-    class Clock:
+    class Clock(QuietProgress):
         def start(self, stream):
             times.append(time.perf_counter())
 
         def update(self, row):
             times.append(time.perf_counter())
-
-        def stop(self):
-            pass
 
     run(config, Clock())
     rounds = np.diff(times)

@@ -52,18 +52,13 @@ def options_for(clients: int, rounds: int, cpus: int) -> dict:
 
 def ldpfed_seconds_per_round(config) -> float:
     from simulations.federation import run
+    from simulations.progress import QuietProgress
 
     times: list[float] = []
 
-    class Clock:
-        def start(self, stream):
-            pass
-
+    class Clock(QuietProgress):
         def update(self, row):
             times.append(time.perf_counter())
-
-        def stop(self):
-            pass
 
     run(config, Clock())
     return float(np.mean(np.diff(times)))

@@ -35,6 +35,7 @@ from ldpfed.config import NO_MECHANISM, Config, TrainingConfig
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.train import check_device
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
+from simulations.progress import RowCollector
 
 DEFAULTS = {
     "mechanism": "laplace",
@@ -104,27 +105,11 @@ def plan(
 
 
 # ---- running -----------------------------------------------------------------------------------
-class _RoundCollector:
-    """A `progress` object for `simulations.federation.run` that keeps the per-round rows."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict] = []
-
-    def start(self, stream) -> None:
-        pass
-
-    def update(self, row: dict) -> None:
-        self.rows.append(row)
-
-    def stop(self) -> None:
-        pass
-
-
 def run_one(labels: dict, config: Config) -> tuple[dict, list[dict]]:
     """One federation: (its runs.csv row, its per-round rows labelled)."""
     from simulations.federation import run
 
-    collector = _RoundCollector()
+    collector = RowCollector()
     summary = run(config, collector, noise_seed=config.run.seed)
     row = {**labels, **{key: summary.get(key) for key in RUN_COLUMNS if key not in labels}}
     rounds = [{**labels, **round_row} for round_row in collector.rows]

@@ -26,6 +26,7 @@ import pandas as pd
 
 from ldpfed.config import Config
 from ldpfed.validation import LDPValueError
+from simulations.progress import RowCollector
 
 BASES = ("laplace", "piecewise", "gaussian")
 DELTA = 1e-5
@@ -40,89 +41,42 @@ ALL_VARIANTS = tuple(
 )
 
 
-class RowCollector:
-    """A progress sink that keeps each round's metrics row."""
-
-    def __init__(self, rows: list):
-        self.rows = rows
-
-    def start(self, stream):
-        pass
-
-    def update(self, row):
-        self.rows.append(row)
-
-    def stop(self):
-        pass
+def block(
+    model: str,
+    clients: int,
+    steps: int,
+    rounds: int,
+    epsilons: tuple[float, ...],
+    variants: tuple = (SOUND_BEST,),
+    all_variants_at: tuple[float, str] | None = None,
+    note: str = "",
+) -> dict:
+    """One block of the grid, named by its model, N and E (and `note`); `all_variants_at` (eps, base)
+    is the one cell that runs every LDPVec variant."""
+    return dict(
+        name=f"{model} N={clients} E={steps}" + (f" {note}" if note else ""),
+        model=model,
+        clients=clients,
+        steps=steps,
+        rounds=rounds,
+        epsilons=epsilons,
+        variants=variants,
+        all_variants_at=all_variants_at,
+    )
 
 
 def blocks(quick: bool) -> list[dict]:
     """The grid: one block per (model, N, E, rounds), each with its eps values and variants."""
     if quick:
-        return [
-            dict(
-                name="logreg N=20 E=5 (quick)",
-                model="logreg",
-                clients=20,
-                steps=5,
-                rounds=3,
-                epsilons=(15.3,),
-                variants=(SOUND_BEST,),
-                all_variants_at=None,
-            )
-        ]
+        return [block("logreg", 20, 5, rounds=3, epsilons=(15.3,), note="(quick)")]
     return [
-        dict(
-            name="logreg N=100 E=20",
-            model="logreg",
-            clients=100,
-            steps=20,
-            rounds=15,
-            epsilons=(1.5, 4.9, 15.3),
-            variants=(SOUND_BEST, THESIS_LIKE),
-            all_variants_at=(15.3, "gaussian"),
-        ),
-        dict(
-            name="logreg N=500 E=20",
-            model="logreg",
-            clients=500,
-            steps=20,
-            rounds=15,
-            epsilons=(15.3,),
-            variants=(SOUND_BEST,),
-            all_variants_at=None,
-        ),
-        dict(
-            name="logreg N=100 E=50",
-            model="logreg",
-            clients=100,
-            steps=50,
-            rounds=15,
-            epsilons=(15.3,),
-            variants=(SOUND_BEST,),
-            all_variants_at=None,
-        ),
-        dict(
-            name="mlp N=100 E=20",
-            model="mlp",
-            clients=100,
-            steps=20,
-            rounds=15,
-            epsilons=(1.5, 4.9, 15.3),
-            variants=(SOUND_BEST,),
-            all_variants_at=None,
-        ),
-        dict(
-            name="cnn N=100 E=20 beta=0.05",
-            model="cnn",
-            clients=100,
-            steps=20,
-            rounds=10,
-            epsilons=(15.3, 48.5),
-            variants=(SOUND_BEST, THESIS_LIKE),
-            all_variants_at=None,
-        ),
-    ]
+        block("logreg", 100, 20, rounds=15, epsilons=(1.5, 4.9, 15.3), variants=(SOUND_BEST, THESIS_LIKE),
+              all_variants_at=(15.3, "gaussian")),
+        block("logreg", 500, 20, rounds=15, epsilons=(15.3,)),
+        block("logreg", 100, 50, rounds=15, epsilons=(15.3,)),
+        block("mlp", 100, 20, rounds=15, epsilons=(1.5, 4.9, 15.3)),
+        block("cnn", 100, 20, rounds=10, epsilons=(15.3, 48.5), variants=(SOUND_BEST, THESIS_LIKE), note="beta=0.05"),
+    ]  # fmt: skip
 
 
 def runs_of(block: dict):

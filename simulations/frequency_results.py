@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
 
 from ldpfed.cli.frequency import frequency_figure, mse_figure
 from ldpfed.data.categorical import read_categorical
@@ -40,10 +39,12 @@ from ldpfed.experiments.frequency import (
 from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from ldpfed.protocols.seeds import data_seed
 from simulations.provenance import run_stamp
+from simulations.verdicts import paired_verdicts
 
 MECHANISMS = ("grr", "oue", "laplace", "piecewise", "square-wave", "duchi", "hybrid")
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 COMPARATORS = ("mean", "l1", "l2", "james-stein", "simplex")
+VERDICT_KEYS = ["data", "m", "mechanism", "epsilon"]  # a cell of the grid
 
 
 def data_sets(users: int, seed: int):
@@ -54,26 +55,6 @@ def data_sets(users: int, seed: int):
         ),
     )
     yield "fair", read_categorical("fair")
-
-
-def paired_verdicts(runs: pd.DataFrame) -> pd.DataFrame:
-    keys = ["data", "m", "mechanism", "epsilon"]
-    wide = runs.pivot_table(index=keys + ["repeat"], columns="aggregator", values="mse").reset_index()
-    rows = []
-    for cell, group in wide.groupby(keys, sort=False):
-        for other in COMPARATORS:
-            difference = (group["hdr4me"] - group[other]).to_numpy()
-            half = student_t.ppf(0.975, difference.size - 1) * difference.std(ddof=1) / np.sqrt(difference.size)
-            mean = difference.mean()
-            rows.append(
-                {
-                    **dict(zip(keys, cell)),
-                    "versus": other,
-                    "ratio": group["hdr4me"].mean() / group[other].mean(),
-                    "verdict": "beats" if mean < -half else "loses" if mean > half else "ties",
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def _table(frame: pd.DataFrame, float_format: str = "{:.3g}") -> str:
@@ -246,7 +227,7 @@ NOISE_DOMINATED_SD = 0.5  # predicted RMSE of the plain mean (frequency scale) f
 
 def claims(summary: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
     """The thesis' claims (recalibration.md, "What to measure"), checked cell by cell."""
-    keys = ["data", "m", "mechanism", "epsilon"]
+    keys = VERDICT_KEYS
     wide = verdicts.pivot_table(index=keys, columns="versus", values="verdict", aggfunc="first")
     ratios = verdicts.pivot_table(index=keys, columns="versus", values="ratio")
     mean_rows = summary[summary["aggregator"] == "mean"].set_index(keys)
@@ -316,7 +297,7 @@ def main() -> None:
 
         config = json.loads((out / "config.json").read_text())
         runs, summary = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "summary.csv")
-        verdicts = paired_verdicts(runs)
+        verdicts = paired_verdicts(runs, VERDICT_KEYS, COMPARATORS)
         write_table(doc_dir / "verdicts.csv", verdicts)
         for (name, m), cells in summary.groupby(["data", "m"], sort=False):  # the MSE plots from the summary
             view = FrequencyExperimentResult(runs.iloc[:0], cells, pd.DataFrame(), {})
@@ -345,7 +326,7 @@ def main() -> None:
                 plots.append(file)
             print(f"{name} m={m} done ({time.perf_counter() - started:.0f} s)", flush=True)
     runs, summary, frequencies = (pd.concat(b, ignore_index=True) for b in (runs, summaries, frequencies))
-    verdicts = paired_verdicts(runs)
+    verdicts = paired_verdicts(runs, VERDICT_KEYS, COMPARATORS)
     seconds = time.perf_counter() - started
     config = {
         "users": args.users,

@@ -14,6 +14,31 @@ from ldpfed.protocols import seeds
 SPENT = "every client's budget is spent"
 
 
+class QuietProgress:
+    """A progress sink that shows nothing: `simulations.federation.run` calls `start(stream)`, then
+    `update(row)` with each round's metrics row, then `stop()`. Subclasses override the step they
+    use (keep the rows, time the rounds, stop the run after a round)."""
+
+    def start(self, stream) -> None:
+        pass
+
+    def update(self, row: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class RowCollector(QuietProgress):
+    """Keeps each round's metrics row in `rows` (a list of its own unless one is given)."""
+
+    def __init__(self, rows: list | None = None) -> None:
+        self.rows = [] if rows is None else rows
+
+    def update(self, row: dict) -> None:
+        self.rows.append(row)
+
+
 class RoundProgress:
     def __init__(self, config: Config) -> None:
         self.config = config

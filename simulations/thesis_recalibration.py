@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
@@ -40,6 +39,7 @@ from ldpfed.data import generate
 from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
 from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from simulations.provenance import run_stamp
+from simulations.verdicts import paired_verdicts
 
 DATA_SETS = (("gaussian", 100_000, 100), ("poisson", 150_000, 300), ("uniform", 120_000, 500))
 SMALL_EPS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
@@ -56,7 +56,8 @@ MECHANISM_GROUPS = (
 )
 COMPARATORS = ("mean", "l1", "l2", "james-stein")
 CHANGE_THRESHOLD = 0.01  # relative MSE change listed against the previous page
-CELL_KEYS = ["data", "mechanism", "options", "epsilon", "aggregator"]
+VERDICT_KEYS = ["data", "mechanism", "options", "epsilon"]  # a cell of the grid
+CELL_KEYS = [*VERDICT_KEYS, "aggregator"]
 CHANGE_NOTE = (
     "Regenerated after the rounding dither moved to one raw 64-bit word (docs/decisions.md, "
     'Randomizers and floating-point safety, "Rounding dither from one raw word"), which changes '
@@ -66,35 +67,6 @@ CHANGE_NOTE = (
     "floating-point-safe samplers; this page moved to `ldpfed simulate`'s seed scheme; the plug-in "
     "bias of Square wave's raw estimator was corrected.)"
 )
-
-
-def paired_verdicts(runs: pd.DataFrame) -> pd.DataFrame:
-    """HDR4ME* minus each comparator, per cell: mean MSE difference, its 95% half-width, verdict."""
-    keys = ["data", "mechanism", "options", "epsilon"]
-    wide = runs.pivot_table(index=keys + ["repeat"], columns="aggregator", values="mse").reset_index()
-    rows = []
-    for cell, group in wide.groupby(keys, sort=False):
-        for other in COMPARATORS:
-            difference = (group["hdr4me"] - group[other]).to_numpy()
-            count = difference.size
-            half_width = (
-                student_t.ppf(0.975, count - 1) * difference.std(ddof=1) / np.sqrt(count) if count > 1 else np.inf
-            )
-            mean_difference = difference.mean()
-            verdict = "beats" if mean_difference < -half_width else "loses" if mean_difference > half_width else "ties"
-            rows.append(
-                {
-                    **dict(zip(keys, cell)),
-                    "versus": other,
-                    "hdr4me_mse": group["hdr4me"].mean(),
-                    "other_mse": group[other].mean(),
-                    "ratio": group["hdr4me"].mean() / group[other].mean(),
-                    "difference": mean_difference,
-                    "half_width_95": half_width,
-                    "verdict": verdict,
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def changed_cells(summary: pd.DataFrame, previous: pd.DataFrame | None) -> pd.DataFrame:
@@ -307,7 +279,7 @@ def main() -> None:
 
     runs = pd.concat([r.runs.assign(data=name) for name, r in results], ignore_index=True)
     summary = pd.concat([r.summary.assign(data=name) for name, r in results], ignore_index=True)
-    verdicts = paired_verdicts(runs)
+    verdicts = paired_verdicts(runs, VERDICT_KEYS, COMPARATORS)
     config = {
         "scale": args.scale,
         "repeats": args.repeats,

@@ -71,6 +71,19 @@ class TrustRun:
         self.config, self.world, self.output, self.progress = config, world, output, progress
         self.rows: list[dict] = []
 
+    def simulate(self, server_app, client_app, verbose: bool, stop: StopRequest) -> None:
+        """The two apps in a Flower simulation on the run's nodes; a stop request ends it after the round."""
+        with stop.deferred():
+            run_simulation(
+                self.config,
+                server_app,
+                client_app,
+                self.progress,
+                verbose=verbose,
+                nodes=self.config.federation.nodes or None,
+                stop=stop,
+            )
+
     def after_round(self, row: dict) -> None:
         self.rows.append(row)
         self.write(self.summary(interrupted=False))
@@ -128,17 +141,7 @@ class CentralRun(TrustRun):
         app = make_central_server_app(
             self.server, self.plan, on_round, holder, stop=stop.event, on_stop=kill_client_actors
         )
-        client_app = make_central_client_app(self.config, self.world.data, self.world.secrets)
-        with stop.deferred():
-            run_simulation(
-                self.config,
-                app,
-                client_app,
-                self.progress,
-                verbose=verbose,
-                nodes=self.config.federation.nodes or None,
-                stop=stop,
-            )
+        self.simulate(app, make_central_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
         self.strategy = holder.get("strategy", self.strategy)
 
     def figures(self) -> dict:
@@ -192,17 +195,7 @@ class ShuffleRun(TrustRun):
             stop=stop.event,
             on_stop=kill_client_actors,
         )
-        client_app = make_shuffle_client_app(self.config, self.world.data, self.world.secrets)
-        with stop.deferred():
-            run_simulation(
-                self.config,
-                app,
-                client_app,
-                self.progress,
-                verbose=verbose,
-                nodes=self.config.federation.nodes or None,
-                stop=stop,
-            )
+        self.simulate(app, make_shuffle_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
 
     def execute_local(self, stop: StopRequest) -> None:
         shuffler = Shuffler()  # OS entropy: neither the server nor the run seed knows the permutation

@@ -27,6 +27,7 @@ from rich.table import Table
 import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting.trust import get_class
 from ldpfed.cli.common import error_console, parse_list, progress_steps, show_results
+from ldpfed.cli.compare import TRAIN_ONLY
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
@@ -44,27 +45,14 @@ from simulations.trust import run_trust
 
 FILES = ["trust.csv", "trust.json", "trust.png"]
 DEFAULT_DELTA = 1e-5
-# compare's options a trust comparison passes to every run (simulate options of the same name)
-PASSED = {
-    "mean": ("data", "users", "dims", "clients", "rounds", "engine", "nodes", "cpus"),
-    "train": (
-        "data",
-        "model",
-        "clients",
-        "rounds",
-        "local_steps",
-        "lr",
-        "batch_size",
-        "partition",
-        "engine",
-        "nodes",
-        "cpus",
-        "device",
-        "data_dir",
-    ),
-}
 LOCAL_ONLY = ("coordinate_clip", "report_dims")  # the local randomizer's (passed to local runs only)
 CENTRAL_ONLY = ("clip",)  # Flower's clipping norm (central runs only)
+# compare's options a trust comparison passes to every run (simulate options of the same name); train:
+# every train option of compare but the clipping of one trust model and --fraction (refused below)
+PASSED = {
+    "mean": ("data", "users", "dims", "clients", "rounds", "engine", "nodes", "cpus"),
+    "train": ("data", *(name for name in TRAIN_ONLY if name not in (*LOCAL_ONLY, *CENTRAL_ONLY, "fraction"))),
+}
 NOT_APPLICABLE = ("aggregators", "domain", "out_of_domain", "header", "l2_reference", "estimator", "chunk_users")
 
 

@@ -4,20 +4,16 @@ is one clear error before any federation starts."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
 import pytest
 from conftest import run_collecting_rows
-from typer.testing import CliRunner
+from helpers import ldpfed, ldpfed_json
 
-from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.protocols.session import preflight
 from ldpfed.validation import LDPValueError
-
-runner = CliRunner()
 
 
 def config_of(**options) -> Config:
@@ -85,53 +81,11 @@ def test_a_budget_that_cannot_hold_one_round_fails_in_preflight(options, message
 
 
 def test_cli_budget_error_is_one_line_and_exit_2(tmp_path):
-    result = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--engine",
-            "local",
-            "--clients",
-            "2",
-            "--users",
-            "200",
-            "--dims",
-            "2",
-            "--rounds",
-            "2",
-            "--epsilon",
-            "2",
-            "--max-epsilon",
-            "1",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
+    run = "simulate --engine local --clients 2 --users 200 --dims 2 --epsilon 2"
+    result = ldpfed(run, "--rounds 2 --max-epsilon 1 --out", tmp_path / "o")
     assert result.exit_code == 2 and "below one round's cost" in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
-    ok = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--engine",
-            "local",
-            "--clients",
-            "2",
-            "--users",
-            "200",
-            "--dims",
-            "2",
-            "--rounds",
-            "3",
-            "--epsilon",
-            "2",
-            "--max-epsilon",
-            "4",
-            "--json",
-        ],
-    )
-    assert ok.exit_code == 0, ok.output
-    assert json.loads(ok.stdout)["epsilon_spent_max_per_client"] == 4.0
+    assert ldpfed_json(run, "--rounds 3 --max-epsilon 4")["epsilon_spent_max_per_client"] == 4.0
 
 
 def test_epsilon_spent_is_reported_by_the_runs_accountant():
@@ -181,10 +135,9 @@ def test_an_exhausted_budget_says_so_and_reports_the_last_round_with_reports(tmp
     assert rows["budget_exhausted"].tolist() == [False] * (last - 1) + [True] * (31 - last)
     assert summary["final_mse"] == rows.loc[rows["round"] == last, "mse"].item()
     assert math.isfinite(summary["final_mse"]) and summary["epsilon_spent_max_per_client"] <= 8.0
-    result = runner.invoke(
-        app,
-        ["simulate", "--engine", "local", "--clients", "2", "--users", "200", "--dims", "2", "--rounds", "30"]
-        + ["--epsilon", "0.5", "--max-epsilon", "8", "--accountant", "pld"],
+    result = ldpfed(
+        "simulate --engine local --clients 2 --users 200 --dims 2 --rounds 30 --epsilon 0.5 --max-epsilon 8 "
+        "--accountant pld"
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())

@@ -15,29 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import SMALL_COMPARE, runner, words
 
 from ldpfed.cli.main import app
 from ldpfed.outputs import write_json
 
-runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ".ldpfed-run.json"
-COMPARE = [
-    "compare",
-    "--mechanism",
-    "laplace",
-    "--epsilons",
-    "1",
-    "--users",
-    "300",
-    "--dims",
-    "3",
-    "--repeats",
-    "1",
-    "--aggregators",
-    "mean",
-]
+COMPARE = words(SMALL_COMPARE)
 
 
 # ---- results.dumps (item 6) ------------------------------------------------------------------------------

@@ -7,17 +7,16 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from helpers import ldpfed
 
 from ldpfed.analysis import predict
-from ldpfed.cli.main import app
 
-runner = CliRunner()
 REQUIRED_KEYS = {"mse", "bias_sq", "variance", "berry_esseen", "mechanism", "epsilon", "users", "dims", "report_dims"}
 
 
-def run(*arguments):
-    return runner.invoke(app, ["predict", *arguments])
+def run(*parts):
+    """`ldpfed predict PARTS...` (tests/helpers.py: str parts split at white space, paths whole)."""
+    return ldpfed("predict", *parts)
 
 
 def flat(result) -> str:
@@ -26,21 +25,7 @@ def flat(result) -> str:
 
 def test_json_has_the_required_keys_and_matches_the_library():
     result = run(
-        "--mechanism",
-        "piecewise",
-        "--epsilon",
-        "2",
-        "--users",
-        "2000",
-        "--dims",
-        "6",
-        "--report-dims",
-        "2",
-        "--data",
-        "poisson",
-        "--seed",
-        "4",
-        "--json",
+        "--mechanism piecewise --epsilon 2 --users 2000 --dims 6 --report-dims 2 --data poisson --seed 4 --json"
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -56,25 +41,9 @@ def test_json_has_the_required_keys_and_matches_the_library():
 def test_compare_and_confidence(tmp_path):
     output = tmp_path / "results"
     result = run(
-        "-m",
-        "square-wave",
-        "-e",
-        "1",
-        "-n",
-        "5000",
-        "-d",
-        "4",
-        "--data",
-        "gaussian",
-        "--estimator",
-        "raw",
-        "--compare",
-        "piecewise",
-        "--confidence",
-        "0.95",
-        "--json",
+        "-m square-wave -e 1 -n 5000 -d 4 --data gaussian --estimator raw --compare piecewise --confidence 0.95 --json",
         "--out",
-        str(output),
+        output,
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -92,40 +61,10 @@ def test_compare_and_confidence(tmp_path):
 
 
 def test_human_output_and_data_free_laplace():
-    result = run(
-        "-m",
-        "laplace",
-        "-e",
-        "1",
-        "-n",
-        "1000",
-        "-d",
-        "3",
-        "--confidence",
-        "0.9",
-        "--compare",
-        "gaussian",
-        "--delta",
-        "1e-6",
-    )
+    result = run("-m laplace -e 1 -n 1000 -d 3 --confidence 0.9 --compare gaussian --delta 1e-6")
     # --delta goes to the approximate mechanism only; Laplace needs no data.
     assert result.exit_code == 2 and "takes no delta" in flat(result)
-    result = run(
-        "-m",
-        "gaussian",
-        "-e",
-        "1",
-        "--delta",
-        "1e-6",
-        "-n",
-        "1000",
-        "-d",
-        "3",
-        "--compare",
-        "laplace",
-        "--confidence",
-        "0.9",
-    )
+    result = run("-m gaussian -e 1 --delta 1e-6 -n 1000 -d 3 --compare laplace --confidence 0.9")
     assert result.exit_code == 0, result.output
     assert "MSE" in result.output and "Berry" in result.output and "Compare" in result.output
 
@@ -139,7 +78,7 @@ def table(tmp_path):
 
 
 def test_a_data_file_with_a_declared_domain(table):
-    result = run("-m", "duchi", "-e", "1", "--data", str(table), "--domain", "0,10", "--json")
+    result = run("-m", "duchi", "-e", "1", "--data", table, "--domain", "0,10", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["users"] == 50
 
@@ -163,7 +102,7 @@ def test_a_data_file_with_a_declared_domain(table):
 )
 def test_bad_input_exits_2_with_one_line(arguments, message, tmp_path):
     output = tmp_path / "out"
-    result = run(*arguments, "--json", "--out", str(output))
+    result = run(*arguments, "--json", "--out", output)
     assert result.exit_code == 2
     text = " ".join(result.output.split())  # rich wraps long messages at the terminal width
     assert message in text
@@ -172,11 +111,11 @@ def test_bad_input_exits_2_with_one_line(arguments, message, tmp_path):
 
 
 def test_bad_files_exit_2(table, tmp_path):
-    wrong_shape = run("-m", "duchi", "-e", "1", "-n", "50", "-d", "4", "--data", str(table), "--domain", "0,10")
+    wrong_shape = run("-m", "duchi", "-e", "1", "-n", "50", "-d", "4", "--data", table, "--domain", "0,10")
     assert wrong_shape.exit_code == 2 and "columns" in flat(wrong_shape)
-    outside = run("-m", "duchi", "-e", "1", "--data", str(table))  # values up to 10 in the default [-1, 1]
+    outside = run("-m", "duchi", "-e", "1", "--data", table)  # values up to 10 in the default [-1, 1]
     assert outside.exit_code == 2 and "[-1.0, 1.0]" in flat(outside)
     garbage = tmp_path / "garbage.npy"
     garbage.write_bytes(b"not a numpy file")
-    unreadable = run("-m", "duchi", "-e", "1", "--data", str(garbage))
+    unreadable = run("-m", "duchi", "-e", "1", "--data", garbage)
     assert unreadable.exit_code == 2 and "cannot read" in flat(unreadable)

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import processes_with_env
+from helpers import StartedProcesses
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
@@ -105,7 +106,7 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-class Deployment:
+class Deployment(StartedProcesses):
     """A SuperLink and one SuperNode per node config, each a process of its own, marked by an
     environment variable so that everything they start can be found and stopped."""
 
@@ -146,35 +147,28 @@ class Deployment:
         self.processes.append(process)
         return process
 
-    def __enter__(self) -> Deployment:
-        try:
-            link = self.start(
-                "superlink",
-                [
-                    "flower-superlink",
-                    "--ssl-ca-certfile",
-                    str(self.certs["ca.crt"]),
-                    "--ssl-certfile",
-                    str(self.certs["superlink.crt"]),
-                    "--ssl-keyfile",
-                    str(self.certs["superlink.key"]),
-                    "--enable-supernode-auth",
-                    "--port",
-                    str(self.port),
-                    "--database",
-                    str(self.database),
-                    "--disable-runtime-dependency-installation",
-                ],
-            )
-            poll(lambda: port_open(self.port) or link.poll() is not None, START_SECONDS, "SuperLink listening")
-            assert link.poll() is None, self.logs()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def launch(self) -> None:
+        """Start the SuperLink and wait until it listens."""
+        link = self.start(
+            "superlink",
+            [
+                "flower-superlink",
+                "--ssl-ca-certfile",
+                str(self.certs["ca.crt"]),
+                "--ssl-certfile",
+                str(self.certs["superlink.crt"]),
+                "--ssl-keyfile",
+                str(self.certs["superlink.key"]),
+                "--enable-supernode-auth",
+                "--port",
+                str(self.port),
+                "--database",
+                str(self.database),
+                "--disable-runtime-dependency-installation",
+            ],
+        )
+        poll(lambda: port_open(self.port) or link.poll() is not None, START_SECONDS, "SuperLink listening")
+        assert link.poll() is None, self.logs()
 
     def start_nodes(self) -> None:
         """Register the nodes' keys and start one SuperNode per node config; wait until all are online."""

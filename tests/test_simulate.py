@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import processes_with_env, ray_released
+from conftest import processes_with_env, ray_released, run_collecting_rows
+from helpers import ldpfed
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
@@ -28,25 +29,6 @@ runner = CliRunner()
 
 def config_of(**options) -> Config:
     return Config().with_options({"engine": "local", **options}).validated()
-
-
-def run_rows(config: Config, noise_seed: int | None = None) -> tuple[dict, pd.DataFrame]:
-    from simulations.federation import run
-
-    rows = []
-
-    class Collect:
-        def start(self, stream):
-            pass
-
-        def update(self, row):
-            rows.append(row)
-
-        def stop(self):
-            pass
-
-    summary = run(config, Collect(), noise_seed=noise_seed)
-    return summary, pd.DataFrame(rows)
 
 
 # ---- seeds: who knows what ---------------------------------------------------------------------
@@ -111,7 +93,7 @@ def test_a_diverging_client_sends_an_ordinary_privatized_update():
     """lr = 1e38 makes the local model non-finite (NaN loss); the client still replies (no
     data-dependent failure; the old code raised "update contains NaN") with a finite privatized
     update; the round counts it as replied."""
-    summary, rows = run_rows(config_of(task="train", clients=3, rounds=1, lr=1e38, **{"local-steps": 5}))
+    summary, rows = run_collecting_rows(config_of(task="train", clients=3, rounds=1, lr=1e38, **{"local-steps": 5}))
     assert rows["clients_failed"].tolist() == [0] and rows["clients_replied"].tolist() == [3]
     config = config_of(task="train", clients=3, lr=1e38, **{"local-steps": 5})
     world = World.from_config(config)
@@ -123,11 +105,11 @@ def test_a_diverging_client_sends_an_ordinary_privatized_update():
 
 def test_private_run_reports_finite_epsilon_and_mechanism_none_reports_not_private(tmp_path):
     base = {"task": "train", "clients": 3, "rounds": 2, "local-steps": 2}
-    summary, _ = run_rows(config_of(**base, out=str(tmp_path / "private")))
+    summary, _ = run_collecting_rows(config_of(**base, out=str(tmp_path / "private")))
     assert summary["private"] is True and summary["privacy_reasons"] == []
     assert summary["epsilon"] == 2.0 and summary["epsilon_spent_max_per_client"] == 4.0
     assert summary["noise_measured_over_predicted"] > 0
-    summary, rows = run_rows(config_of(**base, mechanism="none", out=str(tmp_path / "none")))
+    summary, rows = run_collecting_rows(config_of(**base, mechanism="none", out=str(tmp_path / "none")))
     assert summary["private"] is False and "mechanism none" in summary["privacy_reasons"][0]
     assert summary["epsilon"] is None and summary["epsilon_spent_max_per_client"] is None
     assert rows["epsilon_spent"].isna().all()
@@ -144,7 +126,7 @@ def test_private_run_reports_finite_epsilon_and_mechanism_none_reports_not_priva
 def test_mean_task_agrees_with_the_prediction_locally():
     """4 clients x 1,000 users, d = 40, Laplace eps = 4, 20 rounds: the mean of the measured MSE
     is within 5 standard errors (from the rounds) of the CLT prediction."""
-    _, rows = run_rows(config_of(clients=4, users=4000, dims=40, epsilon=4.0, rounds=20, seed=3))
+    _, rows = run_collecting_rows(config_of(clients=4, users=4000, dims=40, epsilon=4.0, rounds=20, seed=3))
     measured, predicted = rows["mse"].to_numpy(), rows["predicted_mse"].to_numpy()
     assert np.allclose(predicted, predicted[0])
     assert abs(measured.mean() - predicted[0]) <= 5 * measured.std(ddof=1) / np.sqrt(measured.size)
@@ -158,7 +140,7 @@ def test_simulate_mean_with_one_client_is_compare():
     from ldpfed.experiments.mean import run_mean_experiment
 
     config = config_of(clients=1, users=500, dims=6, rounds=3, seed=9, epsilon=1.5, mechanism="piecewise")
-    _, rows = run_rows(config, noise_seed=9)
+    _, rows = run_collecting_rows(config, noise_seed=9)
     table = load_tuples("gaussian", users=500, dims=6, rng=np.random.default_rng(seeds.data_seed(9)))
     result = run_mean_experiment(table, "piecewise", 1.5, aggregators=["mean"], repeats=3, seed=9)
     np.testing.assert_allclose(result.runs["mse"].to_numpy(), rows["mse_plain_mean"].to_numpy(), rtol=1e-12)
@@ -172,7 +154,7 @@ def test_noise_free_fedavg_reaches_the_stated_accuracy():
     config = config_of(
         task="train", data="synthetic-fedprox", clients=5, rounds=10, coordinate_clip=1.0, mechanism="none"
     )
-    summary, rows = run_rows(config)
+    summary, rows = run_collecting_rows(config)
     test_labels = federated_data(config, World.from_config(config).data).test[1]
     majority = np.bincount(test_labels).max() / test_labels.size
     assert summary["final_accuracy"] >= max(0.85, majority + 0.20)
@@ -184,12 +166,14 @@ def test_ldp_training_is_reproducible_from_the_seed_and_noise_seed_and_its_noise
     options = dict(
         task="train", data="synthetic-fedprox", clients=5, rounds=3, mechanism="laplace", epsilon=8.0, fraction=0.6
     )
-    runs = [run_rows(config_of(**options), noise_seed=2**100 + 1)[1].drop(columns=["seconds"]) for _ in range(2)]
+    runs = [
+        run_collecting_rows(config_of(**options), noise_seed=2**100 + 1)[1].drop(columns=["seconds"]) for _ in range(2)
+    ]
     pd.testing.assert_frame_equal(runs[0], runs[1])
     assert (runs[0]["clients_sampled"] == 3).all() and (runs[0]["predicted_noise"] > 0).all()
     assert runs[0]["epsilon_spent"].iloc[-1] <= 8.0 * 3 and runs[0]["epsilon_spent"].iloc[0] == 8.0
     for fresh_noise in (False, True):  # a noise root of OS entropy for the run, or per client
-        summary, fresh = run_rows(config_of(**options, **{"fresh-noise": fresh_noise}))
+        summary, fresh = run_collecting_rows(config_of(**options, **{"fresh-noise": fresh_noise}))
         assert summary["noise_seed"] == (seeds.FRESH_PER_CLIENT if fresh_noise else seeds.OS_ENTROPY)
         assert fresh["clients_sampled"].tolist() == runs[0]["clients_sampled"].tolist()  # the server's seed
         assert not np.allclose(fresh["measured_squared_distance"], runs[0]["measured_squared_distance"])
@@ -213,7 +197,7 @@ def test_mean_task_under_flower_binds_its_data_shape_survives_a_failing_client_a
         .validated()
     )
     assert config.data.dims == 0  # "from the data": only the harness can bind it
-    summary, _ = run_rows(config, noise_seed=3)
+    summary, _ = run_collecting_rows(config, noise_seed=3)
     _assert_ray_stopped()
     assert summary["dims"] == 10 and np.isfinite(summary["final_mse"])
     assert summary["clients_failed_total"] == 3, summary["failure_reasons"]  # the injected failure, once a round
@@ -227,7 +211,8 @@ def test_mean_task_under_flower_binds_its_data_shape_survives_a_failing_client_a
     privacy = pd.read_csv(out / "privacy.csv")
     assert sorted(privacy["client_id"]) == [0, 2, 3] and np.allclose(privacy["basic_epsilon"], 12.0)
     assert metrics["epsilon_spent"].tolist() == [4.0, 8.0, 12.0]
-    _, local_rows = run_rows(config_of(**options, dims=10), noise_seed=3)  # the same noise root: the same noise
+    # the same noise root: the same noise
+    _, local_rows = run_collecting_rows(config_of(**options, dims=10), noise_seed=3)
     np.testing.assert_allclose(metrics["mse"], local_rows["mse"], rtol=1e-12)
     assert json.loads((out / "summary.json").read_text())["final_mse"] == pytest.approx(summary["final_mse"])
     assert load_file(out / "config.toml").federation.fail_clients == "1"
@@ -293,23 +278,7 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
 
 
 def test_every_client_failing_is_an_error_exit(tmp_path):
-    result = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--engine",
-            "local",
-            "--clients",
-            "2",
-            "--users",
-            "100",
-            "--rounds",
-            "1",
-            "--fail-clients",
-            "0,1",
-            "--json",
-        ],
-    )
+    result = ldpfed("simulate --engine local --clients 2 --users 100 --rounds 1 --fail-clients 0,1 --json")
     assert result.exit_code == 1
     assert "every client failed in every round (InjectedFailure: injected failure" in " ".join(result.output.split())
 

@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from helpers import SMALL_COMPARE, ldpfed, runner
 
 from ldpfed.cli.main import app
 
-runner = CliRunner()
 MANIFEST = ".ldpfed-run.json"
 LOCAL = ["simulate", "--engine", "local", "--clients", "2", "--rounds", "2"]
 SMALL = [*LOCAL, "--users", "200", "--dims", "3"]
@@ -56,20 +55,7 @@ def test_another_runs_directory_is_refused_and_overwrite_replaces_it(tmp_path):
 
 def test_a_compare_directory_is_refused_and_overwrite_keeps_other_files(tmp_path):
     out = tmp_path / "run"
-    compare = [
-        "compare",
-        "--mechanism",
-        "laplace",
-        "--epsilons",
-        "1",
-        "--users",
-        "200",
-        "--dims",
-        "3",
-        "--repeats",
-        "1",
-    ]
-    assert runner.invoke(app, [*compare, "--out", str(out)]).exit_code == 0
+    assert ldpfed(SMALL_COMPARE, "--out", out).exit_code == 0
     (out / "notes.txt").write_text("mine")
     one_line_error(runner.invoke(app, [*SMALL, "--out", str(out)]))
     assert runner.invoke(app, [*SMALL, "--out", str(out), "--overwrite"]).exit_code == 0
@@ -98,6 +84,7 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
     manifest lists them, and no temporary file is left."""
     from ldpfed.config import Config
     from simulations.federation import run
+    from simulations.progress import QuietProgress
 
     out = tmp_path / "run"
     config = (
@@ -107,13 +94,7 @@ def test_metrics_are_on_disk_after_every_round_and_written_with_privacy_csv(tmp_
     )
     seen = []
 
-    class OnDisk:
-        def start(self, stream):
-            pass
-
-        def stop(self):
-            pass
-
+    class OnDisk(QuietProgress):
         def update(self, row):
             metrics, privacy = pd.read_csv(out / "metrics.csv"), pd.read_csv(out / "privacy.csv")
             manifest = json.loads((out / MANIFEST).read_text())["files"]

@@ -3,44 +3,21 @@ updates plus a noise of ldpfed.gradient_noise; R1SMG and product noise make the 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import ldpfed, ldpfed_json
 
-from ldpfed.cli.main import app
 from ldpfed.gradient_noise import GUARANTEE_FAILS
 
-runner = CliRunner()
-BASE = [
-    "simulate",
-    "--task",
-    "train",
-    "--engine",
-    "local",
-    "--clients",
-    "3",
-    "--rounds",
-    "2",
-    "--aggregator",
-    "fedavg",
-    "--clip",
-    "1",
-    "--epsilon",
-    "4",
-    "--json",
-]
+BASE = "simulate --task train --engine local --clients 3 --rounds 2 --aggregator fedavg --clip 1 --epsilon 4"
 
 
-def simulate(*arguments) -> dict:
-    result = runner.invoke(app, [*BASE, *arguments])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+def simulate(arguments: str) -> dict:
+    return ldpfed_json(BASE, arguments)
 
 
 def test_inid_gaussian_run_is_private_and_its_noise_matches_the_prediction():
-    summary = simulate("--mechanism", "inid-gaussian", "--delta", "1e-5")
+    summary = simulate("--mechanism inid-gaussian --delta 1e-5")
     assert summary["private"] and summary["epsilon_spent_max_per_client"] == pytest.approx(2 * 4.0)
     # Measured ||noisy mean - clean mean||^2 over its exact expectation: 2 rounds of a sum of
     # d = 650 Gaussian coordinates, relative sd ~ sqrt(2 / (2 * 650)) = 0.04.
@@ -49,14 +26,14 @@ def test_inid_gaussian_run_is_private_and_its_noise_matches_the_prediction():
 
 
 def test_plrvo_run_is_accounted_by_rdp():
-    summary = simulate("--mechanism", "plrvo", "--accountant", "rdp")
+    summary = simulate("--mechanism plrvo --accountant rdp")
     assert summary["private"] and np.isfinite(summary["epsilon_spent_max_per_client"])
     assert summary["noise_sampler"].startswith("safe")
 
 
 @pytest.mark.parametrize("mechanism", ["r1smg", "product-noise"])
 def test_failing_published_noises_are_not_private(mechanism):
-    summary = simulate("--mechanism", mechanism, "--delta", "1e-5")
+    summary = simulate(f"--mechanism {mechanism} --delta 1e-5")
     assert summary["private"] is False and summary["epsilon_spent_max_per_client"] is None
     assert any(GUARANTEE_FAILS in reason for reason in summary["privacy_reasons"])
 
@@ -64,12 +41,12 @@ def test_failing_published_noises_are_not_private(mechanism):
 @pytest.mark.parametrize(
     "fault",
     [
-        ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--aggregator", "mean"],
-        ["--mechanism", "plrvo"],  # basic accountant: no per-round (eps, delta)
-        ["--mechanism", "r1smg", "--delta", "1e-5", "--task", "mean"],
-        ["--mechanism", "inid-gaussian", "--delta", "1e-5", "--report-dims", "3"],
+        "--mechanism inid-gaussian --delta 1e-5 --aggregator mean",
+        "--mechanism plrvo",  # basic accountant: no per-round (eps, delta)
+        "--mechanism r1smg --delta 1e-5 --task mean",
+        "--mechanism inid-gaussian --delta 1e-5 --report-dims 3",
     ],
 )
 def test_bad_combinations_fail_in_one_line(fault):
-    result = runner.invoke(app, [*BASE, *fault])
+    result = ldpfed(BASE, fault, "--json")
     assert result.exit_code == 2 and result.stderr.strip().splitlines()[-1].startswith("error:"), result.output

@@ -8,35 +8,20 @@ import numpy as np
 import pandas as pd
 
 from simulations import thesis_recalibration as script
+from simulations.verdicts import paired_verdicts
 
 
 def _runs(hdr4me, others):
-    rows = []
-    for repeat, value in enumerate(hdr4me):
-        rows.append(
-            {
-                "data": "g",
-                "mechanism": "laplace",
-                "options": "",
-                "epsilon": 1.0,
-                "repeat": repeat,
-                "aggregator": "hdr4me",
-                "mse": value,
-            }
-        )
-        for name in script.COMPARATORS:
-            rows.append(
-                {
-                    "data": "g",
-                    "mechanism": "laplace",
-                    "options": "",
-                    "epsilon": 1.0,
-                    "repeat": repeat,
-                    "aggregator": name,
-                    "mse": others[name][repeat],
-                }
-            )
-    return pd.DataFrame(rows)
+    """One cell's rows: HDR4ME*'s MSE and each comparator's, per repetition."""
+    cell = {"data": "g", "mechanism": "laplace", "options": "", "epsilon": 1.0}
+    mse = {"hdr4me": hdr4me, **others}
+    return pd.DataFrame(
+        [
+            {**cell, "repeat": repeat, "aggregator": name, "mse": values[repeat]}
+            for repeat in range(len(hdr4me))
+            for name, values in mse.items()
+        ]
+    )
 
 
 def test_paired_verdicts_beat_tie_and_lose():
@@ -47,7 +32,7 @@ def test_paired_verdicts_beat_tie_and_lose():
         "l2": hdr4me - np.array([1.0, 1.2, 0.8, 1.0]),  # always smaller: hdr4me loses
         "james-stein": hdr4me,  # identical: tie (zero spread)
     }
-    verdicts = script.paired_verdicts(_runs(hdr4me, others)).set_index("versus")
+    verdicts = paired_verdicts(_runs(hdr4me, others), script.VERDICT_KEYS, script.COMPARATORS).set_index("versus")
     assert verdicts.loc["mean", "verdict"] == "beats"
     assert verdicts.loc["l1", "verdict"] == "ties"
     assert verdicts.loc["l2", "verdict"] == "loses"

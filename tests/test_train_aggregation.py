@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_collecting_rows
 from scipy.special import ndtr
 from typer.testing import CliRunner
 
@@ -63,22 +64,7 @@ def one_round_replies(config: Config):
 
 
 def run_rows(config: Config) -> tuple[dict, pd.DataFrame]:
-    from simulations.federation import run
-
-    rows = []
-
-    class Collect:
-        def start(self, stream):
-            pass
-
-        def update(self, row):
-            rows.append(row)
-
-        def stop(self):
-            pass
-
-    summary = run(config, Collect(), noise_seed=NOISE_SEED)
-    return summary, pd.DataFrame(rows)
+    return run_collecting_rows(config, NOISE_SEED)
 
 
 # ---- options ---------------------------------------------------------------------------------

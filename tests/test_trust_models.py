@@ -35,6 +35,7 @@ from ldpfed.protocols.shuffle import ShuffledBatch, ShuffledMeanServer, Shuffler
 from server.central import CentralStrategy, central_strategy
 from server.shuffle import ShuffleStrategy
 from simulations.federation import Interrupted
+from simulations.progress import QuietProgress
 from simulations.trust import run_trust
 
 runner = CliRunner()
@@ -181,13 +182,7 @@ def test_ctrl_c_stops_a_shuffle_run_with_the_finished_rounds_written(tmp_path):
          "engine": "local", "out": str(tmp_path / "out")},
     )  # fmt: skip
 
-    class SigintAfterRound1:
-        def start(self, stream):
-            pass
-
-        def stop(self):
-            pass
-
+    class SigintAfterRound1(QuietProgress):
         def update(self, row):
             if row["round"] == 1:
                 os.kill(os.getpid(), signal.SIGINT)
