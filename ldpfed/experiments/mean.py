@@ -217,12 +217,7 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
         "users": users,
         "dims": dims,
         "report_dims": report_dims,
-        "delta": plan.delta,
-        "deviation": plan.deviation,
-        "alpha": plan.alpha,
-        "l2_reference": plan.l2_reference,
-        "repeats": plan.repeats,
-        "seed": plan.seed,
+        **plan.record(),
         "chunk_users": resolved_chunk,
         "halfwidth": 1.0,
     }

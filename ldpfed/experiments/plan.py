@@ -85,6 +85,17 @@ class ExperimentPlan:
             study_rounds=study_rounds,
         )
 
+    def record(self) -> dict:
+        """The options every experiment's config records (beside its own data and sizes)."""
+        return {
+            "delta": self.delta,
+            "deviation": self.deviation,
+            "alpha": self.alpha,
+            "l2_reference": self.l2_reference,
+            "repeats": self.repeats,
+            "seed": self.seed,
+        }
+
 
 def study_errors(estimates: np.ndarray, truth: np.ndarray, rounds: int) -> np.ndarray:
     """The squared error (mean over coordinates) of each study's final estimate: `estimates`

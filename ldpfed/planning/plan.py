@@ -85,8 +85,33 @@ class PlanRow:
         return row
 
 
+class RankedPlan:
+    """What every task's plan shares: rows ranked best first, the table, and the guarantee's
+    coverage of participation (fields `rows`, `rounds`, `cap`, `participation`, `total`)."""
+
+    @property
+    def best(self):
+        return self.rows[0]
+
+    def frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame([row.to_dict() for row in self.rows])
+        frame.insert(0, "rank", np.arange(1, len(self.rows) + 1))
+        frame["recommended"] = frame["rank"] == 1
+        return frame
+
+    def coverage(self) -> str:
+        """Whom the total covers: a client in every round, unless the federation caps participation."""
+        taken = self.best.budget.taken
+        if self.cap is not None and taken < self.rounds:
+            return (
+                f"every client, each taking part in at most {taken} of the {self.rounds} rounds (the federation's cap)"
+            )
+        at = f" at participation {self.participation:g}" if self.participation < 1 else ""
+        return f"every client, even one that takes part in all {self.rounds} rounds (worst case{at})"
+
+
 @dataclass(frozen=True)
-class Plan:
+class Plan(RankedPlan):
     total: TotalBudget
     rounds: int
     accountant: str
@@ -100,29 +125,11 @@ class Plan:
     task: str = "mean"
     details: dict = field(default_factory=dict)  # task-specific facts for the summary (e.g. categories)
 
-    @property
-    def best(self) -> PlanRow:
-        return self.rows[0]
-
-    def frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame([row.to_dict() for row in self.rows])
-        frame.insert(0, "rank", np.arange(1, len(self.rows) + 1))
-        frame["recommended"] = frame["rank"] == 1
-        return frame
-
     def guarantee(self) -> str:
-        taken = self.best.budget.taken
-        cover = (
-            f"every client, each taking part in at most {taken} of the {self.rounds} rounds (the federation's cap)"
-            if self.cap is not None and taken < self.rounds
-            else f"every client, even one that takes part in all {self.rounds} rounds (worst case"
-            + (f" at participation {self.participation:g}" if self.participation < 1 else "")
-            + ")"
-        )
         delta = f", {self.total.delta:g}" if self.total.delta else ""
         return (
             f"({self.total.epsilon:g}{delta})-LDP per client under replace-one (any two inputs of a client), "
-            f"by the {self.accountant} accountant, for {cover}; client sampling gives no amplification "
+            f"by the {self.accountant} accountant, for {self.coverage()}; client sampling gives no amplification "
             "under local DP (each report protects its client on its own and the server sees who reported)"
         )
 

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
 import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as mechanisms
@@ -45,7 +44,7 @@ from ldpfed.planning.calibration import (
     rounds_taken,
     spent_by_accountant,
 )
-from ldpfed.planning.plan import participation_rate
+from ldpfed.planning.plan import RankedPlan, participation_rate
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.protocols.train import client_round_event, new_model, privatizer
 from ldpfed.training.parameters import flatten, get_weights
@@ -200,7 +199,7 @@ def noise_row(config: Config, budget: RoundBudget, dims: int, clients: int) -> T
 
 
 @dataclass(frozen=True)
-class TrainPlan:
+class TrainPlan(RankedPlan):
     total: TotalBudget
     rounds: int
     accountant: str
@@ -213,26 +212,10 @@ class TrainPlan:
     rows: list[TrainRow]
     excluded: list[dict] = field(default_factory=list)
 
-    @property
-    def best(self) -> TrainRow:
-        return self.rows[0]
-
-    def frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame([row.to_dict() for row in self.rows])
-        frame.insert(0, "rank", np.arange(1, len(self.rows) + 1))
-        frame["recommended"] = frame["rank"] == 1
-        return frame
-
     def guarantee(self) -> str:
-        taken = self.best.budget.taken
-        cover = (
-            f"each taking part in at most {taken} of the {self.rounds} rounds (the federation's cap)"
-            if self.cap is not None and taken < self.rounds
-            else f"even one that takes part in all {self.rounds} rounds (worst case)"
-        )
         return (
             f"({self.total.epsilon:g}, {self.total.delta:g})-LDP per client under replace-one (any two clipped "
-            f"updates), by each row's accountant, for every client, {cover}; client sampling gives no "
+            f"updates), by each row's accountant, for {self.coverage()}; client sampling gives no "
             "amplification under local DP"
         )
 
