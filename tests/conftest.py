@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # The environment as the test session started, before any in-process run changed it (an in-process
 # `simulate` sets Flower's and Ray's quiet variables for the rest of the process): tests that start
 # a command in a subprocess give it this one, as a user's shell would.
@@ -28,8 +30,48 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Stable reorder: every test without the `slow` marker before every test with it."""
+    """Stable reorder: every test without the `slow` marker before every test with it; the tests of
+    RAY_FILES form one xdist group (below)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+    for item in items:
+        if item.path.name in RAY_FILES:
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
+
+
+# ---- two workers, one Ray at a time ------------------------------------------------------------
+# The README's command runs the suite on two pytest-xdist workers (`-n 2`, `--dist loadgroup` in
+# pyproject.toml). Every test that starts Ray (a Flower federation in this process, or `ldpfed
+# simulate`, `flwr run`, a SuperLink in a subprocess) belongs to one group that a single worker runs
+# in file order, so two Ray clusters never compete for the two cores and the session's one Ray
+# start (below) stays one; xdist schedules the largest group first, so its worker starts with it
+# and the other worker takes every other test meanwhile. An in-process federation started by a
+# test outside these files fails that test (RayOutsideItsGroup), in every run, with or without
+# xdist; the subprocess starts are in test_simulate_stop.py, test_simulate.py and
+# test_deployment.py.
+RAY_GROUP = "ray"
+RAY_FILES = frozenset(
+    {
+        "test_client_app_cache.py",
+        "test_cohort_nodes.py",
+        "test_deployment.py",
+        "test_federated_ldpvec.py",
+        "test_node_reply_sum.py",
+        "test_simulate.py",
+        "test_simulate_frequency.py",
+        "test_simulate_stop.py",
+        "test_train_aggregation.py",
+    }
+)
+_running: list = [None]  # the test being set up, run or torn down
+
+
+class RayOutsideItsGroup(AssertionError):
+    """A test outside RAY_FILES started a federation on Ray."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _running[0] = item
 
 
 # ---- one Ray start per session -------------------------------------------------------------------
@@ -46,6 +88,9 @@ def pytest_sessionstart(session):
     original = runner.run_simulation
 
     def run_simulation_on_the_session_ray(*args, **kwargs):
+        item = _running[0]
+        if item is not None and item.path.name not in RAY_FILES:
+            raise RayOutsideItsGroup(f"{item.nodeid} starts Ray: add its file to RAY_FILES in tests/conftest.py")
         _defer_ray_shutdown().calls = 0
         return original(*args, **kwargs)
 
