@@ -30,23 +30,21 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Stable reorder: every test without the `slow` marker before every test with it; the tests of
-    RAY_FILES form one xdist group (below)."""
+    """Stable reorder: every test without the `slow` marker before every test with it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
-    for item in items:
-        if item.path.name in RAY_FILES:
-            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
 
 
 # ---- two workers, one Ray at a time ------------------------------------------------------------
-# The README's command runs the suite on two pytest-xdist workers (`-n 2`, `--dist loadgroup` in
-# pyproject.toml). Every test that starts Ray (a Flower federation in this process, or `ldpfed
-# simulate`, `flwr run`, a SuperLink in a subprocess) belongs to one group that a single worker runs
-# in file order, so two Ray clusters never compete for the two cores and the session's one Ray
-# start (below) stays one; xdist schedules the largest group first, so its worker starts with it
-# and the other worker takes every other test meanwhile. An in-process federation started by a
-# test outside these files fails that test (RayOutsideItsGroup), in every run, with or without
-# xdist; the subprocess starts are in test_simulate_stop.py, test_simulate.py and
+# The README's command runs the suite on two pytest-xdist workers (`-n 2`; `--dist loadgroup` is in
+# pyproject.toml). Every test of RAY_FILES (those that start Ray: a Flower federation in this
+# process, or `ldpfed simulate`, `flwr run`, a SuperLink in a subprocess) is one work unit that a
+# single worker runs in collection order, so two Ray clusters never compete for the two cores and
+# the session's one Ray start (above) stays one; xdist hands out the largest unit first, so one
+# worker starts with it and the other takes every other test meanwhile. The unit is made by the
+# scheduler below, not by `xdist_group` marks: xdist 3.8 writes a mark's group into `item._nodeid`,
+# which pytest 9.2 no longer reads, so the marks are silently ignored. An in-process federation
+# started by a test outside these files fails that test (RayOutsideItsGroup), in every run, with or
+# without xdist; the subprocess starts are in test_simulate_stop.py, test_simulate.py and
 # test_deployment.py.
 RAY_GROUP = "ray"
 RAY_FILES = frozenset(
@@ -62,6 +60,27 @@ RAY_FILES = frozenset(
         "test_train_aggregation.py",
     }
 )
+
+
+def work_unit(nodeid: str) -> str | None:
+    """RAY_GROUP for a test of RAY_FILES, else None (the test is a unit of its own)."""
+    return RAY_GROUP if Path(nodeid.split("::")[0]).name in RAY_FILES else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadgroup`: xdist's group scheduling, the units made by `work_unit`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RayGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid) or super()._split_scope(nodeid)
+
+    return RayGroupScheduling(config, log)
+
+
 _running: list = [None]  # the test being set up, run or torn down
 
 

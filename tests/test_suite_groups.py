@@ -4,7 +4,7 @@ beside another Ray on the second worker unnoticed."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from types import SimpleNamespace
 
 import conftest
 import pytest
@@ -19,25 +19,23 @@ def test_a_flower_run_outside_the_ray_files_fails_before_ray_starts():
         runner.run_simulation()  # refused before its arguments are read
 
 
-class Item:
-    def __init__(self, name: str, slow: bool = False) -> None:
-        self.path, self.marks = Path("tests") / name, [pytest.mark.slow.mark] if slow else []
+def test_the_ray_files_are_one_work_unit_of_the_two_workers():
+    """What xdist's scheduler gets from the conftest hook (`-n 2 --dist loadgroup`): every test of
+    the Ray files in one unit, every other test a unit of its own."""
+    options = {"dist": "loadgroup", "tx": ["popen", "popen"], "numprocesses": 2}
+    config = SimpleNamespace(getvalue=options.get, option=SimpleNamespace(**options))
+    scheduler = conftest.pytest_xdist_make_scheduler(config, None)
+    ray_tests = [f"tests/{name}::test_x[a-b]" for name in sorted(RAY_FILES)]
+    assert {scheduler._split_scope(nodeid) for nodeid in ray_tests} == {RAY_GROUP}
+    other = "tests/test_mechanisms.py::test_y[1]"
+    assert scheduler._split_scope(other) == other
+    assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue={"dist": "load"}.get), None) is None
 
-    def get_closest_marker(self, name):
-        return next((mark for mark in self.marks if mark.name == name), None)
 
-    def add_marker(self, marker):
-        self.marks.append(marker.mark)
-
-
-def test_the_ray_files_form_one_group_and_the_slow_tests_come_last():
-    ray_file = sorted(RAY_FILES)[0]
-    items = [Item(ray_file, slow=True), Item("test_mechanisms.py"), Item(ray_file)]
-    conftest.pytest_collection_modifyitems(None, items)
-    assert [(item.path.name, item.get_closest_marker("slow") is not None) for item in items] == [
-        ("test_mechanisms.py", False),
-        (ray_file, False),
-        (ray_file, True),
+def test_the_slow_tests_come_last():
+    items = [
+        SimpleNamespace(name="slow", get_closest_marker={"slow": True}.get),
+        SimpleNamespace(name="quick", get_closest_marker={}.get),
     ]
-    groups = [[mark.args[0] for mark in item.marks if mark.name == "xdist_group"] for item in items]
-    assert groups == [[], [RAY_GROUP], [RAY_GROUP]]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [item.name for item in items] == ["quick", "slow"]
