@@ -1,8 +1,10 @@
 """Suite-wide pytest settings: the fast tests run first, the `slow` ones last.
 
-`python -m pytest` (the README's and CI's command) runs everything, fast set first, so a broken
-capability shows up within the first minutes; `python -m pytest -m "not slow"` is the quick loop
-(every capability keeps a fast test there), `-m slow` the long federations alone.
+`python -m pytest -n 2` (the README's and CI's command) runs everything on two workers, one of
+them starting with the tests that start Ray (below) and the other taking the rest, fast set first,
+so a broken capability shows up within the first minutes; `python -m pytest -n 2 -m "not slow"` is
+the quick loop (every capability keeps a fast test there), `-m slow` the long federations alone.
+Without `-n` the suite runs in one process, in the same order.
 """
 
 from __future__ import annotations
@@ -36,35 +38,26 @@ def pytest_collection_modifyitems(config, items):
 
 # ---- two workers, one Ray at a time ------------------------------------------------------------
 # The README's command runs the suite on two pytest-xdist workers (`-n 2`; `--dist loadgroup` is in
-# pyproject.toml). Every test of RAY_FILES (those that start Ray: a Flower federation in this
-# process, or `ldpfed simulate`, `flwr run`, a SuperLink in a subprocess) is one work unit that a
-# single worker runs in collection order, so two Ray clusters never compete for the two cores and
-# the session's one Ray start (above) stays one; xdist hands out the largest unit first, so one
-# worker starts with it and the other takes every other test meanwhile. The unit is made by the
-# scheduler below, not by `xdist_group` marks: xdist 3.8 writes a mark's group into `item._nodeid`,
-# which pytest 9.2 no longer reads, so the marks are silently ignored. An in-process federation
-# started by a test outside these files fails that test (RayOutsideItsGroup), in every run, with or
-# without xdist; the subprocess starts are in test_simulate_stop.py, test_simulate.py and
-# test_deployment.py.
+# pyproject.toml). Every test that starts Ray (a Flower federation in this process, or `ldpfed
+# simulate`, `flwr run`, a SuperLink in a subprocess) is in one work unit that a single worker runs
+# in collection order, so two Ray clusters never compete for the two cores and the session's one
+# Ray start (above) stays one; xdist hands out the largest unit first, so one worker starts with it
+# and the other takes every other test meanwhile. The unit is known from the test id alone (xdist's
+# controller sees nothing else): every test of RAY_FILES, and every test named after Flower
+# (`flower` or `flwr` in its name). It is made by the scheduler below, not by `xdist_group` marks:
+# xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2 no longer reads, so the
+# marks are silently ignored. A test outside the unit that starts a federation in this process
+# fails (RayOutsideItsGroup), in every run, with or without xdist.
 RAY_GROUP = "ray"
-RAY_FILES = frozenset(
-    {
-        "test_client_app_cache.py",
-        "test_cohort_nodes.py",
-        "test_deployment.py",
-        "test_federated_ldpvec.py",
-        "test_node_reply_sum.py",
-        "test_simulate.py",
-        "test_simulate_frequency.py",
-        "test_simulate_stop.py",
-        "test_train_aggregation.py",
-    }
-)
+RAY_FILES = frozenset({"test_deployment.py", "test_simulate_stop.py"})  # processes that start Ray
+RAY_NAMES = ("flower", "flwr")
 
 
 def work_unit(nodeid: str) -> str | None:
-    """RAY_GROUP for a test of RAY_FILES, else None (the test is a unit of its own)."""
-    return RAY_GROUP if Path(nodeid.split("::")[0]).name in RAY_FILES else None
+    """RAY_GROUP for a test that starts Ray, else None (the test is a unit of its own)."""
+    path, _, name = nodeid.partition("::")
+    name = name.lower()
+    return RAY_GROUP if Path(path).name in RAY_FILES or any(word in name for word in RAY_NAMES) else None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -85,7 +78,7 @@ _running: list = [None]  # the test being set up, run or torn down
 
 
 class RayOutsideItsGroup(AssertionError):
-    """A test outside RAY_FILES started a federation on Ray."""
+    """A test outside the Ray unit started a federation on Ray."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -108,8 +101,8 @@ def pytest_sessionstart(session):
 
     def run_simulation_on_the_session_ray(*args, **kwargs):
         item = _running[0]
-        if item is not None and item.path.name not in RAY_FILES:
-            raise RayOutsideItsGroup(f"{item.nodeid} starts Ray: add its file to RAY_FILES in tests/conftest.py")
+        if item is not None and work_unit(item.nodeid) is None:
+            raise RayOutsideItsGroup(f"{item.nodeid} starts Ray: name it after Flower (tests/conftest.py)")
         _defer_ray_shutdown().calls = 0
         return original(*args, **kwargs)
 
