@@ -44,12 +44,13 @@ def pytest_collection_modifyitems(config, items):
 # Ray start (above) stays one; xdist hands out the largest unit first, so one worker starts with it
 # and the other takes every other test meanwhile. The unit is known from the test id alone (xdist's
 # controller sees nothing else): every test of RAY_FILES, and every test named after Flower
-# (`flower` or `flwr` in its name). It is made by the scheduler below, not by `xdist_group` marks:
-# xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2 no longer reads, so the
-# marks are silently ignored. A test outside the unit that starts a federation in this process
-# fails (RayOutsideItsGroup), in every run, with or without xdist.
+# (`flower` or `flwr` in its name: test_simulate_stop.py's Flower cases are, its local ones not).
+# It is made by the scheduler below, not by `xdist_group` marks: xdist 3.8 writes a mark's group
+# into `item._nodeid`, which pytest 9.2 no longer reads, so the marks are silently ignored. A test
+# outside the unit that starts a federation in this process fails (RayOutsideItsGroup), in every
+# run, with or without xdist.
 RAY_GROUP = "ray"
-RAY_FILES = frozenset({"test_deployment.py", "test_simulate_stop.py"})  # processes that start Ray
+RAY_FILES = frozenset({"test_deployment.py"})  # a SuperLink, SuperNodes and `flwr run` processes
 RAY_NAMES = ("flower", "flwr")
 
 
