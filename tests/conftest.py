@@ -37,18 +37,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 # ---- two workers, one Ray at a time ------------------------------------------------------------
-# The README's command runs the suite on two pytest-xdist workers (`-n 2`; `--dist loadgroup` is in
-# pyproject.toml). Every test that starts Ray (a Flower federation in this process, or `ldpfed
-# simulate`, `flwr run`, a SuperLink in a subprocess) is in one work unit that a single worker runs
-# in collection order, so two Ray clusters never compete for the two cores and the session's one
-# Ray start (above) stays one; xdist hands out the largest unit first, so one worker starts with it
-# and the other takes every other test meanwhile. The unit is known from the test id alone (xdist's
-# controller sees nothing else): every test of RAY_FILES, and every test named after Flower
-# (`flower` or `flwr` in its name: test_simulate_stop.py's Flower cases are, its local ones not).
-# It is made by the scheduler below, not by `xdist_group` marks: xdist 3.8 writes a mark's group
-# into `item._nodeid`, which pytest 9.2 no longer reads, so the marks are silently ignored. A test
-# outside the unit that starts a federation in this process fails (RayOutsideItsGroup), in every
-# run, with or without xdist.
+# The README's command runs the suite on two pytest-xdist workers (`-n 2`, whose `load` distribution
+# the scheduler below replaces, as it does `--dist loadgroup`). Every test that starts Ray (a Flower
+# federation in this process, or `ldpfed simulate`, `flwr run`, a SuperLink in a subprocess) is in
+# one work unit that a single worker runs in collection order, so two Ray clusters never compete for
+# the two cores and the session's one Ray start (above) stays one; xdist hands out the largest unit
+# first, so one worker starts with it and the other takes every other test meanwhile. The unit is
+# known from the test id alone (xdist's controller sees nothing else): every test of RAY_FILES, and
+# every test named after Flower (`flower` or `flwr` in its name: test_simulate_stop.py's Flower
+# cases are, its local ones not). It is made by the scheduler below, not by `xdist_group` marks:
+# xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2 no longer reads, so the
+# marks are silently ignored. A test outside the unit that starts a federation in this process fails
+# (RayOutsideItsGroup), in every run, with or without xdist.
 RAY_GROUP = "ray"
 RAY_FILES = frozenset({"test_deployment.py"})  # a SuperLink, SuperNodes and `flwr run` processes
 RAY_NAMES = ("flower", "flwr")
@@ -63,8 +63,9 @@ def work_unit(nodeid: str) -> str | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """With `--dist loadgroup`: xdist's group scheduling, the units made by `work_unit`."""
-    if config.getvalue("dist") != "loadgroup":
+    """With `-n N` (xdist's `load` distribution) or `--dist loadgroup`: xdist's group scheduling, the
+    units made by `work_unit`; any other distribution is xdist's own."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
         return None
     from xdist.scheduler import LoadGroupScheduling
 

@@ -20,9 +20,9 @@ def test_a_federation_outside_the_ray_unit_fails_before_ray_starts():
 
 
 def test_the_ray_files_are_one_work_unit_of_the_two_workers():
-    """What xdist's scheduler gets from the conftest hook (`-n 2 --dist loadgroup`): every test of
-    the Ray files in one unit, every other test a unit of its own."""
-    options = {"dist": "loadgroup", "tx": ["popen", "popen"], "numprocesses": 2}
+    """What xdist's scheduler gets from the conftest hook (`-n 2`, xdist's `load` distribution): every
+    test of the Ray files in one unit, every other test a unit of its own."""
+    options = {"dist": "load", "tx": ["popen", "popen"], "numprocesses": 2}
     config = SimpleNamespace(getvalue=options.get, option=SimpleNamespace(**options))
     scheduler = conftest.pytest_xdist_make_scheduler(config, None)
     ray_tests = [f"tests/{name}::test_x[a-b]" for name in sorted(RAY_FILES)]
@@ -30,7 +30,7 @@ def test_the_ray_files_are_one_work_unit_of_the_two_workers():
     assert {scheduler._split_scope(nodeid) for nodeid in ray_tests} == {RAY_GROUP}
     for other in ("tests/test_mechanisms.py::test_y[1]", "tests/test_simulate.py::test_local_engine"):
         assert scheduler._split_scope(other) == other
-    assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue={"dist": "load"}.get), None) is None
+    assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue={"dist": "loadfile"}.get), None) is None
 
 
 def test_the_slow_tests_come_last():
