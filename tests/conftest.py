@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config, items):
 # marks are silently ignored. A test outside the unit that starts a federation in this process fails
 # (RayOutsideItsGroup), in every run, with or without xdist.
 RAY_GROUP = "ray"
-RAY_FILES = frozenset({"test_deployment.py"})  # a SuperLink, SuperNodes and `flwr run` processes
+# processes that start Ray: a SuperLink, SuperNodes and `flwr run`; a Ray cluster of two nodes
+RAY_FILES = frozenset({"test_deployment.py", "test_ray_cluster.py"})
 RAY_NAMES = ("flower", "flwr")
 
 
