@@ -1,8 +1,10 @@
 """Suite-wide pytest settings: the fast tests run first, the `slow` ones last.
 
-`python -m pytest` (the README's and CI's command) runs everything, fast set first, so a broken
-capability shows up within the first minutes; `python -m pytest -m "not slow"` is the quick loop
-(every capability keeps a fast test there), `-m slow` the long federations alone.
+`python -m pytest -n 2` (the README's and CI's command) runs everything on two workers, one of
+them starting with the tests that start Ray (below) and the other taking the rest, fast set first,
+so a broken capability shows up within the first minutes; `python -m pytest -n 2 -m "not slow"` is
+the quick loop (every capability keeps a fast test there), `-m slow` the long federations alone.
+Without `-n` the suite runs in one process, in the same order.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 # The environment as the test session started, before any in-process run changed it (an in-process
 # `simulate` sets Flower's and Ray's quiet variables for the rest of the process): tests that start
@@ -32,6 +36,59 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
 
 
+# ---- two workers, one Ray at a time ------------------------------------------------------------
+# The README's command runs the suite on two pytest-xdist workers (`-n 2`, whose `load` distribution
+# the scheduler below replaces, as it does `--dist loadgroup`). Every test that starts Ray (a Flower
+# federation in this process, or `ldpfed simulate`, `flwr run`, a SuperLink in a subprocess) is in
+# one work unit that a single worker runs in collection order, so two Ray clusters never compete for
+# the two cores and the session's one Ray start (above) stays one; xdist hands out the largest unit
+# first, so one worker starts with it and the other takes every other test meanwhile. The unit is
+# known from the test id alone (xdist's controller sees nothing else): every test of RAY_FILES, and
+# every test named after Flower (`flower` or `flwr` in its name: test_simulate_stop.py's Flower
+# cases are, its local ones not). It is made by the scheduler below, not by `xdist_group` marks:
+# xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2 no longer reads, so the
+# marks are silently ignored. A test outside the unit that starts a federation in this process fails
+# (RayOutsideItsGroup), in every run, with or without xdist.
+RAY_GROUP = "ray"
+# processes that start Ray: a SuperLink, SuperNodes and `flwr run`; a Ray cluster of two nodes
+RAY_FILES = frozenset({"test_deployment.py", "test_ray_cluster.py"})
+RAY_NAMES = ("flower", "flwr")
+
+
+def work_unit(nodeid: str) -> str | None:
+    """RAY_GROUP for a test that starts Ray, else None (the test is a unit of its own)."""
+    path, _, name = nodeid.partition("::")
+    name = name.lower()
+    return RAY_GROUP if Path(path).name in RAY_FILES or any(word in name for word in RAY_NAMES) else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With `-n N` (xdist's `load` distribution) or `--dist loadgroup`: xdist's group scheduling, the
+    units made by `work_unit`; any other distribution is xdist's own."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RayGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid) or super()._split_scope(nodeid)
+
+    return RayGroupScheduling(config, log)
+
+
+_running: list = [None]  # the test being set up, run or torn down
+
+
+class RayOutsideItsGroup(AssertionError):
+    """A test outside the Ray unit started a federation on Ray."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _running[0] = item
+
+
 # ---- one Ray start per session -------------------------------------------------------------------
 # Flower's Ray backend starts Ray when it is not running and shuts it down after every simulation;
 # each start costs seconds of CPU (GCS, raylet, agents) on a 2-core machine. In the suite the first
@@ -46,6 +103,9 @@ def pytest_sessionstart(session):
     original = runner.run_simulation
 
     def run_simulation_on_the_session_ray(*args, **kwargs):
+        item = _running[0]
+        if item is not None and work_unit(item.nodeid) is None:
+            raise RayOutsideItsGroup(f"{item.nodeid} starts Ray: name it after Flower (tests/conftest.py)")
         _defer_ray_shutdown().calls = 0
         return original(*args, **kwargs)
 

@@ -332,22 +332,21 @@ def test_chunk_size_is_bounded_by_the_memory_budget():
 
 
 # ---- under Flower ------------------------------------------------------------------------------
-@pytest.mark.slow  # two Ray federations: about a minute
-def test_flower_runs_with_1_2_and_n_nodes_agree():
-    """Flower with 2 and N nodes gives the local engine's run with 1 node, key for key: the local
-    engine runs the same node halves without Flower and its results do not depend on K (tests
-    above), so a client mapped to the wrong Flower node, lost or run twice shows up here."""
+@pytest.mark.slow  # a Ray federation: tens of seconds
+def test_flower_runs_with_1_and_n_nodes_agree():
+    """Flower with N nodes (one client each) gives the local engine's run with 1 node, key for key:
+    the local engine runs the same node halves without Flower and its results do not depend on K
+    (tests above), so a client mapped to the wrong Flower node, lost or run twice shows up here.
+    Flower with 2 nodes equals the local engine in test_node_reply_sum.py (train, summed replies),
+    test_client_app_cache.py (mean) and test_train_aggregation.py (train, as many nodes as CPUs)."""
     from simulations.federation import run
 
     options = {"rounds": 1, "fail-clients": "4"}
     local = run(train_config(nodes=1, **options), noise_seed=NOISE_SEED)
-    summaries = [
-        run(train_config(engine="flower", nodes=nodes, **options), noise_seed=NOISE_SEED) for nodes in (2, CLIENTS)
-    ]
-    for summary in summaries:
-        assert summary["engine"] == "flower"
-        for key in ("final_loss", "mean_measured_squared_distance", "clients_replied_total", "failure_reasons"):
-            assert summary[key] == local[key], key
+    summary = run(train_config(engine="flower", nodes=CLIENTS, **options), noise_seed=NOISE_SEED)
+    assert summary["engine"] == "flower"
+    for key in ("final_loss", "mean_measured_squared_distance", "clients_replied_total", "failure_reasons"):
+        assert summary[key] == local[key], key
     assert local["clients_replied_total"] >= 3
 
 
