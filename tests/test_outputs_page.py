@@ -35,7 +35,9 @@ RUNS = {
     "simulate shuffle": (
         "simulate --trust shuffle --engine local --users 5000 --dims 2 --clients 2 --rounds 1 --epsilon 1"
     ).split(),
-    "compare trust": "compare --trust local,shuffle --users 5000 --dims 2 --clients 2 --rounds 1 -e 2".split(),
+    "compare trust": (
+        "compare --trust local,shuffle --users 5000 --dims 2 --clients 2 --rounds 1 --engine local -e 2"
+    ).split(),
     "predict mean": ["predict", "-m", "laplace", "-e", "1", "--confidence", "0.9"],
     "predict frequency": ["predict", "--task", "frequency", "-m", "grr,oue", "-e", "1", "--users", "300"],
     "compare frequency": ["compare", "--task", "frequency", "-m", "grr", "-e", "1", "--users", "300", "--repeats", "1"],

@@ -217,7 +217,20 @@ def test_shuffle_eps0_is_capped_by_the_bounds_condition():
 
 
 def test_compare_trust_runs_local_and_shuffle_side_by_side(tmp_path):
-    args = ["--trust", "local,shuffle", "--users", "5000", "--dims", "2", "--clients", "2", "--rounds", "2"]
+    args = [
+        "--trust",
+        "local,shuffle",
+        "--users",
+        "5000",
+        "--dims",
+        "2",
+        "--clients",
+        "2",
+        "--rounds",
+        "2",
+        "--engine",
+        "local",
+    ]
     result = runner.invoke(app, ["compare", *args, "--epsilons", "1,4", "--out", str(tmp_path / "cmp"), "--json"])
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(tmp_path / "cmp" / "trust.csv")
