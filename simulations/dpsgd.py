@@ -64,6 +64,7 @@ from ldpfed.gradient_noise import GUARANTEE_FAILS
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.protocols.seeds import fresh_secret
 from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+from simulations.mia import member_split, membership_inference
 
 PERTURBATIONS = ("numeric", "geodp", "none", *gradient_noises.available())
 ACCOUNTANT = "rdp (ldpfed.accounting: dp_accounting RdpAccountant)"
@@ -468,8 +469,6 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
     data, x_all, y_all = load(config)
     members = None
     if mia:
-        from simulations.mia import member_split
-
         members = member_split(int(y_all.numel()), config.seed)
         result = train(
             config,
@@ -501,9 +500,13 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
         "noise_sd": _noise_sd(config, result["geodp"], result["parameters"], result["noise"]),
     }
     if mia:
-        from simulations.mia import membership_inference
 
-        summary["mia"] = membership_inference(config, data, x_all, y_all, members, result["model"], shadows=shadows)
+        def train_shadow(x, y, seed):
+            return train(config, data, x, y, seed=seed, noise_seed=seed)["model"]
+
+        summary["mia"] = membership_inference(
+            train_shadow, config.seed, x_all, y_all, members, result["model"], shadows=shadows
+        )
     summary["elapsed_s"] = time.perf_counter() - started
     return summary
 

@@ -17,6 +17,7 @@ with a 95% interval from the Hanley–McNeil standard error. Chance is 50% accur
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.stats import beta as beta_distribution
@@ -87,18 +88,20 @@ def evaluate_attack(scores, is_member, rng: np.random.Generator) -> dict:
     return result
 
 
-def membership_inference(config, data, x_all, y_all, members: np.ndarray, model, *, shadows: int = 8) -> dict:
-    """Both attacks on the target `model` trained on the examples where `members` is True."""
-    from simulations.dpsgd import train
-
+def membership_inference(
+    train_shadow: Callable, seed: int, x_all, y_all, members: np.ndarray, model, *, shadows: int = 8
+) -> dict:
+    """Both attacks on the target `model` trained on the examples where `members` is True.
+    `train_shadow(x, y, seed)` trains one of the attacker's reference models as the target was
+    trained (the attacker knows the training code), from the attacker's own `seed`."""
     n = len(members)
     loss, phi = example_scores(model, x_all, y_all)
     shadow_phi, shadow_in = np.empty((shadows, n)), np.empty((shadows, n), dtype=bool)
     for k in range(shadows):
-        seed = int(np.random.SeedSequence(config.seed, spawn_key=(MIA_STREAM, k + 1)).generate_state(1)[0])
-        shadow_in[k] = member_split(n, seed)
+        shadow_seed = int(np.random.SeedSequence(seed, spawn_key=(MIA_STREAM, k + 1)).generate_state(1)[0])
+        shadow_in[k] = member_split(n, shadow_seed)
         # the attacker's own reference models: its own randomness, reproducible from the run's seed
-        shadow = train(config, data, x_all[shadow_in[k]], y_all[shadow_in[k]], seed=seed, noise_seed=seed)["model"]
+        shadow = train_shadow(x_all[shadow_in[k]], y_all[shadow_in[k]], shadow_seed)
         shadow_phi[k] = example_scores(shadow, x_all, y_all)[1]
     out = ~shadow_in  # references that did not train on the example
     count_out = out.sum(axis=0)
@@ -109,7 +112,7 @@ def membership_inference(config, data, x_all, y_all, members: np.ndarray, model,
     mean_out = np.where(count_out > 0, mean_out, np.sum(np.where(out, shadow_phi, 0.0)) / max(int(count_out.sum()), 1))
     sd_out = np.where(count_out > 1, np.maximum(np.sqrt(var_out), 1e-3), max(pooled_sd, 1e-3))
     lira = (phi - mean_out) / sd_out
-    rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(MIA_STREAM, 0)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(MIA_STREAM, 0)))
     return {
         "members": int(members.sum()),
         "non_members": int(n - members.sum()),

@@ -39,26 +39,33 @@ def pytest_collection_modifyitems(config, items):
 # ---- two workers, one Ray at a time ------------------------------------------------------------
 # The README's command runs the suite on two pytest-xdist workers (`-n 2`, whose `load` distribution
 # the scheduler below replaces, as it does `--dist loadgroup`). Every test that starts Ray (a Flower
-# federation in this process, or `ldpfed simulate`, `flwr run`, a SuperLink in a subprocess) is in
-# one work unit that a single worker runs in collection order, so two Ray clusters never compete for
-# the two cores and the session's one Ray start (above) stays one; xdist hands out the largest unit
-# first, so one worker starts with it and the other takes every other test meanwhile. The unit is
-# known from the test id alone (xdist's controller sees nothing else): every test of RAY_FILES, and
-# every test named after Flower (`flower` or `flwr` in its name: test_simulate_stop.py's Flower
-# cases are, its local ones not). It is made by the scheduler below, not by `xdist_group` marks:
-# xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2 no longer reads, so the
-# marks are silently ignored. A test outside the unit that starts a federation in this process fails
-# (RayOutsideItsGroup), in every run, with or without xdist.
+# federation in this process, or `ldpfed simulate`, `flwr run` in a subprocess) is in one work unit
+# that a single worker runs in collection order (the deployment tests are another), so two Ray
+# clusters never compete for the two cores and the session's one Ray start (above) stays one; xdist
+# hands out the largest unit first, so one worker starts with it and the other takes every other
+# test meanwhile. The unit is known from the test id alone (xdist's controller sees nothing else):
+# every test of RAY_FILES, and every test named after Flower (`flower` or `flwr` in its name:
+# test_simulate_stop.py's Flower cases are, its local ones not). It is made by the scheduler below,
+# not by `xdist_group` marks: xdist 3.8 writes a mark's group into `item._nodeid`, which pytest 9.2
+# no longer reads, so the marks are silently ignored. A test outside the unit that starts a
+# federation in this process fails (RayOutsideItsGroup), in every run, with or without xdist.
 RAY_GROUP = "ray"
-# processes that start Ray: a SuperLink, SuperNodes and `flwr run`; a Ray cluster of two nodes
-RAY_FILES = frozenset({"test_deployment.py", "test_ray_cluster.py"})
+RAY_FILES = frozenset({"test_ray_cluster.py"})  # a Ray cluster of two nodes
 RAY_NAMES = ("flower", "flwr")
+# The deployment tests share one SuperLink and its SuperNodes (a module fixture), so they are one unit
+# too; their processes run ClientApps in subprocesses, not on Ray, so the unit runs beside the Ray unit
+# (much of its time is waiting for Flower's heartbeats and process starts).
+DEPLOYMENT_GROUP = "deployment"
+DEPLOYMENT_FILES = frozenset({"test_deployment.py"})
 
 
 def work_unit(nodeid: str) -> str | None:
-    """RAY_GROUP for a test that starts Ray, else None (the test is a unit of its own)."""
+    """RAY_GROUP for a test that starts Ray, DEPLOYMENT_GROUP for the deployment tests, else None
+    (the test is a unit of its own)."""
     path, _, name = nodeid.partition("::")
     name = name.lower()
+    if Path(path).name in DEPLOYMENT_FILES:
+        return DEPLOYMENT_GROUP
     return RAY_GROUP if Path(path).name in RAY_FILES or any(word in name for word in RAY_NAMES) else None
 
 

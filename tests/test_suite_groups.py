@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import conftest
 import pytest
-from conftest import RAY_FILES, RAY_GROUP, RayOutsideItsGroup
+from conftest import DEPLOYMENT_GROUP, RAY_FILES, RAY_GROUP, RayOutsideItsGroup
 
 import simulations.runner as runner
 
@@ -28,6 +28,8 @@ def test_the_ray_files_are_one_work_unit_of_the_two_workers():
     ray_tests = [f"tests/{name}::test_x[a-b]" for name in sorted(RAY_FILES)]
     ray_tests += ["tests/test_simulate.py::test_flwr_run_x", "tests/test_x.py::test_y_under_flower[Flower-z]"]
     assert {scheduler._split_scope(nodeid) for nodeid in ray_tests} == {RAY_GROUP}
+    deployment = ("tests/test_deployment.py::test_tls", "tests/test_deployment.py::test_a_node_killed_x")
+    assert {scheduler._split_scope(nodeid) for nodeid in deployment} == {DEPLOYMENT_GROUP}
     for other in ("tests/test_mechanisms.py::test_y[1]", "tests/test_simulate.py::test_local_engine"):
         assert scheduler._split_scope(other) == other
     assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue={"dist": "loadfile"}.get), None) is None
