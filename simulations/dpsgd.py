@@ -63,7 +63,7 @@ from ldpfed.directional.geodp import (
 from ldpfed.gradient_noise import GUARANTEE_FAILS
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.protocols.seeds import fresh_secret
-from ldpfed.validation import LDPValueError, check_fraction, check_positive, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_fraction, check_positive, check_positive_int
 from simulations.mia import member_split, membership_inference
 
 PERTURBATIONS = ("numeric", "geodp", "none", *gradient_noises.available())
@@ -108,11 +108,11 @@ class DPSGDConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda key, value: object.__setattr__(self, key, value)  # noqa: E731
-        perturbation = str(self.perturbation).strip().lower()
+        perturbation = canonical_name(self.perturbation)
         if perturbation not in PERTURBATIONS:
             raise LDPValueError(f"perturbation must be one of {PERTURBATIONS}, got {self.perturbation!r}")
         set_("perturbation", perturbation)
-        sampling = str(self.sampling).strip().lower()
+        sampling = canonical_name(self.sampling)
         if sampling not in SAMPLINGS:
             raise LDPValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
         set_("sampling", sampling)

@@ -56,7 +56,7 @@ from ldpfed.accounting.library import dp_event
 from ldpfed.accounting.optimal_composition import composed_epsilon
 from ldpfed.samplers.float_slack import NONE as NO_SLACK
 from ldpfed.samplers.float_slack import FloatSlack, composed_slack
-from ldpfed.validation import LDPValueError, check_fraction, check_memory, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_fraction, check_memory, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
@@ -423,7 +423,7 @@ def register_accountant(cls: type[Accountant]) -> None:
 
 def create_accountant(name: str) -> Accountant:
     """A fresh accountant by name (basic, advanced, rdp, pld)."""
-    key = str(name).strip().lower()
+    key = canonical_name(name)
     if key not in ACCOUNTANTS:
         raise LDPValueError(f"unknown accountant {name!r}; available: {', '.join(ACCOUNTANTS)}")
     return ACCOUNTANTS[key]()

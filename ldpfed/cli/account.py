@@ -42,7 +42,7 @@ def plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accou
     """T steps of PLRV-O (gradient-noise.md, PLRV-O) by the joint, paper or rdp accountant."""
     if None in (k, theta, dims):
         raise LDPValueError("plrvo needs --k, --theta and --dims (and --clip, --sample-rate)")
-    accountant = "joint" if accountant is None else str(accountant).strip().lower()
+    accountant = "joint" if accountant is None else canonical_name(accountant)
     if accountant not in PLRVO_ACCOUNTANTS:
         raise LDPValueError(f"plrvo's --accountant must be one of {', '.join(PLRVO_ACCOUNTANTS)}, got {accountant!r}")
     noise = PLRVO(

@@ -63,7 +63,14 @@ import ldpfed.directional.windows as win
 from ldpfed.accounting import create_accountant
 from ldpfed.directional.spherical import from_spherical, to_spherical
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
-from ldpfed.validation import LDPValueError, check_fraction, check_generator, check_positive, check_positive_int
+from ldpfed.validation import (
+    LDPValueError,
+    canonical_name,
+    check_fraction,
+    check_generator,
+    check_positive,
+    check_positive_int,
+)
 
 SAMPLINGS = ("poisson", "shuffle")
 PERTURBATIONS = ("numeric", "geodp")
@@ -98,7 +105,7 @@ class GeoDP:
         object.__setattr__(self, "batch_size", check_positive_int(self.batch_size, "batch_size"))
         object.__setattr__(self, "beta", win.check_beta(self.beta))
         object.__setattr__(self, "window", win.check_window(self.window))
-        sampler = str(self.sampler).strip().lower()
+        sampler = canonical_name(self.sampler)
         if sampler not in SAMPLERS:
             raise LDPValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         object.__setattr__(self, "sampler", sampler)

@@ -48,7 +48,7 @@ from ldpfed.directional.spherical import exact_sin_cos, from_spherical, to_spher
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.samplers.safe_grid import rounding_variance
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_generator, check_positive
+from ldpfed.validation import LDPValueError, canonical_name, check_delta, check_epsilon, check_generator, check_positive
 
 MAGNITUDES = ("split", "normalize", "exact-unsafe")
 GAUSSIAN = "gaussian"
@@ -194,7 +194,7 @@ class LDPVec:
         set_("beta", win.check_beta(self.beta))
         set_("window", win.check_window(self.window))
         set_("rotation", rot.check_rotation(self.rotation))
-        magnitude = str(self.magnitude).strip().lower()
+        magnitude = canonical_name(self.magnitude)
         if magnitude not in MAGNITUDES:
             raise LDPValueError(f"magnitude must be one of {MAGNITUDES}, got {self.magnitude!r}")
         set_("magnitude", magnitude)
@@ -213,7 +213,7 @@ class LDPVec:
         """gaussian: the angle noise's sampler, the base mechanism's `sampler` option (default safe)."""
         if self.base != GAUSSIAN:
             return None
-        return str(self.options.get("sampler", "safe")).strip().lower()
+        return canonical_name(self.options.get("sampler", "safe"))
 
     @property
     def name(self) -> str:

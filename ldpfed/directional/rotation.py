@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError
+from ldpfed.validation import LDPValueError, canonical_name
 
 ROTATIONS = ("none", "hadamard")
 
 
 def check_rotation(rotation: str) -> str:
-    key = str(rotation).strip().lower()
+    key = canonical_name(rotation)
     if key not in ROTATIONS:
         raise LDPValueError(f"rotation must be one of {ROTATIONS}, got {rotation!r}")
     return key

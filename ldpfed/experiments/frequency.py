@@ -33,7 +33,7 @@ from ldpfed.experiments.plan import ExperimentPlan, joined_config, study_errors,
 from ldpfed.frequency.categorical import AttributeOracles
 from ldpfed.protocols import seeds
 from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
-from ldpfed.validation import check_report_dims
+from ldpfed.validation import canonical_name, check_report_dims
 
 DEFAULT_FREQUENCY_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein", SimplexProjection.name)
 
@@ -85,7 +85,7 @@ def build_oracles(
 
 
 def _is_approximate(name: str) -> bool:
-    key = str(name).strip().lower()
+    key = canonical_name(name)
     return key not in ("grr", "oue") and mechanisms.get_class(key).approximate
 
 

@@ -28,14 +28,14 @@ import ldpfed.frequency.oracles as frequency_oracles
 import ldpfed.mechanisms as mechanisms
 from ldpfed.frequency.oracles import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding
 from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
-from ldpfed.validation import LDPValueError, check_epsilon, check_report_dims
+from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
 
 COUNTING_ORACLES = ("grr", "oue")
 
 
 def oracle_kind(name: str) -> str:
     """ "grr", "oue", or "histogram" (any scalar mechanism name, histogram-encoded)."""
-    key = str(name).strip().lower()
+    key = canonical_name(name)
     if key in COUNTING_ORACLES:
         return key
     if key == "histogram":

@@ -17,7 +17,7 @@ from ldpfed.gradient_noise.profile import check_profile, layer_profile
 from ldpfed.gradient_noise.r1smg import R1SMG
 from ldpfed.registry import Registry
 from ldpfed.samplers.plrvo_safe import SafeLaw
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 _REGISTRY: Registry[type[GradientNoise]] = Registry(
     "gradient noise", (InidGaussian, InidLaplace, R1SMG, ProductNoise, PLRVO)
@@ -51,9 +51,9 @@ def calibrate(
     key = cls.name
     if k is not None and key != "product-noise":
         raise LDPValueError(f"--k is a parameter of product-noise, not of {key}")
-    if sampler is not None and str(sampler).strip().lower() not in cls.samplers:
+    if sampler is not None and canonical_name(sampler) not in cls.samplers:
         raise LDPValueError(f"{key} has the sampler(s) {', '.join(cls.samplers)}, got {sampler!r}")
-    options = {} if sampler is None else {"sampler": str(sampler).strip().lower()}
+    options = {} if sampler is None else {"sampler": canonical_name(sampler)}
     if key in ("inid-gaussian", "inid-laplace"):
         if profile is None:
             if dims is None:

@@ -43,7 +43,7 @@ from ldpfed.accounting import (
     legacy_event,
 )
 from ldpfed.frequency.categorical import COUNTING_ORACLES, oracle_kind
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 RELATIVE_TOLERANCE = 1e-6  # of the per-round eps: the plan's figure is at most this far below the optimum
 BASIC_DELTA_MARGIN = 1e-9  # k rounds of delta/k must not exceed delta by float rounding
@@ -102,7 +102,7 @@ def round_delta(total: TotalBudget, taken: int, accountant: str) -> float:
 def round_kind(mechanism: str) -> tuple[str, bool]:
     """(canonical name, approximate?) of a scalar randomizer, a frequency oracle (grr, oue) or a
     gradient noise; an unknown name fails, listing the randomizers."""
-    key = str(mechanism).strip().lower()
+    key = canonical_name(mechanism)
     if key in COUNTING_ORACLES:
         return oracle_kind(key), False
     if key in gradient_noise.available():

@@ -36,7 +36,7 @@ from ldpfed.analysis import predict
 from ldpfed.analysis.frequency import recalibrated_mse
 from ldpfed.analysis.moments import ColumnMoments
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
-from ldpfed.validation import LDPValueError, check_positive_int, check_report_dims
+from ldpfed.validation import LDPValueError, canonical_name, check_positive_int, check_report_dims
 
 DEFAULT_AGGREGATORS = ("hdr4me",)
 CURVE_ROUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
@@ -160,7 +160,7 @@ def candidate_report_dims(dims: int, report_dims) -> list[int]:
     """The m to try: the given one, d when None, or with 'auto' 1, 2, 4, ... below d and d."""
     if report_dims is None:
         return [dims]
-    if str(report_dims).strip().lower() == "auto":
+    if canonical_name(report_dims) == "auto":
         powers = [2**k for k in range(int(math.log2(dims)) + 1) if 2**k < dims]
         return powers + [dims]
     try:

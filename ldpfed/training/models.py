@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 MODEL_NAMES = ("logreg", "mlp", "cnn")
 MLP_HIDDEN = 200
@@ -30,7 +30,7 @@ CNN_FC = 50
 
 def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> nn.Module:
     """The model `name` for inputs of `input_shape` (without batch axis) and `num_classes` outputs."""
-    key = str(name).strip().lower()
+    key = canonical_name(name)
     if key not in MODEL_NAMES:
         raise LDPValueError(f"unknown model {name!r}; available: {', '.join(MODEL_NAMES)}")
     shape = tuple(int(s) for s in input_shape)
