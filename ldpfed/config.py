@@ -49,6 +49,8 @@ from ldpfed.data.partition import PARTITION_SCHEMES
 from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
 from ldpfed.directional.windows import check_beta
 from ldpfed.frequency.categorical import oracle_kind
+from ldpfed.training.cohort import DEVICES
+from ldpfed.training.models import MODEL_NAMES
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
 
 TASKS = ("mean", "train", "frequency")
@@ -56,12 +58,11 @@ ENGINES = ("flower", "local")
 NO_MECHANISM = "none"
 FEDAVG = "fedavg"  # Flower's own FedAvg aggregation (train only)
 TRAIN_DEVIATIONS = ("plug-in", "model")
-MODELS = ("logreg", "mlp", "cnn")  # = ldpfed.training.models.MODEL_NAMES (which imports torch)
+MODELS = MODEL_NAMES
 PERTURBATIONS = ("numeric", "ldpvec")
 LDPVEC_AGGREGATORS = ("mean", FEDAVG)  # no per-coordinate noise model for the re-calibrating ones
 DEFAULT_DATA = {"mean": "gaussian", "train": "digits", "frequency": "zipf"}
 NODE_REPLIES = ("clients", "sum")  # what a node sends (ldpfed.protocols.nodes): per-client arrays | their sum
-DEVICES = ("auto", "cpu", "cuda")  # = ldpfed.training.cohort.DEVICES (which imports torch)
 HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data.read_tuples(header=)
 
 

@@ -63,6 +63,8 @@ from ldpfed.directional.geodp import (
 from ldpfed.gradient_noise import GUARANTEE_FAILS
 from ldpfed.gradient_noise.profile import clip_layers
 from ldpfed.protocols.seeds import fresh_secret
+from ldpfed.training.local import evaluate
+from ldpfed.training.models import build_model
 from ldpfed.validation import LDPValueError, canonical_name, check_fraction, check_positive, check_positive_int
 from simulations.mia import member_split, membership_inference
 
@@ -264,9 +266,6 @@ def train(config: DPSGDConfig, data, x_all, y_all, *, seed: int, noise_seed: int
     the noise from `noise_seed` (None: OS entropy); returns the model, the per-epoch test history,
     the diagnostics and the step count."""
     import torch
-
-    from ldpfed.training.local import evaluate
-    from ldpfed.training.models import build_model
 
     n = int(y_all.numel())
     if config.batch_size > n:

@@ -6,9 +6,9 @@ Parses every module's imports (top level and inside functions) with `ast`:
 - nothing outside `simulations` imports it (the CLI reaches it through entry points only);
 - inside `ldpfed`, each package (or top-level module) imports only itself and the floors below it
   (`FLOORS`, bottom first), so there is no import circle between packages, and none between modules;
-- no `ldpfed` module is imported inside a function body, except a module whose own top level
-  imports a heavy optional dependency (`HEAVY`: torch, matplotlib, numba), so that importing, say,
-  the train protocol on a server does not load torch.
+- no `ldpfed` module is imported inside a function body (heavy third-party packages such as torch,
+  matplotlib and numba may be: `ldpfed.training` imports torch in the functions that use it, so
+  importing the train protocol on a mean or frequency node loads no torch).
 
 `python tests/test_layering.py` prints the import graph's figures (modules, packages, arrows,
 arrows against the floor order, circles, in-function imports).
@@ -47,7 +47,6 @@ FLOORS = (
     ("experiments", "planning"),
     ("cli",),
 )
-HEAVY = {"torch", "matplotlib", "numba"}
 
 
 def imported_packages(path: Path) -> set[tuple[str, int]]:
@@ -91,11 +90,10 @@ def _targets(node, modules: dict[str, Path]) -> list[str]:
     return [name for name in dict.fromkeys(names) if name in modules]
 
 
-def import_graph(root: Path) -> tuple[dict[str, set[str]], list[tuple[str, int, str]], dict[str, set[str]]]:
-    """(top-level edges module -> modules, in-function imports (module, line, target), top-level
-    third-party packages per module)."""
+def import_graph(root: Path) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """(top-level edges module -> modules, imports not at a module's top level (module, line, target))."""
     modules = ldpfed_modules(root)
-    edges, lazy, external = defaultdict(set), [], defaultdict(set)
+    edges, lazy = defaultdict(set), []
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         top_level = set()
@@ -113,10 +111,7 @@ def import_graph(root: Path) -> tuple[dict[str, set[str]], list[tuple[str, int, 
                     lazy.append((name, node.lineno, target))
                 else:
                     edges[name].add(target)
-            if not inside_function and not (isinstance(node, ast.ImportFrom) and node.level):
-                packages = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                external[name].update(package.split(".")[0] for package in packages)
-    return edges, lazy, external
+    return edges, lazy
 
 
 def room(module: str) -> str:
@@ -194,26 +189,9 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def heavy_modules(edges: dict[str, set[str]], external: dict[str, set[str]]) -> set[str]:
-    """Modules whose import loads a heavy dependency: directly at their top level, or through a
-    module they import at their top level."""
-    heavy = {module for module, packages in external.items() if packages & HEAVY}
-    changed = True
-    while changed:
-        changed = False
-        for module, targets in edges.items():
-            if module not in heavy and targets & heavy:
-                heavy.add(module)
-                changed = True
-    return heavy
-
-
 def function_level_imports(root: Path) -> list[str]:
-    edges, lazy, external = import_graph(root)
-    heavy = heavy_modules(edges, external)
-    return [
-        f"{module}:{line} imports {target} inside a function" for module, line, target in lazy if target not in heavy
-    ]
+    _, lazy = import_graph(root)
+    return [f"{module}:{line} imports {target} inside a function" for module, line, target in lazy]
 
 
 def _with_lazy(edges: dict[str, set[str]], lazy) -> dict[str, set[str]]:
@@ -224,7 +202,7 @@ def _with_lazy(edges: dict[str, set[str]], lazy) -> dict[str, set[str]]:
 
 
 def figures(root: Path) -> dict:
-    edges, lazy, _ = import_graph(root)
+    edges, lazy = import_graph(root)
     rooms = {room(m) for m in ldpfed_modules(root)} - {"__init__"}
     arrows = {(room(a), room(b)) for a, targets in edges.items() for b in targets if room(a) != room(b)}
     arrows = {(a, b) for a, b in arrows if a != "__init__"}
@@ -236,7 +214,6 @@ def figures(root: Path) -> dict:
         "import circles (modules)": len(circles(edges)),
         "import circles counting in-function imports": len(circles(_with_lazy(edges, lazy))),
         "in-function ldpfed imports": len(lazy),
-        "of them, not of a heavy module": len(function_level_imports(root)),
     }
 
 
@@ -259,21 +236,22 @@ def test_the_check_catches_a_wrong_way_import(tmp_path, monkeypatch):
 
 
 def test_every_package_has_a_floor_and_imports_only_below_it():
-    edges, _, _ = import_graph(ROOT)
+    edges, _ = import_graph(ROOT)
     assert upward_imports(edges) == []
 
 
 def test_no_import_circle_between_modules():
-    edges, _, _ = import_graph(ROOT)
+    edges, _ = import_graph(ROOT)
     assert circles(edges) == []
 
 
-def test_no_ldpfed_import_inside_a_function_unless_the_module_is_heavy():
+def test_no_ldpfed_import_inside_a_function():
     assert function_level_imports(ROOT) == []
 
 
 def test_the_floor_checks_can_fail(tmp_path):
-    """A tree with an upward import, a circle and a hidden in-function import is caught on all three."""
+    """A tree with an upward import, a circle and in-function imports is caught on all three (an
+    ldpfed module imported in a function is refused even when it loads torch)."""
     tree = tmp_path / "ldpfed"
     for package in ("mechanisms", "accounting", "training"):
         (tree / package).mkdir(parents=True)
@@ -285,13 +263,15 @@ def test_the_floor_checks_can_fail(tmp_path):
     (tree / "mechanisms" / "d.py").write_text("import ldpfed.mechanisms.c\n")
     (tree / "training" / "models.py").write_text("import torch\n")
     (tree / "accounting" / "e.py").write_text("def f():\n    import ldpfed.training.models\n")
-    edges, _, _ = import_graph(tmp_path)
+    edges, _ = import_graph(tmp_path)
     assert upward_imports(edges) == [
         "ldpfed.mechanisms.a imports ldpfed.accounting.b (floor accounting is not below mechanisms)"
     ]
     assert circles(edges) == [["ldpfed.mechanisms.c", "ldpfed.mechanisms.d"]]
-    # the in-function import of a torch module is allowed; the one of a plain module is not
-    assert function_level_imports(tmp_path) == ["ldpfed.accounting.b:2 imports ldpfed.mechanisms.c inside a function"]
+    assert function_level_imports(tmp_path) == [
+        "ldpfed.accounting.b:2 imports ldpfed.mechanisms.c inside a function",
+        "ldpfed.accounting.e:2 imports ldpfed.training.models inside a function",
+    ]
 
 
 if __name__ == "__main__":

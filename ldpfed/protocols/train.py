@@ -49,6 +49,9 @@ from ldpfed.protocols.base import (
 )
 from ldpfed.protocols.nodes import NodeReply
 from ldpfed.protocols.privacy import privacy_status
+from ldpfed.training.cohort import CohortTrainer, batch_plan, chunk_size, padded_data, resolve_device
+from ldpfed.training.local import evaluate, single_thread
+from ldpfed.training.models import build_model
 from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
 from ldpfed.training.privatize import Privatizer, UpdatePrivatizer
 from ldpfed.validation import LDPValueError
@@ -88,8 +91,6 @@ def federated_data(config: Config, data_seed: int):
 
 
 def new_model(config: Config, data_seed: int, init_seed: int = 0):
-    from ldpfed.training.models import build_model
-
     data = federated_data(config, data_seed)
     return build_model(config.training.model, data.input_shape, data.num_classes, seed=init_seed)
 
@@ -148,8 +149,6 @@ def check_setup(config: Config, data_seed: int):
 def check_device(config: Config):
     """The nodes' torch device: `--device cuda` without a GPU is an LDPValueError, and so is a
     node asking Ray for GPUs (`gpus-per-node`) that would train on the CPU."""
-    from ldpfed.training.cohort import resolve_device
-
     device = resolve_device(config.federation.device)
     if config.federation.gpus_per_node > 0 and device.type != "cuda":
         raise LDPValueError(
@@ -179,8 +178,6 @@ class TrainNode:
     leading-energy share then become node-side diagnostics (the server no longer sees u_k)."""
 
     def __init__(self, config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]) -> None:
-        from ldpfed.training.cohort import CohortTrainer, chunk_size, padded_data, resolve_device
-
         self.config, self.secrets = config, secrets
         data = federated_data(config, data_seed)
         self.partitions = list(partitions)
@@ -197,8 +194,6 @@ class TrainNode:
         self.summing = config.federation.node_reply == "sum"
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int] | None = None) -> NodeReply:
-        from ldpfed.training.local import single_thread
-
         answer = NodeReply()
         todo = []
         for pid in self.partitions if partitions is None else partitions:
@@ -226,8 +221,6 @@ class TrainNode:
     def _train(self, chunk: list[int], start: np.ndarray, server_round: int) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's updates u_k = w_k - w (clients, d) float64 and mean training losses."""
         import torch
-
-        from ldpfed.training.cohort import batch_plan
 
         training = self.config.training
         like = [p.detach().cpu().numpy() for p in self.trainer.model.parameters()]
@@ -456,8 +449,6 @@ class TrainServer(BudgetedServer):
         }
 
     def evaluate(self, server_round: int) -> dict:
-        from ldpfed.training.local import evaluate
-
         set_weights(self.model, unflatten(self.weights, self.like))
         loss, accuracy = evaluate(self.model, *self.data.test)
         return {"loss": float(loss), "accuracy": float(accuracy)}

@@ -1,11 +1,13 @@
 """Training layer for federated LDP-SGD (spec: federated.md, Federated LDP-SGD).
 
-Pure library code that the Flower apps call; it never imports flwr. torch is imported only by
-the modules that need it (`models`, `local`, and `parameters.set_weights`), so importing
-`ldpfed.training.privatize` (numpy only) on a server costs no torch import.
+Pure library code that the Flower apps call; it never imports flwr. torch is imported by the
+functions that use it, not at module level, so importing any of these modules (and the train
+protocol above them) costs no torch import until a model is built or trained: a mean or frequency
+node never loads torch.
 
 - `models`: logistic regression, the thesis' MLP and CNN (`build_model`).
 - `parameters`: model weights <-> lists of numpy arrays <-> one flat vector.
 - `local`: E local SGD steps and evaluation.
+- `cohort`: many clients' local SGD at once (`CohortTrainer`).
 - `privatize`: clipping and per-coordinate LDP perturbation of a client's update.
 """

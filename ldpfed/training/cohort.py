@@ -21,13 +21,15 @@ gradient is that of the mean loss over the real rows. Clients are processed in c
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
-from torch.func import functional_call, vmap
 
 from ldpfed.validation import LDPValueError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 DEVICES = ("auto", "cpu", "cuda")
 CHUNK_MEMORY_BYTES = 512 * 2**20  # working memory of one chunk (automatic chunk size)
@@ -35,6 +37,8 @@ CHUNK_MEMORY_BYTES = 512 * 2**20  # working memory of one chunk (automatic chunk
 
 def resolve_device(name: str) -> torch.device:
     """`auto`: cuda when torch sees a GPU, else cpu; `cuda` without a GPU is an LDPValueError."""
+    import torch
+
     if name not in DEVICES:
         raise LDPValueError(f"device must be one of {', '.join(DEVICES)}; got {name!r}")
     if name == "auto":
@@ -47,6 +51,8 @@ def resolve_device(name: str) -> torch.device:
 def minibatch_indices(size: int, steps: int, batch_size: int, seed: int) -> torch.Tensor:
     """(steps, min(batch_size, size)) sample indices of one client: `train_local`'s order
     (a permutation from `torch.Generator(seed)`, reshuffled when fewer than a batch remain)."""
+    import torch
+
     batch = min(batch_size, size)
     per_epoch = size // batch
     generator = torch.Generator().manual_seed(seed)
@@ -57,6 +63,8 @@ def minibatch_indices(size: int, steps: int, batch_size: int, seed: int) -> torc
 
 def padded_data(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
     """(X (clients, n_max, *shape) float32, y (clients, n_max) int64), zero-padded."""
+    import torch
+
     n_max = max(y.size for _, y in parts)
     shape = parts[0][0].shape[1:]
     x = np.zeros((len(parts), n_max, *shape), dtype=np.float32)
@@ -68,6 +76,8 @@ def padded_data(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tenso
 
 def activation_elements(model: nn.Module, input_shape) -> int:
     """Elements of every module's output for one sample (the chunk size's memory estimate)."""
+    import torch
+
     total = 0
 
     def count(module, inputs, output) -> None:
@@ -96,6 +106,10 @@ class CohortTrainer:
     """E SGD steps for a stack of clients of one model (see module docstring)."""
 
     def __init__(self, model: nn.Module, device: torch.device, chunk: int | None = None) -> None:
+        import torch
+        from torch import nn
+        from torch.func import functional_call, vmap
+
         self.model = model.to(device)
         self.device = device
         # On a GPU every chunk is computed at the width `chunk` (a short chunk is padded with copies
@@ -118,6 +132,8 @@ class CohortTrainer:
 
     def _step(self, params: dict, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> tuple[dict, torch.Tensor]:
         """(each client's gradient, each client's loss) at the stacked `params`."""
+        import torch
+
         leaves = {name: p.detach().requires_grad_(True) for name, p in params.items()}
         losses = self._losses(leaves, x, y, weight)
         grads = torch.autograd.grad(losses.sum(), [leaves[name] for name in self.names])
@@ -145,6 +161,8 @@ class CohortTrainer:
         without the copy a client's result would depend on whether it was alone in its chunk,
         i.e. on --nodes and on which clients were sampled. From two clients on, each client's
         rows are computed alike (tests/test_cohort_nodes.py)."""
+        import torch
+
         clients, steps, _ = index.shape
         width = max(2, self.pad_to or 2)
         if clients < width and (clients == 1 or self.pad_to):  # pad with copies of the first client
@@ -174,6 +192,8 @@ def batch_plan(
     """(index (c, steps, width), weight (c, width)) of clients with `sizes` and minibatch `seeds`;
     `width` >= every client's batch min(batch_size, n_k) (the federation's largest, so shapes do
     not depend on which clients are batched together)."""
+    import torch
+
     index = torch.zeros((len(sizes), steps, width), dtype=torch.long)
     weight = torch.zeros((len(sizes), width))
     for row, (size, seed) in enumerate(zip(sizes, seeds)):

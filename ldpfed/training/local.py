@@ -9,15 +9,20 @@ same steps. Plain SGD, cross-entropy loss. Clients train inside `single_thread()
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
 
 def _tensors(X, y) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     x = torch.as_tensor(np.asarray(X, dtype=np.float32))
     labels = torch.as_tensor(np.asarray(y, dtype=np.int64))
     if x.shape[0] != labels.shape[0] or labels.ndim != 1:
@@ -34,6 +39,9 @@ def train_local(model: nn.Module, X, y, *, steps: int, lr: float, batch_size: in
 
     The loss of each step is the minibatch loss before that step's update.
     """
+    import torch
+    from torch import nn
+
     steps = check_positive_int(steps, "steps")
     batch_size = check_positive_int(batch_size, "batch_size")
     lr = check_positive(lr, "lr")
@@ -58,18 +66,21 @@ def train_local(model: nn.Module, X, y, *, steps: int, lr: float, batch_size: in
     return {"loss": total / steps, "steps": steps, "samples": n}
 
 
-@torch.no_grad()
 def evaluate(model: nn.Module, X, y, batch_size: int = 1024) -> tuple[float, float]:
     """(mean cross-entropy loss, accuracy) of `model` on (X, y)."""
+    import torch
+    from torch import nn
+
     batch_size = check_positive_int(batch_size, "batch_size")
     x, labels = _tensors(X, y)
     model.eval()
     loss_sum, correct = 0.0, 0
-    for start in range(0, labels.numel(), batch_size):
-        logits = model(x[start : start + batch_size])
-        target = labels[start : start + batch_size]
-        loss_sum += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
-        correct += int((logits.argmax(dim=1) == target).sum())
+    with torch.no_grad():
+        for start in range(0, labels.numel(), batch_size):
+            logits = model(x[start : start + batch_size])
+            target = labels[start : start + batch_size]
+            loss_sum += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
+            correct += int((logits.argmax(dim=1) == target).sum())
     return loss_sum / labels.numel(), correct / labels.numel()
 
 
@@ -81,6 +92,8 @@ def single_thread():
     count, and Ray actors and the local process have different defaults, so without it the same
     seed gave slightly different models under `--engine local` and Flower.
     """
+    import torch
+
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -15,11 +15,13 @@ torch's global random state.
 from __future__ import annotations
 
 import math
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 MODEL_NAMES = ("logreg", "mlp", "cnn")
 MLP_HIDDEN = 200
@@ -30,6 +32,9 @@ CNN_FC = 50
 
 def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> nn.Module:
     """The model `name` for inputs of `input_shape` (without batch axis) and `num_classes` outputs."""
+    import torch
+    from torch import nn
+
     key = canonical_name(name)
     if key not in MODEL_NAMES:
         raise LDPValueError(f"unknown model {name!r}; available: {', '.join(MODEL_NAMES)}")
@@ -56,6 +61,8 @@ def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> n
 
 
 def _cnn(shape: tuple, num_classes: int) -> nn.Module:
+    from torch import nn
+
     if len(shape) != 3:
         raise LDPValueError(
             f"cnn needs image inputs of shape (channels, height, width), got {shape}; "
@@ -80,12 +87,15 @@ def _cnn(shape: tuple, num_classes: int) -> nn.Module:
     )
 
 
-@torch.no_grad()
 def _initialize(model: nn.Module, generator: torch.Generator) -> None:
     """PyTorch's default reset_parameters for Linear/Conv, drawn from `generator`."""
-    for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d)):
-            nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
-            fan_in = module.weight[0].numel()
-            bound = 1.0 / math.sqrt(fan_in)
-            nn.init.uniform_(module.bias, -bound, bound, generator=generator)
+    import torch
+    from torch import nn
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
+                fan_in = module.weight[0].numel()
+                bound = 1.0 / math.sqrt(fan_in)
+                nn.init.uniform_(module.bias, -bound, bound, generator=generator)
