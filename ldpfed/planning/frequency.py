@@ -31,9 +31,16 @@ from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, bound_from_m
 from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, recalibrated_mse
 from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles
 from ldpfed.frequency.oracles import HistogramEncoding
-from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
-from ldpfed.planning.plan import DEFAULT_AGGREGATORS, Plan, PlanRow, candidate_report_dims, participation_rate
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.planning.calibration import RoundBudget, TotalBudget
+from ldpfed.planning.plan import (
+    DEFAULT_AGGREGATORS,
+    Plan,
+    PlanRow,
+    candidate_report_dims,
+    participation_rate,
+    ranked_candidates,
+)
+from ldpfed.validation import check_positive_int
 
 
 def default_oracles(total: TotalBudget) -> list[str]:
@@ -119,18 +126,16 @@ def make_frequency_plan(
     ms = candidate_report_dims(table.attributes, report_dims)
     truth, categories, users = table.frequencies(), table.categories, table.users
     per_round = users if participation == 1.0 else max(2, round(participation * users))
-    rows, excluded = [], []
-    for name in names:
-        budget = calibrate_round(name, total, rounds, accountant, cap)
-        for m in ms:
-            try:
-                rows.append(frequency_row(budget, m, categories, truth, users, per_round, aggregators, total))
-            except LDPValueError as error:
-                excluded.append({"mechanism": budget.mechanism, "report_dims": m, "reason": str(error)})
-    if not rows:
-        reasons = "; ".join(f"{e['mechanism']} m={e['report_dims']}: {e['reason']}" for e in excluded[:3])
-        raise LDPValueError(f"no oracle can run within ({total.text()}) over {rounds} rounds: {reasons}")
-    rows.sort(key=lambda row: row.mse_final)
+    rows, excluded = ranked_candidates(
+        names,
+        ms,
+        total,
+        rounds,
+        accountant,
+        cap,
+        lambda budget, m: frequency_row(budget, m, categories, truth, users, per_round, aggregators, total),
+        kind="oracle",
+    )
     details = {"categories": categories.tolist(), "entries": int(truth.size), "error_unit": "squared frequency"}
     return Plan(
         total,

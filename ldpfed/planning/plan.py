@@ -196,19 +196,35 @@ def make_plan(
     ms = candidate_report_dims(moments.dims, report_dims)
     users = moments.users
     per_round = moments if participation == 1.0 else moments.summary().with_users(max(2, round(participation * users)))
+    rows, excluded = ranked_candidates(
+        names,
+        ms,
+        total,
+        rounds,
+        accountant,
+        cap,
+        lambda budget, m: _row(budget, m, moments, per_round, aggregators, total),
+    )
+    return Plan(total, rounds, rows[0].budget.accountant, participation, cap, users, moments.dims, data, rows, excluded)
+
+
+def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: str, cap, row, kind="mechanism"):
+    """(rows ranked by mse_final, excluded candidates): each name's per-round budget from the total,
+    `row(budget, m)` for every m; a candidate whose row cannot be made is excluded with its reason,
+    and none left is an LDPValueError naming the first reasons."""
     rows, excluded = [], []
     for name in names:
         budget = calibrate_round(name, total, rounds, accountant, cap)
         for m in ms:
             try:
-                rows.append(_row(budget, m, moments, per_round, aggregators, total))
+                rows.append(row(budget, m))
             except LDPValueError as error:
-                excluded.append({"mechanism": name, "report_dims": m, "reason": str(error)})
+                excluded.append({"mechanism": budget.mechanism, "report_dims": m, "reason": str(error)})
     if not rows:
         reasons = "; ".join(f"{e['mechanism']} m={e['report_dims']}: {e['reason']}" for e in excluded[:3])
-        raise LDPValueError(f"no mechanism can run within ({total.text()}) over {rounds} rounds: {reasons}")
-    rows.sort(key=lambda row: row.mse_final)
-    return Plan(total, rounds, rows[0].budget.accountant, participation, cap, users, moments.dims, data, rows, excluded)
+        raise LDPValueError(f"no {kind} can run within ({total.text()}) over {rounds} rounds: {reasons}")
+    rows.sort(key=lambda candidate: candidate.mse_final)
+    return rows, excluded
 
 
 def participation_rate(value) -> float:
