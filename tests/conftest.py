@@ -152,18 +152,31 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def processes_with_env(key: str, value: str) -> list[int]:
-    """PIDs of processes whose environment has key=value: what a test started, including the
-    processes Flower and Ray start in sessions of their own (found by an environment marker)."""
+    """PIDs of processes whose environment has key=value, and of their descendants: what a test
+    started, including the processes Flower and Ray start in sessions of their own (found by an
+    environment marker). Descendants count because a process that retitles itself (Ray's agents,
+    `ray::DashboardAgent`) overwrites the memory /proc/PID/environ shows, marker included; found
+    through their parent while it lives, they are stopped with it instead of outliving it."""
     needle = f"{key}={value}".encode()
-    pids = []
+    marked, children = [], {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
+                state, parent = (entry / "stat").read_text().rpartition(")")[2].split()[:2]
+                if state == "Z":  # exited, waiting for its parent to reap it
+                    continue
+                children.setdefault(int(parent), []).append(int(entry.name))
                 if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(entry.name))
-            except OSError:
+                    marked.append(int(entry.name))
+            except (OSError, ValueError):
                 continue
-    return pids
+    found, stack = set(marked), list(marked)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return sorted(found)
 
 
 def run_collecting_rows(config, noise_seed: int | None = None):

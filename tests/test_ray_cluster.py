@@ -12,9 +12,11 @@ validation and how the backend joins a cluster instead of sizing a local Ray.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 START_SECONDS = 120
 RUN_SECONDS = 300
+STOP_GRACE_SECONDS = 3
 
 
 def test_a_cluster_address_joins_the_cluster_instead_of_sizing_a_local_ray(monkeypatch):
@@ -125,16 +128,15 @@ class RayCluster(StartedProcesses):
         )
 
     def stop(self) -> None:
-        """SIGTERM to every process carrying the marker (the nodes' Ray processes and workers), by
-        PID; SIGKILL to what is left after 20 s."""
-        import signal
-        import time
-
-        signal_all(processes_with_env(*self.marker), signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while processes_with_env(*self.marker) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        signal_all(processes_with_env(*self.marker), signal.SIGKILL)
+        """SIGTERM to every process of the cluster (marked, or a descendant of one), by PID; SIGKILL
+        to what is left after STOP_GRACE_SECONDS: the workers, raylets and agents exit at once,
+        but the head's GCS server and autoscaler monitor ignore SIGTERM for 20 s and more."""
+        started = processes_with_env(*self.marker)
+        signal_all(started, signal.SIGTERM)
+        with contextlib.suppress(AssertionError):
+            poll(lambda: not processes_with_env(*self.marker), STOP_GRACE_SECONDS, "the cluster's exit")
+        signal_all(set(started) | set(processes_with_env(*self.marker)), signal.SIGKILL)
+        poll(lambda: not processes_with_env(*self.marker), START_SECONDS, "the cluster's processes killed")
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

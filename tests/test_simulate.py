@@ -252,9 +252,9 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
                 ".",
                 "--stream",
                 "--federation-config",
-                "num-supernodes=4",
+                "num-supernodes=2",
                 "--run-config",
-                f'federation.clients=4 run.rounds=2 data.users=2000 output.out="{out}"',
+                f'federation.clients=2 run.rounds=2 data.users=2000 output.out="{out}"',
             ],
             cwd=ROOT,
             env=env,
@@ -270,11 +270,11 @@ def test_flwr_run_uses_the_same_apps_and_config(tmp_path):
                 pass
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 4, 2)
+    assert (summary["engine"], summary["task"], summary["clients"], summary["rounds"]) == ("flower", "mean", 2, 2)
     assert summary["private"] is True
     metrics = pd.read_csv(out / "metrics.csv")
     assert len(metrics) == 2
-    assert metrics["node_builds"].iloc[0] == 4  # each node built its clients in round 1 (the deployed app)
+    assert metrics["node_builds"].iloc[0] == 2  # each node built its clients in round 1 (the deployed app)
 
 
 def test_every_client_failing_is_an_error_exit(tmp_path):
