@@ -213,6 +213,14 @@ def canonical_name(name) -> str:
     return str(name).strip().lower().replace("_", "-")
 
 
+def check_choice(value, choices: tuple[str, ...], name: str) -> str:
+    """`value` as its canonical name (`canonical_name`), which must be one of `choices`."""
+    key = canonical_name(value)
+    if key not in choices:
+        raise LDPValueError(f"{name} must be one of {choices}, got {value!r}")
+    return key
+
+
 def check_generator(*rngs) -> None:
     """Randomness is passed explicitly as numpy Generators (never global or implicit state)."""
     if not all(isinstance(rng, np.random.Generator) for rng in rngs):

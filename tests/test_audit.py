@@ -317,13 +317,8 @@ def test_a_plugged_in_subject_with_an_output_only_one_input_emits_fails_the_tabl
     result = run_audit(subject, samples=20_000, seed=15, families=("outputs-table",))
     assert result.verdict == "fail"
     assert result.events[0]["hits_denominator"] == 0
-    sound = AuditSubject(
-        name="uniform",
-        epsilon=0.1,
-        delta=0.0,
-        sampler="test",
-        inputs=("x", "x'"),
-        draw=lambda which, n, rng: rng.integers(0, 10, size=n).astype(float),
+    sound = dataclasses.replace(
+        subject, name="uniform", epsilon=0.1, draw=lambda which, n, rng: rng.integers(0, 10, size=n).astype(float)
     )
     assert run_audit(sound, samples=20_000, seed=15).verdict == "pass"
 

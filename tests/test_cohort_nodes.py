@@ -188,10 +188,31 @@ def test_a_padded_chunk_returns_its_own_clients_results():
     assert torch.equal(losses, full_losses[2:])
 
 
+def train_local_update(
+    config: Config, world: World, data, pid: int, server_round: int, model_seed: int, batch_size: int
+):
+    """Client pid's update by the per-client `train_local`: 5 steps of lr 0.1 from the model of
+    `model_seed`, minibatches from the client's stream of `server_round`, on one thread."""
+    from ldpfed.training.local import single_thread, train_local
+    from ldpfed.training.parameters import flatten, get_weights
+
+    model = new_model(config, world.data, model_seed)
+    start = flatten(get_weights(model))
+    with single_thread():
+        train_local(
+            model,
+            *data.client(pid),
+            steps=5,
+            lr=0.1,
+            batch_size=batch_size,
+            seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, server_round),
+        )
+    return flatten(get_weights(model)) - start
+
+
 def test_a_cohort_client_takes_the_steps_of_train_local():
     """The batched steps are train_local's steps: same minibatch order (the client's stream),
     same SGD, per client (a shuffled order or a wrong padding weight fails by ~1e-2)."""
-    from ldpfed.training.local import single_thread, train_local
     from ldpfed.training.parameters import flatten, get_weights
 
     config = train_config(**{"mechanism": "none", "coordinate-clip": 10.0, "batch-size": 16, "partition": "iid"})
@@ -202,24 +223,13 @@ def test_a_cohort_client_takes_the_steps_of_train_local():
     answer = node.reply(4, {"global": start}, pids)
     data = federated_data(config, world.data)
     for pid in pids:
-        model = new_model(config, world.data, 7)
-        with single_thread():
-            train_local(
-                model,
-                *data.client(pid),
-                steps=5,
-                lr=0.1,
-                batch_size=16,
-                seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 4),
-            )
-        expected = flatten(get_weights(model)) - start
+        expected = train_local_update(config, world, data, pid, server_round=4, model_seed=7, batch_size=16)
         assert np.max(np.abs(answer.replies[pid].arrays["update"] - expected)) <= ROUNDING
         assert np.max(np.abs(expected)) > 100 * ROUNDING  # the clients did move
 
 
 def test_clients_smaller_than_a_batch_train_on_their_own_rows():
     """A client with n_k < batch-size uses batches of n_k (padding rows weigh 0), as train_local."""
-    from ldpfed.training.local import single_thread, train_local
     from ldpfed.training.parameters import flatten, get_weights
 
     options = {"clients": 600, "mechanism": "none", "coordinate-clip": 10.0, "partition": "iid", "batch-size": 32}
@@ -232,17 +242,8 @@ def test_clients_smaller_than_a_batch_train_on_their_own_rows():
     start = flatten(get_weights(new_model(config, world.data, 1)))
     answer = node.reply(1, {"global": start}, small)
     for pid in small:
-        model = new_model(config, world.data, 1)
-        with single_thread():
-            train_local(
-                model,
-                *data.client(pid),
-                steps=5,
-                lr=0.1,
-                batch_size=32,
-                seed=seeds.torch_seed(world.secret(pid), seeds.MINIBATCHES, 1),
-            )
-        assert np.max(np.abs(answer.replies[pid].arrays["update"] - (flatten(get_weights(model)) - start))) <= ROUNDING
+        expected = train_local_update(config, world, data, pid, server_round=1, model_seed=1, batch_size=32)
+        assert np.max(np.abs(answer.replies[pid].arrays["update"] - expected)) <= ROUNDING
 
 
 # ---- failures: a client, not its node ----------------------------------------------------------

@@ -31,6 +31,17 @@ from ldpfed.aggregation.updates import check_privatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
+# A round prediction's record: its figures, in this order.
+ROUND_RECORD = (
+    "learning_rate",
+    "variance_term",
+    "bias_term",
+    "cross_term",
+    "extra_squared_distance",
+    "noise_mean",
+    "noise_variance",
+)
+
 
 @dataclass(frozen=True, eq=False)
 class RoundPrediction:
@@ -67,15 +78,7 @@ class RoundPrediction:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "learning_rate": self.learning_rate,
-            "variance_term": self.variance_term,
-            "bias_term": self.bias_term,
-            "cross_term": self.cross_term,
-            "extra_squared_distance": self.extra_squared_distance,
-            "noise_mean": self.noise_mean,
-            "noise_variance": self.noise_variance,
-        }
+        return {name: getattr(self, name) for name in ROUND_RECORD}
 
 
 def predict_round(

@@ -65,7 +65,7 @@ from ldpfed.directional.spherical import from_spherical, to_spherical
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.validation import (
     LDPValueError,
-    canonical_name,
+    check_choice,
     check_fraction,
     check_generator,
     check_positive,
@@ -105,10 +105,7 @@ class GeoDP:
         object.__setattr__(self, "batch_size", check_positive_int(self.batch_size, "batch_size"))
         object.__setattr__(self, "beta", win.check_beta(self.beta))
         object.__setattr__(self, "window", win.check_window(self.window))
-        sampler = canonical_name(self.sampler)
-        if sampler not in SAMPLERS:
-            raise LDPValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
-        object.__setattr__(self, "sampler", sampler)
+        object.__setattr__(self, "sampler", check_choice(self.sampler, SAMPLERS, "sampler"))
         object.__setattr__(self, "_safe", {})  # dims -> (magnitude noise, angle noise) (derived)
 
     def safe_noises(self, dims: int):

@@ -48,7 +48,15 @@ from ldpfed.directional.spherical import exact_sin_cos, from_spherical, to_spher
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.samplers.safe_grid import rounding_variance
-from ldpfed.validation import LDPValueError, canonical_name, check_delta, check_epsilon, check_generator, check_positive
+from ldpfed.validation import (
+    LDPValueError,
+    canonical_name,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_generator,
+    check_positive,
+)
 
 MAGNITUDES = ("split", "normalize", "exact-unsafe")
 GAUSSIAN = "gaussian"
@@ -194,10 +202,7 @@ class LDPVec:
         set_("beta", win.check_beta(self.beta))
         set_("window", win.check_window(self.window))
         set_("rotation", rot.check_rotation(self.rotation))
-        magnitude = canonical_name(self.magnitude)
-        if magnitude not in MAGNITUDES:
-            raise LDPValueError(f"magnitude must be one of {MAGNITUDES}, got {self.magnitude!r}")
-        set_("magnitude", magnitude)
+        set_("magnitude", check_choice(self.magnitude, MAGNITUDES, "magnitude"))
         set_("options", dict(self.options))
         set_("_cache", {})  # dims -> randomizers (derived, not a field)
         # Validate the base mechanism's options now (the per-angle budgets depend on d: checked,

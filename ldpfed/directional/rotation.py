@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.validation import LDPValueError, canonical_name
+from ldpfed.validation import LDPValueError, check_choice
 
 ROTATIONS = ("none", "hadamard")
 
 
 def check_rotation(rotation: str) -> str:
-    key = canonical_name(rotation)
-    if key not in ROTATIONS:
-        raise LDPValueError(f"rotation must be one of {ROTATIONS}, got {rotation!r}")
-    return key
+    return check_choice(rotation, ROTATIONS, "rotation")
 
 
 def padded_dims(dims: int) -> int:

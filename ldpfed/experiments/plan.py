@@ -18,6 +18,9 @@ from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 if TYPE_CHECKING:
     import pandas as pd
 
+# The options every experiment's config records (beside its own data and sizes).
+RECORDED_OPTIONS = ("delta", "deviation", "alpha", "l2_reference", "repeats", "seed")
+
 
 @dataclass(frozen=True)
 class ExperimentPlan:
@@ -86,15 +89,8 @@ class ExperimentPlan:
         )
 
     def record(self) -> dict:
-        """The options every experiment's config records (beside its own data and sizes)."""
-        return {
-            "delta": self.delta,
-            "deviation": self.deviation,
-            "alpha": self.alpha,
-            "l2_reference": self.l2_reference,
-            "repeats": self.repeats,
-            "seed": self.seed,
-        }
+        """{option: value} of the RECORDED_OPTIONS."""
+        return {name: getattr(self, name) for name in RECORDED_OPTIONS}
 
 
 def study_errors(estimates: np.ndarray, truth: np.ndarray, rounds: int) -> np.ndarray:

@@ -25,28 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
-import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, bound_from_moments
 from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, recalibrated_mse
+from ldpfed.data.categorical import CategoricalData
 from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles
 from ldpfed.frequency.oracles import HistogramEncoding
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
-from ldpfed.planning.plan import (
-    DEFAULT_AGGREGATORS,
-    Plan,
-    PlanRow,
-    candidate_report_dims,
-    participation_rate,
-    ranked_candidates,
-)
-from ldpfed.validation import check_positive_int
-
-
-def default_oracles(total: TotalBudget) -> list[str]:
-    """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
-    scalar = [name for name in mechanisms.available() if total.delta > 0 or not mechanisms.get_class(name).approximate]
-    return [*COUNTING_ORACLES, *scalar]
+from ldpfed.planning.plan import Plan, PlanRow, ranked_plan, users_per_round
 
 
 def entry_third_moments(oracles: AttributeOracles) -> tuple[np.ndarray, np.ndarray]:
@@ -89,75 +75,58 @@ def frequency_validity(prediction: FrequencyPrediction) -> tuple[float, str | No
     return largest, warning
 
 
-def frequency_row(
-    budget: RoundBudget, m: int, categories, truth, users: int, per_round_users: int, aggregators, total: TotalBudget
-) -> PlanRow:
-    """One candidate's predicted errors (module docstring)."""
-    oracles = AttributeOracles.build(budget.mechanism, budget.epsilon, categories, m, budget.delta)
-    prediction = predict_frequency(oracles, truth, per_round_users)
-    model = prediction.deviation_model()
-    recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
-    final = prediction.mse_of_average(budget.rounds)
-    whole = total.delta if budget.delta is not None else None
-    whole_budget = AttributeOracles.build(budget.mechanism, total.epsilon, categories, m, whole)
-    once = predict_frequency(whole_budget, truth, users)
-    largest, warning = frequency_validity(prediction)
-    return PlanRow(budget, m, per_round_users, prediction.mse, recalibrated, final, once.mse, largest, warning)
+class FrequencyTask:
+    """The frequency task's side of a plan (`plan.ranked_plan`): the users' categorical tuples
+    (`ldpfed.data.categorical`); a candidate is an oracle."""
+
+    name, kind = "frequency", "oracle"
+
+    def __init__(self, table: CategoricalData) -> None:
+        self.table, self.truth = table, table.frequencies()
+        self.users, self.dims, self.data = table.users, table.attributes, table.source
+        self.details = {
+            "categories": table.categories.tolist(),
+            "entries": int(self.truth.size),
+            "error_unit": "squared frequency",
+        }
+
+    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
+        """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
+        if given is not None:
+            return list(given)
+        scalar = [
+            name for name in mechanisms.available() if total.delta > 0 or not mechanisms.get_class(name).approximate
+        ]
+        return [*COUNTING_ORACLES, *scalar]
+
+    def per_round(self, participation: float) -> int:
+        return self.users if participation == 1.0 else users_per_round(self.users, participation)
+
+    def row(self, budget: RoundBudget, m: int, per_round: int, aggregators, total: TotalBudget) -> PlanRow:
+        categories, truth = self.table.categories, self.truth
+        oracles = AttributeOracles.build(budget.mechanism, budget.epsilon, categories, m, budget.delta)
+        prediction = predict_frequency(oracles, truth, per_round)
+        model = prediction.deviation_model()
+        recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
+        final = prediction.mse_of_average(budget.rounds)
+        whole = total.delta if budget.delta is not None else None
+        whole_budget = AttributeOracles.build(budget.mechanism, total.epsilon, categories, m, whole)
+        once = predict_frequency(whole_budget, truth, self.users)
+        largest, warning = frequency_validity(prediction)
+        return PlanRow(budget, m, per_round, prediction.mse, recalibrated, final, once.mse, largest, warning)
 
 
-def make_frequency_plan(
-    table,
-    total: TotalBudget,
-    rounds: int,
-    *,
-    mechanisms: list[str] | None = None,
-    report_dims=None,
-    accountant: str = "basic",
-    participation: float = 1.0,
-    cap: int | None = None,
-    aggregators=DEFAULT_AGGREGATORS,
-) -> Plan:
+def make_frequency_plan(table, total: TotalBudget, rounds: int, **options) -> Plan:
     """Every (oracle, m) candidate for the categorical data `table` (`ldpfed.data.categorical`),
-    ranked by mse_final."""
-    rounds = check_positive_int(rounds, "--rounds")
-    participation = participation_rate(participation)
-    names = default_oracles(total) if mechanisms is None else list(mechanisms)
-    aggregators = [aggregation.get(name) for name in aggregators]
-    ms = candidate_report_dims(table.attributes, report_dims)
-    truth, categories, users = table.frequencies(), table.categories, table.users
-    per_round = users if participation == 1.0 else max(2, round(participation * users))
-    rows, excluded = ranked_candidates(
-        names,
-        ms,
-        total,
-        rounds,
-        accountant,
-        cap,
-        lambda budget, m: frequency_row(budget, m, categories, truth, users, per_round, aggregators, total),
-        kind="oracle",
-    )
-    details = {"categories": categories.tolist(), "entries": int(truth.size), "error_unit": "squared frequency"}
-    return Plan(
-        total,
-        rounds,
-        rows[0].budget.accountant,
-        participation,
-        cap,
-        users,
-        table.attributes,
-        table.source,
-        rows,
-        excluded,
-        task="frequency",
-        details=details,
-    )
+    ranked by mse_final (`options`: those of `plan.ranked_plan`)."""
+    return ranked_plan(FrequencyTask(table), total, rounds, **options)
 
 
 def frequency_curve_row(table, total: TotalBudget):
     """`row_of(budget, m)` for `plan.mse_against_rounds` on the frequency task."""
-    truth, categories, users = table.frequencies(), table.categories, table.users
+    task = FrequencyTask(table)
 
     def row_of(budget: RoundBudget, m: int) -> PlanRow:
-        return frequency_row(budget, m, categories, truth, users, users, [], total)
+        return task.row(budget, m, task.users, [], total)
 
     return row_of

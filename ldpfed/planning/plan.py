@@ -19,12 +19,16 @@ per-round eps) on the users who report in a round:
 Rows are ranked by mse_final; `valid` says whether the normal model of a round holds
 (the predictor's Berry–Esseen and no-report checks). Candidates whose per-value budget a
 mechanism does not take are left out with the reason.
+
+Every task's plan is `ranked_plan` of the task's side (`PlanTask`): `MeanTask` here, the frequency
+task's in `ldpfed.planning.frequency`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -170,13 +174,76 @@ def candidate_report_dims(dims: int, report_dims) -> list[int]:
     return [check_report_dims(m, dims)]
 
 
-def default_mechanisms(total: TotalBudget) -> list[str]:
-    """Every registered randomizer; the approximate ones only with a delta in the budget."""
-    return [name for name in registry.available() if total.delta > 0 or not registry.get_class(name).approximate]
+def users_per_round(users: int, participation: float) -> int:
+    """The users who report in a round at the share `participation` (at least 2)."""
+    return max(2, round(participation * users))
 
 
-def make_plan(
-    moments: ColumnMoments,
+class PlanTask(Protocol):
+    """A task's side of a plan (`ranked_plan`): its data, `users` x `dims` named `data`, its
+    candidates and each candidate's predicted errors."""
+
+    name: str  # the task
+    kind: str  # what a candidate is ("mechanism", "oracle"), for the error when none fits
+    users: int
+    dims: int
+    data: str
+    details: dict  # task-specific facts for the summary (e.g. categories)
+
+    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
+        """The candidates: the `given` names as the registry spells them, or (None) the default."""
+
+    def per_round(self, participation: float):
+        """The data a round's prediction sees: every user's, or (participation < 1) a round's users."""
+
+    def row(self, budget: RoundBudget, m: int, per_round, aggregators, total: TotalBudget) -> PlanRow:
+        """One candidate's predicted errors (module docstring)."""
+
+
+class MeanTask:
+    """The mean task's side of a plan: the users' tuples as their column moments."""
+
+    name, kind = "mean", "mechanism"
+
+    def __init__(self, moments: ColumnMoments, data: str = "") -> None:
+        self.moments, self.data, self.details = moments, data, {}
+        self.users, self.dims = moments.users, moments.dims
+
+    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
+        """Every registered randomizer when none is given; the approximate ones only with a delta."""
+        if given is not None:
+            return [registry.get_class(name).name for name in given]
+        return [name for name in registry.available() if total.delta > 0 or not registry.get_class(name).approximate]
+
+    def per_round(self, participation: float) -> ColumnMoments:
+        if participation == 1.0:
+            return self.moments
+        return self.moments.summary().with_users(users_per_round(self.users, participation))
+
+    def row(self, budget: RoundBudget, m: int, per_round, aggregators, total: TotalBudget) -> PlanRow:
+        moments, users, dims = self.moments, per_round.users, self.dims
+        prediction = predict(budget.mechanism, budget.epsilon, users, dims, m, per_round, delta=budget.delta)
+        truth = np.broadcast_to(moments.mean, (dims,))
+        model = prediction.deviation_model()
+        recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
+        final = prediction.mse_of_average(budget.rounds)
+        delta = total.delta if budget.delta is not None else None
+        once = predict(budget.mechanism, total.epsilon, moments.users, dims, m, moments, delta=delta)
+        return PlanRow(
+            budget,
+            m,
+            users,
+            prediction.mse,
+            recalibrated,
+            final,
+            once.mse,
+            prediction.berry_esseen.max,
+            prediction.normal_approximation_warning,
+        )
+
+
+def ranked_plan(
+    task: PlanTask,
     total: TotalBudget,
     rounds: int,
     *,
@@ -186,29 +253,44 @@ def make_plan(
     participation: float = 1.0,
     cap: int | None = None,
     aggregators=DEFAULT_AGGREGATORS,
-    data: str = "",
 ) -> Plan:
-    """Every (mechanism, m) candidate with its per-round budget and predicted errors, ranked."""
+    """Every (name, m) candidate of `task` with its per-round budget and predicted errors, ranked
+    by mse_final: `mechanisms` (None: the task's default), m from `report_dims`
+    (`candidate_report_dims`), the per-round budgets from `calibration.calibrate_round`."""
     rounds = check_positive_int(rounds, "--rounds")
     participation = participation_rate(participation)
-    names = default_mechanisms(total) if mechanisms is None else [registry.get_class(n).name for n in mechanisms]
+    names = task.names(total, mechanisms)
     aggregators = [aggregation.get(name) for name in aggregators]
-    ms = candidate_report_dims(moments.dims, report_dims)
-    users = moments.users
-    per_round = moments if participation == 1.0 else moments.summary().with_users(max(2, round(participation * users)))
-    rows, excluded = ranked_candidates(
-        names,
-        ms,
+    ms = candidate_report_dims(task.dims, report_dims)
+    per_round = task.per_round(participation)
+
+    def row(budget: RoundBudget, m: int) -> PlanRow:
+        return task.row(budget, m, per_round, aggregators, total)
+
+    rows, excluded = ranked_candidates(names, ms, total, rounds, accountant, cap, row, task.kind)
+    return Plan(
         total,
         rounds,
-        accountant,
+        rows[0].budget.accountant,
+        participation,
         cap,
-        lambda budget, m: _row(budget, m, moments, per_round, aggregators, total),
+        task.users,
+        task.dims,
+        task.data,
+        rows,
+        excluded,
+        task=task.name,
+        details=task.details,
     )
-    return Plan(total, rounds, rows[0].budget.accountant, participation, cap, users, moments.dims, data, rows, excluded)
 
 
-def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: str, cap, row, kind="mechanism"):
+def make_plan(moments: ColumnMoments, total: TotalBudget, rounds: int, *, data: str = "", **options) -> Plan:
+    """Every (mechanism, m) candidate with its per-round budget and predicted errors, ranked
+    (`options`: those of `ranked_plan`)."""
+    return ranked_plan(MeanTask(moments, data), total, rounds, **options)
+
+
+def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: str, cap, row, kind: str):
     """(rows ranked by mse_final, excluded candidates): each name's per-round budget from the total,
     `row(budget, m)` for every m; a candidate whose row cannot be made is excluded with its reason,
     and none left is an LDPValueError naming the first reasons."""
@@ -237,28 +319,6 @@ def participation_rate(value) -> float:
     return q
 
 
-def _row(budget: RoundBudget, m: int, moments, per_round, aggregators, total: TotalBudget) -> PlanRow:
-    users, dims = per_round.users, moments.dims
-    prediction = predict(budget.mechanism, budget.epsilon, users, dims, m, per_round, delta=budget.delta)
-    truth = np.broadcast_to(moments.mean, (moments.dims,))
-    model = prediction.deviation_model()
-    recalibrated = {a.name: recalibrated_mse(a, truth, model) for a in aggregators}
-    final = prediction.mse_of_average(budget.rounds)
-    delta = total.delta if budget.delta is not None else None
-    once = predict(budget.mechanism, total.epsilon, moments.users, moments.dims, m, moments, delta=delta)
-    return PlanRow(
-        budget,
-        m,
-        per_round.users,
-        prediction.mse,
-        recalibrated,
-        final,
-        once.mse,
-        prediction.berry_esseen.max,
-        prediction.normal_approximation_warning,
-    )
-
-
 def mse_against_rounds(
     moments: ColumnMoments | None,
     total: TotalBudget,
@@ -272,9 +332,10 @@ def mse_against_rounds(
     accountant: the shape differs between basic and pld composition. `row_of(budget, m)`: the plan
     row of another task (default: the mean task on `moments`)."""
     if row_of is None:
+        task = MeanTask(moments)
 
         def row_of(budget, m):
-            return _row(budget, m, moments, moments, [], total)
+            return task.row(budget, m, moments, [], total)
 
     records = []
     for name in mechanisms:

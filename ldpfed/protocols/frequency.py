@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-import ldpfed.aggregation as aggregation
 from ldpfed.aggregation.base import Recalibrated
 from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
@@ -118,26 +117,10 @@ class FrequencyOutcome:
 class FrequencyServer(TupleServer):
     """The frequency task's server half: f_hat and its re-calibrations."""
 
-    def __init__(
-        self,
-        oracles: AttributeOracles,
-        clients: int,
-        aggregators: list[str],
-        *,
-        alpha: float = aggregation.DEFAULT_ALPHA,
-        l2_reference: str = "bound",
-        deviation: str | DeviationModel = "plug-in",
-        round_event=None,
-        budget=None,
-    ) -> None:
-        self.aggregators = aggregation.get_many(
-            aggregation.check_names(aggregators, "frequency"),
-            alpha=alpha,
-            l2_reference=l2_reference,
-            categories=tuple(oracles.categories),
-        )
-        super().__init__(round_event, budget)
-        self.oracles, self.clients, self.deviation = oracles, clients, deviation
+    def __init__(self, oracles: AttributeOracles, clients: int, aggregators: list[str], **options) -> None:
+        """`options`: TupleServer's (alpha, l2_reference, deviation, round_event, budget)."""
+        super().__init__("frequency", clients, aggregators, categories=tuple(oracles.categories), **options)
+        self.oracles = oracles
         self.width, self.mechanism_name = oracles.entries, oracles.name
         self.outcome: FrequencyOutcome | None = None
 

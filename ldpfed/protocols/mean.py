@@ -237,11 +237,33 @@ class MeanOutcome:
 class TupleServer(BudgetedServer):
     """A tuple task's server half (mean, frequency), shaped like a Flower Strategy: every admitted
     client reports in every round (each round is one independent collection); aggregate = the sum
-    of the clients' ReportSums (`width` entries), then the task's `estimate`."""
+    of the clients' ReportSums (`width` entries), then the task's `estimate`.
 
-    clients: int
+    `aggregators`: names the `task` allows, built with `alpha`, `l2_reference` and the task's own
+    `aggregator_options`; `deviation`: their deviation model (plug-in, model, or a DeviationModel);
+    `round_event`, `budget`: the ledger's event per client and round and the per-client budget."""
+
     width: int
     mechanism_name: str | None
+
+    def __init__(
+        self,
+        task: str,
+        clients: int,
+        aggregators: list[str],
+        *,
+        alpha: float = aggregation.DEFAULT_ALPHA,
+        l2_reference: str = "bound",
+        deviation: str | DeviationModel = "plug-in",
+        round_event=None,
+        budget=None,
+        **aggregator_options,
+    ) -> None:
+        self.aggregators = aggregation.get_many(
+            aggregation.check_names(aggregators, task), alpha=alpha, l2_reference=l2_reference, **aggregator_options
+        )
+        super().__init__(round_event, budget)
+        self.clients, self.deviation = clients, deviation
 
     def configure_round(self, server_round: int) -> RoundPlan:
         return RoundPlan(self.admit(range(self.clients)), {})
@@ -272,19 +294,12 @@ class MeanServer(TupleServer):
         clients: int,
         aggregators: list[str],
         *,
-        alpha: float = aggregation.DEFAULT_ALPHA,
-        l2_reference: str = "bound",
-        deviation: str | DeviationModel = "plug-in",
-        round_event=None,
         mechanism_name: str | None = None,
-        budget=None,
+        **options,
     ) -> None:
-        self.mechanism, self.dims, self.width, self.clients = mechanism, dims, dims, clients
-        self.aggregators = aggregation.get_many(
-            aggregation.check_names(aggregators, "mean"), alpha=alpha, l2_reference=l2_reference
-        )
-        super().__init__(round_event, budget)
-        self.deviation = deviation
+        """`options`: TupleServer's (alpha, l2_reference, deviation, round_event, budget)."""
+        self.mechanism, self.dims, self.width = mechanism, dims, dims
+        super().__init__("mean", clients, aggregators, **options)
         self.mechanism_name = mechanism_name
         self.outcome: MeanOutcome | None = None
 

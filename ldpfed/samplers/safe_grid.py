@@ -48,7 +48,7 @@ import numpy as np
 from ldpfed.samplers.discrete_gaussian import _RHO, _log_gaussian_tail, _Proposal
 from ldpfed.samplers.discrete_laplace import DiscreteLaplaceSampler
 from ldpfed.samplers.float_slack import FloatSlack
-from ldpfed.validation import LDPValueError, canonical_name
+from ldpfed.validation import LDPValueError, check_choice
 
 SAFE = "safe"
 CONTINUOUS_NAME = "continuous"
@@ -63,10 +63,7 @@ GAUSSIAN_GRID_FACTOR = 2**10  # J >= 2^10 sqrt(d): the rounding inflates the sen
 
 
 def check_sampler(sampler: str) -> str:
-    key = canonical_name(sampler)
-    if key not in SAMPLERS:
-        raise LDPValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    return key
+    return check_choice(sampler, SAMPLERS, "sampler")
 
 
 def rounding_slack(bits: int) -> float:
