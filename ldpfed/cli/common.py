@@ -46,7 +46,7 @@ def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progres
 
 
 def show_results(rows: list, table: Callable, *, as_json: bool, out, files: list[str]) -> None:
-    """The end of a results command: JSON rows on stdout, or the table and the files written."""
+    """The end of a results command: JSON rows on stdout, or the table and the `files` written into `out`."""
     if as_json:
         print_json(rows)
         return

@@ -73,7 +73,6 @@ MEAN_DEFAULTS = {
     "deviation": "plug-in",
 }
 MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
-MEAN_FILES = ["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
 TRAIN_ONLY = (
     "model",
     "clients",
@@ -388,9 +387,8 @@ def compare(
         if not synthetic and (low, high) != (-1.0, 1.0):
             config["scale"] = scale_note((low, high))
         rows = json_rows(result)
-        if output.enabled:
-            output.write(output_files(result, config, rows))
-    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out, files=MEAN_FILES)
+        written = output.write(output_files(result, config, rows)) if output.enabled else []
+    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out, files=written)
     if "scale" in config and not as_json:
         console.print(config["scale"]["note"] + ".", highlight=False)
 
@@ -535,7 +533,7 @@ def mse_figure(result: ExperimentResult):
 
 
 def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> dict:
-    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`; with a total budget the
+    """The files of `--out`, by name, for `OutputDir.write`; with a total budget the
     figure shows each mechanism at its per-round eps, one round and the T-round final estimate."""
     if "budget" in config:
         summary = result.summary

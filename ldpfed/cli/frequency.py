@@ -53,14 +53,6 @@ CATEGORIES_HELP = (
     "'a,b,c;x,y' per column (default: inferred); synthetic: counts (default 10)."
 )
 FREQUENCY_DEFAULTS = {"mechanism": "grr,oue,laplace,piecewise", "epsilons": "0.5,1,2,4", "data": "zipf", "repeats": 5}
-FREQUENCY_FILES = [
-    "runs.csv",
-    "summary.csv",
-    "frequencies.csv",
-    "summary.json",
-    "frequencies.png",
-    "mse_per_aggregator.png",
-]
 SHOWN_ENTRIES = 40
 PREDICTION_FILE, PER_CATEGORY_FILE = "prediction.json", "per_category.csv"
 
@@ -317,9 +309,8 @@ def compare_frequency(
             config = {**result.config, "budget": study.describe(groups, plan.repeats)}
             result = replace(result, summary=with_budget_columns(result.summary, groups), config=config)
         rows = json_rows(result)
-        if output.enabled:
-            output.write(output_files(result, rows))
-    show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=FREQUENCY_FILES)
+        written = output.write(output_files(result, rows)) if output.enabled else []
+    show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=written)
 
 
 def _number(value) -> float | None:
