@@ -49,6 +49,7 @@ from ldpfed.cli.common import (
     scale_note,
     show_results,
     study_keys,
+    study_plans,
 )
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
@@ -316,21 +317,12 @@ def compare(
         runs = [(choices, plan)]
     else:  # one plan per per-round (eps, delta) that the total gives the mechanisms
         groups = study.groups([choice.name for choice in choices])
+        plans = study_plans("mean", study, groups, DEFAULT_AGGREGATORS, shared)
         runs = [
-            (
-                [choice for choice in choices if choice.name in group.mechanisms],
-                ExperimentPlan.build(
-                    "mean",
-                    [group.epsilon],
-                    DEFAULT_AGGREGATORS,
-                    delta=group.delta,
-                    study_rounds=study.rounds,
-                    **shared,
-                ),
-            )
-            for group in groups
+            ([choice for choice in choices if choice.name in group.mechanisms], group_plan)
+            for group, group_plan in zip(groups, plans)
         ]
-        plan = runs[0][1]
+        plan = plans[0]
     synthetic = data in available_synthetic()
     if synthetic:
         users = DEFAULT_USERS if users is None else users

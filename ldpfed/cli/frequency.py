@@ -33,6 +33,7 @@ from ldpfed.cli.common import (
     progress_steps,
     show_results,
     study_keys,
+    study_plans,
 )
 from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.experiments.frequency import (
@@ -272,20 +273,8 @@ def compare_frequency(
         ]
     else:  # one plan per per-round (eps, delta) that the total gives the oracles
         groups = study.groups(names)
-        plans = [
-            (
-                list(group.names),
-                ExperimentPlan.build(
-                    "frequency",
-                    [group.epsilon],
-                    DEFAULT_FREQUENCY_AGGREGATORS,
-                    delta=group.delta,
-                    study_rounds=study.rounds,
-                    **shared,
-                ),
-            )
-            for group in groups
-        ]
+        group_plans = study_plans("frequency", study, groups, DEFAULT_FREQUENCY_AGGREGATORS, shared)
+        plans = [(list(group.names), group_plan) for group, group_plan in zip(groups, group_plans)]
     plan = plans[0][1]
     with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
         table = read_frequency_data(
