@@ -24,6 +24,7 @@ from ldpfed.cli.common import (
     handle_errors,
     print_json,
 )
+from ldpfed.cli.options import json_option
 from ldpfed.config import OPTIONS, option_default, resolve
 from ldpfed.outputs import named_path
 from ldpfed.planning.run import plan_report, planned_config
@@ -348,7 +349,7 @@ def simulate(
             "(never sent to the server)."
         ),
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    json_output: bool = json_option("the summary as JSON on stdout"),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
 ) -> None:
     flags = {key: value for key, value in locals().items() if key not in CLI_ONLY}

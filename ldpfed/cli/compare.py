@@ -51,6 +51,7 @@ from ldpfed.cli.common import (
     study_keys,
     study_plans,
 )
+from ldpfed.cli.options import OVERWRITE, json_option, out_option
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
 from ldpfed.experiments.plan import ExperimentPlan
@@ -248,11 +249,9 @@ def compare(
         help="What to compare: mean (mean estimation), train (federated LDP-SGD) "
         "or frequency (categorical attributes).",
     ),
-    out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
+    out: str | None = out_option("CSV, JSON summary and PNG plot"),
+    overwrite: bool = OVERWRITE,
+    as_json: bool = json_option("a JSON list of rows instead of a table"),
 ) -> None:
     """Compare aggregators (mean, L1, L2, HDR4ME*, James-Stein) across mechanisms and budgets."""
     # --- validate everything before any work ---------------------------------------------------

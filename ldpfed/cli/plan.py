@@ -21,6 +21,7 @@ from ldpfed.cli.common import (
     print_json,
 )
 from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
+from ldpfed.cli.options import OVERWRITE, json_option, out_option
 from ldpfed.cli.predict import _load_data as load_data
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
@@ -86,15 +87,9 @@ def plan_command(
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        help="Directory for plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png; checked first.",
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    out: Path = out_option("plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png"),
+    overwrite: bool = OVERWRITE,
+    as_json: bool = json_option("one JSON object instead of tables"),
 ) -> None:
     """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
     if task not in PLAN_TASKS:

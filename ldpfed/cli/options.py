@@ -1,0 +1,32 @@
+"""The options that several commands declare alike, each defined once here: its flag, its default
+and the part of its help that holds for every command; a command adds only what is its own (which
+files its --out holds, what its --json prints, which sampler it draws with by default).
+
+typer copies an option's definition for each command that declares it, so one object serves all.
+"""
+
+from __future__ import annotations
+
+import typer
+
+OVERWRITE = typer.Option(
+    False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
+)
+
+
+def out_option(files: str):
+    """--out DIR: where the command writes `files`, checked before any work (ldpfed.outputs.OutputDir)."""
+    return typer.Option(None, "--out", help=f"Directory for {files}; checked first.")
+
+
+def json_option(prints: str):
+    """--json: JSON on stdout instead of the tables; `prints` says what, e.g. "one JSON object"."""
+    return typer.Option(False, "--json", help=f"Print {prints}.")
+
+
+def sampler_option(default: str):
+    """--sampler: how a mechanism draws its noise, safe (ldpfed.samplers) or continuous; `default`
+    says which the command uses when it is not given."""
+    return typer.Option(
+        None, "--sampler", help=f"safe | continuous (default: {default}; continuous is NOT floating-point safe)."
+    )
