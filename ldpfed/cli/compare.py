@@ -51,7 +51,7 @@ from ldpfed.cli.common import (
     study_keys,
     study_plans,
 )
-from ldpfed.cli.options import OVERWRITE, json_option, out_option
+from ldpfed.cli.options import CLIENTS, CLIP, COORDINATE_CLIP, MODEL, OVERWRITE, json_option, out_option
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
 from ldpfed.experiments.plan import ExperimentPlan
@@ -194,8 +194,8 @@ def compare(
     chunk_users: int | None = typer.Option(
         None, "--chunk-users", help="mean: users perturbed per chunk (default ~2^20 values)."
     ),
-    model: str | None = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
-    clients: int | None = typer.Option(None, "--clients", help="train: clients of each federation (default 10)."),
+    model: str | None = MODEL,
+    clients: int | None = CLIENTS,
     rounds: int | None = typer.Option(
         None, "--rounds", help="train: rounds (default 5); mean, frequency with --budget: the rounds T of a study."
     ),
@@ -204,12 +204,8 @@ def compare(
     ),
     lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
-    clip: float | None = typer.Option(
-        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
-    ),
-    coordinate_clip: float | None = typer.Option(
-        None, "--coordinate-clip", help="train: per-coordinate clipping bound C, each to [-C, C] (default 0.05)."
-    ),
+    clip: float | None = CLIP,
+    coordinate_clip: float | None = COORDINATE_CLIP,
     partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
     fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
     engine: str | None = typer.Option(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from ldpfed.config import option_default
+
 OVERWRITE = typer.Option(
     False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
 )
@@ -30,3 +32,21 @@ def sampler_option(default: str):
     return typer.Option(
         None, "--sampler", help=f"safe | continuous (default: {default}; continuous is NOT floating-point safe)."
     )
+
+
+# The training options that compare --task train and plan --task train pass to ldpfed.config.
+MODEL = typer.Option(None, "--model", help=f"train: logreg | mlp | cnn (default {option_default('model')}).")
+CLIENTS = typer.Option(
+    None, "--clients", help=f"train: clients N of the federation (default {option_default('clients')})."
+)
+CLIP = typer.Option(
+    None,
+    "--clip",
+    help=f"train: L2 clipping norm C of a client update (gradient noises; default {option_default('clip')}).",
+)
+COORDINATE_CLIP = typer.Option(
+    None,
+    "--coordinate-clip",
+    help="train: per-coordinate clipping bound C, each to [-C, C] "
+    f"(scalar mechanisms; default {option_default('coordinate-clip')}).",
+)
