@@ -18,7 +18,6 @@ never asserted; the machine's load average is printed with them.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,6 +32,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from simulations.arguments import script_parser  # noqa: E402
 from simulations.provenance import run_stamp  # noqa: E402
 
 
@@ -55,13 +55,8 @@ def one_run(checkout: Path, clients: int, nodes: int, rounds: int, out: Path) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=200)
-    parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser = script_parser(__doc__, clients=200, nodes=2, rounds=5, repeats=1, json=False)
     parser.add_argument("--checkout", type=Path, default=None, help="another checkout to time alongside this one")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.rounds < 2:
         raise SystemExit("error: --rounds must be >= 2 (a steady-state round needs a round after the first)")

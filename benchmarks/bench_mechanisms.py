@@ -23,7 +23,6 @@ kernel, so the first of them pays for the rest).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -31,6 +30,7 @@ import numpy as np
 
 import ldpfed.mechanisms as mech
 from ldpfed.validation import LDPValueError, check_values
+from simulations.arguments import script_parser
 
 # Classic Gaussian calibration needs eps < 1; the benchmark runs at eps >= 1.
 CASES = [(name, options) for name, options in mech.variants() if options.get("calibration") != "classic"]
@@ -46,11 +46,7 @@ def time_once(function, clock=time.process_time) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--values", type=int, default=10**7)
-    parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = script_parser(__doc__, values=10**7, epsilon=1.0, repeats=3, seed=0)
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="cpu")
     args = parser.parse_args()
 

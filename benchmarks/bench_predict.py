@@ -33,7 +33,6 @@ one (the pass's threads are all charged), the wall ratio what a user sees. Both 
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -48,6 +47,7 @@ from ldpfed.analysis.moments import usable_cores
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
+from simulations.arguments import script_parser
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5
@@ -65,13 +65,7 @@ def best_of(repeats: int, function) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dims", type=int, default=100_000)
-    parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--report-dims", type=int, default=100)
-    parser.add_argument("--epsilon", type=float, default=4.0)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=7)
+    parser = script_parser(__doc__, dims=100_000, users=1000, report_dims=100, epsilon=4.0, repeats=5, seed=7)
     parser.add_argument("--workers", type=int, default=None, help="threads of the data pass (default: usable cores)")
     args = parser.parse_args()
     d, n, m = args.dims, args.users, args.report_dims

@@ -13,7 +13,6 @@ instead of once per client. The draws themselves stay one per row until a sample
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -22,6 +21,7 @@ import numpy as np
 from ldpfed.directional.privatizer import DirectionalPrivatizer
 from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
+from simulations.arguments import script_parser
 
 CASES = {  # name: privatizer for updates of d coordinates
     "laplace, m = Wang's (1)": lambda dims: UpdatePrivatizer("laplace", 2.0, 0.05),
@@ -41,11 +41,7 @@ def best(function, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=500)
-    parser.add_argument("--dims", type=int, default=650)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = script_parser(__doc__, clients=500, dims=650, repeats=3).parse_args()
     updates = np.random.default_rng(0).normal(scale=0.05, size=(args.clients, args.dims))
     rngs = lambda: [np.random.default_rng([k, 1]) for k in range(args.clients)]  # noqa: E731
     print(f"clients {args.clients}, d {args.dims}, best of {args.repeats} (CPU s); load {os.getloadavg()[0]:.1f}")

@@ -12,7 +12,6 @@ Performance is reported as numbers and ratios, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 import tracemalloc
@@ -23,6 +22,7 @@ import ldpfed.aggregation as aggregation
 from ldpfed.data import generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.protocols.mean import collect_sums, default_chunk_users, estimate_once
+from simulations.arguments import script_parser
 
 
 def sampling_only(data, mechanism, chunk_users, rng) -> None:
@@ -31,12 +31,7 @@ def sampling_only(data, mechanism, chunk_users, rng) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=1_000_000)
-    parser.add_argument("--dims", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--mechanism", default="laplace")
-    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser = script_parser(__doc__, users=1_000_000, dims=100, repeats=2, mechanism="laplace", epsilon=1.0)
     parser.add_argument("--chunk-users", type=int, default=None)
     args = parser.parse_args()
 

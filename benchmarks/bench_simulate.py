@@ -14,7 +14,6 @@ so both apps run the same algorithm.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ldpfed.config import Config  # noqa: E402
+from simulations.arguments import script_parser  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:
@@ -107,11 +107,7 @@ def local_compute_seconds(config) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="10,100")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--cpus", type=int, default=2)
-    args = parser.parse_args()
+    args = script_parser(__doc__, clients="10,100", rounds=4, cpus=2).parse_args()
     print(
         "| clients | ldpfed s/round | plain FedAvg s/round | ratio | local compute s/round (serial) "
         "| ldpfed overhead ms/client | plain overhead ms/client |"

@@ -16,7 +16,6 @@ Without a CUDA device it reports the CPU figures and says so.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -24,6 +23,7 @@ import torch
 
 from ldpfed.training.cohort import CohortTrainer, batch_plan
 from ldpfed.training.models import build_model
+from simulations.arguments import script_parser
 
 SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28)}
 
@@ -62,14 +62,7 @@ def chunk_invariant(trainer, start, x, y, index, weight, lr: float) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=256)
-    parser.add_argument("--examples", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = script_parser(__doc__, clients=256, examples=64, steps=20, batch_size=32, lr=0.1, json=False).parse_args()
     cuda = torch.cuda.is_available()
     rows_out = []
     for data_name, shape in SHAPES.items():

@@ -28,28 +28,21 @@ def _data(config):
 def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
     """(server, client) for the ldpfed config (task train); round end times go to `round_times`."""
     training = config.training
-    options = {
-        "model": training.model,
-        "local-steps": training.local_steps,
-        "lr": training.lr,
-        "batch-size": training.batch_size,
-        "clients": config.federation.clients,
-    }
     client_app = ClientApp()
 
     @client_app.train()
     def train(message: Message, context: Context) -> Message:
         data = _data(config)
         X, y = data.client(int(context.node_config["partition-id"]))
-        model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
+        model = build_model(training.model, data.input_shape, data.num_classes, seed=0)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
         train_local(
             model,
             X,
             y,
-            steps=options["local-steps"],
-            lr=options["lr"],
-            batch_size=options["batch-size"],
+            steps=training.local_steps,
+            lr=training.lr,
+            batch_size=training.batch_size,
             seed=int(message.content["config"]["server-round"]),
         )
         reply = RecordDict(
@@ -65,8 +58,8 @@ def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
         data = _data(config)
-        model = build_model(options["model"], data.input_shape, data.num_classes, seed=0)
-        clients = options["clients"]
+        model = build_model(training.model, data.input_shape, data.num_classes, seed=0)
+        clients = config.federation.clients
         strategy = FedAvg(
             fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=clients, min_available_nodes=clients
         )
@@ -80,7 +73,7 @@ def make_apps(config, round_times: list) -> tuple[ServerApp, ClientApp]:
         strategy.start(
             grid,
             ArrayRecord(model.state_dict()),
-            num_rounds=options["rounds"],
+            num_rounds=config.run.rounds,
             train_config=ConfigRecord({}),
             evaluate_fn=central_evaluation,
         )

@@ -27,7 +27,7 @@ from flwr.serverapp.strategy import (
 
 from ldpfed.accounting.central import flower_adaptive_multiplier
 from ldpfed.protocols.central import CentralPlan, CentralServer, accounted_multiplier
-from server.strategy import RunStopped, StoppableGrid, discover_partitions
+from server.strategy import RunStopped, StoppableGrid, TrainOnlyStrategy, discover_partitions
 
 ARRAYS, CONFIG, PARTITION, ROUND, EXAMPLES = "arrays", "config", "partition-id", "server-round", "num-examples"
 WRAPPERS = {
@@ -37,7 +37,7 @@ WRAPPERS = {
 }
 
 
-class CentralStrategy(Strategy):
+class CentralStrategy(TrainOnlyStrategy):
     """One message per sampled client; aggregate = fixed-denominator mean of the replies' models."""
 
     def __init__(self, server: CentralServer) -> None:
@@ -66,15 +66,6 @@ class CentralStrategy(Strategy):
         ]
         mean = self.server.mean(self.current.to_numpy_ndarrays(), models)
         return ArrayRecord(mean), MetricRecord({"clients_sampled": len(self.sampled), "clients_replied": len(models)})
-
-    def configure_evaluate(self, server_round, arrays, config, grid):
-        return []
-
-    def aggregate_evaluate(self, server_round, replies):
-        return None
-
-    def summary(self) -> None:
-        return None
 
 
 def central_strategy(server: CentralServer, plan: CentralPlan) -> tuple[Strategy, float]:

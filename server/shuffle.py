@@ -17,14 +17,13 @@ from collections.abc import Callable, Iterable
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import Strategy
 
 from clients.shuffle_app import PARTITIONS, REPORTS, ROUND, SETTINGS
 from ldpfed.protocols.shuffle import Shuffler, ShuffleRound
-from server.strategy import RunStopped, StoppableGrid, discover_partitions
+from server.strategy import RunStopped, StoppableGrid, TrainOnlyStrategy, discover_partitions
 
 
-class ShuffleStrategy(Strategy):
+class ShuffleStrategy(TrainOnlyStrategy):
     """The shuffler: admits, collects, pools and permutes; `on_batch(round, batch, admitted,
     stopped, failed)` hands the batch on (the harness gives it to the server half)."""
 
@@ -66,15 +65,6 @@ class ShuffleStrategy(Strategy):
         batch = self.shuffler.pool(blocks) if blocks else None
         self.on_batch(server_round, batch, sorted(reported), self.stopped, sorted(failed))
         return None, MetricRecord({"clients_replied": len(reported)})
-
-    def configure_evaluate(self, server_round, arrays, config, grid):
-        return []
-
-    def aggregate_evaluate(self, server_round, replies):
-        return None
-
-    def summary(self) -> None:
-        return None
 
 
 def make_shuffle_server_app(

@@ -157,7 +157,23 @@ def numeric(metrics: dict) -> MetricRecord:
     return MetricRecord({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and np.isfinite(v)})
 
 
-class LDPStrategy(Strategy):
+class TrainOnlyStrategy(Strategy):
+    """A Strategy whose clients only train: none is asked to evaluate (the server evaluates, where it
+    does, in the `evaluate_fn` of `Strategy.start`), and there is no summary to log."""
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return []
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return None
+
+    def summary(self) -> None:
+        return None
+
+
+class LDPStrategy(TrainOnlyStrategy):
     """Flower Strategy whose logic is an ldpfed server half; `on_round(round, metrics)` after each
     round's evaluation (the run's record). `node_wait`: seconds a round waits for an offline node
     hosting sampled clients (`await_nodes`; deployments)."""
@@ -213,14 +229,6 @@ class LDPStrategy(Strategy):
         metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
         self.metrics = {**metrics, "node_builds": builds}
         return None, numeric(self.metrics)
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        return []  # the server evaluates (evaluate_fn); clients evaluate nothing
-
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        return None
 
     def evaluate(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         """`evaluate_fn` of `Strategy.start`: the half's evaluation, then the round's record."""

@@ -10,7 +10,6 @@ and the results page --doc. Progress on stderr.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from ldpfed.audit.subjects import has_sampler_option
 from ldpfed.cli.common import parse_list
 from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 
 SAMPLERS = ("safe", "continuous")
@@ -153,14 +153,12 @@ def markdown(frame: pd.DataFrame, command: str, safe_available: bool, seconds: f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(
+        __doc__, seed=2024, confidence=0.99, out=Path("docs/results/audit"), doc=Path("docs/results/audit.md")
+    )
     parser.add_argument("--epsilons", default="1,4", help="comma-separated claimed budgets")
     parser.add_argument("--delta", type=float, default=1e-5, help="delta of the approximate mechanisms")
     parser.add_argument("--samples", type=int, default=1_000_000, help="draws per neighbouring input")
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--confidence", type=float, default=0.99)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/audit"))
-    parser.add_argument("--doc", type=Path, default=Path("docs/results/audit.md"))
     args = parser.parse_args()
     epsilons = [check_epsilon(value) for value in parse_list(args.epsilons, float, "--epsilons")]
 

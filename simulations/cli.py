@@ -1,8 +1,9 @@
 """`ldpfed simulate`: an LDP federation under Flower (Ray backend), registered on ldpfed's CLI
 through the `ldpfed.commands` entry point (so ldpfed itself never imports Flower).
 
-Every option flag is one field of `ldpfed.config.Config` (tests/test_config.py checks that the
-flags and the fields agree); `--config FILE` reads a TOML file of the same options, flags win.
+Every option flag is one field of `ldpfed.config.Config`, built from the config (its type and
+default) and OPTION_HELP (its help); tests/test_config.py checks that the flags and the fields
+agree. `--config FILE` reads a TOML file of the same options, flags win.
 `--noise-seed` is not one: the noise root is a secret of the run, kept out of the config, which
 is written to config.toml and, under `flwr run`, read by the server.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -24,7 +26,8 @@ from ldpfed.cli.common import (
     handle_errors,
     print_json,
 )
-from ldpfed.config import OPTIONS, option_default, resolve
+from ldpfed.cli.options import json_option
+from ldpfed.config import option_default, resolve
 from ldpfed.outputs import named_path
 from ldpfed.planning.run import plan_report, planned_config
 from ldpfed.protocols import seeds
@@ -65,6 +68,126 @@ TASK_OPTIONS = {
 }
 
 
+# simulate's options, one per option of ldpfed.config, in the order --help lists them: the help
+# text here, the type and the default (appended to the help) from the config.
+OPTION_HELP = {
+    # [run]
+    "task": "mean | train | frequency (categorical attributes; --dims is then the attributes d).",
+    "rounds": "Federated rounds.",
+    "seed": (
+        "Run seed: the data, the partition and the server's choices (sampling, model initialisation) derive from "
+        "it; the clients' noise does not (see --noise-seed)."
+    ),
+    "engine": "flower (Ray) | local (the same client/server halves in this process, no Flower).",
+    "fresh-noise": "Each client draws its own OS entropy, recorded nowhere (the run cannot be replayed).",
+    # [data]
+    "data": (
+        "mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | "
+        "mnist | cifar10 (default digits)."
+    ),
+    "data-dir": "Directory with mnist/cifar10 files.",
+    "users": "mean: users n in total, split over the clients (default: a data file's rows; synthetic 10,000).",
+    "dims": (
+        "mean: dimensions d of a tuple (default: a data file's columns; synthetic 10); frequency: its attributes."
+    ),
+    "domain": (
+        "mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised "
+        "[-1, 1] scale)."
+    ),
+    "header": "mean: " + HEADER_HELP,
+    "out-of-domain": "mean: " + OUT_OF_DOMAIN_HELP,
+    "categories": "frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts.",
+    "partition": "train: iid | k-classes | dirichlet.",
+    "classes-per-client": "k for --partition k-classes.",
+    "dirichlet-alpha": "alpha for --partition dirichlet.",
+    # [federation]
+    "clients": "Number of simulated clients (each with its own data, secret and privacy ledger).",
+    "fraction": "train: fraction of clients sampled per round.",
+    "cpus": "CPUs Ray may use in total (0 = all).",
+    "cpus-per-client": "CPUs Ray reserves per node (a Flower node hosts a cohort of clients).",
+    "fail-clients": "Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5).",
+    "nodes": (
+        "Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, "
+        "CPUs), for mean and frequency at most one per 250 clients or 2^22 values a round; = clients: one per node)."
+    ),
+    "device": "train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda.",
+    "gpus-per-node": "GPUs Ray gives each node (fractions allowed: nodes share a GPU).",
+    "ray-address": (
+        "Run on an existing Ray cluster (the head's HOST:PORT; auto = RAY_ADDRESS) instead of starting a local "
+        "Ray: the nodes go where the cluster's CPUs/GPUs are (docs/deployment.md, Ray cluster)."
+    ),
+    "node-wait": (
+        "Seconds a round waits for an offline node that hosts sampled clients, then fails its clients "
+        "(deployments under flwr run: a SuperNode restarting; a simulation's nodes are always online)."
+    ),
+    "node-reply": (
+        "A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of "
+        "updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report "
+        "counts)."
+    ),
+    # [privacy]
+    "mechanism": "LDP mechanism (train also: none, not private).",
+    "epsilon": (
+        "Budget eps per user and round, eps/m per reported value (mean, frequency); train: per client and round."
+    ),
+    "delta": (
+        "The delta of the (eps, delta) guarantee, per user and round (mean, frequency) or per client and round "
+        "(train); 0 = pure."
+    ),
+    "report-dims": "Dimensions each user reports, m (train: each client; 0 = all for mean, Wang's m for train).",
+    "max-epsilon": "Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part.",
+    "max-delta": (
+        "The budget's delta (0 = 1e-5): a client also stops before its total delta would exceed it "
+        "(needs --max-epsilon)."
+    ),
+    "accountant": "The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld.",
+    "budget": (
+        "mean: EPS[,DELTA], a client's total over the run: the per-round epsilon (and delta) and the max-epsilon "
+        "budget come from `ldpfed plan`'s calibration under --accountant over --rounds."
+    ),
+    "trust": (
+        "Who is trusted: local (default) | shuffle (mean: a trusted shuffler; amplified eps against the server) | "
+        "central (train: the server adds Flower's DP noise, calibrated to --max-epsilon/--max-delta)."
+    ),
+    "clipping": "--trust central: Flower's fixed | adaptive clipping.",
+    "clipping-side": "--trust central: who clips, server | client.",
+    # [aggregation]
+    "aggregator": "mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg).",
+    "alpha": "Confidence level of the aggregator.",
+    "deviation": "train: deviation model of the re-calibration, plug-in | model.",
+    # [training]
+    "model": "train: logreg | mlp | cnn.",
+    "local-steps": "train: local SGD steps per round, E.",
+    "lr": "train: client learning rate.",
+    "batch-size": "train: client minibatch size.",
+    "clip": "train: L2 clipping norm C of a client update (gradient noises, --perturbation ldpvec).",
+    "coordinate-clip": "train: per-coordinate clipping bound C, each coordinate to [-C, C] (scalar mechanisms, none).",
+    "perturbation": (
+        "train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base "
+        "randomizer)."
+    ),
+    "beta": "train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping).",
+    "window": "train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server).",
+    "magnitude": (
+        "train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: "
+        "NOT private)."
+    ),
+    "rotation": "train, ldpvec: none | hadamard (public random rotation, seeded by the server per round).",
+    "chunk-clients": "train: clients a node trains at once (0 = as many as a 512 MiB working memory allows).",
+    # [output]
+    "out": (
+        "Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."
+    ),
+    "overwrite": (
+        "Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."
+    ),
+    "diagnostics": (
+        "Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures "
+        "(never sent to the server)."
+    ),
+}
+
+
 def print_trust_summary(summary: dict) -> None:
     """The run's figures and its trust statement, one per line."""
     for key, value in summary.items():
@@ -72,20 +195,31 @@ def print_trust_summary(summary: dict) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    _show_defaults()
     app.command("simulate", help=HELP, epilog=OUTPUTS_EPILOG)(simulate)
 
 
-def _show_defaults() -> None:
-    """Each flag's help ends with its default from `ldpfed.config` (the flags default to None, "not
-    given", so that they do not override a --config file's values)."""
-    for name, parameter in inspect.signature(simulate).parameters.items():
-        info, flag = parameter.default, name.replace("_", "-")
-        if flag not in OPTIONS or "[default:" in (info.help or ""):
-            continue
-        value = option_default(flag)
-        if value not in (None, ""):  # "" = the task's default, which the help text names
-            info.help = f"{info.help} \\[default: {_shown(value)}]"  # \\[: not Rich markup
+def config_option(flag: str) -> inspect.Parameter:
+    """The option `flag` of ldpfed.config as a parameter of `simulate`. It defaults to None, "not
+    given", so that it does not override a --config file's value; its help ends with the config's
+    default. Booleans are --flag/--no-flag switches, --header too (the config holds auto | yes | no)."""
+    default = option_default(flag)
+    kind = bool if flag == "header" else type(default)
+    declarations = (f"--{flag}/--no-{flag}",) if kind is bool else (f"--{flag}",)
+    # "": the task's default, which the help names; \\[: a bracket, not Rich markup
+    shown = "" if default in (None, "") else f" \\[default: {_shown(default)}]"
+    option = typer.Option(None, *declarations, help=OPTION_HELP[flag] + shown)
+    return inspect.Parameter(
+        flag.replace("-", "_"), inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind | None
+    )
+
+
+def with_config_options(command: Callable) -> Callable:
+    """`command` with its own options (CLI_ONLY; --config first) and, after --config, one option per
+    entry of OPTION_HELP, which it receives as keyword arguments (None: not given)."""
+    own = inspect.signature(command).parameters
+    first, *rest = (own[name] for name in CLI_ONLY)
+    command.__signature__ = inspect.Signature([first, *map(config_option, OPTION_HELP), *rest])
+    return command
 
 
 def _shown(value) -> str:
@@ -132,21 +266,11 @@ def _check_task_flags(task: str, flags: dict) -> None:
 
 
 @handle_errors
+@with_config_options
 def simulate(
+    *,
     config_file: Path | None = typer.Option(
         None, "--config", help="TOML file of options, one table per section (flags override it)."
-    ),
-    # [run]
-    task: str | None = typer.Option(
-        None, help="mean | train | frequency (categorical attributes; --dims is then the attributes d)."
-    ),
-    rounds: int | None = typer.Option(None, help="Federated rounds."),
-    seed: int | None = typer.Option(
-        None,
-        help=(
-            "Run seed: the data, the partition and the server's choices (sampling, model initialisation) derive from "
-            "it; the clients' noise does not (see --noise-seed)."
-        ),
     ),
     noise_seed: str | None = typer.Option(
         None,
@@ -156,203 +280,12 @@ def simulate(
             " that cannot guess it (the summary says so). Not a config-file option."
         ),
     ),
-    engine: str | None = typer.Option(
-        None, help="flower (Ray) | local (the same client/server halves in this process, no Flower)."
-    ),
-    fresh_noise: bool | None = typer.Option(
-        None,
-        "--fresh-noise/--no-fresh-noise",
-        help="Each client draws its own OS entropy, recorded nowhere (the run cannot be replayed).",
-    ),
-    # [data]
-    data: str | None = typer.Option(
-        None,
-        help=(
-            "mean: synthetic set or file of tuples (default gaussian); train: digits | mnist-5k | synthetic-fedprox | "
-            "mnist | cifar10 (default digits)."
-        ),
-    ),
-    data_dir: str | None = typer.Option(None, help="Directory with mnist/cifar10 files."),
-    users: int | None = typer.Option(
-        None, help="mean: users n in total, split over the clients (default: a data file's rows; synthetic 10,000)."
-    ),
-    dims: int | None = typer.Option(
-        None,
-        help="mean: dimensions d of a tuple (default: a data file's columns; synthetic 10); frequency: its attributes.",
-    ),
-    domain: str | None = typer.Option(
-        None,
-        help=(
-            "mean: LOW,HIGH, the declared domain of a data file's values (default -1,1; the MSE is on the normalised "
-            "[-1, 1] scale)."
-        ),
-    ),
-    header: bool | None = typer.Option(None, "--header/--no-header", help="mean: " + HEADER_HELP),
-    out_of_domain: str | None = typer.Option(None, help="mean: " + OUT_OF_DOMAIN_HELP),
-    categories: str | None = typer.Option(
-        None, help="frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts."
-    ),
-    partition: str | None = typer.Option(None, help="train: iid | k-classes | dirichlet."),
-    classes_per_client: int | None = typer.Option(None, help="k for --partition k-classes."),
-    dirichlet_alpha: float | None = typer.Option(None, help="alpha for --partition dirichlet."),
-    # [federation]
-    clients: int | None = typer.Option(
-        None, help="Number of simulated clients (each with its own data, secret and privacy ledger)."
-    ),
-    fraction: float | None = typer.Option(None, help="train: fraction of clients sampled per round."),
-    cpus: int | None = typer.Option(None, help="CPUs Ray may use in total (0 = all)."),
-    cpus_per_client: float | None = typer.Option(
-        None, help="CPUs Ray reserves per node (a Flower node hosts a cohort of clients)."
-    ),
-    fail_clients: str | None = typer.Option(
-        None, help="Fault injection: comma-separated partition ids that raise in every round (e.g. 3,5)."
-    ),
-    nodes: int | None = typer.Option(
-        None,
-        help=(
-            "Flower nodes (Ray actors) hosting the clients, each a contiguous block trained at once (0 = min(clients, "
-            "CPUs), for mean and frequency at most one per 250 clients or 2^22 values a round; = clients: one per "
-            "node)."
-        ),
-    ),
-    device: str | None = typer.Option(
-        None, help="train: where a node trains its clients: auto (cuda when torch sees a GPU) | cpu | cuda."
-    ),
-    gpus_per_node: float | None = typer.Option(
-        None, help="GPUs Ray gives each node (fractions allowed: nodes share a GPU)."
-    ),
-    ray_address: str | None = typer.Option(
-        None,
-        help=(
-            "Run on an existing Ray cluster (the head's HOST:PORT; auto = RAY_ADDRESS) instead of starting a local "
-            "Ray: the nodes go where the cluster's CPUs/GPUs are (docs/deployment.md, Ray cluster)."
-        ),
-    ),
-    node_wait: float | None = typer.Option(
-        None,
-        help=(
-            "Seconds a round waits for an offline node that hosts sampled clients, then fails its clients "
-            "(deployments under flwr run: a SuperNode restarting; a simulation's nodes are always online)."
-        ),
-    ),
-    node_reply: str | None = typer.Option(
-        None,
-        help=(
-            "A node replies per client (clients) or with its clients' sum (sum: train sends the count-weighted sum of "
-            "updates, one d-vector per node, with --aggregator mean or fedavg only; mean/frequency the summed report "
-            "counts)."
-        ),
-    ),
-    # [privacy]
-    mechanism: str | None = typer.Option(None, help="LDP mechanism (train also: none, not private)."),
-    epsilon: float | None = typer.Option(
-        None,
-        help="Budget eps per user and round, eps/m per reported value (mean, frequency); train: per client and round.",
-    ),
-    delta: float | None = typer.Option(
-        None,
-        help="The delta of the (eps, delta) guarantee, per user and round (mean, frequency) or per client and round "
-        "(train); 0 = pure.",
-    ),
-    report_dims: int | None = typer.Option(
-        None, help="Dimensions each user reports, m (train: each client; 0 = all for mean, Wang's m for train)."
-    ),
-    max_epsilon: float | None = typer.Option(
-        None, help="Per-client budget over the run (0 = none): a client whose total would exceed it stops taking part."
-    ),
-    max_delta: float | None = typer.Option(
-        None,
-        help="The budget's delta (0 = 1e-5): a client also stops before its total delta would exceed it "
-        "(needs --max-epsilon).",
-    ),
-    accountant: str | None = typer.Option(
-        None, help="The run's accountant (epsilon spent, --max-epsilon): basic | advanced | rdp | pld."
-    ),
-    budget: str | None = typer.Option(
-        None,
-        help="mean: EPS[,DELTA], a client's total over the run: the per-round epsilon (and delta) and the "
-        "max-epsilon budget come from `ldpfed plan`'s calibration under --accountant over --rounds.",
-    ),
-    trust: str | None = typer.Option(
-        None,
-        help=(
-            "Who is trusted: local (default) | shuffle (mean: a trusted shuffler; amplified eps against the server) | "
-            "central (train: the server adds Flower's DP noise, calibrated to --max-epsilon/--max-delta)."
-        ),
-    ),
-    clipping: str | None = typer.Option(None, help="--trust central: Flower's fixed | adaptive clipping."),
-    clipping_side: str | None = typer.Option(None, help="--trust central: who clips, server | client."),
-    # [aggregation]
-    aggregator: str | None = typer.Option(
-        None, help="mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg)."
-    ),
-    alpha: float | None = typer.Option(None, help="Confidence level of the aggregator."),
-    deviation: str | None = typer.Option(None, help="train: deviation model of the re-calibration, plug-in | model."),
-    # [training]
-    model: str | None = typer.Option(None, help="train: logreg | mlp | cnn."),
-    local_steps: int | None = typer.Option(None, help="train: local SGD steps per round, E."),
-    lr: float | None = typer.Option(None, help="train: client learning rate."),
-    batch_size: int | None = typer.Option(None, help="train: client minibatch size."),
-    clip: float | None = typer.Option(
-        None, help="train: L2 clipping norm C of a client update (gradient noises, --perturbation ldpvec)."
-    ),
-    coordinate_clip: float | None = typer.Option(
-        None, help="train: per-coordinate clipping bound C, each coordinate to [-C, C] (scalar mechanisms, none)."
-    ),
-    perturbation: str | None = typer.Option(
-        None,
-        help=(
-            "train: numeric (per coordinate, or a gradient noise) | ldpvec (directional; --mechanism is its base "
-            "randomizer)."
-        ),
-    ),
-    beta: float | None = typer.Option(
-        None, help="train, ldpvec: angle window width beta*pi, in (0, 1] (1 = no angle clipping)."
-    ),
-    window: str | None = typer.Option(
-        None, help="train, ldpvec: fixed (the thesis) | centred (on the previous global step, broadcast by the server)."
-    ),
-    magnitude: str | None = typer.Option(
-        None,
-        help=(
-            "train, ldpvec: split (eps/d to the norm) | normalize (norm set to C) | exact-unsafe (norm without noise: "
-            "NOT private)."
-        ),
-    ),
-    rotation: str | None = typer.Option(
-        None, help="train, ldpvec: none | hadamard (public random rotation, seeded by the server per round)."
-    ),
-    chunk_clients: int | None = typer.Option(
-        None, help="train: clients a node trains at once (0 = as many as a 512 MiB working memory allows)."
-    ),
-    # [output]
-    out: str | None = typer.Option(
-        None,
-        help=(
-            "Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any "
-            "work)."
-        ),
-    ),
-    overwrite: bool | None = typer.Option(
-        None,
-        "--overwrite/--no-overwrite",
-        help=(
-            "Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."
-        ),
-    ),
-    diagnostics: bool | None = typer.Option(
-        None,
-        "--diagnostics/--no-diagnostics",
-        help=(
-            "Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures "
-            "(never sent to the server)."
-        ),
-    ),
-    json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    json_output: bool = json_option("the summary as JSON on stdout"),
     verbose: bool = typer.Option(False, "--verbose", help="Show Flower's and Ray's logs."),
+    **flags,
 ) -> None:
-    flags = {key: value for key, value in locals().items() if key not in CLI_ONLY}
-    named_path(out)  # `--out ""` is an error here; `out = ""` in a config file means no files
+    named_path(flags["out"])  # `--out ""` is an error here; `out = ""` in a config file means no files
+    header = flags["header"]
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
     config = resolve(config_file, flags)
     _check_task_flags(config.run.task, flags)

@@ -281,15 +281,8 @@ def compare_train(options: dict) -> None:
     summary = summarize(frame)
     rows = json_rows(summary)
     title = describe(base, repeats)
-    if out.enabled:
-        out.write(output_files(frame, rounds, summary, rows, base, repeats, seed, title))
-    show_results(
-        rows,
-        lambda: results_table(summary, title),
-        as_json=as_json,
-        out=out.path,
-        files=["runs.csv", "rounds.csv", "summary.csv", "summary.json", "accuracy_per_round.png"],
-    )
+    written = out.write(output_files(frame, rounds, summary, rows, base, repeats, seed, title)) if out.enabled else []
+    show_results(rows, lambda: results_table(summary, title), as_json=as_json, out=out.path, files=written)
 
 
 def describe(base: Config, repeats: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import typer
 
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, error_console, handle_errors, print_json
+from ldpfed.cli.options import json_option, sampler_option
 from ldpfed.validation import LDPValueError
 
 HELP = """Central DP-SGD on one data set: per-example clipping (torch.func), Poisson or shuffled
@@ -66,14 +67,11 @@ def dpsgd(
         None, help="r1smg, product-noise: per-step claimed epsilon; inid-laplace: per-step pure epsilon."
     ),
     noise_delta: float | None = typer.Option(None, help="r1smg, product-noise: per-step claimed delta."),
-    noise_sampler: str | None = typer.Option(
-        None,
-        "--sampler",
-        help="safe (integer noise on a grid; numeric, geodp and inid-gaussian need --sampling shuffle) | "
-        "continuous (NOT floating-point safe). Default: safe, but continuous for numeric and geodp with "
-        "Poisson sampling.",
+    noise_sampler: str | None = sampler_option(
+        "safe, but continuous for numeric and geodp with Poisson sampling; safe draws integer noise on a grid, "
+        "for which numeric, geodp and inid-gaussian need --sampling shuffle"
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    json_output: bool = json_option("the summary as JSON on stdout"),
 ) -> None:
     from simulations.dpsgd import DPSGDConfig, run
 

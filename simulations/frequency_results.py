@@ -22,7 +22,6 @@ aggregators share each repetition's reports), as docs/results/recalibration.md.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from ldpfed.experiments.frequency import (
 )
 from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from ldpfed.protocols.seeds import data_seed
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 from simulations.verdicts import paired_verdicts
 
@@ -278,19 +278,16 @@ def claims(summary: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--users", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--out", default="results/frequency")
-    parser.add_argument("--doc", default="docs/results/frequency.md")
+    parser = script_parser(
+        __doc__, users=20000, repeats=8, seed=2026, out=Path("results/frequency"), doc=Path("docs/results/frequency.md")
+    )
     parser.add_argument(
         "--render-only",
         action="store_true",
         help="Rewrite the page from the files an earlier run left in --out (no experiment).",
     )
     args = parser.parse_args()
-    out, doc = Path(args.out), Path(args.doc)
+    out, doc = args.out, args.doc
     doc_dir = doc.parent / doc.stem
     if args.render_only:
         import json

@@ -19,7 +19,6 @@ calibrated for what they sample; the continuous rows are NOT floating-point safe
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from ldpfed.gradient_noise import (
 )
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from ldpfed.samplers.plrvo_safe import SafeLaw
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 
 DELTA = 1e-5
@@ -321,12 +321,10 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/results")
-    args = parser.parse_args()
+    args = script_parser(__doc__, out=Path("docs/results")).parse_args()
     rows = single_release(100) + single_release(10_000) + dpsgd() + accuracy()
     frame = pd.DataFrame(rows)
-    out = Path(args.out)
+    out = args.out
     (out / "gradient_noise").mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "gradient_noise" / "magnitude.csv", index=False)
     (out / "gradient_noise.md").write_text(markdown(frame))

@@ -10,7 +10,6 @@ per-round eps from the plan), grouped into studies of T rounds whose estimates a
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ldpfed.data import load_tuples
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.planning import TotalBudget
 from ldpfed.planning.plan import make_plan
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 
 BUDGETS = (1.0, 4.0, 16.0)
@@ -31,12 +31,9 @@ DELTA = 1e-5
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--dims", type=int, default=100)
-    parser.add_argument("--rounds-simulated", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/plan"))
+    parser = script_parser(
+        __doc__, users=100_000, dims=100, rounds_simulated=200, seed=2026, out=Path("docs/results/plan")
+    )
     args = parser.parse_args()
     values = load_tuples("gaussian", users=args.users, dims=args.dims, rng=np.random.default_rng(args.seed))
     moments, _ = load_moments(values)

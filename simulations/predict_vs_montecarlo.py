@@ -17,7 +17,6 @@ Writes table.csv, table.md and summary.json to --out; progress on stderr.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from ldpfed.data import available_synthetic, generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
@@ -117,14 +117,11 @@ def markdown(frame: pd.DataFrame, header: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=5000)
-    parser.add_argument("--dims", type=int, default=10)
+    parser = script_parser(
+        __doc__, users=5000, dims=10, repetitions=1500, seed=2024, out=Path("results/predict_vs_montecarlo")
+    )
     parser.add_argument("--small-m", type=int, default=2, help="the m < d case (r_j = n m / d)")
     parser.add_argument("--epsilon", type=float, default=4.0, help="a user's total budget (eps/m per value)")
-    parser.add_argument("--repetitions", type=int, default=1500)
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--out", type=Path, default=Path("results/predict_vs_montecarlo"))
     args = parser.parse_args()
     console = Console(stderr=True)
     try:

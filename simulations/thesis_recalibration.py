@@ -23,7 +23,6 @@ t-test over repetitions (the aggregators share each repetition's reports): "beat
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from ldpfed.cli.compare import mse_figure
 from ldpfed.data import generate
 from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
 from ldpfed.outputs import save_figure, write_json, write_table, write_text
+from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 from simulations.verdicts import paired_verdicts
 
@@ -238,12 +238,10 @@ def _labels(frame: pd.DataFrame) -> pd.Series:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(
+        __doc__, repeats=4, seed=2024, out=Path("results/recalibration"), doc=Path("docs/results/recalibration.md")
+    )
     parser.add_argument("--scale", type=float, default=0.5, help="Fraction of the thesis' n (d kept).")
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--out", type=Path, default=Path("results/recalibration"))
-    parser.add_argument("--doc", type=Path, default=Path("docs/results/recalibration.md"))
     args = parser.parse_args()
     if not (0 < args.scale <= 1):
         parser.error("--scale must be in (0, 1]")

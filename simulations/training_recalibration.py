@@ -18,7 +18,6 @@ the paired differences against `mean`, one PNG per setting and the markdown page
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from ldpfed.config import Config  # noqa: E402
 from ldpfed.outputs import save_figure, write_table, write_text  # noqa: E402
+from simulations.arguments import script_parser  # noqa: E402
 from simulations.compare_train import accuracy_figure, plan, run_one, summarize  # noqa: E402
 from simulations.provenance import run_stamp  # noqa: E402
 
@@ -366,9 +366,8 @@ def page_text(runs, summary, differences, noise) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "training_recalibration")
-    parser.add_argument("--page", type=Path, default=ROOT / "docs" / "results" / "training_recalibration.md")
+    results = ROOT / "docs" / "results"
+    parser = script_parser(__doc__, out=results / "training_recalibration", page=results / "training_recalibration.md")
     parser.add_argument("--render-only", action="store_true", help="Only rebuild the page from the CSVs.")
     args = parser.parse_args()
     if not args.render_only:

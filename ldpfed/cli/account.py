@@ -23,6 +23,7 @@ from ldpfed.accounting import (
     round_event,
 )
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
+from ldpfed.cli.options import json_option, sampler_option
 from ldpfed.gradient_noise import PLRVO, InidGaussian, parse_layers, read_profile
 from ldpfed.samplers.float_slack import SLACK_RULE
 from ldpfed.samplers.safe_grid import check_sampler
@@ -215,14 +216,12 @@ def account_command(
         None, "--layers", help="inid-gaussian: per-layer clipping C1:d1,C2:d2,... (noise scales)."
     ),
     profile: str = typer.Option(None, "--profile", help="inid-gaussian: file of per-coordinate sensitivities D_i."),
-    sampler: str = typer.Option(
-        None,
-        "--sampler",
-        help="plrvo: safe (default; accounts what the safe sampler draws) | continuous (NOT "
-        "floating-point safe). inid-gaussian: continuous (default; the sampled Gaussian) | safe (the discrete "
-        "Gaussian with its float slack; needs --layers/--profile, rdp, no --sample-rate).",
+    sampler: str = sampler_option(
+        "safe for plrvo, which accounts what the safe sampler draws; continuous for inid-gaussian, the sampled "
+        "Gaussian, whose safe sampler (the discrete Gaussian with its float slack) needs --layers/--profile, rdp "
+        "and no --sample-rate"
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    as_json: bool = json_option("one JSON object instead of a table"),
 ) -> None:
     """Compose T rounds of one mechanism: epsilon, delta and the accountant used."""
     key = canonical_name(mechanism)

@@ -13,6 +13,7 @@ from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
 from ldpfed.audit.subject import DEFAULT_CATEGORIES, LDPVEC, VECTOR_SUBJECTS
 from ldpfed.audit.subjects import available
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
+from ldpfed.cli.options import json_option, sampler_option
 from ldpfed.validation import LDPValueError, canonical_name, check_memory, check_positive_int
 
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
@@ -66,7 +67,7 @@ def audit_command(
         "--delta",
         help="The delta of the (eps, delta) guarantee claimed, per value (approximate mechanisms only).",
     ),
-    sampler: str = typer.Option(None, "--sampler", help="safe | continuous (default: the mechanism's default)."),
+    sampler: str = sampler_option("the mechanism's default"),
     samples: int = typer.Option(
         DEFAULT_SAMPLES, "--samples", help="Draws per neighbouring input (half select events, half bound them)."
     ),
@@ -85,7 +86,7 @@ def audit_command(
     release: str = typer.Option(
         None, "--release", help="ldpvec: cartesian | polar | offsets (gaussian angles, the floating-point event)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = json_option("one JSON object"),
 ) -> None:
     """Audit a mechanism's privacy claim: a lower bound on its epsilon from draws on worst-case
     neighbours. Exit code 1 when the claim is refuted (verdict "fail"), 2 on bad input."""

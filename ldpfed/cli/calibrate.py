@@ -8,6 +8,7 @@ from rich.table import Table
 
 import ldpfed.gradient_noise as gradient_noise
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
+from ldpfed.cli.options import json_option, sampler_option
 from ldpfed.gradient_noise import GUARANTEE_FAILS, calibrate, parse_layers, read_profile
 from ldpfed.gradient_noise.profile import PROFILE_ARRAYS
 from ldpfed.validation import (
@@ -54,12 +55,8 @@ def calibrate_command(
         None, "--sample-rate", "-q", help="PLRV-O: Poisson sampling rate per step (default 1)."
     ),
     steps: int = typer.Option(None, "--steps", help="PLRV-O: DP-SGD steps (default 1)."),
-    sampler: str = typer.Option(
-        None,
-        "--sampler",
-        help="safe | continuous (default: safe for the i.n.i.d. noises; continuous is NOT floating-point safe).",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    sampler: str = sampler_option("safe for the i.n.i.d. noises"),
+    as_json: bool = json_option("one JSON object instead of a table"),
 ) -> None:
     """Calibrate a gradient noise from the literature to a privacy target."""
     key = gradient_noise.get_class(mechanism).name

@@ -17,8 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.data import Tuples, read_tuples, scale_note  # noqa: F401 (scale_note re-exported)
+from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.mechanisms.square_wave import ESTIMATORS
 from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted, dumps
+from ldpfed.planning.run import BudgetGroup, StudyBudget
 from ldpfed.validation import OUT_OF_DOMAIN, LDPValueError, out_of_domain_policy, parse_domain  # noqa: F401 (re-exported)
 
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).
@@ -46,7 +48,7 @@ def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progres
 
 
 def show_results(rows: list, table: Callable, *, as_json: bool, out, files: list[str]) -> None:
-    """The end of a results command: JSON rows on stdout, or the table and the files written."""
+    """The end of a results command: JSON rows on stdout, or the table and the `files` written into `out`."""
     if as_json:
         print_json(rows)
         return
@@ -174,6 +176,17 @@ def estimator_options(name: str, estimator: str | None) -> dict:
 # ---- comparisons from a total budget (compare --budget): shared by the mean and frequency tasks ----
 BUDGET_KEYS = ("total_epsilon", "total_delta", "rounds", "accountant", "delta_per_round", "epsilon_spent")
 STUDY_KEYS = ("studies", "mse_final", "mse_final_std", "predicted_mse_final")
+
+
+def study_plans(
+    task: str, study: StudyBudget, groups: list[BudgetGroup], aggregators: tuple, shared: dict
+) -> list[ExperimentPlan]:
+    """One plan per group of mechanisms that the total gives the same per-round (eps, delta), its
+    repetitions measured as T-round studies; `shared`: the options common to the plans."""
+    return [
+        ExperimentPlan.build(task, [group.epsilon], aggregators, delta=group.delta, study_rounds=study.rounds, **shared)
+        for group in groups
+    ]
 
 
 def study_keys(row: dict) -> dict:

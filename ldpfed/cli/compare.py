@@ -49,7 +49,9 @@ from ldpfed.cli.common import (
     scale_note,
     show_results,
     study_keys,
+    study_plans,
 )
+from ldpfed.cli.options import CLIENTS, CLIP, COORDINATE_CLIP, MODEL, OVERWRITE, json_option, out_option
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
 from ldpfed.experiments.plan import ExperimentPlan
@@ -73,7 +75,6 @@ MEAN_DEFAULTS = {
     "deviation": "plug-in",
 }
 MEAN_ONLY = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
-MEAN_FILES = ["runs.csv", "summary.csv", "summary.json", "mse_vs_epsilon.png"]
 TRAIN_ONLY = (
     "model",
     "clients",
@@ -193,8 +194,8 @@ def compare(
     chunk_users: int | None = typer.Option(
         None, "--chunk-users", help="mean: users perturbed per chunk (default ~2^20 values)."
     ),
-    model: str | None = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
-    clients: int | None = typer.Option(None, "--clients", help="train: clients of each federation (default 10)."),
+    model: str | None = MODEL,
+    clients: int | None = CLIENTS,
     rounds: int | None = typer.Option(
         None, "--rounds", help="train: rounds (default 5); mean, frequency with --budget: the rounds T of a study."
     ),
@@ -203,12 +204,8 @@ def compare(
     ),
     lr: float | None = typer.Option(None, "--lr", help="train: client learning rate (default 0.1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
-    clip: float | None = typer.Option(
-        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
-    ),
-    coordinate_clip: float | None = typer.Option(
-        None, "--coordinate-clip", help="train: per-coordinate clipping bound C, each to [-C, C] (default 0.05)."
-    ),
+    clip: float | None = CLIP,
+    coordinate_clip: float | None = COORDINATE_CLIP,
     partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
     fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
     engine: str | None = typer.Option(
@@ -248,11 +245,9 @@ def compare(
         help="What to compare: mean (mean estimation), train (federated LDP-SGD) "
         "or frequency (categorical attributes).",
     ),
-    out: str | None = typer.Option(None, "--out", help="Directory for CSV, JSON summary and PNG plot."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of rows instead of a table."),
+    out: str | None = out_option("CSV, JSON summary and PNG plot"),
+    overwrite: bool = OVERWRITE,
+    as_json: bool = json_option("a JSON list of rows instead of a table"),
 ) -> None:
     """Compare aggregators (mean, L1, L2, HDR4ME*, James-Stein) across mechanisms and budgets."""
     # --- validate everything before any work ---------------------------------------------------
@@ -317,21 +312,12 @@ def compare(
         runs = [(choices, plan)]
     else:  # one plan per per-round (eps, delta) that the total gives the mechanisms
         groups = study.groups([choice.name for choice in choices])
+        plans = study_plans("mean", study, groups, DEFAULT_AGGREGATORS, shared)
         runs = [
-            (
-                [choice for choice in choices if choice.name in group.mechanisms],
-                ExperimentPlan.build(
-                    "mean",
-                    [group.epsilon],
-                    DEFAULT_AGGREGATORS,
-                    delta=group.delta,
-                    study_rounds=study.rounds,
-                    **shared,
-                ),
-            )
-            for group in groups
+            ([choice for choice in choices if choice.name in group.mechanisms], group_plan)
+            for group, group_plan in zip(groups, plans)
         ]
-        plan = runs[0][1]
+        plan = plans[0]
     synthetic = data in available_synthetic()
     if synthetic:
         users = DEFAULT_USERS if users is None else users
@@ -388,9 +374,8 @@ def compare(
         if not synthetic and (low, high) != (-1.0, 1.0):
             config["scale"] = scale_note((low, high))
         rows = json_rows(result)
-        if output.enabled:
-            output.write(output_files(result, config, rows))
-    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out, files=MEAN_FILES)
+        written = output.write(output_files(result, config, rows)) if output.enabled else []
+    show_results(rows, lambda: results_table(result, config), as_json=as_json, out=out, files=written)
     if "scale" in config and not as_json:
         console.print(config["scale"]["note"] + ".", highlight=False)
 
@@ -535,7 +520,7 @@ def mse_figure(result: ExperimentResult):
 
 
 def output_files(result: ExperimentResult, config: dict, rows: list[dict]) -> dict:
-    """The files of `--out`, by name (MEAN_FILES), for `OutputDir.write`; with a total budget the
+    """The files of `--out`, by name, for `OutputDir.write`; with a total budget the
     figure shows each mechanism at its per-round eps, one round and the T-round final estimate."""
     if "budget" in config:
         summary = result.summary

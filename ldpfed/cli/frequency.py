@@ -33,6 +33,7 @@ from ldpfed.cli.common import (
     progress_steps,
     show_results,
     study_keys,
+    study_plans,
 )
 from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.experiments.frequency import (
@@ -53,14 +54,6 @@ CATEGORIES_HELP = (
     "'a,b,c;x,y' per column (default: inferred); synthetic: counts (default 10)."
 )
 FREQUENCY_DEFAULTS = {"mechanism": "grr,oue,laplace,piecewise", "epsilons": "0.5,1,2,4", "data": "zipf", "repeats": 5}
-FREQUENCY_FILES = [
-    "runs.csv",
-    "summary.csv",
-    "frequencies.csv",
-    "summary.json",
-    "frequencies.png",
-    "mse_per_aggregator.png",
-]
 SHOWN_ENTRIES = 40
 PREDICTION_FILE, PER_CATEGORY_FILE = "prediction.json", "per_category.csv"
 
@@ -280,20 +273,8 @@ def compare_frequency(
         ]
     else:  # one plan per per-round (eps, delta) that the total gives the oracles
         groups = study.groups(names)
-        plans = [
-            (
-                list(group.names),
-                ExperimentPlan.build(
-                    "frequency",
-                    [group.epsilon],
-                    DEFAULT_FREQUENCY_AGGREGATORS,
-                    delta=group.delta,
-                    study_rounds=study.rounds,
-                    **shared,
-                ),
-            )
-            for group in groups
-        ]
+        group_plans = study_plans("frequency", study, groups, DEFAULT_FREQUENCY_AGGREGATORS, shared)
+        plans = [(list(group.names), group_plan) for group, group_plan in zip(groups, group_plans)]
     plan = plans[0][1]
     with OutputDir.prepare(out, overwrite=overwrite, command="compare --task frequency") as output:
         table = read_frequency_data(
@@ -317,9 +298,8 @@ def compare_frequency(
             config = {**result.config, "budget": study.describe(groups, plan.repeats)}
             result = replace(result, summary=with_budget_columns(result.summary, groups), config=config)
         rows = json_rows(result)
-        if output.enabled:
-            output.write(output_files(result, rows))
-    show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=FREQUENCY_FILES)
+        written = output.write(output_files(result, rows)) if output.enabled else []
+    show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=written)
 
 
 def _number(value) -> float | None:

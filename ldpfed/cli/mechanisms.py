@@ -7,6 +7,7 @@ from rich.table import Table
 
 import ldpfed.mechanisms as registry
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
+from ldpfed.cli.options import json_option, sampler_option
 from ldpfed.gradient_noise import listing
 from ldpfed.mechanisms.base import SAMPLERS
 from ldpfed.validation import LDPValueError, check_epsilon
@@ -17,12 +18,8 @@ EXAMPLE_DELTA = 1e-5
 @handle_errors
 def list_mechanisms(
     epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget eps per value, for the variance columns."),
-    sampler: str = typer.Option(
-        None,
-        "--sampler",
-        help="safe | continuous (default: each mechanism's default; continuous is NOT floating-point safe).",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+    sampler: str = sampler_option("each mechanism's default"),
+    as_json: bool = json_option("a JSON list instead of a table"),
     gradient_noises: bool = typer.Option(
         False, "--gradient-noises", help="List the gradient noises (ldpfed calibrate) and their samplers instead."
     ),

@@ -21,6 +21,7 @@ from ldpfed.cli.common import (
     print_json,
 )
 from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
+from ldpfed.cli.options import CLIENTS, CLIP, COORDINATE_CLIP, MODEL, OVERWRITE, json_option, out_option
 from ldpfed.cli.predict import _load_data as load_data
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
@@ -70,31 +71,19 @@ def plan_command(
         "a .csv of categories (default zipf).",
     ),
     categories: str = typer.Option(None, "--categories", help=CATEGORIES_HELP),
-    model: str = typer.Option(None, "--model", help="train: logreg | mlp | cnn (default logreg)."),
-    clients: int = typer.Option(None, "--clients", help="train: clients N of the federation (default 10)."),
-    clip: float = typer.Option(
-        None, "--clip", help="train: L2 clipping norm C of a client update (gradient noises; default 0.05)."
-    ),
-    coordinate_clip: float = typer.Option(
-        None,
-        "--coordinate-clip",
-        help="train: per-coordinate clipping bound C, each to [-C, C] (scalar mechanisms; default 0.05).",
-    ),
+    model: str = MODEL,
+    clients: int = CLIENTS,
+    clip: float = CLIP,
+    coordinate_clip: float = COORDINATE_CLIP,
     users: int = typer.Option(None, "--users", "-n", help="Users n of a synthetic set (default 10,000)."),
     dims: int = typer.Option(None, "--dims", "-d", help="Dimensions d of a synthetic set (default 10)."),
     domain: str = typer.Option("-1,1", "--domain", help="LOW,HIGH: the declared domain of a data file's values."),
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        help="Directory for plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png; checked first.",
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    out: Path = out_option("plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png"),
+    overwrite: bool = OVERWRITE,
+    as_json: bool = json_option("one JSON object instead of tables"),
 ) -> None:
     """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
     if task not in PLAN_TASKS:

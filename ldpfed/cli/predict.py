@@ -30,6 +30,7 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
 )
+from ldpfed.cli.options import OVERWRITE, json_option, out_option
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
@@ -85,15 +86,9 @@ def predict_command(
     compare: str = typer.Option(None, "--compare", help="A second mechanism: break-even population and winner at n."),
     confidence: float = typer.Option(None, "--confidence", help="ALPHA in (0,1): the error supremum xi_j(alpha)."),
     estimator: str = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        help="Directory for prediction.json, per_dimension.csv (frequency: per_category.csv); checked first.",
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of an earlier run in --out (ldpfed's files only)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    out: Path = out_option("prediction.json, per_dimension.csv (frequency: per_category.csv)"),
+    overwrite: bool = OVERWRITE,
+    as_json: bool = json_option("one JSON object instead of tables"),
     task: str = typer.Option(
         "mean",
         "--task",
