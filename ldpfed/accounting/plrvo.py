@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from scipy.special import gammainc, gammaincinv, gammaln, logsumexp
@@ -304,6 +305,7 @@ def _largest_theta(
 ) -> SearchResult | None:
     """At shape k, the largest admissible theta with eps <= target (bisection on log theta), or None."""
 
+    @cache  # the result below reads the last feasible point again
     def feasible(log_theta: float) -> tuple[bool, float, int]:
         theta = math.exp(log_theta)
         if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:
