@@ -51,10 +51,13 @@ def column_values(users, dims, seed):
     return np.clip(rng.normal(np.linspace(-0.6, 0.6, dims), 0.3, size=(users, dims)), -1, 1)
 
 
-CASES = [  # (expected reports n m / d, dims, repetitions); n = 100, m = 1
-    pytest.param(2, 50, 3000, id="r2"),
-    pytest.param(5, 20, 5000, id="r5"),
-    pytest.param(20, 5, 12000, id="r20"),
+# (expected reports n m / d, dims, repetitions); n = 100, m = 1. 4 standard errors shrink as
+# 1/sqrt(repetitions); at these sizes and seeds they are 2.6-3.8% of the MSE (Laplace the widest),
+# under the 5% the guard in the test demands, so passing still means within 5%.
+CASES = [
+    pytest.param(2, 50, 1500, id="r2"),
+    pytest.param(5, 20, 3000, id="r5"),
+    pytest.param(20, 5, 5000, id="r20"),
 ]
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import click
 import pytest
 import typer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from ldpfed.cli.main import app
 
 runner = CliRunner()
-COMMANDS: dict[str, click.Command] = typer.main.get_command(app).commands
+# The app's click command, built once: typer's CliRunner rebuilds it from every command's signature
+# on each invoke (~10 ms), and this file invokes it some 500 times.
+CLI = typer.main.get_command(app)
+COMMANDS: dict[str, click.Command] = CLI.commands
 
 VALID = {
     "account": ["--mechanism", "laplace", "--epsilon", "1", "--rounds", "10"],
@@ -223,7 +226,7 @@ def test_the_app_registers_the_known_commands():
 def test_the_valid_invocations_run(name):
     """Each base invocation succeeds alone, so in the cases below the added fault is the only one."""
     assert name in COMMANDS
-    result = runner.invoke(app, [name, *VALID[name], "--json"])
+    result = runner.invoke(CLI, [name, *VALID[name], "--json"])
     assert result.exit_code == 0, result.output
 
 
@@ -232,7 +235,7 @@ def test_every_command_rejects_missing_and_malformed_options_in_one_line(tmp_pat
     assert len(cases) > 100  # every command contributes its generic cases
     failures = []
     for name, arguments in cases:
-        result = runner.invoke(app, [name, *arguments])
+        result = runner.invoke(CLI, [name, *arguments])
         try:
             assert_one_line_error(result, [name, *arguments])
         except AssertionError:
@@ -248,11 +251,11 @@ def test_a_size_beyond_memory_names_the_memory_available(monkeypatch):
 
     monkeypatch.setattr(validation, "available_memory", lambda: 2**30)
     arguments = ["predict", "--mechanism", "laplace", "--epsilon", "1", "--data", "gaussian", "--users", "20000000"]
-    result = runner.invoke(app, arguments)
+    result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert "3.0 GiB" in result.stderr and "1.0 GiB available" in result.stderr and "--users" in result.stderr
     arguments[-1] = "2000000"  # 0.3 GiB: runs
-    assert runner.invoke(app, [*arguments, "--json"]).exit_code == 0
+    assert runner.invoke(CLI, [*arguments, "--json"]).exit_code == 0
 
 
 def test_errors_come_before_synthetic_data_is_generated():
@@ -272,14 +275,14 @@ def test_errors_come_before_synthetic_data_is_generated():
         ["simulate", "--engine", "local", "--task", "frequency", "--dims", "3", "--categories", "2,3"],
         ["simulate", "--engine", "local", "--task", "frequency", "--data", "uniform", "--report-dims", "5"],
     ):
-        result = runner.invoke(app, arguments)
+        result = runner.invoke(CLI, arguments)
         assert_one_line_error(result, arguments)
         assert "data:" not in result.stderr, result.stderr
 
 
 def test_a_budget_out_of_range_names_what_was_typed():
     arguments = ["predict", "--mechanism", "laplace", "--epsilon", "1e-300", "--users", "10", "--dims", "2"]
-    result = runner.invoke(app, arguments)
+    result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert "epsilon 1e-300 (a user's total) is 5e-301 per reported value" in result.stderr
 
@@ -287,14 +290,14 @@ def test_a_budget_out_of_range_names_what_was_typed():
 def test_version():
     from importlib.metadata import version
 
-    result = runner.invoke(app, ["--version"])
+    result = runner.invoke(CLI, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"ldpfed {version('ldpfed')}"
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_shows_every_bracket_and_points_to_the_outputs_page(name):
     """Help texts are Rich markup: an unescaped '[mnist]' would vanish from --help."""
-    shown = " ".join(runner.invoke(app, [name, "--help"], terminal_width=400).stdout.replace("│", " ").split())
+    shown = " ".join(runner.invoke(CLI, [name, "--help"], terminal_width=400).stdout.replace("│", " ").split())
     assert "docs/outputs.md" in shown
     for option in _options(COMMANDS[name]):
         for bracket in __import__("re").findall(r"\\?\[[a-z][^\]]*\]", option.help or ""):
@@ -304,7 +307,7 @@ def test_help_shows_every_bracket_and_points_to_the_outputs_page(name):
 def test_simulate_help_shows_the_defaults():
     from ldpfed.config import option_default
 
-    shown = " ".join(runner.invoke(app, ["simulate", "--help"], terminal_width=400).stdout.replace("│", " ").split())
+    shown = " ".join(runner.invoke(CLI, ["simulate", "--help"], terminal_width=400).stdout.replace("│", " ").split())
     for flag in ("rounds", "clients", "epsilon", "mechanism", "aggregator"):
         assert f"[default: {option_default(flag)}]" in shown, flag
 
@@ -368,7 +371,7 @@ def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
         ),
         (["--coordinate-clip", "1"], "--coordinate-clip do(es) not apply to --task mean"),
     ):
-        result = runner.invoke(app, ["simulate", "--engine", "local", *arguments])
+        result = runner.invoke(CLI, ["simulate", "--engine", "local", *arguments])
         assert_one_line_error(result, arguments)
         assert message in result.stderr, result.stderr
     # a sweep: each bound goes to the runs it applies to; one that applies to none is an error
@@ -378,7 +381,7 @@ def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
     runs = plan(sweep, ["laplace", "inid-gaussian"], [4.0], ["fedavg"], 1, 0)
     assert [config.update_clip for _, config in runs] == [0.1, 2.0]
     arguments = ["compare", "--task", "train", "-m", "laplace", "--clip", "0.1"]
-    result = runner.invoke(app, arguments)
+    result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert "--clip applies to none of the mechanisms laplace" in result.stderr
 
@@ -405,7 +408,7 @@ def test_what_used_to_pass_silently_or_crash_names_the_fault(tmp_path, arguments
         "floats": _file(tmp_path, "floats.csv", "\n".join(f"{0.001 * i + 0.0005}" for i in range(200)) + "\n"),
     }
     arguments = [item.format(**files) for item in arguments]
-    result = runner.invoke(app, arguments)
+    result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert message in result.stderr, result.stderr
 
@@ -417,7 +420,7 @@ def test_a_pld_composition_beyond_memory_is_refused_before_the_fft(monkeypatch):
 
     monkeypatch.setattr(validation, "available_memory", lambda: 100 * 2**20)
     arguments = ["account", "-m", "gaussian", "-z", "1", "-q", "0.01", "--rounds", "1000000"]
-    result = runner.invoke(app, arguments)
+    result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert "pld accountant's composition of 1,000,000 rounds" in result.stderr and "rdp" in result.stderr
-    assert runner.invoke(app, [*arguments, "--accountant", "rdp", "--json"]).exit_code == 0
+    assert runner.invoke(CLI, [*arguments, "--accountant", "rdp", "--json"]).exit_code == 0

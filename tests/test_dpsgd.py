@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import cache
 
 import dp_accounting
 import numpy as np
@@ -194,6 +195,7 @@ def _replace_one_events(perturbation: str, sigma: float) -> list:
     return [magnitude] if perturbation == "numeric" else [magnitude, dp_accounting.GaussianDpEvent(sigma)]
 
 
+@cache  # ~0.5 s each; the numeric cases of a test share theirs
 def _replace_one_pld_epsilon(perturbation: str, sigma: float, epochs: int, delta: float) -> float:
     """The independent reference: dp-accounting's PLD accountant under REPLACE_ONE, which doubles the
     Gaussian's shift itself (noise sigma C, records of norm <= C). GeoDP's direction has noise sigma L

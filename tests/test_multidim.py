@@ -16,6 +16,7 @@ from scipy import stats
 import ldpfed.mechanisms as registry
 from ldpfed.mechanisms.multidim import (
     ReportSums,
+    _mask_of_smallest,
     mean_estimate,
     per_value_mechanism,
     perturb_tuples,
@@ -81,6 +82,16 @@ def test_masks_differ_across_users_and_are_reproducible():
     b = sample_report_mask(500, 6, 2, np.random.default_rng(3))
     assert np.array_equal(a, b)
     assert len({row.tobytes() for row in a}) > 1
+
+
+def test_the_mask_marks_each_rows_m_smallest_uniforms_and_m_where_a_row_ties():
+    """The mask is a function of the generator's uniforms (a run replays it bit for bit): each row's
+    m smallest; two equal uniforms at the m-th place still give m."""
+    mask = sample_report_mask(300, 6, 2, np.random.default_rng(4))
+    draws = np.random.default_rng(4).random((300, 6))
+    assert np.array_equal(mask, draws <= np.sort(draws, axis=1)[:, 1:2])
+    tied = _mask_of_smallest(np.array([[0.5, 0.1, 0.1, 0.9], [0.7, 0.2, 0.4, 0.2]]), 1)
+    assert tied.sum(axis=1).tolist() == [1, 1] and not tied[:, [0, 3]].any() and not tied[1, 2]
 
 
 # --- estimators ------------------------------------------------------------------------------------

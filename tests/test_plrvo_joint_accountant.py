@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import mpmath
 import numpy as np
@@ -33,23 +33,45 @@ ORDERS = (4, 16, 64)
 BLOCK_SLACK = 1e-5
 
 
-def _mp_g(x, eta, law):
-    """G(x, eta) (spec) or G_safe(x, eta) (plrvo_safe.py's docstring), in mpmath."""
+@cache
+def _mp_shifts() -> tuple:
+    """x_i = C (sqrt(i) - sqrt(i-1)), i = 1..n, in mpmath."""
+    with mpmath.workdps(30):
+        return tuple(mpmath.mpf(CLIP) * (mpmath.sqrt(i) - mpmath.sqrt(i - 1)) for i in range(1, PARAMS + 1))
+
+
+@cache
+def _mp_powers(eta: int) -> tuple:
+    """((1 - theta(eta-1)x_i)^-k, (1 + theta eta x_i)^-k), i = 1..n: the terms both laws' G share."""
     k, theta = mpmath.mpf(K), mpmath.mpf(THETA)
+    with mpmath.workdps(30):
+        ups = tuple((1 - theta * (eta - 1) * x) ** (-k) for x in _mp_shifts())
+        downs = tuple((1 + theta * eta * x) ** (-k) for x in _mp_shifts())
+    return ups, downs
+
+
+def _mp_g_row(eta: int, law) -> tuple:
+    """G(x_i, eta) (spec) or G_safe(x_i, eta) (plrvo_safe.py's docstring), i = 1..n, in mpmath; the
+    factors that do not depend on x are computed once per eta."""
     a, b = mpmath.mpf(eta) / (2 * eta - 1), mpmath.mpf(eta - 1) / (2 * eta - 1)
-    up, down = (1 - theta * (eta - 1) * x) ** (-k), (1 + theta * eta * x) ** (-k)
+    ups, downs = _mp_powers(eta)
     if law is None:
-        return a * up + b * down
+        return tuple(a * up + b * down for up, down in zip(ups, downs))
     step, gamma, tau = (mpmath.mpf(v) for v in (law.step_ratio, law.shift_ratio, law.table_error))
     u1 = mpmath.mpf(first_atom(K, THETA))
     c_a = a + (2 * eta - 1) * step**2 / 24
     c_b = 1 - c_a
-    core = c_a * mpmath.exp((eta - 1) * gamma) * up + c_b * mpmath.exp(-eta * gamma) * down
-    bin0 = (
-        c_a * mpmath.exp((eta - 1) * gamma) * mpmath.expm1(u1 * (eta - 1) * x)
-        + c_b * mpmath.exp(-eta * gamma) * mpmath.expm1(-u1 * eta * x)
-    ) / ATOMS
-    return mpmath.exp((2 * eta - 1) * tau) * (core + bin0)
+    up_weight, down_weight = c_a * mpmath.exp((eta - 1) * gamma), c_b * mpmath.exp(-eta * gamma)
+    table_factor = mpmath.exp((2 * eta - 1) * tau)
+    return tuple(
+        table_factor
+        * (
+            up_weight * up
+            + down_weight * down
+            + (up_weight * mpmath.expm1(u1 * (eta - 1) * x) + down_weight * mpmath.expm1(-u1 * eta * x)) / ATOMS
+        )
+        for x, up, down in zip(_mp_shifts(), ups, downs)
+    )
 
 
 @lru_cache(maxsize=2)
@@ -57,10 +79,7 @@ def _mp_g_table(safe: bool) -> tuple:
     """G(x_i, eta) for eta = 0..max(ORDERS)+1 (rows) and i = 1..n (columns), in mpmath."""
     law = SafeLaw.for_params(PARAMS) if safe else None
     with mpmath.workdps(30):
-        xs = [mpmath.mpf(CLIP) * (mpmath.sqrt(i) - mpmath.sqrt(i - 1)) for i in range(1, PARAMS + 1)]
-        return tuple(
-            tuple(mpmath.mpf(1) if eta < 2 else _mp_g(x, eta, law) for x in xs) for eta in range(max(ORDERS) + 2)
-        )
+        return tuple((mpmath.mpf(1),) * PARAMS if eta < 2 else _mp_g_row(eta, law) for eta in range(max(ORDERS) + 2))
 
 
 @lru_cache(maxsize=2)

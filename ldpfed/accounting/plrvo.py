@@ -29,7 +29,7 @@ between a and b; the chord's mean over the integers a..b is its endpoints' mean,
     sum_{i=a..b} log G(x_i, eta) <= sum log L(i) <= (b-a+1) log((G(x_a, eta) + G(x_b, eta)) / 2).
 The accountant sums the right-hand side: an upper bound on log prod_i G, hence on alpha_step; what
 it adds is second order in the block's spread (tests: against an mpmath term-by-term sum).
-Cost: 2 (HEAD + log(n / HEAD) / BLOCK_GROWTH) points x (lam_max + 2) etas, about 6000 x 1026 at n = 10^7.
+Cost: HEAD + 2 log(n / HEAD) / BLOCK_GROWTH distinct points x (lam_max + 2) etas, about 6000 x 1026 at n = 10^7.
 
 Paper accountant: per coordinate, the terms with w_eta (1 - theta(eta-1)C)^(-k) (a bound on
 w_eta G(x, eta) for every x <= C) below e^-TRUNCATION of the largest weight are not evaluated; the
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from scipy.special import gammainc, gammaincinv, gammaln, logsumexp
@@ -117,11 +118,18 @@ def log_g(x: np.ndarray, eta: np.ndarray, k: float, theta: float, law: SafeLaw |
     return np.where(minus_one < 1.0, small, large)
 
 
-def log_weights(lam: int, q: float) -> np.ndarray:
-    """log w_eta, eta = 0..lam+1 (binomial(lam+1, q) log-probabilities)."""
-    eta = np.arange(lam + 2, dtype=float)
-    log_binom = gammaln(lam + 2.0) - gammaln(eta + 1.0) - gammaln(lam + 2.0 - eta)
+def log_weights(lam, q: float) -> np.ndarray:
+    """log w_eta, eta = 0..lam+1 (binomial(lam+1, q) log-probabilities); for an array of orders, a
+    row per order over eta = 0..max lam + 1, -inf beyond the row's lam + 1."""
+    lam = np.asarray(lam, dtype=float)
+    eta = np.arange(lam.max() + 2, dtype=float)
+    lam = lam[..., None]
     with np.errstate(divide="ignore"):
+        log_binom = np.where(
+            eta <= lam + 1.0,
+            gammaln(lam + 2.0) - gammaln(eta + 1.0) - gammaln(np.maximum(lam + 2.0 - eta, 1.0)),
+            -np.inf,
+        )
         return (
             log_binom + (lam + 1.0 - eta) * math.log1p(-q) + eta * math.log(q)
             if q < 1
@@ -168,14 +176,13 @@ def step_alphas(
     if accountant == "joint":
         # prod_i G(x_i, eta) does not depend on lam: one pass over every eta some order weighs (all
         # of 0..lam+1, except where q = 1 makes a weight exactly 0).
-        weights = [log_weights(lam, sample_rate) for lam in lams]
-        used = [np.flatnonzero(np.isfinite(log_w)) for log_w in weights]
-        etas = np.unique(np.concatenate(used))
+        weights = log_weights(lams, sample_rate)  # a row per order
+        etas = np.flatnonzero(np.isfinite(weights).any(axis=0))
         log_products = joint_log_products(k, theta, clip, params, etas, law)
-        alphas = np.array(
-            [logsumexp(log_w[u] + log_products[np.searchsorted(etas, u)]) for log_w, u in zip(weights, used)]
-        )
-        return lams, alphas
+        weights = weights[:, etas]
+        with np.errstate(invalid="ignore"):  # a zero weight (log: -inf) beside an overflowed product (inf): no term
+            terms = np.where(np.isfinite(weights), weights + log_products, -np.inf)
+        return lams, logsumexp(terms, axis=1)
     x = coordinate_shifts(clip, params)
     alphas = np.empty(lams.size)
     for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
@@ -198,11 +205,15 @@ def joint_log_products(
     """log prod_i G(x_i, eta) for each eta, from above: sum over the blocks of coordinates of
     size x log((G(first) + G(last)) / 2) (module docstring)."""
     first, last, count = coordinate_blocks(clip, params)
-    rows = max(1, _CHUNK // first.size)
+    # A block of one coordinate has first == last, and the head is all such blocks: G is evaluated
+    # once per distinct point.
+    points, where = np.unique(np.concatenate([first, last]), return_inverse=True)
+    at_first_column, at_last_column = where[: first.size], where[first.size :]
+    rows = max(1, _CHUNK // points.size)
     products = []
     for start in range(0, etas.size, rows):
-        chunk = etas[start : start + rows]
-        at_first, at_last = log_g(first, chunk, k, theta, law), log_g(last, chunk, k, theta, law)
+        at_points = log_g(points, etas[start : start + rows], k, theta, law)
+        at_first, at_last = at_points[:, at_first_column], at_points[:, at_last_column]
         high, low = np.maximum(at_first, at_last), np.minimum(at_first, at_last)
         with np.errstate(invalid="ignore"):  # log((e^high + e^low) / 2), accurate where both are tiny
             mean = np.where(np.isposinf(high), np.inf, high + np.log1p(0.5 * np.expm1(low - high)))
@@ -294,6 +305,7 @@ def _largest_theta(
 ) -> SearchResult | None:
     """At shape k, the largest admissible theta with eps <= target (bisection on log theta), or None."""
 
+    @cache  # the result below reads the last feasible point again
     def feasible(log_theta: float) -> tuple[bool, float, int]:
         theta = math.exp(log_theta)
         if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:

@@ -83,7 +83,12 @@ def sample_report_masks(dims: int, report_dims: int, rngs) -> np.ndarray:
 
 
 def _mask_of_smallest(draws: np.ndarray, m: int) -> np.ndarray:
-    """True at the m smallest uniforms of each row: a uniform m-subset per row."""
+    """True at the m smallest uniforms of each row: a uniform m-subset per row. Each row's m-th
+    smallest value by a partial sort, then one comparison (2x quicker than placing argpartition's
+    indices); where a row ties at that value (equal uniforms: about never), by argpartition."""
+    mask = draws <= np.partition(draws, m - 1, axis=1)[:, m - 1 : m]
+    if np.count_nonzero(mask) == draws.shape[0] * m:
+        return mask
     chosen = np.argpartition(draws, m - 1, axis=1)[:, :m]
     mask = np.zeros(draws.shape, dtype=bool)
     np.put_along_axis(mask, chosen, True, axis=1)

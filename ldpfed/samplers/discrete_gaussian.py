@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -121,11 +121,12 @@ class DiscreteGaussianSampler(GridNoiseSampler):
         continuous sigma for sensitivity D (classic calibration: at least the classic formula's).
         Cached across instances with the same parameters: the search costs ~0.5 s, and the
         predictor and the runners build the same mechanism many times."""
-        return _calibrated_sigma(self)
+        return _calibration(self)[0]
 
     @cached_property
     def delta_bound(self) -> float:
-        return self.delta_bound_for(self.sigma)
+        """delta_bound_for(sigma), which the calibration computed last."""
+        return _calibration(self)[1]
 
     @cached_property
     def noise_multiplier(self) -> float:
@@ -401,13 +402,17 @@ def _gaussian_rows(t, out, rows, block, grid, bits, length, scale, log_envelope,
 
 
 @lru_cache(maxsize=256)
-def _calibrated_sigma(self: DiscreteGaussianSampler) -> float:
-    """Smallest s (to 1e-8 relative) with delta_bound(s) <= delta, from a bracket around the
-    continuous sigma for sensitivity D (classic calibration: at least the classic formula's)."""
+def _calibration(self: DiscreteGaussianSampler) -> tuple[float, float]:
+    """(s, delta_bound(s)): the smallest s (to 1e-8 relative) with delta_bound(s) <= delta, from a
+    bracket around the continuous sigma for sensitivity D (classic calibration: at least the
+    classic formula's)."""
     guess = self.continuous_sigma * self.sensitivity / 2.0
+    # Memoized (each ~10 ms): brentq evaluates the bracket's ends again, the check below its root, and
+    # the bound returned with s is that of the last s checked (unless the classic formula raises s).
+    delta_bound = cache(self.delta_bound_for)
 
     def excess(log_s: float) -> float:
-        return math.log(self.delta_bound_for(math.exp(log_s))) - math.log(self.delta)
+        return math.log(delta_bound(math.exp(log_s))) - math.log(self.delta)
 
     low, high, step = math.log(guess) - 0.01, math.log(guess) + 0.01, 0.1
     while excess(low) <= 0:
@@ -415,8 +420,8 @@ def _calibrated_sigma(self: DiscreteGaussianSampler) -> float:
     while excess(high) > 0:  # large eps: the underflow term needs s >~ D/8 (docstring)
         low, high, step = high, high + step, 2.0 * step
     sigma = math.exp(brentq(excess, low, high, xtol=1e-8))
-    while self.delta_bound_for(sigma) > self.delta:  # brentq may end just below the root
+    while delta_bound(sigma) > self.delta:  # brentq may end just below the root
         sigma *= 1.0 + 1e-8
     if self.classic:  # D sqrt(2 ln(1.25/delta))/eps in grid steps, when it is the larger
         sigma = max(sigma, self.sensitivity * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.epsilon)
-    return sigma
+    return sigma, delta_bound(sigma)
