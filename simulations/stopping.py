@@ -19,12 +19,21 @@ so where the main thread is decides what the handler may do:
 
 A further signal while the stop is under way is ignored (SIG_IGN: it takes seconds and leaves
 complete files, and an ignored signal cannot interrupt Ray's teardown or a system call in it).
+
+Python runs a handler in the main thread only, once that thread executes bytecode again; the kernel
+delivers a process-directed signal to any thread that does not block it. Inside Flower's runtime the
+main thread waits in a join that only a signal delivered to it interrupts, so a signal that landed on
+another thread (one of Flower's or Ray's, in a moment the main thread had it blocked) went unseen
+until the run's end: a SIGTERM once Ray's workers came up left a 1,000-round run going. So in the
+`deferred` block a watcher thread also takes the request: the interpreter's C-level handler writes
+the signal's number to a wakeup pipe (`signal.set_wakeup_fd`) from whichever thread it runs in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import threading
 
@@ -104,14 +113,48 @@ class StopRequest:
     @contextlib.contextmanager
     def deferred(self):
         """In the block a signal records the request and raises nothing (code that must not be
-        unwound); the handlers are installed again after it (see `install`)."""
+        unwound); the handlers are installed again after it (see `install`). In the main thread a
+        watcher records it too, wherever the main thread waits (module docstring)."""
         self._raising = False
         try:
-            yield self
+            with self._watching():
+                yield self
         finally:
             self._raising = True
             if self.installed:
                 self.install()
+
+    @contextlib.contextmanager
+    def _watching(self):
+        """A thread that records SIGINT or SIGTERM from the interpreter's wakeup pipe, which its
+        C-level handler writes in whichever thread the signal lands on. Main thread only (where the
+        wakeup fd is set); the previous wakeup fd is restored after the block."""
+        if not self.installed or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        done = threading.Event()
+
+        def watch() -> None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))  # the signals go to other threads
+            while not done.is_set():
+                if select.select([read_end], [], [], 0.2)[0]:
+                    for number in os.read(read_end, 64):
+                        if number in SIGNALS and self.signum is None:
+                            self.record(number)
+
+        watcher = threading.Thread(target=watch, name="stop-watcher", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous)
+            done.set()
+            watcher.join()
+            os.close(read_end)
+            os.close(write_end)
 
     @property
     def installed(self) -> bool:

@@ -3,7 +3,10 @@ signals to a real `ldpfed simulate` are tests/test_simulate_stop.py)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -63,3 +66,32 @@ def test_a_signal_inherited_ignored_stays_ignored(default_handlers):
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         signal.raise_signal(signal.SIGINT)
     assert not stop.requested and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_on_another_thread_is_recorded_while_the_main_thread_waits(default_handlers, signum):
+    """Inside `deferred`, a signal that lands on another thread while the main thread waits on a lock
+    (which only a signal delivered to the main thread interrupts, as in Flower's runtime) is recorded
+    at once, by the watcher; Python's own handler would run only when the main thread's wait ends."""
+    stop = StopRequest()
+    seen: list[bool] = []
+    wait = threading.Lock()
+    wait.acquire()
+
+    def other_thread() -> None:
+        time.sleep(0.2)  # the main thread is waiting on the lock by now
+        os.kill(os.getpid(), signum)  # the main thread blocks it: it lands on another thread
+        seen.append(stop.event.wait(5))
+        wait.release()
+
+    with stop.handling(), stop.deferred():
+        thread = threading.Thread(target=other_thread)
+        thread.start()  # before the block below: it inherits the main thread's mask
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+        try:
+            wait.acquire()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+        thread.join()
+    assert seen == [True] and stop.signum == signum
+    assert signal.set_wakeup_fd(-1) == -1  # the watcher's wakeup fd is gone with the block
