@@ -22,7 +22,11 @@ COMPARE = ["--task", "mean", "--trust", "local,shuffle", "--users", "5000", "--d
            "--rounds", "50", "--epsilons", "1,2,4", "--engine", "local"]  # fmt: skip
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+# Both signals reach one handler (simulations/stopping.py; SIGTERM after a few local rounds is in the
+# quick set, tests/test_simulate_stop.py): the SIGTERM case here runs with the slow tests.
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)], ids=["SIGINT", "SIGTERM"]
+)
 def test_a_signal_inside_a_run_ends_the_comparison_with_the_finished_runs_written(tmp_path, signum):
     run = Simulate(COMPARE, tmp_path / "cmp", command="compare")
     try:
