@@ -33,7 +33,6 @@ from ldpfed.validation import LDPValueError, check_positive_int
 
 PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
 SHOWN_ROWS = 15
-PLAN_FILES = ("plan.csv", "plan.json", "mse_vs_rounds.csv", "mse_vs_rounds.png")
 
 
 @handle_errors
