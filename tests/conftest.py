@@ -10,6 +10,7 @@ Without `-n` the suite runs in one process, in the same order.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,8 +23,13 @@ PRISTINE_ENVIRONMENT = dict(os.environ)
 
 
 def pytest_configure(config):
-    """LDPFED_TORCH_THREADS=n runs torch on n intra-op threads (.ci/portability.py reruns the
-    `float_portable` tests at 1 and 2); unset, torch keeps its default."""
+    """SIGINT gets Python's own handler, as in a suite started from an interactive shell, also when
+    the suite runs as a background job (`cmd &` without job control: SIGINT inherited ignored, which
+    Python keeps, and a run then says so and cannot be stopped by Ctrl-C); the tests of the ignored
+    case set it themselves. LDPFED_TORCH_THREADS=n runs torch on n intra-op threads
+    (.ci/portability.py reruns the `float_portable` tests at 1 and 2); unset, torch keeps its default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     threads = os.environ.get("LDPFED_TORCH_THREADS")
     if threads:
         import torch
