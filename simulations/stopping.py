@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+END = 0  # no signal's number: written to the watcher's pipe when its block ends
 
 
 class Stopped(KeyboardInterrupt):
@@ -135,15 +135,15 @@ class StopRequest:
         read_end, write_end = os.pipe()
         os.set_blocking(write_end, False)
         previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-        done = threading.Event()
 
         def watch() -> None:
             signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))  # the signals go to other threads
-            while not done.is_set():
-                if select.select([read_end], [], [], 0.2)[0]:
-                    for number in os.read(read_end, 64):
-                        if number in SIGNALS and self.signum is None:
-                            self.record(number)
+            while True:
+                for number in os.read(read_end, 64):
+                    if number == END:
+                        return
+                    if number in SIGNALS and self.signum is None:
+                        self.record(number)
 
         watcher = threading.Thread(target=watch, name="stop-watcher", daemon=True)
         watcher.start()
@@ -151,7 +151,7 @@ class StopRequest:
             yield
         finally:
             signal.set_wakeup_fd(previous)
-            done.set()
+            os.write(write_end, bytes([END]))
             watcher.join()
             os.close(read_end)
             os.close(write_end)
