@@ -23,7 +23,7 @@ from ldpfed.accounting import (
     round_event,
 )
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.options import json_option, sampler_option
+from ldpfed.cli.options import delta_option, epsilon_option, json_option, mechanism_option, sampler_option
 from ldpfed.gradient_noise import PLRVO, InidGaussian, parse_layers, read_profile
 from ldpfed.samplers.float_slack import SLACK_RULE
 from ldpfed.samplers.safe_grid import check_sampler
@@ -184,16 +184,10 @@ def noise_multiplier_of(event) -> float | None:
 
 @handle_errors
 def account_command(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`), or none."),
-    epsilon: float = typer.Option(
-        None, "--epsilon", "-e", help="Budget eps of one round of one client (pure mechanisms; Gaussian with --delta)."
-    ),
+    mechanism: str = mechanism_option(..., "Randomizer name (see `ldpfed mechanisms`), or none."),
+    epsilon: float = epsilon_option(None, "of one round of one client (pure mechanisms; Gaussian with --delta)"),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier", "-z", help="Gaussian: noise sd / sensitivity."),
-    delta: float = typer.Option(
-        None,
-        "--delta",
-        help="The delta of the (eps, delta) guarantee of one round of one client (Gaussian; basic, advanced).",
-    ),
+    delta: float = delta_option(" of one round of one client (Gaussian; basic, advanced)"),
     rounds: int = typer.Option(..., "--rounds", "-T", help="Rounds the client takes part in."),
     sample_rate: float = typer.Option(None, "--sample-rate", "-q", help="Gaussian: Poisson sampling rate q per round."),
     accountant: str = typer.Option(

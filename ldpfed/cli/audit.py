@@ -13,7 +13,7 @@ from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
 from ldpfed.audit.subject import DEFAULT_CATEGORIES, LDPVEC, VECTOR_SUBJECTS
 from ldpfed.audit.subjects import available
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.options import json_option, sampler_option
+from ldpfed.cli.options import delta_option, epsilon_option, json_option, mechanism_option, sampler_option
 from ldpfed.validation import LDPValueError, canonical_name, check_memory, check_positive_int
 
 EXIT_AUDIT_FAILED = 1  # like a failing test: the claim is refuted
@@ -58,15 +58,9 @@ def _options(
 
 @handle_errors
 def audit_command(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of: {', '.join(available())}."),
-    epsilon: float = typer.Option(
-        ..., "--epsilon", "-e", help="Budget eps claimed, per value (per report for oracles)."
-    ),
-    delta: float = typer.Option(
-        None,
-        "--delta",
-        help="The delta of the (eps, delta) guarantee claimed, per value (approximate mechanisms only).",
-    ),
+    mechanism: str = mechanism_option(..., f"One of: {', '.join(available())}."),
+    epsilon: float = epsilon_option(..., "claimed, per value (per report for oracles)"),
+    delta: float = delta_option(" claimed, per value (approximate mechanisms only)"),
     sampler: str = sampler_option("the mechanism's default"),
     samples: int = typer.Option(
         DEFAULT_SAMPLES, "--samples", help="Draws per neighbouring input (half select events, half bound them)."

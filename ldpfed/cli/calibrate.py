@@ -8,7 +8,7 @@ from rich.table import Table
 
 import ldpfed.gradient_noise as gradient_noise
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.options import json_option, sampler_option
+from ldpfed.cli.options import delta_option, epsilon_option, json_option, mechanism_option, sampler_option
 from ldpfed.gradient_noise import GUARANTEE_FAILS, calibrate, parse_layers, read_profile
 from ldpfed.gradient_noise.profile import PROFILE_ARRAYS
 from ldpfed.validation import (
@@ -25,18 +25,12 @@ PLRVO_ONLY = ("--sample-rate", "--steps")
 
 @handle_errors
 def calibrate_command(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help=f"One of {', '.join(gradient_noise.available())}."),
-    epsilon: float = typer.Option(
-        ...,
-        "--epsilon",
-        "-e",
-        help="Budget eps to calibrate for, of one release of the gradient (PLRV-O: in total after --steps steps).",
+    mechanism: str = mechanism_option(..., f"One of {', '.join(gradient_noise.available())}."),
+    epsilon: float = epsilon_option(
+        ..., "to calibrate for, of one release of the gradient (PLRV-O: in total after --steps steps)"
     ),
-    delta: float = typer.Option(
-        None,
-        "--delta",
-        help="The delta of the (eps, delta) guarantee to calibrate for, of one release (PLRV-O: in total, "
-        "default 1e-5; product noise: searches k).",
+    delta: float = delta_option(
+        " to calibrate for, of one release (PLRV-O: in total, default 1e-5; product noise: searches k)"
     ),
     dims: int = typer.Option(
         None, "--dims", "-d", help="Dimensions d of the gradient (M in the papers; PLRV-O: the parameters n)."

@@ -51,7 +51,18 @@ from ldpfed.cli.common import (
     study_keys,
     study_plans,
 )
-from ldpfed.cli.options import CLIENTS, CLIP, COORDINATE_CLIP, MODEL, OVERWRITE, json_option, out_option
+from ldpfed.cli.options import (
+    CLIENTS,
+    CLIP,
+    COORDINATE_CLIP,
+    MODEL,
+    OVERWRITE,
+    delta_option,
+    json_option,
+    mechanism_option,
+    out_option,
+    report_dims_option,
+)
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
 from ldpfed.experiments.plan import ExperimentPlan
@@ -130,11 +141,8 @@ def _mechanism_choices(names: list[str], estimator: str | None, delta: float | N
 @handle_errors
 def compare(
     context: typer.Context,
-    mechanism: str | None = typer.Option(
-        None,
-        "--mechanism",
-        "-m",
-        help="Comma-separated mechanism names (mean: laplace,piecewise; train: laplace; train also takes none).",
+    mechanism: str | None = mechanism_option(
+        None, "Comma-separated mechanism names (mean: laplace,piecewise; train: laplace; train also takes none)."
     ),
     epsilons: str | None = typer.Option(
         None,
@@ -168,21 +176,12 @@ def compare(
         "-d",
         help=f"mean: dimensions d of a tuple (synthetic default {DEFAULT_DIMS}; a file's columns).",
     ),
-    report_dims: int | None = typer.Option(
-        None,
-        "--report-dims",
-        "-k",
-        help="Dimensions each user reports, m (train: each client; default all, train: Wang's m).",
-    ),
+    report_dims: int | None = report_dims_option(" (train: each client; default all, train: Wang's m)."),
     repeats: int | None = typer.Option(
         None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of data and of every repetition's stream."),
-    delta: float | None = typer.Option(
-        None,
-        "--delta",
-        help="The delta of the (eps, delta) guarantee, per user (train: per client and round); approximate mechanisms.",
-    ),
+    delta: float | None = delta_option(", per user (train: per client and round); approximate mechanisms"),
     deviation: str = typer.Option(
         "plug-in", "--deviation", help="Deviation model: plug-in (from reports/updates) or model."
     ),

@@ -7,7 +7,7 @@ from rich.table import Table
 
 import ldpfed.mechanisms as registry
 from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
-from ldpfed.cli.options import json_option, sampler_option
+from ldpfed.cli.options import epsilon_option, json_option, sampler_option
 from ldpfed.gradient_noise import listing
 from ldpfed.mechanisms.base import SAMPLERS
 from ldpfed.validation import LDPValueError, check_epsilon
@@ -17,7 +17,7 @@ EXAMPLE_DELTA = 1e-5
 
 @handle_errors
 def list_mechanisms(
-    epsilon: float = typer.Option(1.0, "--epsilon", "-e", help="Budget eps per value, for the variance columns."),
+    epsilon: float = epsilon_option(1.0, "per value, for the variance columns"),
     sampler: str = sampler_option("each mechanism's default"),
     as_json: bool = json_option("a JSON list instead of a table"),
     gradient_noises: bool = typer.Option(

@@ -26,6 +26,28 @@ def json_option(prints: str):
     return typer.Option(False, "--json", help=f"Print {prints}.")
 
 
+def mechanism_option(default, names: str):
+    """--mechanism/-m: the randomizer(s) to use; `names` says which the command takes."""
+    return typer.Option(default, "--mechanism", "-m", help=names)
+
+
+def epsilon_option(default, unit: str):
+    """--epsilon/-e: a budget eps; `unit` says per what (ldpfed.cli.vocabulary.UNITS) and anything
+    else the command adds."""
+    return typer.Option(default, "--epsilon", "-e", help=f"Budget eps {unit}.")
+
+
+def delta_option(unit: str):
+    """--delta: the delta that pairs with the budget eps (approximate mechanisms); `unit` as for
+    `epsilon_option`, with its leading space or comma."""
+    return typer.Option(None, "--delta", help=f"The delta of the (eps, delta) guarantee{unit}.")
+
+
+def report_dims_option(detail: str):
+    """--report-dims/-k: the dimensions m each user reports of its d; `detail`: the command's default."""
+    return typer.Option(None, "--report-dims", "-k", help=f"Dimensions each user reports, m{detail}")
+
+
 def sampler_option(default: str):
     """--sampler: how a mechanism draws its noise, safe (ldpfed.samplers) or continuous; `default`
     says which the command uses when it is not given."""

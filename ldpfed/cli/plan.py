@@ -21,7 +21,17 @@ from ldpfed.cli.common import (
     print_json,
 )
 from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
-from ldpfed.cli.options import CLIENTS, CLIP, COORDINATE_CLIP, MODEL, OVERWRITE, json_option, out_option
+from ldpfed.cli.options import (
+    CLIENTS,
+    CLIP,
+    COORDINATE_CLIP,
+    MODEL,
+    OVERWRITE,
+    json_option,
+    mechanism_option,
+    out_option,
+    report_dims_option,
+)
 from ldpfed.cli.predict import _load_data as load_data
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
@@ -55,12 +65,10 @@ def plan_command(
     rounds_cap: int = typer.Option(
         None, "--rounds-cap", help="The federation's cap on the rounds one client takes part in (default: every round)."
     ),
-    mechanism: str = typer.Option(
-        None, "--mechanism", "-m", help="Randomizers to consider, comma-separated (default: all; gaussian needs DELTA)."
+    mechanism: str = mechanism_option(
+        None, "Randomizers to consider, comma-separated (default: all; gaussian needs DELTA)."
     ),
-    report_dims: str = typer.Option(
-        None, "--report-dims", "-k", help="Dimensions each user reports, m, or auto (1, 2, 4, ... and d). Default d."
-    ),
+    report_dims: str = report_dims_option(", or auto (1, 2, 4, ... and d). Default d."),
     accountant: str = typer.Option("pld", "--accountant", help="basic | advanced | rdp | pld (default: pld)."),
     data: str = typer.Option(
         None,

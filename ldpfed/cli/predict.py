@@ -30,7 +30,15 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
 )
-from ldpfed.cli.options import OVERWRITE, json_option, out_option
+from ldpfed.cli.options import (
+    OVERWRITE,
+    delta_option,
+    epsilon_option,
+    json_option,
+    mechanism_option,
+    out_option,
+    report_dims_option,
+)
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_SET, DEFAULT_USERS, available_synthetic
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import OutputDir
@@ -48,25 +56,16 @@ DEFAULT_DATA_HELP = (
 
 @handle_errors
 def predict_command(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help="Randomizer name (see `ldpfed mechanisms`)."),
-    epsilon: float = typer.Option(
-        ...,
-        "--epsilon",
-        "-e",
-        help="Budget eps per user: one report of m of the d dimensions, eps/m per reported value.",
-    ),
-    delta: float = typer.Option(
-        None,
-        "--delta",
-        help="The delta of the (eps, delta) guarantee, per user (delta/m per reported value); approximate mechanisms.",
-    ),
+    mechanism: str = mechanism_option(..., "Randomizer name (see `ldpfed mechanisms`)."),
+    epsilon: float = epsilon_option(..., "per user: one report of m of the d dimensions, eps/m per reported value"),
+    delta: float = delta_option(", per user (delta/m per reported value); approximate mechanisms"),
     users: int = typer.Option(
         None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."
     ),
     dims: int = typer.Option(
         None, "--dims", "-d", help=f"Dimensions d (default: the data file's columns; synthetic {DEFAULT_DIMS})."
     ),
-    report_dims: int = typer.Option(None, "--report-dims", "-k", help="Dimensions each user reports, m (default d)."),
+    report_dims: int = report_dims_option(" (default d)."),
     data: str = typer.Option(
         None,
         "--data",
