@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpfed.accounting import (
+    Budget,
     CalibratedDpEvent,
     DiscreteGaussianDpEvent,
     EpsilonDeltaDpEvent,
@@ -388,38 +389,36 @@ def test_duplicate_round_and_bad_delta_target():
 
 
 # --- budgets ---------------------------------------------------------------------------------------
-def test_can_afford_the_last_round_within_budget_and_not_one_more():
+def test_a_budget_affords_the_last_round_within_it_and_not_one_more():
     ledger = PrivacyLedger()
     for r in range(4):
         ledger.record_event("c", r, pure_round(1.0))
-    assert ledger.can_afford("c", pure_round(1.0), 5.0, "basic")  # 5 <= 5
+    assert Budget(5.0, "basic").affords(ledger, "c", pure_round(1.0))  # 5 <= 5
     ledger.record_event("c", 4, pure_round(1.0))
-    assert not ledger.can_afford("c", pure_round(1.0), 5.0, "basic")
-    assert ledger.can_afford("new client", pure_round(1.0), 1.0)
-    assert not ledger.can_afford("new client", not_private("clean"), 1e9)
+    assert not Budget(5.0, "basic").affords(ledger, "c", pure_round(1.0))
+    assert Budget(1.0).affords(ledger, "new client", pure_round(1.0))
+    assert not Budget(1e9).affords(ledger, "new client", not_private("clean"))
     with pytest.raises(LDPValueError, match="rdp accountant cannot"):
-        ledger.can_afford("c", pure_round(1.0), 10.0, "rdp")
-    with pytest.raises(LDPValueError, match="budget"):
-        ledger.can_afford("c", pure_round(1.0), 0.0)
+        Budget(10.0, "rdp").affords(ledger, "c", pure_round(1.0))
+    with pytest.raises(LDPValueError, match="max-epsilon"):
+        Budget(0.0)
 
 
 def test_a_budgeted_run_never_overspends_and_a_tighter_accountant_allows_more_rounds():
     """Clients sampled at random each round take part only if they can afford it: no client ends
     above the budget, and pld admits more rounds than basic for the same budget."""
     rng = np.random.default_rng(12)
-    budget, event = 2.0, pure_round(0.1)
+    limit, event = 2.0, pure_round(0.1)
     rounds_taken = {}
     for accountant in ("basic", "pld"):
-        ledger = PrivacyLedger()
+        ledger, budget = PrivacyLedger(), Budget(limit, accountant)
         for server_round in range(80):
-            taking_part, stopped = ledger.split_by_budget(
-                rng.choice(6, size=4, replace=False), event, budget, accountant
-            )
+            taking_part, stopped = budget.admit(ledger, rng.choice(6, size=4, replace=False), event)
             for client in taking_part:
                 ledger.record_event(client, server_round, event)
-            assert all(not ledger.can_afford(client, event, budget, accountant) for client in stopped)
+            assert not any(budget.affords(ledger, client, event) for client in stopped)
         spent = [ledger.spent(client, accountant).epsilon for client in ledger.clients()]
-        assert max(spent) <= budget
+        assert max(spent) <= limit
         rounds_taken[accountant] = sum(t["rounds"] for t in ledger.totals().values())
     assert rounds_taken["basic"] == 6 * 20  # 20 rounds of 0.1 each, then every client stops
     assert rounds_taken["pld"] >= 6 * 27  # pld: 27 rounds cost eps = 1.95 at delta 1e-5
@@ -488,8 +487,6 @@ def test_a_wider_pld_grid_stays_an_upper_bound_close_to_the_fine_one(monkeypatch
 
 
 def test_budget_admits_within_and_refuses_what_it_cannot_hold():
-    from ldpfed.accounting import Budget
-
     budget = Budget(1.0, "basic")
     ledger = PrivacyLedger()
     ledger.record_event("a", 0, pure_round(0.6))
@@ -527,14 +524,13 @@ def _rounds_admitted(budget, event, rounds: int = 40) -> tuple[int, PrivacyLedge
 def test_a_budget_stops_a_client_before_its_delta_exceeds_max_delta():
     """Basic composition of (1, 1e-3) Gaussian rounds under (8, 0.005): five rounds (delta 0.005),
     not eight (delta 0.008, eps within); the default max-delta 1e-5 holds no such round at all."""
-    from ldpfed.accounting import Budget, gaussian_round
 
     event = gaussian_round(1.0, epsilon=1.0, delta=1e-3)
     rounds, ledger = _rounds_admitted(Budget(8.0, "basic", 0.005), event)
     spent = ledger.spent("c", "basic")
     assert rounds == 5 and spent.epsilon == 5.0 and spent.delta == pytest.approx(0.005, rel=1e-12)
-    assert not ledger.can_afford("c", event, 8.0, "basic", 0.005)
-    assert ledger.can_afford("c", event, 8.0, "basic", 0.0061)
+    assert not Budget(8.0, "basic", 0.005).affords(ledger, "c", event)
+    assert Budget(8.0, "basic", 0.0061).affords(ledger, "c", event)
     with pytest.raises(LDPValueError, match="max-delta 1e-05 is below one round's delta"):
         Budget(8.0, "basic").check(event)
     Budget(8.0, "basic", 1e-3).check(event)
@@ -544,8 +540,6 @@ def test_a_budget_stops_a_client_before_its_delta_exceeds_max_delta():
 def test_pld_and_rdp_budgets_read_epsilon_at_max_delta(max_delta):
     """Gaussian rounds (z = 4): the rounds admitted are the most whose eps at delta = max_delta, by
     dp-accounting's own PLD and RDP accountants, stays within 2; a smaller max-delta admits fewer."""
-    from ldpfed.accounting import Budget
-
     event = dp_accounting.GaussianDpEvent(4.0)
     for name, library in (("pld", PLDAccountant), ("rdp", RdpAccountant)):
         rounds, ledger = _rounds_admitted(Budget(2.0, name, max_delta), event)

@@ -10,6 +10,7 @@ import pytest
 import ldpfed.accounting.ledger as ledger_module
 from ldpfed.accounting import (
     ACCOUNTANTS,
+    Budget,
     GaussianDpEvent,
     PrivacyLedger,
     create_accountant,
@@ -100,7 +101,7 @@ def test_a_rounds_totals_do_not_grow_with_the_clients_or_the_rounds(monkeypatch,
         counts = []
         for server_round in range(1, 4):
             made.clear()
-            ledger.split_by_budget(range(clients), event, 100.0, "pld", DELTA)
+            Budget(100.0, "pld", DELTA).admit(ledger, range(clients), event)
             for client in range(clients):
                 ledger.record_event(client, server_round, event)
             ledger.totals(DELTA)

@@ -1,13 +1,13 @@
 """Privacy accounting: events as data, swappable accountants, a per-client ledger (spec:
 gradient-noise.md, Accounting across rounds; federated.md, Accounting per client).
 
-    >>> from ldpfed.accounting import PrivacyLedger, pure_round, create_accountant
+    >>> from ldpfed.accounting import Budget, PrivacyLedger, pure_round
     >>> ledger = PrivacyLedger()
     >>> for r in range(100):
     ...     ledger.record_event("client-0", r, pure_round(0.1))
     >>> round(ledger.spent("client-0", "pld").epsilon, 3)  # basic composition: 10.0
     4.307
-    >>> ledger.can_afford("client-0", pure_round(0.1), budget=5.0, accountant="pld")
+    >>> Budget(5.0, accountant="pld").affords(ledger, "client-0", pure_round(0.1))
     True
 """
 

@@ -73,13 +73,24 @@ class Budget:
                 f"{self.accountant} accountant at delta {self.max_delta:g})"
             )
 
+    def affords(self, ledger: PrivacyLedger, client, event: dp_event.DpEvent) -> bool:
+        """Would `client`'s total, with one more round costing `event`, stay within the budget:
+        eps <= max_epsilon AND delta <= max_delta? A not-private event is never affordable; an
+        event the accountant cannot account raises."""
+        spent = ledger.spent_within(client, self.accountant, self.max_delta, extra=event)
+        return spent.private and spent.epsilon <= self.max_epsilon and spent.delta <= self.max_delta
+
     def admit(self, ledger: PrivacyLedger, clients, event: dp_event.DpEvent) -> tuple[list, list]:
-        """(clients that take part in a round costing `event`, clients stopped by the budget)."""
-        return ledger.split_by_budget(clients, event, self.max_epsilon, self.accountant, self.max_delta)
+        """(clients that take part in a round costing `event`, clients stopped by the budget): a run
+        then never spends more than the budget."""
+        taking_part, stopped = [], []
+        for client in clients:
+            (taking_part if self.affords(ledger, client, event) else stopped).append(client)
+        return taking_part, stopped
 
     def can_continue(self, ledger: PrivacyLedger, clients, event: dp_event.DpEvent) -> bool:
         """Can any of `clients` afford one more round costing `event`?"""
-        return any(ledger.can_afford(c, event, self.max_epsilon, self.accountant, self.max_delta) for c in clients)
+        return any(self.affords(ledger, client, event) for client in clients)
 
     def max_spent(self, ledger: PrivacyLedger) -> Spent:
         """The largest total of any client, as the budget sees it (`Accountant.spent_within`)."""

@@ -3,8 +3,9 @@ gradient-noise.md, Accounting across rounds).
 
 Each round a client takes part in, the ledger records that round's privacy-cost event
 (ldpfed.accounting.events). Any accountant (ldpfed.accounting.accountants) composes a client's
-events into its total; `totals()` reports every accountant side by side, and `can_afford` answers
-whether one more round keeps a client within a budget (`simulate --max-epsilon`).
+events into its total; `totals()` reports every accountant side by side, and `spent_within(..., extra=)`
+the total after one more round, which a budget (ldpfed.accounting.budget) checks before admitting a
+client to it (`simulate --max-epsilon`).
 
 A client with any not-private event reports `private: False`, the reasons, and no epsilon
 (None, JSON null) under every accountant.
@@ -159,49 +160,18 @@ class PrivacyLedger:
             self._memo[key] = state(_composed(history, accountant, extra))
         return self._memo[key]
 
-    def spent_within(self, client_id, accountant: str = "basic", max_delta: float = DEFAULT_DELTA_TARGET) -> Spent:
-        """The client's total as `accountant` states it with delta <= `max_delta` where it can
-        (`Accountant.spent_within`; basic's delta is the rounds' sum)."""
-        return self._spent_within_of(self._history(client_id), accountant, max_delta)
-
-    def _spent_within_of(
-        self, history: tuple, accountant: str, max_delta: float, extra: dp_event.DpEvent | None = None
-    ) -> Spent:
-        """`accountant`'s total of `history` (and `extra`) within `max_delta`, once per distinct argument."""
-        return self._memoised(("within", history, accountant, max_delta, extra), lambda a: a.spent_within(max_delta))
-
-    def can_afford(
+    def spent_within(
         self,
         client_id,
-        event: dp_event.DpEvent,
-        budget: float,
         accountant: str = "basic",
         max_delta: float = DEFAULT_DELTA_TARGET,
-    ) -> bool:
-        """Would the client's total, with one more round costing `event`, stay within the budget
-        (`budget`, `max_delta`): eps <= budget AND delta <= max_delta? A not-private event is never
-        affordable; an event `accountant` cannot account raises."""
-        budget = float(budget)
-        if not budget > 0:
-            raise LDPValueError(f"the epsilon budget must be > 0, got {budget!r}")
-        spent = self._spent_within_of(self._history(client_id), accountant, max_delta, event)
-        return spent.private and spent.epsilon <= budget and spent.delta <= max_delta
-
-    def split_by_budget(
-        self,
-        clients,
-        event: dp_event.DpEvent,
-        budget: float,
-        accountant: str = "basic",
-        max_delta: float = DEFAULT_DELTA_TARGET,
-    ) -> tuple[list, list]:
-        """(clients that can afford one more round costing `event`, clients that must stop) under the
-        budget (`budget`, `max_delta`) (`simulate --max-epsilon/--max-delta`): a run then never
-        spends more than the budget."""
-        taking_part, stopped = [], []
-        for client in clients:
-            (taking_part if self.can_afford(client, event, budget, accountant, max_delta) else stopped).append(client)
-        return taking_part, stopped
+        extra: dp_event.DpEvent | None = None,
+    ) -> Spent:
+        """The client's total as `accountant` states it with delta <= `max_delta` where it can
+        (`Accountant.spent_within`; basic's delta is the rounds' sum); with `extra`, the total it
+        would have after one more round costing `extra` (what a budget checks before admitting it)."""
+        key = ("within", self._history(client_id), accountant, max_delta, extra)
+        return self._memoised(key, lambda composed: composed.spent_within(max_delta))
 
     def max_spent(
         self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET, *, within: bool = False
