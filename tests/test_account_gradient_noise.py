@@ -9,7 +9,7 @@ from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDp
 from dp_accounting.pld import PLDAccountant
 from typer.testing import CliRunner
 
-from ldpfed.accounting.plrvo import plrvo_epsilon
+from ldpfed.accounting.plrvo import PlrvoStep
 from ldpfed.cli.main import app
 
 runner = CliRunner()
@@ -41,13 +41,13 @@ def account(*arguments) -> dict:
 
 @pytest.mark.parametrize("accountant", ["joint", "paper"])
 @pytest.mark.parametrize("sampler", ["safe", "continuous"])
-def test_plrvo_epsilon_is_the_library_accountant(accountant, sampler):
+def test_plrvo_step_epsilon_is_the_library_accountant(accountant, sampler):
     """Default: the safe sampler, accounted for what it samples (slightly above the continuous law)."""
     from ldpfed.samplers.plrvo_safe import SafeLaw
 
     record = account(*PLRVO, "--accountant", accountant, *(["--sampler", sampler] if sampler == "continuous" else []))
     law = SafeLaw.for_params(200) if sampler == "safe" else None
-    expected, order = plrvo_epsilon(20.0, 0.05, 1.0, 200, 0.05, 50, 1e-5, accountant, law=law)
+    expected, order = PlrvoStep(20.0, 0.05, 1.0, 200, 0.05, law).epsilon(50, 1e-5, accountant)
     assert record["epsilon"] == pytest.approx(expected, rel=1e-12) and record["order"] == order
     assert record["sound"] is (accountant == "joint") and record["sampler"] == sampler
     assert record["event"]["sampler"] == sampler

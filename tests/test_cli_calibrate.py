@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ldpfed.accounting.plrvo import plrvo_epsilon
+from ldpfed.accounting.plrvo import PlrvoStep
 from ldpfed.cli.main import app
 from ldpfed.gradient_noise import GUARANTEE_FAILS
 
@@ -66,7 +66,7 @@ def test_plrvo_search_reaches_the_target_by_the_joint_accountant():
         "--mechanism", "plrvo", "--epsilon", "2", "--dims", "50", "--sample-rate", "0.05", "--steps", "10"
     )
     p = record["parameters"]
-    eps, _ = plrvo_epsilon(p["k"], p["theta"], 1.0, 50, 0.05, 10, 1e-5, "joint")
+    eps, _ = PlrvoStep(p["k"], p["theta"], 1.0, 50, 0.05).epsilon(10, 1e-5, "joint")
     assert eps <= 2.0 and eps == pytest.approx(2.0, rel=1e-3)
     assert p["epsilon_paper"] < p["epsilon_joint"]
 

@@ -20,7 +20,7 @@ from ldpfed.accounting import (
     event_to_dict,
 )
 from ldpfed.accounting import plrvo as plrvo_module
-from ldpfed.accounting.plrvo import plrvo_epsilon, search_parameters
+from ldpfed.accounting.plrvo import PlrvoStep, search_parameters
 from ldpfed.gradient_noise import (
     GUARANTEE_FAILS,
     PLRVO,
@@ -209,7 +209,7 @@ def test_plrvo_one_step_sampler_matches_the_gamma_laplace_mixture():
 
 
 def test_plrvo_paper_accountant_check_value():
-    eps, _ = plrvo_epsilon(30000, 5e-5, 0.1, 26010, 0.01, 300, 1e-5, "paper")
+    eps, _ = PlrvoStep(30000, 5e-5, 0.1, 26010, 0.01).epsilon(300, 1e-5, "paper")
     assert eps == pytest.approx(0.1718, abs=1e-3)
 
 
@@ -233,15 +233,15 @@ def _mp_alpha(k, theta, clip, params, q, lam, accountant):
 @pytest.mark.parametrize("accountant", ["joint", "paper"])
 def test_plrvo_accountants_against_mpmath(accountant):
     k, theta, clip, params, q = 40.0, 0.05, 1.0, 5, 0.1
-    lams, alphas = plrvo_module.step_alphas(k, theta, clip, params, q, accountant, orders=(1, 2, 5, 12))
+    lams, alphas = PlrvoStep(k, theta, clip, params, q).alphas(accountant, orders=(1, 2, 5, 12))
     for lam, alpha in zip(lams, alphas):
         assert alpha == pytest.approx(_mp_alpha(k, theta, clip, params, q, int(lam), accountant), rel=1e-9)
 
 
 def test_plrvo_joint_accountant_is_never_below_the_paper_one_and_feeds_the_rdp_ledger():
-    args = (20.0, 0.05, 1.0, 200, 0.05, 50, 1e-5)
-    joint, _ = plrvo_epsilon(*args, "joint")
-    paper, _ = plrvo_epsilon(*args, "paper")
+    step = PlrvoStep(20.0, 0.05, 1.0, 200, 0.05)
+    joint, _ = step.epsilon(50, 1e-5, "joint")
+    paper, _ = step.epsilon(50, 1e-5, "paper")
     assert joint > paper
     event = PlrvoDpEvent(20.0, 0.05, 1.0, 200, 0.05)
     assert event_from_dict(event_to_dict(event)) == event
@@ -256,7 +256,7 @@ def test_plrvo_parameter_search_meets_the_target_at_its_edge():
     assert found.epsilon <= target
     assert plrvo_module.inverse_scale_tail(found.k, found.theta) <= 1e-3
     assert (found.k - 1) * found.theta >= 0.1
-    over, _ = plrvo_epsilon(found.k, found.theta * 1.001, clip, params, q, steps, 1e-5)
+    over, _ = PlrvoStep(found.k, found.theta * 1.001, clip, params, q).epsilon(steps, 1e-5)
     assert over > target
     noise = calibrate("plrvo", epsilon=target, dims=params, clip=clip, sample_rate=q, steps=steps)
     assert noise.epsilon("joint")[0] <= target

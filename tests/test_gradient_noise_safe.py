@@ -163,7 +163,7 @@ def test_safe_plrvo_moment_bound_holds_for_the_exact_sampled_law(eta, shift):
 
 
 def test_safe_plrvo_sampler_is_the_default_with_its_accountant():
-    from ldpfed.accounting.plrvo import plrvo_epsilon
+    from ldpfed.accounting.plrvo import PlrvoStep
     from ldpfed.gradient_noise import PLRVO
 
     noise = PLRVO(10, k=20.0, theta=0.5, clip=1.0)
@@ -172,7 +172,7 @@ def test_safe_plrvo_sampler_is_the_default_with_its_accountant():
     # The safe accountant charges a little more than the continuous one, for the same (k, theta).
     safe_eps, continuous_eps = noise.epsilon("joint")[0], continuous.epsilon("joint")[0]
     assert continuous_eps <= safe_eps <= continuous_eps * 1.001
-    assert plrvo_epsilon(20.0, 0.5, 1.0, 10, 1.0, 1, 1e-5, law=noise.law)[0] == safe_eps
+    assert PlrvoStep(20.0, 0.5, 1.0, 10, 1.0, noise.law).epsilon(1, 1e-5)[0] == safe_eps
     # Moments: unbiased, variance = the atoms' mean of g^2 (E N^2 + f(1 - f)) <= the worst-input value.
     n = 100_000
     centre = np.linspace(-1, 1, 10)

@@ -137,7 +137,7 @@ def test_joint_accountant_is_never_below_the_full_sum(q, safe):
     """Small q, small T, small delta: where dropping high etas by a one-coordinate bound understated eps."""
     law = SafeLaw.for_params(PARAMS) if safe else None
     log_products = _mp_log_products(safe)
-    lams, alphas = plrvo_module.step_alphas(K, THETA, CLIP, PARAMS, q, "joint", ORDERS, law)
+    lams, alphas = plrvo_module.PlrvoStep(K, THETA, CLIP, PARAMS, q, law).alphas("joint", ORDERS)
     assert lams.tolist() == list(ORDERS)
     reference = np.array([_mp_alpha(lam, q, log_products) for lam in ORDERS])
     # An overstatement r of every log product moves alpha(lam) by at most r log prod G(x, lam + 1).
@@ -146,7 +146,7 @@ def test_joint_accountant_is_never_below_the_full_sum(q, safe):
     assert np.all(alphas <= reference + slack)
     for steps in (1, 10):
         for delta in (1e-5, 1e-9):
-            computed = plrvo_module.plrvo_epsilon(K, THETA, CLIP, PARAMS, q, steps, delta, "joint", ORDERS, law)[0]
+            computed = plrvo_module.PlrvoStep(K, THETA, CLIP, PARAMS, q, law).epsilon(steps, delta, "joint", ORDERS)[0]
             expected = _eps(ORDERS, steps * reference, delta)
             assert expected - 1e-12 <= computed <= expected + steps * max(slack / np.array(ORDERS)) + 1e-12
 
@@ -155,7 +155,7 @@ def test_joint_accountant_is_never_below_the_full_sum(q, safe):
 def test_paper_accountant_is_the_published_sum_from_above(safe):
     """Terms it does not evaluate are replaced by their bound: at most n (lam + 2) e^-40 above the full sum."""
     law = SafeLaw.for_params(PARAMS) if safe else None
-    lams, alphas = plrvo_module.step_alphas(K, THETA, CLIP, PARAMS, 1e-2, "paper", ORDERS, law)
+    lams, alphas = plrvo_module.PlrvoStep(K, THETA, CLIP, PARAMS, 1e-2, law).alphas("paper", ORDERS)
     reference = np.array([_mp_paper_alpha(lam, 1e-2, _mp_g_table(safe)) for lam in ORDERS])
     assert np.all(alphas >= reference * (1 - 1e-12))
     assert np.all(alphas <= reference * (1 + 1e-12) + PARAMS * (np.array(ORDERS) + 2) * math.exp(-40))

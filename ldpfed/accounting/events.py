@@ -39,7 +39,7 @@ import numpy as np
 
 import ldpfed.mechanisms as registry
 from ldpfed.accounting.library import dp_event
-from ldpfed.accounting.plrvo import step_alphas
+from ldpfed.accounting.plrvo import PlrvoStep
 from ldpfed.mechanisms.gaussian import Gaussian
 from ldpfed.samplers.float_slack import FloatSlack, event_slack
 from ldpfed.samplers.plrvo_safe import SafeLaw
@@ -197,7 +197,8 @@ class PlrvoDpEvent(dp_event.DpEvent):
         orders = [float(order) for order in orders]
         wanted = sorted({int(round(a - 1)) for a in orders if a > 1 and float(a - 1).is_integer()})
         law = SafeLaw.for_params(self.params) if self.sampler == "safe" else None
-        lams, alphas = step_alphas(self.k, self.theta, self.clip, self.params, self.sample_rate, "joint", wanted, law)
+        step = PlrvoStep(self.k, self.theta, self.clip, self.params, self.sample_rate, law)
+        lams, alphas = step.alphas("joint", wanted)
         by_lam = dict(zip(lams.tolist(), alphas.tolist()))
         return [
             by_lam[int(a - 1)] / (a - 1) if (a > 1 and float(a - 1).is_integer() and int(a - 1) in by_lam) else math.inf

@@ -157,48 +157,6 @@ def usable_orders(clip: float, theta: float, orders=ORDERS) -> np.ndarray:
     return lams[lams * clip * theta < 1.0]
 
 
-def step_alphas(
-    k: float,
-    theta: float,
-    clip: float,
-    params: int,
-    sample_rate: float,
-    accountant: str = "joint",
-    orders=ORDERS,
-    law: SafeLaw | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(lam, alpha_step(lam)) of one sampled step for the usable orders (`law`: the safe sampler's)."""
-    if accountant not in ACCOUNTANTS:
-        raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
-    lams = usable_orders(clip, theta, orders)
-    if lams.size == 0:
-        raise LDPValueError(f"plrvo: no moment order satisfies lam C theta < 1 (C theta = {clip * theta:g})")
-    if accountant == "joint":
-        # prod_i G(x_i, eta) does not depend on lam: one pass over every eta some order weighs (all
-        # of 0..lam+1, except where q = 1 makes a weight exactly 0).
-        weights = log_weights(lams, sample_rate)  # a row per order
-        etas = np.flatnonzero(np.isfinite(weights).any(axis=0))
-        log_products = joint_log_products(k, theta, clip, params, etas, law)
-        weights = weights[:, etas]
-        with np.errstate(invalid="ignore"):  # a zero weight (log: -inf) beside an overflowed product (inf): no term
-            terms = np.where(np.isfinite(weights), weights + log_products, -np.inf)
-        return lams, logsumexp(terms, axis=1)
-    x = coordinate_shifts(clip, params)
-    alphas = np.empty(lams.size)
-    for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
-        kept, dropped = paper_etas(lam, sample_rate, k, theta, clip, law)
-        weights = np.exp(log_weights(lam, sample_rate)[kept])[:, None]
-        rows = max(1, _CHUNK // kept.size)
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow gives inf: that order is not used
-            alphas[index] = sum(
-                np.log1p(
-                    np.sum(weights * g_minus_one(x[start : start + rows], kept, k, theta, law), axis=0) + dropped
-                ).sum()
-                for start in range(0, params, rows)
-            )
-    return lams, alphas
-
-
 def joint_log_products(
     k: float, theta: float, clip: float, params: int, etas: np.ndarray, law: SafeLaw | None = None
 ) -> np.ndarray:
@@ -229,24 +187,6 @@ def epsilon_from_alphas(lams: np.ndarray, alphas_total: np.ndarray, delta: float
     return float(max(eps[best], 0.0)), int(lams[best])
 
 
-def plrvo_epsilon(
-    k: float,
-    theta: float,
-    clip: float,
-    params: int,
-    sample_rate: float,
-    steps: int,
-    delta: float,
-    accountant: str = "joint",
-    orders=ORDERS,
-    law: SafeLaw | None = None,
-) -> tuple[float, int]:
-    """(eps, lam) after `steps` sampled steps, by the joint (sound) or paper accountant (`law`: of
-    the safe sampler; None: the continuous one)."""
-    lams, alphas = step_alphas(k, theta, clip, params, sample_rate, accountant, orders, law)
-    return epsilon_from_alphas(lams, steps * alphas, delta)
-
-
 def inverse_scale_tail(k: float, theta: float) -> float:
     """P(1/u > 10) = P(u < 0.1) for u ~ Gamma(k, theta)."""
     return float(gammainc(k, 1.0 / (MAX_INVERSE_SCALE * theta)))
@@ -256,6 +196,66 @@ def smallest_theta(k: float) -> float:
     """The smallest theta meeting (k-1) theta >= 0.1 and P(u < 0.1) <= 1e-3 (both grow with theta)."""
     tail = MIN_INVERSE_SCALE_FACTOR / gammaincinv(k, MAX_TAIL_PROBABILITY)
     return max(MIN_MEAN_INVERSE / (k - 1.0), tail)
+
+
+@dataclass(frozen=True)
+class PlrvoStep:
+    """One Poisson-sampled DP-SGD step with PLRV-O noise as its accountants see it: Gamma(k, theta)
+    inverse scale, clip C per example, `params` coordinates, sampling rate q; `law`: the law the
+    safe sampler draws (ldpfed.samplers.plrvo_safe), None for the continuous one."""
+
+    k: float
+    theta: float
+    clip: float
+    params: int
+    sample_rate: float = 1.0
+    law: SafeLaw | None = None
+
+    def alphas(self, accountant: str = "joint", orders=ORDERS) -> tuple[np.ndarray, np.ndarray]:
+        """(lam, alpha_step(lam)) of one step for the usable orders."""
+        if accountant not in ACCOUNTANTS:
+            raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+        lams = usable_orders(self.clip, self.theta, orders)
+        if lams.size == 0:
+            raise LDPValueError(
+                f"plrvo: no moment order satisfies lam C theta < 1 (C theta = {self.clip * self.theta:g})"
+            )
+        return lams, (self._joint_alphas(lams) if accountant == "joint" else self._paper_alphas(lams))
+
+    def _joint_alphas(self, lams: np.ndarray) -> np.ndarray:
+        # prod_i G(x_i, eta) does not depend on lam: one pass over every eta some order weighs (all
+        # of 0..lam+1, except where q = 1 makes a weight exactly 0).
+        weights = log_weights(lams, self.sample_rate)  # a row per order
+        etas = np.flatnonzero(np.isfinite(weights).any(axis=0))
+        log_products = joint_log_products(self.k, self.theta, self.clip, self.params, etas, self.law)
+        weights = weights[:, etas]
+        with np.errstate(invalid="ignore"):  # a zero weight (log: -inf) beside an overflowed product (inf): no term
+            terms = np.where(np.isfinite(weights), weights + log_products, -np.inf)
+        return logsumexp(terms, axis=1)
+
+    def _paper_alphas(self, lams: np.ndarray) -> np.ndarray:
+        x = coordinate_shifts(self.clip, self.params)
+        alphas = np.empty(lams.size)
+        for index, lam in enumerate(lams):  # a loop over orders; coordinates and eta are array ops
+            kept, dropped = paper_etas(lam, self.sample_rate, self.k, self.theta, self.clip, self.law)
+            weights = np.exp(log_weights(lam, self.sample_rate)[kept])[:, None]
+            rows = max(1, _CHUNK // kept.size)
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow gives inf: that order is not used
+                alphas[index] = sum(
+                    np.log1p(
+                        np.sum(
+                            weights * g_minus_one(x[start : start + rows], kept, self.k, self.theta, self.law), axis=0
+                        )
+                        + dropped
+                    ).sum()
+                    for start in range(0, self.params, rows)
+                )
+        return alphas
+
+    def epsilon(self, steps: int, delta: float, accountant: str = "joint", orders=ORDERS) -> tuple[float, int]:
+        """(eps, lam) after `steps` steps at delta, by the joint (sound) or paper accountant."""
+        lams, alphas = self.alphas(accountant, orders)
+        return epsilon_from_alphas(lams, steps * alphas, delta)
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ def _largest_theta(
         theta = math.exp(log_theta)
         if inverse_scale_tail(k, theta) > MAX_TAIL_PROBABILITY or usable_orders(clip, theta, orders).size == 0:
             return False, math.inf, 0
-        eps, lam = plrvo_epsilon(k, theta, clip, params, sample_rate, steps, delta, accountant, orders, law)
+        eps, lam = PlrvoStep(k, theta, clip, params, sample_rate, law).epsilon(steps, delta, accountant, orders)
         return eps <= target_epsilon, eps, lam
 
     low = math.log(smallest_theta(k))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.accounting.plrvo import plrvo_epsilon
+from ldpfed.accounting.plrvo import PlrvoStep
 from ldpfed.audit.subject import AuditSubject
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
@@ -54,9 +54,7 @@ def _claim_and_shift(noise: GradientNoise):
         return (noise.epsilon, noise.delta), noise.sensitivity * first, None
     if isinstance(noise, PLRVO):
         shift = noise.clip * first
-        epsilon, _ = plrvo_epsilon(
-            noise.k, noise.theta, noise.clip, noise.dims, 1.0, 1, noise.delta, "joint", law=noise.law
-        )
+        epsilon, _ = PlrvoStep(noise.k, noise.theta, noise.clip, noise.dims, 1.0, noise.law).epsilon(1, noise.delta)
         if noise.floating_point_safe:  # a mixture over atoms and roundings: no closed-form density
             return (epsilon, noise.delta), shift, None
 

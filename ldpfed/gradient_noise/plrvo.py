@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ldpfed.accounting import PlrvoDpEvent
-from ldpfed.accounting.plrvo import plrvo_epsilon
+from ldpfed.accounting.plrvo import PlrvoStep
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.samplers.plrvo_safe import SafeLaw, release_safe, safe_variance, sample_safe
 from ldpfed.samplers.safe_grid import check_sampler
@@ -88,9 +88,8 @@ class PLRVO(GradientNoise):
 
     def epsilon(self, accountant: str = "joint") -> tuple[float, int]:
         """(eps, lam) of `steps` steps at rate q and delta (joint: the guarantee) for what is sampled."""
-        return plrvo_epsilon(
-            self.k, self.theta, self.clip, self.dims, self.sample_rate, self.steps, self.delta, accountant, law=self.law
-        )
+        step = PlrvoStep(self.k, self.theta, self.clip, self.dims, self.sample_rate, self.law)
+        return step.epsilon(self.steps, self.delta, accountant)
 
     def parameters(self):
         joint, _ = self.epsilon("joint")
