@@ -129,10 +129,10 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
         return keep, alias, capacity, self._table[1], column_bits, below_bits, self._wide
 
     def _sample_rows_kernel(self, t, out, rows, block):
-        _laplace_rows(t, out, rows, block, float(self.grid_steps), *self._kernel_arguments)
+        _laplace_rows(t, out, rows, block, float(self.grid_steps), self._kernel_arguments)
 
     def _noise_kernel(self, out, handle):
-        _laplace_fill(out, handle, *self._kernel_arguments)
+        _laplace_fill(out, handle, self._kernel_arguments)
 
     _signed_noise = GridNoiseSampler.noise  # the name ldpfed.gradient_noise uses
 
@@ -205,16 +205,16 @@ class DiscreteLaplaceSampler(GridNoiseSampler):
 
 # --- compiled sampling --------------------------------------------------------------------------------
 @kernel
-def _laplace_noise(
-    noise, size, handle, keep, alias, capacity, length, column_bits, below_bits, wide, raw, below, q, scratch, pending
-):
-    """noise[i], i < size: N = S G with (G = 0, S = -1) drawn again (module docstring).
+def _laplace_noise(noise, size, handle, table, raw, below, q, scratch, pending):
+    """noise[i], i < size: N = S G with (G = 0, S = -1) drawn again (module docstring); `table`:
+    the sampler's `_kernel_arguments`.
 
     Words in the order of the numpy sampler: one raw word per value (the wide tables: then one
     more per value for the threshold), the redraws of thresholds >= capacity (top bits of fresh
     words, pass after pass), the geometric continuations, and last the values to draw again, as
     a new pass of the same procedure. raw, below: uint64 scratch; q, scratch, pending: int64.
     """
+    keep, alias, capacity, length, column_bits, below_bits, wide = table
     for j in range(size):
         pending[j] = j  # where each draw goes; then the (G = 0, S = -1) ones again
     count = size
@@ -246,19 +246,13 @@ def _laplace_noise(
 
 
 @kernel
-def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below_bits, wide):
+def _laplace_fill(out, handle, table):
     size = out.size
     _laplace_noise(
         out,
         size,
         handle,
-        keep,
-        alias,
-        capacity,
-        length,
-        column_bits,
-        below_bits,
-        wide,
+        table,
         np.empty(size, np.uint64),
         np.empty(size, np.uint64),
         np.empty(size, np.int64),
@@ -268,7 +262,7 @@ def _laplace_fill(out, handle, keep, alias, capacity, length, column_bits, below
 
 
 @kernel
-def _laplace_rows(t, out, rows, block, scale, keep, alias, capacity, length, column_bits, below_bits, wide):
+def _laplace_rows(t, out, rows, block, scale, table):
     """Per row and block: K (dither words), then N (noise words); report (K + N) * (1/J)."""
     size = min(block, t.shape[1])
     noise = np.empty(size)
@@ -278,21 +272,5 @@ def _laplace_rows(t, out, rows, block, scale, keep, alias, capacity, length, col
         for first in range(0, t.shape[1], block):
             count = min(block, t.shape[1] - first)
             round_block(t[row], out[row], first, count, rows[row], scale, raw)
-            _laplace_noise(
-                noise,
-                count,
-                rows[row],
-                keep,
-                alias,
-                capacity,
-                length,
-                column_bits,
-                below_bits,
-                wide,
-                raw,
-                below,
-                q,
-                scratch,
-                pending,
-            )
+            _laplace_noise(noise, count, rows[row], table, raw, below, q, scratch, pending)
             add_noise(out[row], first, count, noise, scale)
