@@ -68,6 +68,9 @@ HEADERS = {"auto": None, "yes": True, "no": False}  # data.header -> ldpfed.data
 
 @dataclass(frozen=True)
 class RunConfig:
+    """[run]: the task, its rounds, the engine, and the run seed (of the data and of public choices;
+    never of a client's noise, which comes from its node)."""
+
     task: str = "mean"
     rounds: int = 5
     seed: int = 0
@@ -77,6 +80,8 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
+    """[data]: the data the users hold (a synthetic set or a local file) and its split among clients."""
+
     name: str = field(default="", metadata={"flag": "data"})
     data_dir: str = ""
     users: int = 0  # mean: 0 = the data file's rows, or DEFAULT_USERS (10,000) of a synthetic set
@@ -92,6 +97,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class FederationConfig:
+    """[federation]: the clients, the share that takes part in a round, and where they run."""
+
     clients: int = 10
     fraction: float = 1.0
     cpus: int = 0  # CPUs Ray may use in total; 0 = all of the machine
@@ -108,6 +115,9 @@ class FederationConfig:
 
 @dataclass(frozen=True)
 class PrivacyConfig:
+    """[privacy]: each client's randomizer and per-round budget, its budget over the run, the
+    accountant that tracks it, and who is trusted (local, shuffle, central)."""
+
     mechanism: str = "laplace"
     epsilon: float = 2.0
     delta: float = 0.0
@@ -125,6 +135,8 @@ class PrivacyConfig:
 
 @dataclass(frozen=True)
 class AggregationConfig:
+    """[aggregation]: how the server combines the reports (the plain mean or a re-calibrating aggregator)."""
+
     aggregator: str = "mean"
     alpha: float = 0.95
     deviation: str = "plug-in"
@@ -132,6 +144,8 @@ class AggregationConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
+    """[training] (task train): the model, the local steps, and how a client clips and perturbs its update."""
+
     model: str = "logreg"
     local_steps: int = 10
     lr: float = 0.1
@@ -150,6 +164,8 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
+    """[output]: where the run's files go."""
+
     out: str = ""
     overwrite: bool = False  # replace another run's results in `out` (ldpfed.outputs.OutputDir)
     diagnostics: bool = True

@@ -133,19 +133,12 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd over repetitions of final/best accuracy and final loss per (mechanism, eps, aggregator)."""
     keys = ["mechanism", "epsilon", "aggregator"]
     frame = runs.assign(epsilon=runs["epsilon"].astype(float).fillna(-1.0))  # groupby drops NaN keys
-    grouped = frame.groupby(keys, sort=False)
-    summary = grouped.agg(
-        final_accuracy=("final_accuracy", "mean"),
-        final_accuracy_std=("final_accuracy", "std"),
-        best_accuracy=("best_accuracy", "mean"),
-        best_accuracy_std=("best_accuracy", "std"),
-        final_loss=("final_loss", "mean"),
-        final_loss_std=("final_loss", "std"),
-        noise_measured_over_predicted=("noise_measured_over_predicted", "mean"),
-        mean_predicted_squared_distance=("mean_predicted_squared_distance", "mean"),
-        mean_applied_squared_distance=("mean_applied_squared_distance", "mean"),
-        repeats=("final_accuracy", "size"),
-    ).reset_index()
+    columns = {}
+    for name in ("final_accuracy", "best_accuracy", "final_loss"):
+        columns.update({name: (name, "mean"), f"{name}_std": (name, "std")})
+    for name in ("noise_measured_over_predicted", "mean_predicted_squared_distance", "mean_applied_squared_distance"):
+        columns[name] = (name, "mean")
+    summary = frame.groupby(keys, sort=False).agg(**columns, repeats=("final_accuracy", "size")).reset_index()
     summary["epsilon"] = summary["epsilon"].where(summary["epsilon"] >= 0)
     return summary
 

@@ -84,6 +84,9 @@ NOISE_SAMPLERS = ("safe", "continuous")  # of the gradient noises that have both
 
 @dataclass(frozen=True)
 class DPSGDConfig:
+    """One central DP-SGD run (`ldpfed dpsgd`): the noise and its sampler, how batches are sampled,
+    the data and the model."""
+
     perturbation: str = "numeric"
     noise_multiplier: float = 1.0
     batch_size: int = 64

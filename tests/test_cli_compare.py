@@ -83,30 +83,36 @@ def test_data_file_and_reproducibility(tmp_path):
     assert json.loads(first.stdout) == json.loads(second.stdout)
 
 
-@pytest.mark.parametrize(
-    "bad, message",
-    [
-        (["--epsilons", "1,-2"], "epsilons"),
-        (["--epsilons", "1,x"], "epsilons"),
-        (["--aggregators", "mean,median"], "unknown aggregator"),
-        (["--mechanism", "laplace,nope"], "unknown mechanism"),
-        (["--report-dims", "7"], "report_dims"),
-        (["--data", "missing.csv"], "does not exist"),
-        (["--data", "mnist"], "neither a synthetic set"),
-        (["--alpha", "1.5"], "alpha"),
-        (["--deviation", "oracle"], "deviation"),
-        (["--delta", "1e-5"], "delta"),
-        (["--estimator", "debiased"], "estimator"),
-        (["--repeats", "0"], "repeats"),
-        (["--task", "train"], "task"),
-        (["--l2-reference", "truth"], "l2_reference"),
-    ],
-)
-def test_bad_input_exits_2_and_writes_nothing(tmp_path, bad, message):
+TRAIN = ["compare", "--task", "train", "--engine", "local", "--clients", "2", "--rounds", "1"]
+BAD_INPUT = [  # (the run it spoils, the bad option, what the error names)
+    (SMALL, ["--epsilons", "1,-2"], "epsilons"),
+    (SMALL, ["--epsilons", "1,x"], "epsilons"),
+    (SMALL, ["--aggregators", "mean,median"], "unknown aggregator"),
+    (SMALL, ["--mechanism", "laplace,nope"], "unknown mechanism"),
+    (SMALL, ["--report-dims", "7"], "report_dims"),
+    (SMALL, ["--data", "missing.csv"], "does not exist"),
+    (SMALL, ["--data", "mnist"], "neither a synthetic set"),
+    (SMALL, ["--alpha", "1.5"], "alpha"),
+    (SMALL, ["--deviation", "oracle"], "deviation"),
+    (SMALL, ["--delta", "1e-5"], "delta"),
+    (SMALL, ["--estimator", "debiased"], "estimator"),
+    (SMALL, ["--repeats", "0"], "repeats"),
+    (SMALL, ["--task", "train"], "task"),
+    (SMALL, ["--l2-reference", "truth"], "l2_reference"),
+    (TRAIN, ["--aggregators", "mean,median"], "aggregator must be one of"),
+    (TRAIN, ["--epsilons", "1,-2"], "epsilon"),
+    (TRAIN, ["--epsilons", "1,abc"], "--epsilons"),
+    (TRAIN, ["--users", "100"], "--users do(es) not apply to --task train"),
+    (TRAIN, ["--engine", "spark"], "engine must be one of"),
+]
+
+
+@pytest.mark.parametrize("base, bad, message", BAD_INPUT)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, base, bad, message):
     out = tmp_path / "out"
-    result = invoke(*SMALL, *bad, "--out", str(out))
+    result = invoke(*base, *bad, "--out", str(out))
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert message in " ".join(result.output.split())
     assert not out.exists()
 
 
