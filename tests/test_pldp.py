@@ -15,13 +15,7 @@ import pytest
 from scipy import stats
 
 import ldpfed.mechanisms as registry
-from ldpfed.mechanisms.personalized import (
-    PLDPGroup,
-    estimate_mean,
-    group_statistics,
-    group_users,
-    perturb_personalized,
-)
+from ldpfed.mechanisms.personalized import PLDPGroup, group_users, perturb_personalized
 from ldpfed.validation import LDPValueError
 
 Z = 5.0
@@ -92,10 +86,8 @@ def test_grouped_estimates_mean_and_variance(name, options):
     # independent) and estimated one copy at a time.
     tiled = [np.tile(column, reps) for column in (values, budgets, low, high)]
     reports = perturb_personalized(*tiled, name, np.random.default_rng(51), **options).reshape(reps, users)
-    estimates = {
-        debiased: [estimate_mean(row, budgets, low, high, name, debiased=debiased, **options) for row in reports]
-        for debiased in (True, False)
-    }
+    population = group_users(budgets, low, high, name, **options)
+    estimates = {debiased: [population.estimate_mean(row, debiased) for row in reports] for debiased in (True, False)}
     low_q, high_q = stats.chi2.ppf([1e-6, 1 - 1e-6], df=reps - 1) / (reps - 1)
     for debiased, sample in estimates.items():
         sample = np.array(sample)
@@ -112,7 +104,7 @@ def test_grouped_estimates_mean_and_variance(name, options):
 def test_group_statistics_give_theorem3_moments(name, options, debiased):
     """delta = sum r_z delta_z / r and sigma^2 = sum r_z Var_z / r^2 match the per-user computation."""
     values, budgets, low, high = _population(900, seed=1)
-    statistics = group_statistics(values, budgets, low, high, name, debiased=debiased, **options)
+    statistics = group_users(budgets, low, high, name, **options).statistics(values, debiased)
     assert len(statistics) == len(BUDGETS) * len(REGIONS)
     counts = np.array([s.count for s in statistics])
     assert counts.sum() == values.size
@@ -212,7 +204,7 @@ def test_value_outside_its_region_is_rejected():
     with pytest.raises(LDPValueError, match="privacy region.*user 2"):
         perturb_personalized(values, 1.0, low, high, "laplace", np.random.default_rng(0))
     with pytest.raises(LDPValueError, match="privacy region"):
-        group_statistics(values, 1.0, low, high, "laplace")
+        group_users(1.0, low, high, "laplace").statistics(values)
     with pytest.raises(LDPValueError, match="privacy region"):
         PLDPGroup(registry.get("laplace", 1.0), -1.0, 0.0).perturb([0.2], np.random.default_rng(0))
 
@@ -240,9 +232,11 @@ def test_bad_shapes_and_values():
     with pytest.raises(LDPValueError, match="NaN or inf"):
         perturb_personalized([0.5, math.nan], 1.0, -1.0, 1.0, "laplace", rng)
     with pytest.raises(LDPValueError, match="reports"):
-        estimate_mean([0.5, math.nan], 1.0, -1.0, 1.0, "laplace")
+        group_users(1.0, -1.0, 1.0, "laplace", users=2).estimate_mean([0.5, math.nan])
     with pytest.raises(LDPValueError, match="one entry per user"):
-        estimate_mean([0.5, 0.1, 0.3], [1.0, 2.0], -1.0, 1.0, "laplace")
+        group_users([1.0, 2.0], -1.0, 1.0, "laplace").estimate_mean([0.5, 0.1, 0.3])
+    with pytest.raises(LDPValueError, match="one entry per user"):
+        group_users([1.0, 2.0], -1.0, 1.0, "laplace").statistics([0.5, 0.1, 0.3])
 
 
 def test_bad_mechanism_arguments():

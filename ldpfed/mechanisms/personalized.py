@@ -11,15 +11,16 @@ API:
   per-value `bias` and `variance` on the data scale (bias scales by h, variance by h^2). The
   guarantee is the mechanism's on the unit scale: rescaling is a bijection of the region onto
   [-1, 1], so density ratios between inputs of the region are unchanged.
-- `group_users(budgets, regions_low, regions_high, mechanism, ...) -> (groups, labels)`.
-- `perturb_personalized(values, budgets, regions_low, regions_high, mechanism, rng, ...) -> reports`.
-- `estimate_mean(reports, budgets, regions_low, regions_high, mechanism, ..., debiased=True)`:
-  sum_z n_z mean_z / n over groups; unbiased when `debiased` (each report's linear bias
-  E[u*] = b0 + (1 + b1) u inverted on its group's scale), the thesis' plain mean otherwise.
-- `group_statistics(values, budgets, ..., debiased=True) -> list[GroupStatistics]`: per group the
-  count r_z, the bias delta_z and the mean per-report variance Var_z of that estimator on the data
-  scale, so the predictor computes Theorem 3: delta = sum_z r_z delta_z / r,
-  sigma^2 = sum_z r_z Var_z / r^2.
+- `perturb_personalized(values, budgets, regions_low, regions_high, mechanism, rng, ...) -> reports`:
+  each user's side.
+- `group_users(budgets, regions_low, regions_high, mechanism, ..., users=None) -> Population`: the
+  collector's side, the groups and each user's group (unpacks as `groups, labels`);
+  `Population.estimate_mean(reports, debiased=True)`: sum_z n_z mean_z / n over groups; unbiased
+  when `debiased` (each report's linear bias E[u*] = b0 + (1 + b1) u inverted on its group's
+  scale), the thesis' plain mean otherwise. `Population.statistics(values, debiased=True) ->
+  list[GroupStatistics]`: per group the count r_z, the bias delta_z and the mean per-report
+  variance Var_z of that estimator on the data scale, so the predictor computes Theorem 3:
+  delta = sum_z r_z delta_z / r, sigma^2 = sum_z r_z Var_z / r^2.
 
 Regions are closed intervals [a, b] with -1 <= a < b <= 1 (the spec's "[-1, 0)" is treated as
 [-1, 0]); a value outside its own region is an error, never clipped. Mechanism options (e.g.
@@ -29,6 +30,7 @@ square wave's `estimator`) and `delta` (approximate mechanisms) are the same for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -121,6 +123,56 @@ def _check_population(budgets, regions_low, regions_high, users: int | None = No
     return budgets, low, high
 
 
+def _check_user_values(values) -> np.ndarray:
+    x = check_values(values)
+    if x.ndim != 1 or x.size == 0:
+        raise LDPValueError(f"values must be a non-empty 1-D array (one value per user), got shape {x.shape}")
+    return x
+
+
+class Population(NamedTuple):
+    """The collector's view of the users: the distinct (budget, region) groups and each user's group
+    index (labels, shape (n,)); it estimates from the users' reports group by group."""
+
+    groups: list[PLDPGroup]
+    labels: np.ndarray
+
+    def _members(self, array: np.ndarray):
+        """(group, its users' entries of `array`) for each group: a loop over groups, never over users."""
+        if array.size != self.labels.size:
+            raise LDPValueError(f"give one entry per user ({self.labels.size}), got {array.size}")
+        return ((group, array[self.labels == z]) for z, group in enumerate(self.groups))
+
+    def estimate_mean(self, reports, debiased: bool = True) -> float:
+        """Overall mean sum_z n_z mean_z / n; unbiased when `debiased`, the thesis' plain mean otherwise."""
+        y = np.asarray(reports, dtype=float)
+        if y.ndim != 1 or y.size == 0 or not np.all(np.isfinite(y)):
+            raise LDPValueError(f"reports must be a non-empty 1-D array of finite numbers, got shape {y.shape}")
+        total = sum(
+            members.size * float(np.mean(group.debias(members) if debiased else members))
+            for group, members in self._members(y)
+        )
+        return total / y.size
+
+    def statistics(self, values, debiased: bool = True) -> list[GroupStatistics]:
+        """Per group: r_z, delta_z = mean bias and Var_z = mean per-report variance (data scale)."""
+        statistics = []
+        for group, members in self._members(_check_user_values(values)):
+            if np.any((members < group.low) | (members > group.high)):
+                raise LDPValueError(f"values must lie in their privacy region [{group.low:g}, {group.high:g}]")
+            statistics.append(
+                GroupStatistics(
+                    epsilon=group.epsilon,
+                    low=group.low,
+                    high=group.high,
+                    count=int(members.size),
+                    bias=float(np.mean(group.bias(members, debiased=debiased))),
+                    variance=float(np.mean(group.variance(members, debiased=debiased))),
+                )
+            )
+        return statistics
+
+
 def group_users(
     budgets,
     regions_low,
@@ -130,19 +182,12 @@ def group_users(
     delta: float | None = None,
     users: int | None = None,
     **options,
-) -> tuple[list[PLDPGroup], np.ndarray]:
-    """The distinct (budget, region) groups and each user's group index (labels, shape (n,))."""
+) -> Population:
+    """The users grouped by (budget, region); `users` broadcasts scalar budgets and regions."""
     budgets, low, high = _check_population(budgets, regions_low, regions_high, users)
     keys, labels = np.unique(np.column_stack([budgets, low, high]), axis=0, return_inverse=True)
     groups = [PLDPGroup(mechanisms.get(mechanism, e, delta, **options), float(a), float(b)) for e, a, b in keys]
-    return groups, labels.reshape(-1)
-
-
-def _check_user_values(values) -> np.ndarray:
-    x = check_values(values)
-    if x.ndim != 1 or x.size == 0:
-        raise LDPValueError(f"values must be a non-empty 1-D array (one value per user), got shape {x.shape}")
-    return x
+    return Population(groups, labels.reshape(-1))
 
 
 def perturb_personalized(
@@ -174,58 +219,3 @@ def perturb_personalized(
         members = labels == z
         reports[members] = group.perturb(x[members], rng)
     return reports
-
-
-def estimate_mean(
-    reports,
-    budgets,
-    regions_low,
-    regions_high,
-    mechanism: str,
-    *,
-    delta: float | None = None,
-    debiased: bool = True,
-    **options,
-) -> float:
-    """Overall mean sum_z n_z mean_z / n; unbiased when `debiased`, the thesis' plain mean otherwise."""
-    y = np.asarray(reports, dtype=float)
-    if y.ndim != 1 or y.size == 0 or not np.all(np.isfinite(y)):
-        raise LDPValueError(f"reports must be a non-empty 1-D array of finite numbers, got shape {y.shape}")
-    groups, labels = group_users(budgets, regions_low, regions_high, mechanism, delta=delta, users=y.size, **options)
-    total = 0.0
-    for z, group in enumerate(groups):
-        members = y[labels == z]
-        total += members.size * float(np.mean(group.debias(members) if debiased else members))
-    return total / y.size
-
-
-def group_statistics(
-    values,
-    budgets,
-    regions_low,
-    regions_high,
-    mechanism: str,
-    *,
-    delta: float | None = None,
-    debiased: bool = True,
-    **options,
-) -> list[GroupStatistics]:
-    """Per group: r_z, delta_z = mean bias and Var_z = mean per-report variance (data scale)."""
-    x = _check_user_values(values)
-    groups, labels = group_users(budgets, regions_low, regions_high, mechanism, delta=delta, users=x.size, **options)
-    statistics = []
-    for z, group in enumerate(groups):
-        members = x[labels == z]
-        if np.any((members < group.low) | (members > group.high)):
-            raise LDPValueError(f"values must lie in their privacy region [{group.low:g}, {group.high:g}]")
-        statistics.append(
-            GroupStatistics(
-                epsilon=group.epsilon,
-                low=group.low,
-                high=group.high,
-                count=int(members.size),
-                bias=float(np.mean(group.bias(members, debiased=debiased))),
-                variance=float(np.mean(group.variance(members, debiased=debiased))),
-            )
-        )
-    return statistics
