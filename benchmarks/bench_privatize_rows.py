@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ldpfed.directional.privatizer import DirectionalPrivatizer
-from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from simulations.arguments import script_parser
 

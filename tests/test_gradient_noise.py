@@ -279,7 +279,7 @@ def test_perturb_shapes_and_bad_input():
 
 # --- a client's privatizer ------------------------------------------------------------------------
 def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitivity():
-    from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+    from ldpfed.training.noise_privatizer import NoisePrivatizer
 
     privatizer = NoisePrivatizer(
         "inid-gaussian",

@@ -14,8 +14,8 @@ from dp_accounting.rdp import RdpAccountant
 
 from ldpfed.accounting import PrivacyLedger, create_accountant
 from ldpfed.gradient_noise import InidGaussian, InidLaplace, calibrate, layer_profile, listing
-from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.samplers.safe_grid import laplace_step_ratio, laplace_table
+from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.validation import LDPValueError
 
 Z = 5.0

@@ -17,7 +17,7 @@ import pytest
 import ldpfed.mechanisms as mechanisms
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.gradient_noise import available as gradient_noises
-from ldpfed.gradient_noise.privatizer import NoisePrivatizer
+from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 

@@ -1,7 +1,7 @@
 """LDPVec as a federated client's update privatizer (spec: directional.md, LDPVec; federated.md,
 Federated LDP-SGD and "Who knows the noise").
 
-The same interface as `ldpfed.training.UpdatePrivatizer` and `ldpfed.gradient_noise.NoisePrivatizer`
+The same interface as `UpdatePrivatizer` and `NoisePrivatizer` (ldpfed.training, the `Privatizer` protocol)
 (`privatize(update, rng, ...)`, `clip_only(update)`, the round's ledger event), so the training
 protocol can swap it in. Two inputs of a round are PUBLIC and come from the server's broadcast,
 because clients are stateless across rounds under Flower:

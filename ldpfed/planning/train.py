@@ -108,7 +108,7 @@ def _plrvo_round(config: Config, total: TotalBudget, rounds: int, dims: int, cap
     if total.delta <= 0:
         raise LDPValueError("plrvo is (eps, delta)-DP: give the total budget's delta (--budget EPS,DELTA)")
     taken = rounds_taken(rounds, cap)
-    clip = 2.0 * config.training.clip  # local DP: any two clipped updates (ldpfed.gradient_noise.privatizer)
+    clip = 2.0 * config.training.clip  # local DP: any two clipped updates (ldpfed.training.noise_privatizer)
     noise = plrvo_noise(total.epsilon, total.delta, dims, clip, taken)
     event = noise.event()
     spent = spent_by_accountant(event, taken, total.delta)

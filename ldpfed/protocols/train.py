@@ -38,7 +38,6 @@ from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.directional.diagnostics import cosine, leading_energy_share
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
-from ldpfed.gradient_noise.privatizer import NoisePrivatizer
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import (
     BudgetedServer,
@@ -52,6 +51,7 @@ from ldpfed.protocols.privacy import privacy_status
 from ldpfed.training.cohort import CohortTrainer, batch_plan, chunk_size, padded_data, resolve_device
 from ldpfed.training.local import evaluate, single_thread
 from ldpfed.training.models import build_model
+from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
 from ldpfed.training.privatize import Privatizer, UpdatePrivatizer
 from ldpfed.validation import LDPValueError

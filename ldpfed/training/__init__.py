@@ -9,5 +9,7 @@ node never loads torch.
 - `parameters`: model weights <-> lists of numpy arrays <-> one flat vector.
 - `local`: E local SGD steps and evaluation.
 - `cohort`: many clients' local SGD at once (`CohortTrainer`).
-- `privatize`: clipping and per-coordinate LDP perturbation of a client's update.
+- `privatize`: clipping and per-coordinate LDP perturbation of a client's update (`UpdatePrivatizer`),
+  and the `Privatizer` protocol every way of releasing an update follows.
+- `noise_privatizer`: L2 clipping and a gradient noise from the literature (`NoisePrivatizer`).
 """

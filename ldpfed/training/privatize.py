@@ -69,7 +69,7 @@ def check_row_rngs(rngs, rows: np.ndarray) -> list[np.random.Generator]:
 
 class Privatizer(Protocol):
     """What a client's round calls to release its model update, whatever perturbs it: the scalar
-    mechanisms (`UpdatePrivatizer`), a gradient noise (ldpfed.gradient_noise's `NoisePrivatizer`)
+    mechanisms (`UpdatePrivatizer`), a gradient noise (`NoisePrivatizer`, ldpfed.training.noise_privatizer)
     or LDPVec (ldpfed.directional's `DirectionalPrivatizer`).
 
     `per_value_noise_model`: the release has a scalar mechanism's exact bias and variance per
@@ -88,6 +88,18 @@ class Privatizer(Protocol):
     def per_coordinate_noise(self, dims: int) -> tuple[np.ndarray, np.ndarray]: ...
     def event(self, dims: int): ...
     def describe(self, dims: int | None = None) -> dict: ...
+
+
+def round_record(privatizer, clipping: str) -> dict:
+    """What every privatizer's record starts with: its mechanism, its per-round budget and how it
+    clips (`clipping`, in words)."""
+    return {
+        "mechanism": privatizer.mechanism,
+        "epsilon_per_round": privatizer.epsilon,
+        "delta_per_round": privatizer.delta,
+        "clip": privatizer.clip,
+        "clipping": clipping,
+    }
 
 
 class UpdatePrivatizer:
@@ -283,15 +295,8 @@ class UpdatePrivatizer:
 
     def describe(self, dims: int | None = None) -> dict:
         """JSON-ready record of the privatizer (and, given d, of m and the per-value mechanism)."""
-        record = {
-            "mechanism": self.mechanism,
-            "epsilon_per_round": self.epsilon,
-            "delta_per_round": self.delta,
-            "clip": self.clip,
-            "clipping": "per coordinate to [-clip, clip]",
-            "report_dims": self.report_dims,
-            "options": self.options,
-        }
+        record = round_record(self, "per coordinate to [-clip, clip]")
+        record.update(report_dims=self.report_dims, options=self.options)
         if dims is not None and self.private:
             m = self.dims_reported(dims)
             record.update(dims=int(dims), report_dims=m, per_value=self.per_value_mechanism(dims).describe())

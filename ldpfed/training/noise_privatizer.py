@@ -6,7 +6,7 @@ layer's ball (2 C for one block): the i.n.i.d. profile is D_i = 2 C_l / sqrt(d_l
 product noise use D = 2C, PLRV-O is searched for one release (q = 1) with the shift 2C. (A
 central trainer adding noise to a sum of per-example gradients uses the noises directly, with the
 add/remove sensitivity C.) The noise is calibrated once per update size d (`noise(d)`), so the
-privatizer can be built before the model (as `ldpfed.training.UpdatePrivatizer` is).
+privatizer can be built before the model (as `UpdatePrivatizer` is, ldpfed.training.privatize).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from ldpfed.gradient_noise.base import GradientNoise, check_updates
 from ldpfed.gradient_noise.calibrate import calibrate, get_class
 from ldpfed.gradient_noise.profile import clip_layers, layer_profile
+from ldpfed.training.privatize import round_record
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
 
 INID = ("inid-gaussian", "inid-laplace")
@@ -129,15 +130,11 @@ class NoisePrivatizer:
         return self.noise(dims).event()
 
     def describe(self, dims: int | None = None) -> dict:
-        record = {
-            "mechanism": self.mechanism,
-            "epsilon_per_round": self.epsilon,
-            "delta_per_round": self.delta,
-            "clip": self.clip,
-            "clipping": "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2",
-            "sensitivity": "2 C_l (local DP: any two clipped updates)",
-            "sampler": self.sampler or get_class(self.mechanism).samplers[0],
-        }
+        record = round_record(self, "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2")
+        record.update(
+            sensitivity="2 C_l (local DP: any two clipped updates)",
+            sampler=self.sampler or get_class(self.mechanism).samplers[0],
+        )
         if dims is not None:
             record["noise"] = self.noise(dims).describe()
         return record
