@@ -364,7 +364,7 @@ def test_polar_release_density_ratio_at_the_worst_case_neighbours(base, magnitud
     vec = LDPVec(base, eps, clip=1.0, delta=_delta(base), beta=0.5, magnitude=magnitude, options=options)
     x, x_other = worst_case_neighbours(vec, d)
     _, offsets = vec.clipped_polar(np.stack([x, x_other]))
-    releases = polar_release(vec, x, 50_000, np.random.default_rng(15))
+    releases = polar_release(vec, np.tile(x, (50_000, 1)), np.random.default_rng(15))
     log_ratio = polar_log_ratio(vec, x, x_other, releases)
     if base == "gaussian":
         # P[L > eps] - e^eps P'[L > eps] <= delta; with 50,000 draws: no more than a handful above eps.
@@ -382,7 +382,7 @@ def test_exact_unsafe_releases_have_disjoint_magnitudes():
     vec = LDPVec("laplace", 4.0, clip=1.0, beta=0.5, magnitude="exact-unsafe")
     x, x_other = worst_case_neighbours(vec, 6)
     rng = np.random.default_rng(16)
-    first, second = polar_release(vec, x, 1000, rng), polar_release(vec, x_other, 1000, rng)
+    first, second = (polar_release(vec, np.tile(v, (1000, 1)), rng) for v in (x, x_other))
     assert np.all(np.abs(first[:, 0] - 1.0) < 1e-12) and np.all(second[:, 0] < 1e-17)
     np.testing.assert_allclose(np.linalg.norm(vec.perturb(np.tile(x, (5, 1)), rng), axis=1), 1.0)
     with pytest.raises(LDPValueError):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldpfed.accounting.plrvo import PlrvoStep
-from ldpfed.audit.subject import AuditSubject
+from ldpfed.audit.subject import vector_subject
 from ldpfed.gradient_noise.base import GradientNoise
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
 from ldpfed.gradient_noise.inid_laplace import InidLaplace
@@ -98,9 +98,6 @@ def noise_subject(noise: GradientNoise):
     (epsilon, delta), shift, log_ratio = _claim_and_shift(noise)
     centres = (np.zeros(noise.dims), np.asarray(shift, dtype=float))
 
-    def draw(which, n, rng):
-        return noise.perturb(np.broadcast_to(centres[which], (n, noise.dims)), rng)
-
     if isinstance(noise, PLRVO) and noise.floating_point_safe:
         # Outputs fl(m g_j) over the 4096 atom grids: the same set for both inputs (whether y is in it
         # does not depend on the input), so "x' can never produce y" holds for no y that x produces.
@@ -115,16 +112,16 @@ def noise_subject(noise: GradientNoise):
     def producible(reports, which):
         return tests[which](np.asarray(reports, dtype=float))
 
-    return AuditSubject(
+    return vector_subject(
+        noise.perturb,
+        centres,
+        centres,
         name=noise.name,
         epsilon=float(epsilon),
         delta=float(delta or 0.0),
         sampler=noise.sampler,
         inputs=("f(x) = 0", "f(x') = Delta (worst case of the sensitivity)"),
-        draw=draw,
-        output="vector",
         log_ratio=log_ratio,
-        centres=centres,
         producible=producible,
         options={
             "dims": noise.dims,

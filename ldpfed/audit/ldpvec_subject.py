@@ -22,10 +22,12 @@ for integers m whatever the input: the same test for both inputs, the event cann
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ldpfed.audit.gradient_noise_subject import continuous_producible
-from ldpfed.audit.subject import AuditSubject
+from ldpfed.audit.subject import vector_subject
 from ldpfed.directional.ldpvec import LDPVec
 from ldpfed.directional.neighbours import polar_log_ratio, polar_release, worst_case_neighbours
 from ldpfed.validation import LDPValueError, check_positive_int
@@ -68,28 +70,22 @@ def ldpvec_subject(
         x[-2] = vec.clip  # last angle exactly 0: offset 0 (fixed and centred windows)
         centres = (vec.angle_offsets(x)[0], vec.angle_offsets(x_other)[0])
         producible = _offsets_producible(vec, dims, centres)
-        log_ratio = None
-
-        def draw(which, n, rng):
-            return vec.perturb_angle_offsets(np.broadcast_to((x, x_other)[which], (n, dims)), rng)
+        perturb, log_ratio = vec.perturb_angle_offsets, None
     elif release == "polar":
         centres = tuple(np.r_[radius, angles[0]] for radius, angles in (vec.clipped_polar(v) for v in (x, x_other)))
-
-        def draw(which, n, rng):
-            return polar_release(vec, (x, x_other)[which], n, rng)
+        perturb = functools.partial(polar_release, vec)
 
         def log_ratio(y):
             return polar_log_ratio(vec, x, x_other, y)
     else:
         centres = (vec.preprocess(x)[0], vec.preprocess(x_other)[0])
-        log_ratio = None
-
-        def draw(which, n, rng):
-            rows = np.broadcast_to((x, x_other)[which], (n, dims))
-            return vec.perturb(rows, rng)
+        perturb, log_ratio = vec.perturb, None
 
     split = vec.budget(dims)
-    return AuditSubject(
+    return vector_subject(
+        perturb,
+        (x, x_other),
+        centres,
         name="ldpvec",
         epsilon=vec.epsilon,
         delta=vec.delta or 0.0,
@@ -98,10 +94,7 @@ def ldpvec_subject(
             ("x: C e_(d-1), last angle 0" if release == "offsets" else "x: norm C, angles at the low window edges"),
             "x': norm ~0, angles at the high window edges",
         ),
-        draw=draw,
-        output="vector",
         log_ratio=log_ratio,
-        centres=centres,
         producible=producible,
         options={
             "base": vec.base,

@@ -124,3 +124,15 @@ class AuditSubject:
             "claimed_delta": self.delta,
             "neighbours": list(self.inputs),
         }
+
+
+def vector_subject(release, neighbours, centres, **fields) -> AuditSubject:
+    """An AuditSubject whose outputs are vectors: input `which` is the row `neighbours[which]`, and
+    its n draws are `release(rows, rng)` on n copies of that row (one vectorized call). `centres`:
+    f(x), f(x') for the vector event families; `fields`: the subject's other fields."""
+    rows = tuple(np.asarray(row, dtype=float) for row in neighbours)
+
+    def draw(which, n, rng):
+        return release(np.broadcast_to(rows[which], (n, rows[which].size)), rng)
+
+    return AuditSubject(draw=draw, output="vector", centres=centres, **fields)

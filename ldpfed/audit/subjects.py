@@ -36,6 +36,7 @@ from ldpfed.audit.subject import (
     NEVER_PRODUCED,
     VECTOR_SUBJECTS,
     AuditSubject,
+    vector_subject,
 )
 from ldpfed.frequency import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding
 from ldpfed.mechanisms.base import Mechanism
@@ -198,11 +199,8 @@ def gaussian_vector_subject(
     sigma = calibrated if sigma is None else check_positive(sigma, "sigma")
     centres = (np.zeros(dims), np.eye(1, dims).ravel() * sensitivity)
 
-    def draw(which, n, rng):
-        noise = rng.standard_normal((n, dims))
-        noise *= sigma
-        noise += centres[which]
-        return noise
+    def perturb(rows, rng):
+        return rows + sigma * rng.standard_normal(rows.shape)
 
     def log_ratio(y):
         return (np.sum((y - centres[1]) ** 2, axis=-1) - np.sum((y - centres[0]) ** 2, axis=-1)) / (2.0 * sigma * sigma)
@@ -210,16 +208,16 @@ def gaussian_vector_subject(
     options = {"dims": dims, "sensitivity": sensitivity, "sigma": sigma}
     if sigma != calibrated:
         options["calibrated_sigma"] = calibrated
-    return AuditSubject(
+    return vector_subject(
+        perturb,
+        centres,
+        centres,
         name="gaussian-vector",
         epsilon=epsilon,
         delta=delta,
         sampler="continuous",
         inputs=("f(x) = 0", f"f(x') = {sensitivity:g} e_1"),
-        draw=draw,
-        output="vector",
         log_ratio=log_ratio,
-        centres=centres,
         options=options,
     )
 

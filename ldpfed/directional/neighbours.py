@@ -44,10 +44,9 @@ def worst_case_neighbours(vec: LDPVec, dims: int) -> tuple[np.ndarray, np.ndarra
     return from_spherical(np.asarray(vec.clip), low), from_spherical(np.asarray(vec.clip * TINY_NORM), high)
 
 
-def polar_release(vec: LDPVec, x, samples: int, rng: np.random.Generator) -> np.ndarray:
-    """`samples` releases (r*, theta*) of input x, shape (samples, d)."""
-    rows = np.broadcast_to(np.asarray(x, dtype=np.float64), (samples, np.size(x)))
-    radius, angles = vec.perturb_polar(rows, rng)
+def polar_release(vec: LDPVec, rows, rng: np.random.Generator) -> np.ndarray:
+    """The release (r*, theta*) of each row of `rows` (n, d), shape (n, d)."""
+    radius, angles = vec.perturb_polar(np.asarray(rows, dtype=np.float64), rng)
     return np.column_stack([radius, angles])
 
 
