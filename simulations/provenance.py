@@ -1,7 +1,8 @@
 """Which code made a results page: the date and commit of the working tree at generation time.
 
 A page says when and from what it was generated, so that a reader can check out that commit and
-regenerate it; uncommitted changes are said too, since the commit alone would not reproduce them.
+regenerate it; uncommitted changes are said too, since the commit alone would not reproduce them
+(changes to the results pages themselves excepted: a script writing its page changes them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = "docs/results"
 
 
 def _git(*args: str) -> str:
@@ -24,5 +26,7 @@ def run_stamp() -> str:
     commit = _git("rev-parse", "--short", "HEAD")
     if not commit:
         return f"Run: {date}, no git checkout."
-    dirty = " + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    # The results a script is writing (docs/results) are not the code that made them.
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS}")
+    dirty = " + uncommitted changes" if changed else ""
     return f"Run: {date}, commit {commit}{dirty}."
