@@ -120,10 +120,6 @@ class Duchi(Mechanism):
         return np.copysign(self._continuous_output_bound, threshold, out=threshold)
 
     @property
-    def _continuous_bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
     def _continuous_variance_coefficients(self):
         # V(t) = B^2 - t^2, with B^2 = 1 + 4e^eps/(e^eps - 1)^2 = 1 + 1/sinh(eps/2)^2: the
         # subtraction-free form (B^2 - 1 by subtraction is 0 above eps ~ 37).

@@ -152,10 +152,6 @@ class Gaussian(Mechanism):
         return noise
 
     @property
-    def _continuous_bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
     def _continuous_variance_coefficients(self):
         return (self.sigma**2, 0.0, 0.0)
 

@@ -111,10 +111,6 @@ class Hybrid(Mechanism):
         return pm
 
     @property
-    def _continuous_bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
     def _continuous_variance_coefficients(self):
         # V = alpha V_PM + (1 - alpha) V_Duchi; for e > e_star the t^2 terms cancel
         # (alpha w/(1-w) - (1 - alpha) = 0 with 1 - alpha = w), up to rounding.

@@ -41,10 +41,6 @@ class Laplace(Mechanism):
         return t + rng.laplace(0.0, self.scale, size=t.shape)
 
     @property
-    def _continuous_bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
     def _continuous_variance_coefficients(self):
         return (2.0 * self.scale**2, 0.0, 0.0)  # 8 / e^2
 

@@ -107,10 +107,6 @@ class Piecewise(Mechanism):
 
     # --- exact statistics --------------------------------------------------------------------------
     @property
-    def _continuous_bias_coefficients(self):
-        return (0.0, 0.0)
-
-    @property
     def _continuous_variance_coefficients(self):
         # V(t) = t^2/(z-1) + (z+3)/(3(z-1)^2), with 1/(z-1) = w/(1-w) (corrected form; the thesis'
         # printed t/(z-1) + e^(e/2+3)/(3(z-1)^2) is wrong: mechanisms.md erratum).
