@@ -35,13 +35,15 @@ from ldpfed.experiments.frequency import (
     FrequencyExperimentResult,
     run_frequency_experiment,
 )
+from ldpfed.frequency.categorical import COUNTING_ORACLES, available_frequency_mechanisms, is_approximate
 from ldpfed.outputs import save_figure, write_json, write_table, write_text
 from ldpfed.protocols.seeds import data_seed
 from simulations.arguments import script_parser
 from simulations.provenance import run_stamp
 from simulations.verdicts import paired_verdicts
 
-MECHANISMS = ("grr", "oue", "laplace", "piecewise", "square-wave", "duchi", "hybrid")
+# every pure frequency mechanism (the approximate ones need a delta this grid does not set)
+MECHANISMS = tuple(name for name in available_frequency_mechanisms() if not is_approximate(name))
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 COMPARATORS = ("mean", "l1", "l2", "james-stein", "simplex")
 VERDICT_KEYS = ["data", "m", "mechanism", "epsilon"]  # a cell of the grid
@@ -190,8 +192,8 @@ def overview(summary: pd.DataFrame) -> list[str]:
     keys = ["data", "m", "epsilon"]
     mean_rows = summary[summary["aggregator"] == "mean"]
     winners = mean_rows.loc[mean_rows.groupby(keys)["predicted_mse"].idxmin(), "mechanism"].value_counts()
-    oracles = mean_rows[mean_rows["mechanism"].isin(["grr", "oue"])].groupby(keys)["predicted_mse"].min()
-    encoded = mean_rows[~mean_rows["mechanism"].isin(["grr", "oue"])]
+    oracles = mean_rows[mean_rows["mechanism"].isin(COUNTING_ORACLES)].groupby(keys)["predicted_mse"].min()
+    encoded = mean_rows[~mean_rows["mechanism"].isin(COUNTING_ORACLES)]
     best_encoded = encoded.loc[encoded.groupby(keys)["predicted_mse"].idxmin()].set_index(keys)
     ratio = best_encoded["predicted_mse"] / oracles
     versus_oue = (

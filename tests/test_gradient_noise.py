@@ -306,3 +306,15 @@ def test_noise_privatizer_clips_each_layer_and_calibrates_for_the_local_sensitiv
     assert privatizer.privatize(updates, rng).shape == (5, 10)
     failing = NoisePrivatizer("r1smg", epsilon=1.0, delta=1e-5, dims=10)
     assert not failing.private and failing.event(10).reason.startswith("r1smg")
+
+
+def test_a_privatizer_reads_whether_its_noise_is_private_from_the_noise_class(monkeypatch):
+    """`private` and the round's event both follow `guarantee_holds`, the one place a noise says
+    its published guarantee fails: a sound noise marked failing is not private in either."""
+    from ldpfed.training.noise_privatizer import NoisePrivatizer
+
+    assert NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10).private
+    monkeypatch.setattr(InidGaussian, "guarantee_holds", False)
+    marked = NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, dims=10)
+    assert not marked.private
+    assert not create_accountant("basic").compose(marked.event(10)).spent(1e-5).private

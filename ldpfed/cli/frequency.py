@@ -17,7 +17,6 @@ import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
-import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis.frequency import predict_frequency
 from ldpfed.cli.common import (
     FINAL_COLUMNS,
@@ -42,7 +41,7 @@ from ldpfed.experiments.frequency import (
     run_frequency_plan,
 )
 from ldpfed.experiments.plan import ExperimentPlan
-from ldpfed.frequency.categorical import AttributeOracles, oracle_kind
+from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles, is_approximate, oracle_kind
 from ldpfed.outputs import OutputDir
 from ldpfed.planning.run import StudyBudget, study_repeats, with_budget_columns
 from ldpfed.protocols.seeds import data_seed
@@ -71,7 +70,7 @@ def _mechanism_options(names: list[str], estimator: str | None) -> dict[str, dic
     """--estimator for the mechanisms that take it; an unknown name is an error here."""
     for name in names:
         oracle_kind(name)
-    options = {name: estimator_options(name, estimator) if name not in ("grr", "oue") else {} for name in names}
+    options = {name: estimator_options(name, estimator) if name not in COUNTING_ORACLES else {} for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
     return options
@@ -114,7 +113,7 @@ def predict_frequency_command(
     seed = check_positive_int(seed, "--seed", minimum=0)
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
-    if delta is not None and not any(_approximate(n) for n in names):
+    if delta is not None and not any(is_approximate(n) for n in names):
         raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
     with OutputDir.prepare(out, overwrite=overwrite, command="predict --task frequency") as destination:
         table = read_frequency_data(data or "zipf", users, dims, categories, header, np.random.default_rng(seed))
@@ -123,7 +122,7 @@ def predict_frequency_command(
         predictions = []
         for name in names:
             oracles = AttributeOracles.build(
-                name, epsilon, table.categories, m, delta if _approximate(name) else None, **options[name]
+                name, epsilon, table.categories, m, delta if is_approximate(name) else None, **options[name]
             )
             predictions.append(predict_frequency(oracles, truth, table.users))
         entries = _entry_labels(table)
@@ -165,10 +164,6 @@ def per_category_frame(entries: list[dict], predictions) -> pd.DataFrame:
         ],
         ignore_index=True,
     )[["mechanism", "attribute", "category", "frequency", "bias", "variance", "mse"]]
-
-
-def _approximate(name: str) -> bool:
-    return name not in ("grr", "oue") and mechanisms.get_class(name).approximate
 
 
 def _entry_labels(table: CategoricalData) -> list[dict]:
@@ -253,7 +248,7 @@ def compare_frequency(
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
-    if delta is not None and not any(_approximate(n) for n in names):
+    if delta is not None and not any(is_approximate(n) for n in names):
         raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
     if study is not None:
         repeats = study_repeats(repeats, study.rounds, FREQUENCY_DEFAULTS["repeats"])

@@ -25,15 +25,14 @@ import numpy as np
 import pandas as pd
 
 import ldpfed.aggregation as aggregation
-import ldpfed.mechanisms as mechanisms
 from ldpfed.aggregation.simplex import SimplexProjection
 from ldpfed.analysis.frequency import predict_frequency, recalibrated_mse
 from ldpfed.data.categorical import CategoricalData
 from ldpfed.experiments.plan import ExperimentPlan, joined_config, study_errors, summarize_studies
-from ldpfed.frequency.categorical import AttributeOracles
+from ldpfed.frequency.categorical import AttributeOracles, is_approximate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
-from ldpfed.validation import canonical_name, check_report_dims
+from ldpfed.validation import check_report_dims
 
 DEFAULT_FREQUENCY_AGGREGATORS = ("mean", "l1", "l2", "hdr4me", "james-stein", SimplexProjection.name)
 
@@ -74,7 +73,7 @@ def build_oracles(
     """Every (mechanism, epsilon) configuration, built before any work (a bad option fails first)."""
     built = []
     for name in names:
-        approximate_delta = delta if _is_approximate(name) else None
+        approximate_delta = delta if is_approximate(name) else None
         for epsilon in epsilons:
             built.append(
                 AttributeOracles.build(
@@ -82,11 +81,6 @@ def build_oracles(
                 )
             )
     return built
-
-
-def _is_approximate(name: str) -> bool:
-    key = canonical_name(name)
-    return key not in ("grr", "oue") and mechanisms.get_class(key).approximate
 
 
 def run_frequency_experiment(

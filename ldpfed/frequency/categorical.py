@@ -30,7 +30,9 @@ from ldpfed.frequency.oracles import FrequencyOracle, GeneralizedRR, HistogramEn
 from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
 from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
 
-COUNTING_ORACLES = ("grr", "oue")
+# The oracles that report a category directly; the registry's other entry, "histogram", encodes one
+# with a scalar mechanism, named by that mechanism.
+COUNTING_ORACLES = tuple(name for name in frequency_oracles.available() if name != "histogram")
 
 
 def oracle_kind(name: str) -> str:
@@ -42,6 +44,11 @@ def oracle_kind(name: str) -> str:
         raise LDPValueError("name the histogram encoding by its mechanism (e.g. laplace, piecewise), not 'histogram'")
     mechanisms.get_class(key)  # an unknown name fails here, naming the choices
     return "histogram"
+
+
+def is_approximate(name: str) -> bool:
+    """Does the frequency mechanism `name` take a delta (a histogram-encoded approximate mechanism)?"""
+    return oracle_kind(name) == "histogram" and mechanisms.get_class(name).approximate
 
 
 def available_frequency_mechanisms() -> list[str]:

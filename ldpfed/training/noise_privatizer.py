@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldpfed.gradient_noise.base import GradientNoise, check_updates
-from ldpfed.gradient_noise.calibrate import calibrate, get_class
+from ldpfed.gradient_noise.calibrate import calibrate, get_class, guarantee_fails
 from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.training.privatize import round_record
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
@@ -93,7 +93,8 @@ class NoisePrivatizer:
 
     @property
     def private(self) -> bool:
-        return self.mechanism not in ("r1smg", "product-noise")
+        """False for the noises whose published guarantee does not hold (`guarantee_holds`)."""
+        return not guarantee_fails(self.mechanism)
 
     def clip_only(self, update) -> np.ndarray:
         """Each layer's block scaled down to L2 norm <= C_l (a vector (d,) or a batch (clients, d))."""
