@@ -21,6 +21,7 @@ from flwr.serverapp.strategy import (
 from flwr.supercore.differential_privacy import compute_stdv
 from typer.testing import CliRunner
 
+import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting import create_accountant
 from ldpfed.accounting.central import ORDERS, adaptive_effective_multiplier, calibrate_noise_multiplier, central_epsilon
 from ldpfed.accounting.shuffle import check_conditions, shuffled_epsilon
@@ -32,6 +33,7 @@ from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols.central import CentralServer, central_plan
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.shuffle import ShuffledBatch, ShuffledMeanServer, Shuffler, ShuffleRound
+from ldpfed.validation import LDPValueError
 from server.central import CentralStrategy, central_strategy
 from server.shuffle import ShuffleStrategy
 from simulations.federation import Interrupted
@@ -124,6 +126,18 @@ def test_bad_trust_options_exit_2_with_one_line(args, message, tmp_path):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_shuffle_refuses_every_randomizer_that_is_not_pure(monkeypatch):
+    """The amplification bound is for eps0-LDP randomizers: every approximate one is refused, as its
+    class says it is (not a list of names), and so is no randomizer at all."""
+    shuffle = {"trust": "shuffle", "users": 50_000, "dims": 2, "epsilon": 1.0}
+    assert resolve(None, {**shuffle, "mechanism": "laplace"}).privacy.trust == "shuffle"
+    with pytest.raises(LDPValueError, match="unknown mechanism 'none'"):
+        resolve(None, {**shuffle, "mechanism": "none"})
+    monkeypatch.setattr(mechanisms.get_class("laplace"), "approximate", True)
+    with pytest.raises(LDPValueError, match="pure"):
+        resolve(None, {**shuffle, "mechanism": "laplace"})
 
 
 # ---- the shuffle model on the Flower engine, under a budget; stopping; equal budgets; compare --trust ----

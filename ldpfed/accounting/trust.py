@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting.shuffle import check_conditions, shuffled_epsilon
 from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError, canonical_name
@@ -149,7 +150,7 @@ def check_config(config) -> None:
         if config.privacy.clipping == "adaptive" and config.privacy.clipping_side == "client":
             raise LDPValueError("--clipping adaptive is server-side only here: use --clipping-side server")
     if model.name == "shuffle":
-        if config.privacy.delta != 0.0 or config.privacy.mechanism in ("gaussian", "none"):
+        if config.privacy.delta != 0.0 or mechanisms.get_class(config.privacy.mechanism).approximate:
             raise LDPValueError(
                 "--trust shuffle needs a pure eps0-LDP mechanism (the amplification bound is for eps0-LDP "
                 f"randomizers); got {config.privacy.mechanism!r} with delta {config.privacy.delta!r}"
