@@ -70,7 +70,7 @@ def calibrate_command(
     sensitivities = (
         parse_layers(layers) if layers is not None else read_profile(profile) if profile is not None else None
     )
-    if sensitivities is not None and key not in ("inid-gaussian", "inid-laplace"):
+    if sensitivities is not None and not gradient_noise.get_class(key).takes_profile:
         raise LDPValueError("--layers/--profile apply to the i.n.i.d. noises only")
     noise = calibrate(
         key,

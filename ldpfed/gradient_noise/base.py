@@ -46,6 +46,8 @@ class GradientNoise(ABC):
     name: ClassVar[str]
     guarantee_holds: ClassVar[bool] = True
     samplers: ClassVar[tuple[str, ...]] = ("continuous",)  # the first is the default
+    # calibrated from a sensitivity profile, one D_i per coordinate (so per-layer clipping applies)
+    takes_profile: ClassVar[bool] = False
 
     dims: int
     sampler: str = "continuous"

@@ -54,7 +54,7 @@ def calibrate(
     if sampler is not None and canonical_name(sampler) not in cls.samplers:
         raise LDPValueError(f"{key} has the sampler(s) {', '.join(cls.samplers)}, got {sampler!r}")
     options = {} if sampler is None else {"sampler": canonical_name(sampler)}
-    if key in ("inid-gaussian", "inid-laplace"):
+    if cls.takes_profile:
         if profile is None:
             if dims is None:
                 raise LDPValueError(f"{key} needs a sensitivity profile or --dims")

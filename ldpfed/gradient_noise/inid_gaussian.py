@@ -108,6 +108,7 @@ class InidGaussian(GradientNoise):
 
     name = "inid-gaussian"
     samplers = ("safe", "continuous")
+    takes_profile = True
 
     def __init__(
         self,

@@ -53,6 +53,7 @@ class InidLaplace(GradientNoise):
 
     name = "inid-laplace"
     samplers = ("safe", "continuous")
+    takes_profile = True
 
     def __init__(self, profile, *, epsilon: float, delta: float | None = None, sampler: str = "safe") -> None:
         self.profile = check_profile(profile)

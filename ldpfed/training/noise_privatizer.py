@@ -19,8 +19,6 @@ from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.training.privatize import round_record
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
 
-INID = ("inid-gaussian", "inid-laplace")
-
 
 class NoisePrivatizer:
     """Clip in L2 (per layer with `layer_sizes`) and add `name` calibrated to (epsilon, delta) at
@@ -51,7 +49,7 @@ class NoisePrivatizer:
         self.clips = None if layer_clips is None else [check_positive(c, "layer clip") for c in layer_clips]
         if self.clips is not None and len(self.clips) != len(self.sizes):
             raise LDPValueError("give one clip per layer")
-        if self.sizes is not None and len(self.sizes) > 1 and key not in INID:
+        if self.sizes is not None and len(self.sizes) > 1 and not get_class(key).takes_profile:
             raise LDPValueError(f"per-layer clipping is for the i.n.i.d. noises; {key} clips the whole update")
         self._noises: dict[int, GradientNoise] = {}
         if dims is not None:
@@ -70,7 +68,7 @@ class NoisePrivatizer:
         dims = check_positive_int(dims, "dims")
         if dims not in self._noises:
             sizes, clips = self.layers(dims)
-            if self.mechanism in INID:
+            if get_class(self.mechanism).takes_profile:
                 noise = calibrate(
                     self.mechanism,
                     epsilon=self.epsilon,
