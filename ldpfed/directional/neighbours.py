@@ -65,17 +65,21 @@ def polar_log_ratio(vec: LDPVec, x, x_other, releases) -> np.ndarray:
     t, t_other = win.to_offsets(angles, centre, vec.beta), win.to_offsets(angles_other, centre, vec.beta)
     released = win.to_offsets_unclipped(releases[:, 1:], centre, vec.beta)
     total = np.zeros(releases.shape[0])
-    for columns, mechanism in ((slice(0, size - 2), inner), (slice(size - 2, size - 1), last)):
-        total += np.sum(
-            mechanism.log_density(released[:, columns], t[:, columns])
-            - mechanism.log_density(released[:, columns], t_other[:, columns]),
-            axis=1,
-        )
-    if magnitude is not None:
-        scale = lambda radius: 2.0 * np.asarray(radius) / vec.clip - 1.0  # noqa: E731
-        t_r = np.clip(scale(r), -1, 1)
-        t_r_other = np.clip(scale(r_other), -1, 1)
-        total += magnitude.log_density(scale(releases[:, 0]), t_r) - magnitude.log_density(
-            scale(releases[:, 0]), t_r_other
-        )
+    # A release outside both inputs' supports (both densities 0, or underflowed to 0) has no ratio:
+    # NaN, which the audit's threshold events count as 0, no evidence either way (an event built on
+    # any statistic is still a valid event, so this costs power, never soundness).
+    with np.errstate(invalid="ignore"):
+        for columns, mechanism in ((slice(0, size - 2), inner), (slice(size - 2, size - 1), last)):
+            total += np.sum(
+                mechanism.log_density(released[:, columns], t[:, columns])
+                - mechanism.log_density(released[:, columns], t_other[:, columns]),
+                axis=1,
+            )
+        if magnitude is not None:
+            scale = lambda radius: 2.0 * np.asarray(radius) / vec.clip - 1.0  # noqa: E731
+            t_r = np.clip(scale(r), -1, 1)
+            t_r_other = np.clip(scale(r_other), -1, 1)
+            total += magnitude.log_density(scale(releases[:, 0]), t_r) - magnitude.log_density(
+                scale(releases[:, 0]), t_r_other
+            )
     return total
