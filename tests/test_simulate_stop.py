@@ -55,6 +55,7 @@ class Simulate:
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            start_new_session=True,  # its own process group, Ray's processes with it (`stop(group=True)`)
         )
         self.lines: queue.Queue = queue.Queue()
         self.seen: list[str] = []
@@ -96,9 +97,13 @@ class Simulate:
                 continue
         return False
 
-    def stop(self, signum: int) -> tuple[int, float, str, str]:
-        """Send `signum`; (exit code, seconds to the exit, stdout, all of stderr)."""
-        self.process.send_signal(signum)
+    def stop(self, signum: int, group: bool = False) -> tuple[int, float, str, str]:
+        """Send `signum` to the run (`group`: to its process group, Ray's processes included, as
+        systemd's and Slurm's stops do); (exit code, seconds to the exit, stdout, all of stderr)."""
+        if group:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
         sent = time.monotonic()
         try:
             code = self.process.wait(timeout=STOP_SECONDS)  # stdout stays empty: no pipe fills up
@@ -198,7 +203,7 @@ def test_sigterm_during_an_atomic_write_waits_for_its_end():
         (signal.SIGINT, "ray-start"),
         (signal.SIGTERM, "ray-workers"),
         (signal.SIGINT, "client-task"),
-        (signal.SIGTERM, "round-2"),
+        (signal.SIGTERM, "round-2-group"),
     ],
     ids=lambda value: signal.Signals(value).name if isinstance(value, int) else value,
 )
@@ -213,8 +218,10 @@ def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, sign
     Both signals reach one handler (simulations/stopping.py), so every moment is tried with one
     signal and each signal at two moments: SIGINT before Ray and inside a round's client tasks,
     SIGTERM once `ray.init` has replaced its handler (ray-workers) and between rounds; the local
-    engine's cases try both signals after a few rounds. Each case starts Ray anew (15-35 s), and
-    the full product of signals and moments cost a minute and a half more."""
+    engine's cases try both signals after a few rounds. `round-2-group`: the SIGTERM goes to the
+    run's process group, Ray's processes included (systemd's and Slurm's stops), which end at once
+    while the run stops. Each case starts Ray anew (15-35 s), and the full product of signals and
+    moments cost a minute and a half more."""
     args = ["--task", "train", "--clients", "4", "--rounds", "1000", "--cpus", "2", "--local-steps", "5"]
     run = Simulate(args, tmp_path / "run")
     try:
@@ -233,7 +240,8 @@ def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, sign
             rounds = 2
         if moment != "ray-start":
             assert run.processes() - {run.process.pid}, "the check of leftover processes must see Ray's processes"
-        summary = assert_stopped(run, signum, run.stop(signum), rounds_at_least=rounds)
+        result = run.stop(signum, group=moment.endswith("-group"))
+        summary = assert_stopped(run, signum, result, rounds_at_least=rounds)
         if summary is not None:
             assert summary["engine"] == "flower"
     finally:
