@@ -237,6 +237,8 @@ def test_bad_shapes_and_values():
         group_users([1.0, 2.0], -1.0, 1.0, "laplace").estimate_mean([0.5, 0.1, 0.3])
     with pytest.raises(LDPValueError, match="one entry per user"):
         group_users([1.0, 2.0], -1.0, 1.0, "laplace").statistics([0.5, 0.1, 0.3])
+    with pytest.raises(LDPValueError, match="users=n"):
+        group_users(1.0, -1.0, 1.0, "laplace")
 
 
 def test_bad_mechanism_arguments():

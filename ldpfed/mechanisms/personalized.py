@@ -107,7 +107,9 @@ def _check_population(budgets, regions_low, regions_high, users: int | None = No
     budgets, low, high = np.broadcast_arrays(
         *(np.asarray(a, dtype=float) for a in (budgets, regions_low, regions_high))
     )
-    if budgets.ndim == 0 and users is not None:
+    if budgets.ndim == 0 and users is None:
+        raise LDPValueError("scalar budgets and regions need the number of users (users=n)")
+    if budgets.ndim == 0:
         budgets, low, high = (np.full(users, a) for a in (budgets, low, high))
     if budgets.ndim != 1 or (users is not None and budgets.shape[0] != users):
         raise LDPValueError(
