@@ -12,7 +12,7 @@ from conftest import ray_released, run_collecting_rows
 from typer.testing import CliRunner
 
 from ldpfed.cli.main import app
-from ldpfed.config import Config
+from ldpfed.config import DEFAULT_DATA, Config
 from ldpfed.data.categorical import read_categorical
 from ldpfed.experiments.frequency import run_frequency_experiment
 from ldpfed.protocols import seeds
@@ -39,13 +39,24 @@ def test_simulate_frequency_with_one_client_is_compare():
         report_dims=2,
         aggregator="hdr4me",
     )
-    summary, rows = run_collecting_rows(config, noise_seed=5)
+    summary, rows = run_collecting_rows(config, noise_seed=config.run.seed)
     assert summary["task"] == "frequency" and summary["private"] is True
-    data = read_categorical(
-        "zipf", users=600, attributes=3, categories="4", rng=np.random.default_rng(seeds.data_seed(5))
+    data, privacy, run = config.data, config.privacy, config.run
+    table = read_categorical(
+        DEFAULT_DATA["frequency"],
+        users=data.users,
+        attributes=data.dims,
+        categories=data.categories,
+        rng=np.random.default_rng(seeds.data_seed(run.seed)),
     )
     result = run_frequency_experiment(
-        data, ["grr"], [1.5], aggregators=["mean", "hdr4me"], report_dims=2, repeats=3, seed=5
+        table,
+        [privacy.mechanism],
+        [privacy.epsilon],
+        aggregators=["mean", config.aggregation.aggregator],
+        report_dims=privacy.report_dims,
+        repeats=run.rounds,
+        seed=run.seed,
     )
     runs = result.runs
     np.testing.assert_allclose(runs[runs["aggregator"] == "mean"]["mse"], rows["mse_plain_mean"], rtol=1e-12)
