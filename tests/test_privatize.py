@@ -15,6 +15,7 @@ import pytest
 
 import ldpfed.mechanisms as registry
 from ldpfed.accounting import CalibratedDpEvent, EpsilonDeltaDpEvent
+from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UPDATE_MECHANISMS, UpdatePrivatizer
 from ldpfed.validation import LDPValueError
 
@@ -193,3 +194,20 @@ def test_bad_updates():
             UpdatePrivatizer("laplace", 1.0, 1.0).privatize(bad, rng)
     with pytest.raises(TypeError, match="Generator"):
         UpdatePrivatizer("laplace", 1.0, 1.0).privatize(UPDATE, 0)
+
+
+def test_every_update_privatizer_record_starts_with_its_round_budget_and_clipping():
+    cases = (
+        (
+            UpdatePrivatizer("laplace", 2.0, 0.1, report_dims=1),
+            ("laplace", 2.0, None, 0.1, "per coordinate to [-clip, clip]"),
+        ),
+        (
+            NoisePrivatizer("inid-gaussian", epsilon=1.0, delta=1e-5, clip=0.5, layer_sizes=[4, 6]),
+            ("inid-gaussian", 1.0, 1e-5, 0.5, "L2 per layer"),
+        ),
+    )
+    for privatizer, head in cases:
+        record = privatizer.describe(10)
+        assert list(record)[:5] == ["mechanism", "epsilon_per_round", "delta_per_round", "clip", "clipping"]
+        assert tuple(record.values())[:5] == head
