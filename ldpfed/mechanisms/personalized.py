@@ -133,8 +133,9 @@ def _check_user_values(values) -> np.ndarray:
 
 
 class Population(NamedTuple):
-    """The collector's view of the users: the distinct (budget, region) groups and each user's group
-    index (labels, shape (n,)); it estimates from the users' reports group by group."""
+    """The users grouped by (budget, region): the distinct groups and each user's group index
+    (labels, shape (n,)). The collector estimates from the reports group by group; `perturb`
+    simulates the users' side, vectorized over each group."""
 
     groups: list[PLDPGroup]
     labels: np.ndarray
@@ -144,6 +145,33 @@ class Population(NamedTuple):
         if array.size != self.labels.size:
             raise LDPValueError(f"give one entry per user ({self.labels.size}), got {array.size}")
         return ((group, array[self.labels == z]) for z, group in enumerate(self.groups))
+
+    def _values_in_regions(self, values) -> np.ndarray:
+        """The users' values (one per user), each checked to lie in its privacy region (never clipped)."""
+        x = _check_user_values(values)
+        if x.size != self.labels.size:
+            raise LDPValueError(f"give one entry per user ({self.labels.size}), got {x.size}")
+        low = np.array([group.low for group in self.groups])[self.labels]
+        high = np.array([group.high for group in self.groups])[self.labels]
+        outside = (x < low) | (x > high)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise LDPValueError(
+                f"values must lie in their privacy region; {int(outside.sum())} do not "
+                f"(e.g. user {i}: {x[i]:.6g} outside [{low[i]:.6g}, {high[i]:.6g}])"
+            )
+        return x
+
+    def perturb(self, values, rng: np.random.Generator) -> np.ndarray:
+        """Each user's report on the data scale, perturbed within her region at her budget (what the
+        users send; simulated here group by group)."""
+        check_generator(rng)
+        x = self._values_in_regions(values)
+        reports = np.empty_like(x)
+        for z, group in enumerate(self.groups):  # a loop over groups, never over users
+            members = self.labels == z
+            reports[members] = group.perturb(x[members], rng)
+        return reports
 
     def estimate_mean(self, reports, debiased: bool = True) -> float:
         """Overall mean sum_z n_z mean_z / n; unbiased when `debiased`, the thesis' plain mean otherwise."""
@@ -158,21 +186,17 @@ class Population(NamedTuple):
 
     def statistics(self, values, debiased: bool = True) -> list[GroupStatistics]:
         """Per group: r_z, delta_z = mean bias and Var_z = mean per-report variance (data scale)."""
-        statistics = []
-        for group, members in self._members(_check_user_values(values)):
-            if np.any((members < group.low) | (members > group.high)):
-                raise LDPValueError(f"values must lie in their privacy region [{group.low:g}, {group.high:g}]")
-            statistics.append(
-                GroupStatistics(
-                    epsilon=group.epsilon,
-                    low=group.low,
-                    high=group.high,
-                    count=int(members.size),
-                    bias=float(np.mean(group.bias(members, debiased=debiased))),
-                    variance=float(np.mean(group.variance(members, debiased=debiased))),
-                )
+        return [
+            GroupStatistics(
+                epsilon=group.epsilon,
+                low=group.low,
+                high=group.high,
+                count=int(members.size),
+                bias=float(np.mean(group.bias(members, debiased=debiased))),
+                variance=float(np.mean(group.variance(members, debiased=debiased))),
             )
-        return statistics
+            for group, members in self._members(self._values_in_regions(values))
+        ]
 
 
 def group_users(
@@ -204,20 +228,6 @@ def perturb_personalized(
     **options,
 ) -> np.ndarray:
     """Each user's report on the data scale, perturbed within her region at her budget."""
-    check_generator(rng)
     x = _check_user_values(values)
-    groups, labels = group_users(budgets, regions_low, regions_high, mechanism, delta=delta, users=x.size, **options)
-    low = np.array([group.low for group in groups])[labels]
-    high = np.array([group.high for group in groups])[labels]
-    outside = (x < low) | (x > high)
-    if outside.any():
-        i = int(np.argmax(outside))
-        raise LDPValueError(
-            f"values must lie in their privacy region; {int(outside.sum())} do not "
-            f"(e.g. user {i}: {x[i]:.6g} outside [{low[i]:.6g}, {high[i]:.6g}])"
-        )
-    reports = np.empty_like(x)
-    for z, group in enumerate(groups):  # a loop over groups, never over users
-        members = labels == z
-        reports[members] = group.perturb(x[members], rng)
-    return reports
+    population = group_users(budgets, regions_low, regions_high, mechanism, delta=delta, users=x.size, **options)
+    return population.perturb(x, rng)
