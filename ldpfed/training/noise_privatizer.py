@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldpfed.gradient_noise.base import GradientNoise, check_updates
-from ldpfed.gradient_noise.calibrate import calibrate, get_class, guarantee_fails
+from ldpfed.gradient_noise.calibrate import calibrate, get_class
 from ldpfed.gradient_noise.profile import clip_layers, layer_profile
 from ldpfed.training.privatize import round_record
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive, check_positive_int
@@ -39,7 +39,8 @@ class NoisePrivatizer:
         dims: int | None = None,
         sampler: str | None = None,
     ) -> None:
-        key = get_class(name).name
+        self.noise_class = get_class(name)  # what the noise says of itself (profile, guarantee, samplers)
+        key = self.noise_class.name
         self.mechanism, self.epsilon, self.delta, self.k = key, check_epsilon(epsilon), delta, k
         self.sampler = sampler  # None: the noise's default (safe for the i.n.i.d. noises)
         self.clip = check_positive(clip, "clip")
@@ -49,7 +50,7 @@ class NoisePrivatizer:
         self.clips = None if layer_clips is None else [check_positive(c, "layer clip") for c in layer_clips]
         if self.clips is not None and len(self.clips) != len(self.sizes):
             raise LDPValueError("give one clip per layer")
-        if self.sizes is not None and len(self.sizes) > 1 and not get_class(key).takes_profile:
+        if self.sizes is not None and len(self.sizes) > 1 and not self.noise_class.takes_profile:
             raise LDPValueError(f"per-layer clipping is for the i.n.i.d. noises; {key} clips the whole update")
         self._noises: dict[int, GradientNoise] = {}
         if dims is not None:
@@ -68,7 +69,7 @@ class NoisePrivatizer:
         dims = check_positive_int(dims, "dims")
         if dims not in self._noises:
             sizes, clips = self.layers(dims)
-            if get_class(self.mechanism).takes_profile:
+            if self.noise_class.takes_profile:
                 noise = calibrate(
                     self.mechanism,
                     epsilon=self.epsilon,
@@ -92,7 +93,7 @@ class NoisePrivatizer:
     @property
     def private(self) -> bool:
         """False for the noises whose published guarantee does not hold (`guarantee_holds`)."""
-        return not guarantee_fails(self.mechanism)
+        return self.noise_class.guarantee_holds
 
     def clip_only(self, update) -> np.ndarray:
         """Each layer's block scaled down to L2 norm <= C_l (a vector (d,) or a batch (clients, d))."""
@@ -132,7 +133,7 @@ class NoisePrivatizer:
         record = round_record(self, "L2 per layer" if self.sizes and len(self.sizes) > 1 else "L2")
         record.update(
             sensitivity="2 C_l (local DP: any two clipped updates)",
-            sampler=self.sampler or get_class(self.mechanism).samplers[0],
+            sampler=self.sampler or self.noise_class.samplers[0],
         )
         if dims is not None:
             record["noise"] = self.noise(dims).describe()
