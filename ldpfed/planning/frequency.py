@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-import ldpfed.mechanisms as mechanisms
 from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, bound_from_moments
 from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, recalibrated_mse
 from ldpfed.data.categorical import CategoricalData
 from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles
 from ldpfed.frequency.oracles import HistogramEncoding
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
-from ldpfed.planning.plan import Plan, PlanRow, ranked_plan, users_per_round
+from ldpfed.planning.plan import Plan, PlanRow, admitted_mechanisms, ranked_plan, users_per_round
 
 
 def entry_third_moments(oracles: AttributeOracles) -> tuple[np.ndarray, np.ndarray]:
@@ -94,10 +93,7 @@ class FrequencyTask:
         """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
         if given is not None:
             return list(given)
-        scalar = [
-            name for name in mechanisms.available() if total.delta > 0 or not mechanisms.get_class(name).approximate
-        ]
-        return [*COUNTING_ORACLES, *scalar]
+        return [*COUNTING_ORACLES, *admitted_mechanisms(total)]
 
     def per_round(self, participation: float) -> int:
         return self.users if participation == 1.0 else users_per_round(self.users, participation)

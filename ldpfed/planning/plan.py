@@ -179,6 +179,11 @@ def users_per_round(users: int, participation: float) -> int:
     return max(2, round(participation * users))
 
 
+def admitted_mechanisms(total: TotalBudget) -> list[str]:
+    """Every registered randomizer; the approximate ones only when the total has a delta."""
+    return [name for name in registry.available() if total.delta > 0 or not registry.get_class(name).approximate]
+
+
 class PlanTask(Protocol):
     """A task's side of a plan (`ranked_plan`): its data, `users` x `dims` named `data`, its
     candidates and each candidate's predicted errors."""
@@ -210,10 +215,10 @@ class MeanTask:
         self.users, self.dims = moments.users, moments.dims
 
     def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
-        """Every registered randomizer when none is given; the approximate ones only with a delta."""
+        """Every randomizer the total admits when none is given (`admitted_mechanisms`)."""
         if given is not None:
             return [registry.get_class(name).name for name in given]
-        return [name for name in registry.available() if total.delta > 0 or not registry.get_class(name).approximate]
+        return admitted_mechanisms(total)
 
     def per_round(self, participation: float) -> ColumnMoments:
         if participation == 1.0:
