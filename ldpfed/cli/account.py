@@ -185,7 +185,7 @@ def noise_multiplier_of(event) -> float | None:
 @handle_errors
 def account_command(
     mechanism: str = mechanism_option(..., "Randomizer name (see `ldpfed mechanisms`), or none."),
-    epsilon: float = epsilon_option(None, "of one round of one client (pure mechanisms; Gaussian with --delta)"),
+    epsilon: float = epsilon_option(None, " of one round of one client (pure mechanisms; Gaussian with --delta)"),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier", "-z", help="Gaussian: noise sd / sensitivity."),
     delta: float = delta_option(" of one round of one client (Gaussian; basic, advanced)"),
     rounds: int = typer.Option(..., "--rounds", "-T", help="Rounds the client takes part in."),

@@ -59,7 +59,7 @@ def _options(
 @handle_errors
 def audit_command(
     mechanism: str = mechanism_option(..., f"One of: {', '.join(available())}."),
-    epsilon: float = epsilon_option(..., "claimed, per value (per report for oracles)"),
+    epsilon: float = epsilon_option(..., " claimed, per value (per report for oracles)"),
     delta: float = delta_option(" claimed, per value (approximate mechanisms only)"),
     sampler: str = sampler_option("the mechanism's default"),
     samples: int = typer.Option(

@@ -27,7 +27,7 @@ PLRVO_ONLY = ("--sample-rate", "--steps")
 def calibrate_command(
     mechanism: str = mechanism_option(..., f"One of {', '.join(gradient_noise.available())}."),
     epsilon: float = epsilon_option(
-        ..., "to calibrate for, of one release of the gradient (PLRV-O: in total after --steps steps)"
+        ..., " to calibrate for, of one release of the gradient (PLRV-O: in total after --steps steps)"
     ),
     delta: float = delta_option(
         " to calibrate for, of one release (PLRV-O: in total, default 1e-5; product noise: searches k)"

@@ -176,7 +176,7 @@ def compare(
         "-d",
         help=f"mean: dimensions d of a tuple (synthetic default {DEFAULT_DIMS}; a file's columns).",
     ),
-    report_dims: int | None = report_dims_option(" (train: each client; default all, train: Wang's m)."),
+    report_dims: int | None = report_dims_option(" (train: each client; default all, train: Wang's m)"),
     repeats: int | None = typer.Option(
         None, "--repeats", "-r", help="Repetitions per configuration (mean 5, train 2)."
     ),

@@ -17,7 +17,7 @@ EXAMPLE_DELTA = 1e-5
 
 @handle_errors
 def list_mechanisms(
-    epsilon: float = epsilon_option(1.0, "per value, for the variance columns"),
+    epsilon: float = epsilon_option(1.0, " per value, for the variance columns"),
     sampler: str = sampler_option("each mechanism's default"),
     as_json: bool = json_option("a JSON list instead of a table"),
     gradient_noises: bool = typer.Option(

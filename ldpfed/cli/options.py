@@ -31,21 +31,21 @@ def mechanism_option(default, names: str):
     return typer.Option(default, "--mechanism", "-m", help=names)
 
 
-def epsilon_option(default, unit: str):
-    """--epsilon/-e: a budget eps; `unit` says per what (ldpfed.cli.vocabulary.UNITS) and anything
-    else the command adds."""
-    return typer.Option(default, "--epsilon", "-e", help=f"Budget eps {unit}.")
+# --epsilon, --delta, --report-dims: the meaning (ldpfed.cli.vocabulary) once; each command appends
+# its `detail` (its unit, its default; with the leading space or comma) and the factory ends the sentence.
+def epsilon_option(default, detail: str):
+    """--epsilon/-e: a budget eps; `detail` says per what (ldpfed.cli.vocabulary.UNITS)."""
+    return typer.Option(default, "--epsilon", "-e", help=f"Budget eps{detail}.")
 
 
-def delta_option(unit: str):
-    """--delta: the delta that pairs with the budget eps (approximate mechanisms); `unit` as for
-    `epsilon_option`, with its leading space or comma."""
-    return typer.Option(None, "--delta", help=f"The delta of the (eps, delta) guarantee{unit}.")
+def delta_option(detail: str):
+    """--delta: the delta that pairs with the budget eps (approximate mechanisms), per what `detail` says."""
+    return typer.Option(None, "--delta", help=f"The delta of the (eps, delta) guarantee{detail}.")
 
 
 def report_dims_option(detail: str):
     """--report-dims/-k: the dimensions m each user reports of its d; `detail`: the command's default."""
-    return typer.Option(None, "--report-dims", "-k", help=f"Dimensions each user reports, m{detail}")
+    return typer.Option(None, "--report-dims", "-k", help=f"Dimensions each user reports, m{detail}.")
 
 
 def sampler_option(default: str):

@@ -68,7 +68,7 @@ def plan_command(
     mechanism: str = mechanism_option(
         None, "Randomizers to consider, comma-separated (default: all; gaussian needs DELTA)."
     ),
-    report_dims: str = report_dims_option(", or auto (1, 2, 4, ... and d). Default d."),
+    report_dims: str = report_dims_option(", or auto (1, 2, 4, ... and d). Default d"),
     accountant: str = typer.Option("pld", "--accountant", help="basic | advanced | rdp | pld (default: pld)."),
     data: str = typer.Option(
         None,

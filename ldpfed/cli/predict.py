@@ -57,7 +57,7 @@ DEFAULT_DATA_HELP = (
 @handle_errors
 def predict_command(
     mechanism: str = mechanism_option(..., "Randomizer name (see `ldpfed mechanisms`)."),
-    epsilon: float = epsilon_option(..., "per user: one report of m of the d dimensions, eps/m per reported value"),
+    epsilon: float = epsilon_option(..., " per user: one report of m of the d dimensions, eps/m per reported value"),
     delta: float = delta_option(", per user (delta/m per reported value); approximate mechanisms"),
     users: int = typer.Option(
         None, "--users", "-n", help=f"Users n (default: the data file's rows; synthetic {DEFAULT_USERS})."
@@ -65,7 +65,7 @@ def predict_command(
     dims: int = typer.Option(
         None, "--dims", "-d", help=f"Dimensions d (default: the data file's columns; synthetic {DEFAULT_DIMS})."
     ),
-    report_dims: int = report_dims_option(" (default d)."),
+    report_dims: int = report_dims_option(" (default d)"),
     data: str = typer.Option(
         None,
         "--data",
