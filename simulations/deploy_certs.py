@@ -14,6 +14,10 @@ writes into DIR (created; files that exist are refused, nothing overwritten):
   format, as Flower reads them): `flower-supernode --auth-supernode-private-key node-I.key` on the
   node, `flwr supernode register node-I.pub` against a SuperLink started with
   `--enable-supernode-auth`. Private keys are written owner-only (0600).
+
+and keeps the private keys out of git wherever DIR is: DIR's `.gitignore` gets the line `*.key`
+(created, or appended to one that lacks it) before any key is written, so `git add .` in a
+repository that holds DIR stages no key; a DIR this creates is owner-only (0700).
 """
 
 from __future__ import annotations
@@ -43,6 +47,21 @@ def _alt_name(host: str) -> x509.GeneralName:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         return x509.DNSName(host)
+
+
+KEYS_IGNORED = "*.key"  # every private key this writes: ca.key, superlink.key, node-I.key
+
+
+def _ignore_keys(directory: Path) -> None:
+    """`*.key` in directory/.gitignore: git never stages a private key, whatever repository holds
+    the directory (a user's other ignore lines are kept)."""
+    ignore = directory / ".gitignore"
+    text = ignore.read_text() if ignore.exists() else ""
+    if KEYS_IGNORED in text.splitlines():
+        return
+    separator = "\n" if text and not text.endswith("\n") else ""
+    with ignore.open("a") as file:
+        file.write(f"{separator}# private keys (simulations.deploy_certs): never in a repository\n{KEYS_IGNORED}\n")
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
@@ -75,7 +94,8 @@ def make_certificates(directory: str | Path, hosts: list[str], nodes: int = 0) -
     existing = [name for name in names if (directory / name).exists()]
     if existing:
         raise ValueError(f"{directory} already holds {', '.join(existing)} (nothing overwritten)")
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to a directory made here
+    _ignore_keys(directory)
     now = datetime.datetime.now(datetime.UTC)
     until = now + datetime.timedelta(days=VALID_DAYS)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import stat
+import subprocess
 
 import pytest
 from cryptography import x509
@@ -41,3 +43,23 @@ def test_existing_files_are_never_overwritten_and_bad_input_exits_2(tmp_path, ca
     assert main([str(tmp_path / "neg"), "--hosts", "a", "--nodes", "-1"]) == 2
     assert not (tmp_path / "none").exists() and not (tmp_path / "neg").exists()
     assert capsys.readouterr().err.count("error:") == 2
+
+
+def _git(repository, *arguments) -> str:
+    return subprocess.run(["git", "-C", str(repository), *arguments], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
+def test_git_add_in_a_repository_holding_the_keys_stages_no_private_key(tmp_path):
+    """Keys made in a subdirectory of a repository, or in its root beside a user's .gitignore (kept):
+    `git add .` stages the certificates and public keys, never a private key."""
+    _git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("*.log")  # a user's own, without a final newline
+    make_certificates(tmp_path / "certs", ["localhost"], nodes=1)
+    make_certificates(tmp_path, ["localhost"], nodes=1)
+    _git(tmp_path, "add", ".")
+    staged = _git(tmp_path, "diff", "--cached", "--name-only").split()
+    assert not [name for name in staged if name.endswith(".key")], staged
+    assert {"ca.crt", "node-0.pub", "certs/ca.crt", "certs/node-0.pub", ".gitignore"} <= set(staged)
+    assert (tmp_path / ".gitignore").read_text().splitlines()[0] == "*.log"
+    assert stat.S_IMODE((tmp_path / "certs").stat().st_mode) == 0o700
