@@ -424,3 +424,25 @@ def test_a_pld_composition_beyond_memory_is_refused_before_the_fft(monkeypatch):
     assert_one_line_error(result, arguments)
     assert "pld accountant's composition of 1,000,000 rounds" in result.stderr and "rdp" in result.stderr
     assert runner.invoke(CLI, [*arguments, "--accountant", "rdp", "--json"]).exit_code == 0
+
+
+def test_a_pld_round_grid_beyond_time_or_memory_is_refused_before_it_is_built(monkeypatch):
+    """A small noise multiplier makes one round's loss grid large (z = 0.01, q = 0.5: 6e7 points,
+    minutes and gigabytes before the composition's own check): refused from its size alone, in time
+    (first with the limit lowered so that z = 0.3, q = 0.01, 3e5 points, exceeds it) and in memory."""
+    import ldpfed.accounting.accountants as accountants
+
+    with monkeypatch.context() as patch:
+        patch.setattr(accountants, "PLD_TIME_LIMIT_S", 0.5)
+        arguments = ["account", "-m", "gaussian", "-z", "0.3", "-q", "0.01", "--rounds", "10"]
+        result = runner.invoke(CLI, arguments)
+        assert_one_line_error(result, arguments)
+        assert "more than the 0.5 s allowed" in result.stderr
+    arguments = ["account", "-m", "gaussian", "-z", "0.01", "-q", "0.5", "--rounds", "100000000", "--accountant", "pld"]
+    result = runner.invoke(CLI, arguments)
+    assert_one_line_error(result, arguments)
+    assert "59,745,477 points" in result.stderr and "s to compute" in result.stderr and "rdp" in result.stderr
+    arguments = ["account", "-m", "gaussian", "-z", "0.01", "--rounds", "100000000"]  # one Gaussian of z 1e-6
+    result = runner.invoke(CLI, arguments)
+    assert_one_line_error(result, arguments)
+    assert "of memory" in result.stderr and "100,000,000 Gaussian rounds" in result.stderr

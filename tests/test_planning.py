@@ -14,7 +14,7 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from typer.testing import CliRunner
 
-from ldpfed.accounting import create_accountant
+from ldpfed.accounting import GaussianDpEvent, create_accountant
 from ldpfed.analysis import simulate_deviations
 from ldpfed.analysis.predictor import load_moments
 from ldpfed.cli.main import app
@@ -66,6 +66,18 @@ def test_the_gaussian_is_calibrated_within_the_total_epsilon_and_delta(accountan
     assert spent.epsilon <= 4.0 and spent.delta <= 1e-5
     assert spent.epsilon >= 4.0 * (1 - 1e-4)  # tight: nothing of the budget left unused
     assert 0 < planned.delta < 1e-5 / 50
+
+
+def test_a_bracket_with_no_sign_change_is_resolved_or_refused_not_a_library_traceback():
+    """Brent's method needs the total crossed between eps/k and eps. A tiny total whose delta covers
+    every round (pld's figure is 0 at both ends) gives the round the total; an accountant whose
+    figure exceeds the total even at basic's eps/k (rdp's floor for a huge noise) is refused."""
+    planned = calibrate_round("laplace", TotalBudget(1e-9, 1e-5), rounds=100_000, accountant="pld")
+    assert planned.epsilon == 1e-9 and planned.spent["pld"].epsilon <= 1e-9
+    with pytest.raises(LDPValueError, match="the rdp accountant cannot hold 100 rounds of gaussian"):
+        calibrate_round(
+            "gaussian", TotalBudget(1e-3, 1e-5), 100, "rdp", event_of=lambda eps, delta: GaussianDpEvent(1 / eps)
+        )
 
 
 def test_a_cap_on_rounds_taken_is_what_a_client_spends():
@@ -135,6 +147,8 @@ def test_simulate_with_a_budget_ends_within_the_total_for_every_client(tmp_path)
         ["plan", "--budget", "-1", "--rounds", "10"],
         ["plan", "--budget", "4,nan", "--rounds", "10"],
         ["plan", "--budget", "1e-4,1e-5", "--rounds", "1000", "--mechanism", "gaussian"],  # too small
+        ["plan", "--budget", "1e-9,1e-5", "--rounds", "100000"],  # every mechanism's per-value eps too small
+        ["compare", "--budget", "1e-9,1e-5", "--rounds", "100000"],
         ["plan", "--budget", "4,1e-5", "--rounds", "10", "--accountant", "rdp"],  # cannot account pure rounds
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "gaussian"],  # no delta for an (eps, delta) one
         ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "nope"],

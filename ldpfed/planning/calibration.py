@@ -16,7 +16,9 @@ and delta / (2k) under advanced, rdp and pld (the other half is the composition'
 - otherwise: dp-accounting's `mechanism_calibration.calibrate_dp_mechanism` (Brent's method, then a
   check that the figure returned is within the total) on the per-round eps, with ldpfed's
   accountants behind a dp-accounting `PrivacyAccountant` adapter (`LedgerAccountant`); the
-  per-round eps is within `RELATIVE_TOLERANCE` (relative) below the largest one that fits.
+  per-round eps is within `RELATIVE_TOLERANCE` (relative) below the largest one that fits. A round
+  never gets more than the total: where k rounds of the whole eps fit (a tiny eps whose loss the
+  delta covers), the total; where even basic's eps / k does not fit the accountant's figure, refused.
 
 Participation: under local DP a report protects its client on its own and the server sees who
 reported, so sampling clients gives no amplification: a client that takes part in k of T rounds
@@ -252,13 +254,27 @@ def _calibrated(event_of, total, taken, accountant, delta, max_delta) -> float:
 
     if target_delta == 0.0:  # pure total: advanced/pld at delta 0 are basic composition
         return lower
-    return float(
-        calibrate_dp_mechanism(
-            fresh,
-            rounds_of,
-            total.epsilon,
-            max_delta,
-            ExplicitBracketInterval(lower, total.epsilon),
-            tol=RELATIVE_TOLERANCE * lower,
+
+    def fits(epsilon: float) -> bool:
+        return fresh().compose(rounds_of(epsilon)).get_epsilon(max_delta) <= total.epsilon
+
+    try:
+        return float(
+            calibrate_dp_mechanism(
+                fresh,
+                rounds_of,
+                total.epsilon,
+                max_delta,
+                ExplicitBracketInterval(lower, total.epsilon),
+                tol=RELATIVE_TOLERANCE * lower,
+            )
         )
-    )
+    except ValueError:
+        # Brent's method found no sign change on [eps/k, eps]. Either the delta covers k rounds of
+        # the whole eps (a tiny eps: pld's figure is 0), and a round never gets more than the total;
+        # or even basic's figure is beyond the accountant's resolution, which calibrate_round refuses.
+        if fits(total.epsilon):
+            return total.epsilon
+        if not fits(lower):
+            return lower
+        raise
