@@ -107,6 +107,10 @@ def test_partition_is_deterministic_in_the_seed(scheme):
         (dict(num_clients=10_000, scheme="iid"), "num_clients must be <="),
         (dict(num_clients=3, scheme="k-classes", classes_per_client=2), "num_clients \\* classes_per_client"),
         (dict(num_clients=3, scheme="k-classes", classes_per_client=0), "classes_per_client"),
+        (
+            dict(num_clients=3, scheme="k-classes", classes_per_client=11),
+            "at most the data's number of classes \\(10\\)",
+        ),
         (dict(num_clients=3, scheme="dirichlet", alpha=0.0), "alpha"),
         (dict(num_clients=3, scheme="dirichlet", alpha=float("nan")), "alpha"),
     ],

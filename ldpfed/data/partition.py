@@ -67,6 +67,10 @@ def _iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]
 
 def _k_classes(labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
     classes, sizes = np.unique(labels, return_counts=True)
+    if k > classes.size:  # a client's shards would repeat classes: it could not hold k of them
+        raise LDPValueError(
+            f"k-classes: classes_per_client must be at most the data's number of classes ({classes.size}), got {k}"
+        )
     total_shards = num_clients * k
     if total_shards < classes.size:
         raise LDPValueError(
