@@ -30,7 +30,10 @@ error_console = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 OUTPUTS_EPILOG = "Outputs (files, JSON keys, CSV columns with their units): docs/outputs.md"
 OUT_OF_DOMAIN_HELP = "Data outside --domain: error (default) or clip (clip to the domain, count printed)."
-HEADER_HELP = "CSV files: the first row is (not) a header. Default: a header when a first-row field is not a number."
+HEADER_HELP = (
+    "CSV files: the first row is (not) a header. Default: a header when a first-row field is not a number, "
+    "or when the row is 0,1,...,d-1 (pandas' column names) above values that are not all integers."
+)
 
 
 def progress_bar(label: str, *extra_columns, transient: bool = False) -> Progress:

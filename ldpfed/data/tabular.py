@@ -1,9 +1,12 @@
 """Tuple data from a user's file (rows = users, columns = dimensions) or a synthetic spec.
 
 CSV files may or may not start with a header row: by default the first row is a
-header exactly when one of its fields is not a number (`has_header_row`); `header=True/False`
-overrides that. Values outside the declared domain are an error, or clipped to it with
-`out_of_domain="clip"` (said in the description). `read_tuples` returns the values with a one-line
+header when one of its fields is not a number (`has_header_row`), or when its fields are exactly
+0,1,...,d-1 (`pandas_column_names`: what pandas writes for unnamed columns) above values that are
+not all integers; above integer values such a row is ambiguous, stays data, and the description
+(and an out-of-domain error) says that `--header` skips it. `header=True/False` overrides that.
+Values outside the declared domain are an error, or clipped to it with `out_of_domain="clip"`
+(said in the description). `read_tuples` returns the values with a one-line
 description of what was read (rows, columns, header, domain, clipping), which commands print.
 """
 
@@ -43,6 +46,32 @@ def has_header_row(path: str | Path) -> bool:
     with open(path, newline="") as handle:
         first = next(csv.reader(handle), [])
     return any(not _is_number(field.strip()) for field in first)
+
+
+def pandas_column_names(fields: list[str]) -> bool:
+    """True when a CSV row is exactly 0,1,...,d-1: the header `DataFrame.to_csv(index=False)` writes
+    for columns without names."""
+    return [field.strip() for field in fields] == [str(i) for i in range(len(fields))]
+
+
+PANDAS_NAMES = "its first row 0,1,...,d-1 may be pandas' column names: --header skips it"
+
+
+def _read_csv(path: Path, header: bool | None) -> tuple[np.ndarray, str]:
+    """(values, what became of the first row) of a CSV file; `header` None: detected (module docstring)."""
+    import pandas as pd
+
+    detect = header is None
+    header = has_header_row(path) if detect else header
+    table = pd.read_csv(path, header=0 if header else None).to_numpy(dtype=float)
+    if header:
+        return table, "header row skipped"
+    with open(path, newline="") as handle:
+        if not detect or not pandas_column_names(next(csv.reader(handle), [])):
+            return table, "no header row"
+    if np.any(np.mod(table[1:], 1.0) != 0.0):
+        return table[1:], "header row 0,1,...,d-1 skipped: pandas' column names; --no-header reads it as data"
+    return table, f"no header row; {PANDAS_NAMES}"
 
 
 def _check_domain(domain) -> tuple[float, float]:
@@ -88,10 +117,7 @@ def read_table(
                     raise LDPValueError("it is not in numpy's .npy format (np.save)")
             table = np.load(path, allow_pickle=False)
         elif suffix == ".csv":
-            import pandas as pd
-
-            header = has_header_row(path) if header is None else header
-            table = pd.read_csv(path, header=0 if header else None).to_numpy()
+            table, first_row = _read_csv(path, header)
         else:
             import pandas as pd
 
@@ -106,10 +132,15 @@ def read_table(
     outside = 0
     if out_of_domain == "clip":
         outside = int(np.count_nonzero((table < low) | (table > high)))
-    table = check_values(table, low=low, high=high, out_of_domain=out_of_domain, name=f"values in {path.name}")
+    try:
+        table = check_values(table, low=low, high=high, out_of_domain=out_of_domain, name=f"values in {path.name}")
+    except LDPValueError as error:
+        if suffix == ".csv" and first_row.endswith(PANDAS_NAMES):
+            raise LDPValueError(f"{error}; {PANDAS_NAMES}") from None
+        raise
     details = []
     if suffix == ".csv":
-        details.append("header row skipped" if header else "no header row")
+        details.append(first_row)
     if (low, high) != (-1.0, 1.0):
         details.append(f"values mapped from [{low:g}, {high:g}] to [-1, 1]")
     if out_of_domain == "clip":
