@@ -109,6 +109,7 @@ class FederationConfig:
     gpus_per_node: float = 0.0  # GPUs (a fraction allowed) Ray gives each node
     node_reply: str = "clients"  # a node replies per client | with their "sum" (train: mean/fedavg only)
     ray_address: str = ""  # an existing Ray cluster to run on ("auto": RAY_ADDRESS); "" = start a local Ray
+    ray_timeout: float = 60.0  # seconds the run waits for the cluster of ray-address to answer, then fails
     # deployments: seconds a round waits for an offline node that hosts sampled clients (a restarting SuperNode)
     node_wait: float = 60.0
 
@@ -374,12 +375,14 @@ class Config:
 
 def _check_ray_address(fed: FederationConfig) -> None:
     """`ray-address`: "" (a local Ray), "auto" (RAY_ADDRESS, read when the run starts) or the GCS HOST:PORT;
-    `cpus` sizes a local Ray only, so the two exclude each other."""
+    `cpus` sizes a local Ray only, so the two exclude each other; `ray-timeout` bounds the wait for the cluster."""
     address = fed.ray_address
     if address and address != "auto" and not re.fullmatch(r"[A-Za-z0-9_.\-]+:[0-9]{1,5}", address):
         raise LDPValueError(f"ray-address must be auto or HOST:PORT (the head's GCS address), got {address!r}")
     if address and fed.cpus:
         raise LDPValueError("cpus sizes a local Ray; with ray-address the cluster's nodes give the CPUs (drop one)")
+    if not (math.isfinite(fed.ray_timeout) and fed.ray_timeout > 0.0):
+        raise LDPValueError(f"ray-timeout must be a finite number of seconds > 0, got {fed.ray_timeout!r}")
 
 
 def _check_node_reply(config: Config) -> None:

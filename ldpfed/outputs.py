@@ -22,6 +22,9 @@ Use it in every command that writes results (`compare`, `predict`, `simulate`):
   its manifest lists, and the known result names of ldpfed's commands); other files stay. An
   earlier run's results therefore survive a run that fails or is interrupted before it writes.
 - A manifest `.ldpfed-run.json` (command and files) marks the directory as one run's results.
+- `discard()` removes what the writes put there (their files, the manifest, the directories they
+  created): a run that fails before it has begun (`ldpfed simulate` when Ray does not come up)
+  leaves no files of its own. An earlier run's files that `overwrite` removed stay removed.
 - Leaving the `with` block by Ctrl-C raises `Interrupted`, whose message says what is on disk; the
   CLI prints it as one line and exits with code 130.
 
@@ -263,6 +266,13 @@ def _missing_directories(path: Path) -> list[Path]:
     return missing
 
 
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove each of `directories` (deepest first) that is empty."""
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 def _commit(staged: dict[Path, Path]) -> None:
     """Rename every staged temporary onto its final name, SIGINT held back."""
     with _sigint_held_back():
@@ -306,6 +316,7 @@ class OutputDir:
     def __init__(self, path: Path | None, *, overwrite: bool, command: str, flag: str) -> None:
         self.path, self.overwrite, self.command, self.flag = path, overwrite, command, flag
         self.written: list[str] = []
+        self.created: list[Path] = []  # the directories the first write created, deepest first
 
     @classmethod
     def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> OutputDir:
@@ -338,16 +349,27 @@ class OutputDir:
         try:
             staged = _stage(self.path, {**files, MANIFEST: manifest})
         except BaseException:
-            for directory in created:  # deepest first; only what this write created, if still empty
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
+            _remove_empty(created)  # only what this write created
             raise
         with _sigint_held_back():
             if not self.written and self.overwrite:
                 self._remove_earlier_results()
             _commit(staged)
+        if not self.written:
+            self.created = created
         self.written = names
         return list(files)
+
+    def discard(self) -> None:
+        """Remove the files the writes put here (the manifest too) and the directories they created,
+        when empty (see the module docstring)."""
+        if self.path is None or not self.written:
+            return
+        with _sigint_held_back():
+            for name in [*self.written, MANIFEST]:
+                (self.path / name).unlink(missing_ok=True)
+        _remove_empty(self.created)
+        self.written, self.created = [], []
 
     def _remove_earlier_results(self) -> None:
         """ldpfed's own files of the earlier run: the manifest's list and the known names."""

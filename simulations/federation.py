@@ -61,8 +61,9 @@ def run(
     results directory, checked before any work (default: checked here). `noise_seed`: the root of
     the clients' secrets (default: 128 bits of OS entropy), written to `noise_secret` in the
     results directory, never given to the server half. On SIGINT or SIGTERM (simulations.stopping)
-    the finished rounds' files are written (summary marked interrupted), Ray is shut down and
-    `Interrupted` is raised; a further signal during that cleanup is ignored."""
+    the finished rounds' files are written (summary marked interrupted, also with no round
+    finished), Ray is shut down and `Interrupted` is raised; a further signal during that cleanup is
+    ignored. When Ray does not come up (`RayStart.failed`), the files this run wrote are removed."""
     stop = StopRequest()
     with stop.handling():
         world = World.from_config(config, noise_seed)
@@ -86,6 +87,10 @@ def run(
                     return session.finish()
             except KeyboardInterrupt as error:
                 stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
+        except Exception:
+            if ray is not None and ray.failed:  # Ray never came up: the run leaves --out as it found it
+                output.discard()
+            raise
         finally:
             if ray is not None:
                 ray.close()  # a no-op once Flower's runtime has shut Ray down
@@ -175,8 +180,9 @@ def run_flower(
                 ray=ray,
             )
     finally:
-        if not done.is_set() and not stop.requested:  # Flower's runtime failed under its ServerApp: stop it
-            stop.event.set()  # (on a stop request the ServerApp has returned, or never started)
+        started = ray is None or not ray.failed  # else Ray never came up, nor did the ServerApp
+        if started and not done.is_set() and not stop.requested:  # Flower's runtime failed under its ServerApp
+            stop.event.set()  # stop it (on a stop request the ServerApp has returned, or never started)
             done.wait(SERVER_STOP_SECONDS)
         remove_diagnostics(directory, ours=not keep)
     if not stop.requested and len(session.recorder.rows) < config.run.rounds:

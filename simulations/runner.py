@@ -9,11 +9,14 @@ actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cp
 Ray is started before Flower's runtime (which then finds it running), as Flower's `RayBackend`
 would start it, in a thread that blocks SIGINT (`RayStart`): the harness's stop request
 (simulations.stopping) takes both signals. The harness begins that start before it builds
-its server half (`RayStart.begin_for`), so the two overlap. With `ray-address` the run joins an
-existing Ray cluster instead (`cluster_address`); Flower then places one actor per
-`cpus-per-client` CPUs (and `gpus-per-node` GPUs) of each of the cluster's nodes. Ray is shut down
-(a cluster: this process disconnected) by Flower's runtime when it returns, once its threads have
-stopped waiting on Ray.
+its server half (`RayStart.begin_for`), so the two overlap. Without `ray-address` the run starts a
+Ray of its own (`address="local"`), whatever else runs on the machine: a cluster that `ray start`
+registered (its `ray_current_cluster` file) or that RAY_ADDRESS names is left alone. With
+`ray-address` the run joins an existing Ray cluster instead (`cluster_address`), after a TCP probe
+of its address, and fails in one line when no cluster answers within `ray-timeout` seconds (ray.init
+itself retries for ever); Flower then places one actor per `cpus-per-client` CPUs (and
+`gpus-per-node` GPUs) of each of the cluster's nodes. Ray is shut down (a cluster: this process
+disconnected) by Flower's runtime when it returns, once its threads have stopped waiting on Ray.
 
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
@@ -30,9 +33,11 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from ldpfed.config import Config
@@ -48,6 +53,12 @@ QUIET_ENVIRONMENT = {
     "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore::FutureWarning",
     "TQDM_DISABLE": "1",
 }
+LOCAL_RAY = "local"  # ray.init's address for a Ray of the run's own (never one RAY_ADDRESS or `ray start` names)
+POLL_SECONDS = 0.2  # how often a wait for a cluster looks at the run's stop request and its deadline
+
+
+class RayUnreachable(LDPValueError):
+    """No Ray cluster answers at `ray-address` (within `ray-timeout`): one line, exit 2."""
 
 
 def backend_config(config: Config, verbose: bool = False, nodes: int | None = None) -> dict:
@@ -56,13 +67,14 @@ def backend_config(config: Config, verbose: bool = False, nodes: int | None = No
     as many actors as those CPUs hold (CPUs / cpus-per-client), each a Python process of a few
     hundred MiB, so with `nodes` Ray gets no more CPUs than the nodes use: one actor per node at
     most, none idle. On an existing cluster (`ray-address`) the cluster's nodes give the CPUs and
-    GPUs (Flower fits its actors node by node), and Ray is joined, not started."""
+    GPUs (Flower fits its actors node by node), and Ray is joined, not started. A local Ray is asked
+    for by name (`LOCAL_RAY`): without an address, ray.init would join the cluster that RAY_ADDRESS
+    or the machine's last `ray start` names, and refuse the CPU counts a cluster sets itself."""
     gpus = config.federation.gpus_per_node
     init_args: dict = {"logging_level": "INFO" if verbose else "ERROR", "log_to_driver": verbose}
     address = cluster_address(config)
-    if address:
-        init_args["address"] = address
-    else:
+    init_args["address"] = address or LOCAL_RAY
+    if not address:
         cpus = config.federation.cpus or os.cpu_count() or 1
         if nodes:
             cpus = min(cpus, max(1, math.ceil(nodes * config.federation.cpus_per_client)))
@@ -97,9 +109,20 @@ def init_ray(backend: dict) -> None:
     pythonpath = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])
     os.environ["PYTHONPATH"] = pythonpath
     init_args = dict(backend["init_args"])
-    if "address" in init_args:
+    if init_args["address"] != LOCAL_RAY:
         init_args["runtime_env"] = {"env_vars": {"PYTHONPATH": pythonpath}}
     ray.init(**init_args)
+
+
+def probe_cluster(address: str, timeout: float) -> None:
+    """A TCP connection to the cluster's GCS port within `timeout` seconds, or `RayUnreachable`: an
+    address where nothing listens fails at once, in one line (ray.init retries it for ever)."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        reason = f"no answer in {timeout:g} s" if isinstance(error, TimeoutError) else error.strerror or str(error)
+        raise RayUnreachable(f"ray-address {address}: no Ray cluster there ({reason}); is its head started?") from None
 
 
 def _visible_gpus() -> int:
@@ -158,6 +181,8 @@ def run_simulation(
     try:
         with _stderr_to(log_path) as terminal, showing(progress, terminal):
             _run_on_ray(config, server_app, client_app, clients, stop, False, ray)
+    except RayUnreachable:
+        raise  # one line of its own: Ray's retries in the log say no more
     except Exception:
         tail = log_path.read_text(errors="replace").splitlines()[-30:]
         sys.stderr.write("\n".join(["--- Flower/Ray log (tail) ---", *tail, ""]))
@@ -178,7 +203,8 @@ def _run_on_ray(
     from flwr.simulation import run_simulation as flower_run_simulation
 
     backend = backend_config(config, verbose, nodes=clients)
-    with _ray_started(ray or RayStart(backend, verbose)):  # Flower's runtime then finds Ray up
+    launch = ray or RayStart(backend, verbose, config.federation.ray_timeout)
+    with _ray_started(launch, stop):  # Flower's runtime then finds Ray up
         if stop is not None and stop.installed:
             stop.install()  # over any handler Ray's native code installed (if Ray was imported before)
         if stop is None or not stop.requested:
@@ -204,29 +230,59 @@ class RayStart:
     thread must outlive Ray: Ray starts its processes with PR_SET_PDEATHSIG, which kills them when
     the thread that started them ends. So the thread is let go only once Ray is down (`close`): a Ray
     that outlives the block (one whose shutdown its owner defers, such as a test session sharing it)
-    keeps its keeper."""
+    keeps its keeper.
 
-    def __init__(self, backend: dict, verbose: bool = False) -> None:
-        self.backend, self.verbose = backend, verbose
+    Joining a cluster (`address`), `begin` first probes its address (`probe_cluster`) and the wait
+    ends `timeout` seconds after `begin`, or at the run's stop request: ray.init retries an address
+    that accepts connections but never answers for ever, so that attempt is let go (`abandoned`;
+    its thread, a daemon, ends with the process). A local Ray's start ends by itself and is waited
+    for."""
+
+    def __init__(self, backend: dict, verbose: bool = False, timeout: float = math.inf) -> None:
+        self.backend, self.verbose, self.timeout = backend, verbose, timeout
         self.started, self.release = threading.Event(), threading.Event()
         self.failures: list[BaseException] = []
         self.thread: threading.Thread | None = None
+        self.deadline = math.inf
+        self.abandoned = False
 
     @classmethod
     def begin_for(cls, config: Config, nodes: int, verbose: bool = False) -> RayStart | None:
-        """Ray for a run of `nodes` Flower nodes, begun now; None when Ray already runs in this
-        process (used as it is)."""
+        """Ray for a run of `nodes` Flower nodes, begun now (a cluster's address probed first); None
+        when Ray already runs in this process (used as it is)."""
         if ray_running():
             return None
-        launch = cls(backend_config(config, verbose, nodes=nodes), verbose)
+        launch = cls(backend_config(config, verbose, nodes=nodes), verbose, config.federation.ray_timeout)
         launch.begin()
         return launch
+
+    @property
+    def address(self) -> str | None:
+        """The cluster joined; None for a local Ray."""
+        address = self.backend["init_args"]["address"]
+        return None if address == LOCAL_RAY else address
+
+    @property
+    def failed(self) -> bool:
+        """Ray did not come up: its start raised, or no cluster answered in time."""
+        return bool(self.failures)
 
     def begin(self) -> None:
         if self.thread is not None:
             return
+        self.deadline = time.monotonic() + self.timeout
+        if self.address:
+            try:
+                probe_cluster(self.address, self.timeout)
+            except RayUnreachable as error:
+                self.failures.append(error)
+                raise
         if not self.verbose:
             os.environ.update(QUIET_ENVIRONMENT)
+        if self.address and not self.verbose:
+            # the C++ core's warnings on retrying a cluster that does not answer go to the terminal
+            # once the run has given up on it; joining spawns no process that would inherit this
+            os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
         # Ray's C++ core installs a crash handler (absl's) for SIGTERM too, in this process and its
         # workers, which aborts the process (exit 134): read when Ray is imported, so set before
         os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
@@ -247,17 +303,30 @@ class RayStart:
             self.started.set()
         self.release.wait()
 
-    def wait(self) -> None:
-        """Until Ray is up; its start's error, if any, raised here."""
+    def wait(self, stop: StopRequest | None = None) -> bool:
+        """Until Ray is up (True); its start's error, if any, raised here. Joining a cluster: until
+        `stop` is requested (False: the attempt is let go) or the deadline (`RayUnreachable`)."""
         self.begin()
-        self.started.wait()
+        while not self.started.wait(POLL_SECONDS):
+            if self.address is None:
+                continue
+            if stop is not None and stop.requested:
+                self.abandoned = True
+                return False
+            if time.monotonic() >= self.deadline:
+                self.abandoned = True
+                self.failures.append(
+                    RayUnreachable(f"ray-address {self.address}: the Ray cluster did not answer in {self.timeout:g} s")
+                )
+                break
         if self.failures:
             raise self.failures[0]
+        return True
 
     def close(self) -> None:
         """Ray shut down (this process' connection to a cluster: the cluster stays) and the keeper
-        let go, unless Ray outlives this (its owner shuts it down)."""
-        if self.thread is None:
+        let go, unless Ray outlives this (its owner shuts it down); an abandoned attempt is left."""
+        if self.thread is None or self.abandoned:
             return
         self.started.wait()
         shutdown_ray()
@@ -267,9 +336,10 @@ class RayStart:
 
 
 @contextlib.contextmanager
-def _ray_started(launch: RayStart):
+def _ray_started(launch: RayStart, stop: StopRequest | None = None):
     """Ray up for the block (started by `launch`, or already running in this process and used as
-    it is), shut down at its end (Flower's runtime, when it ran, has done so already)."""
+    it is), shut down at its end (Flower's runtime, when it ran, has done so already). A cluster
+    that `stop` gave up on is not joined: the block runs with `stop` requested."""
     if launch.thread is None and ray_running():
         try:
             yield
@@ -277,7 +347,7 @@ def _ray_started(launch: RayStart):
             shutdown_ray()
         return
     try:
-        launch.wait()
+        launch.wait(stop)
         yield
     finally:
         launch.close()

@@ -42,13 +42,13 @@ STOP_GRACE_SECONDS = 3
 
 
 def test_a_cluster_address_joins_the_cluster_instead_of_sizing_a_local_ray(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "head.example:6380")  # a plain ray.init() would join it
     local = backend_config(Config().with_options({"task": "train", "clients": 4, "nodes": 2}).validated(), nodes=2)
-    assert local["init_args"]["num_cpus"] == 2 and "address" not in local["init_args"]
+    assert local["init_args"]["num_cpus"] == 2 and local["init_args"]["address"] == "local"  # a Ray of its own
     joined = Config().with_options({"task": "train", "clients": 4, "ray-address": "10.0.0.5:6379"}).validated()
     backend = backend_config(joined, nodes=2)
     assert backend["init_args"]["address"] == "10.0.0.5:6379"
     assert not {"num_cpus", "num_gpus", "include_dashboard"} & set(backend["init_args"])  # the cluster's own
-    monkeypatch.setenv("RAY_ADDRESS", "head.example:6380")
     assert cluster_address(joined.with_options({"ray-address": "auto"})) == "head.example:6380"
     monkeypatch.delenv("RAY_ADDRESS")
     with pytest.raises(LDPValueError, match="RAY_ADDRESS"):
@@ -61,6 +61,8 @@ def test_a_cluster_address_joins_the_cluster_instead_of_sizing_a_local_ray(monke
         ({"ray-address": "not an address"}, "ray-address must be auto or HOST:PORT"),
         ({"ray-address": "ray://head:10001"}, "ray-address must be auto or HOST:PORT"),
         ({"ray-address": "head:6379", "cpus": 2}, "cpus sizes a local Ray"),
+        ({"ray-timeout": 0.0}, "ray-timeout must be a finite number of seconds > 0"),
+        ({"ray-timeout": float("inf")}, "ray-timeout must be a finite number of seconds > 0"),
     ],
 )
 def test_a_bad_ray_address_is_refused(options, message):

@@ -135,10 +135,10 @@ class Simulate:
         self.process.wait(timeout=30)
 
 
-def assert_stopped(run: Simulate, signum: int, result, rounds_at_least: int) -> dict | None:
+def assert_stopped(run: Simulate, signum: int, result, rounds_at_least: int) -> dict:
     """Exit 128 + signum within STOP_SECONDS with one line and no traceback; the finished rounds on
-    disk with the summary marked interrupted (when a round finished); every file in the manifest;
-    no process left. Returns the summary."""
+    disk with the summary marked interrupted (also with no round finished); every file in the
+    manifest; no process left. Returns the summary."""
     code, elapsed, stdout, stderr = result
     assert code == EXIT_CODES[signum], f"exit {code} after {elapsed:.1f} s: " + stderr[-3000:]
     assert elapsed < STOP_SECONDS
@@ -151,12 +151,11 @@ def assert_stopped(run: Simulate, signum: int, result, rounds_at_least: int) -> 
     manifest = json.loads((out / MANIFEST).read_text())
     assert names == {MANIFEST, *manifest["files"]}, (sorted(names), manifest)  # flower.log too when written
     assert not (out / "diagnostics").exists()  # the unfinished round's clean values are removed
-    summary = None
-    if rounds_at_least:
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["interrupted"] is True
-        assert rounds_at_least <= summary["rounds_finished"] == len(pd.read_csv(out / "metrics.csv"))
-        assert summary["rounds_finished"] < summary["rounds"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert rounds_at_least <= summary["rounds_finished"] < summary["rounds"]
+    if summary["rounds_finished"]:
+        assert summary["rounds_finished"] == len(pd.read_csv(out / "metrics.csv"))
         assert (out / "plot.png").exists()
     left = run.leftover()
     assert not left, f"processes left running: {sorted(left)}"
@@ -208,7 +207,7 @@ def test_sigterm_during_an_atomic_write_waits_for_its_end():
     ids=lambda value: signal.Signals(value).name if isinstance(value, int) else value,
 )
 def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, signum, moment):
-    """`ray-start`: once "starting Ray..." is printed (no round yet: no summary); `ray-workers`: once
+    """`ray-start`: once "starting Ray..." is printed (no round yet: a summary of none); `ray-workers`: once
     Ray's first idle worker is up (before the fix: a segfault, or a hang in the interpreter's exit
     joining a Flower thread blocked in Ray after `ray.shutdown`); `client-task`: a Ray worker runs a
     round-1 client task; `round-2`: after round 2 is printed (before the fix SIGTERM aborted there,
@@ -241,8 +240,6 @@ def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, sign
         if moment != "ray-start":
             assert run.processes() - {run.process.pid}, "the check of leftover processes must see Ray's processes"
         result = run.stop(signum, group=moment.endswith("-group"))
-        summary = assert_stopped(run, signum, result, rounds_at_least=rounds)
-        if summary is not None:
-            assert summary["engine"] == "flower"
+        assert assert_stopped(run, signum, result, rounds_at_least=rounds)["engine"] == "flower"
     finally:
         run.kill()

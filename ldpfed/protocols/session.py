@@ -212,8 +212,8 @@ class Session:
         return row
 
     def finish(self, interrupted: bool = False) -> dict:
-        """The summary (written with the other files); `interrupted`: the run stopped early and the
-        summary covers the rounds that finished."""
+        """The summary (written with the other files; without a finished round, summary.json alone);
+        `interrupted`: the run stopped early and the summary covers the rounds that finished."""
         config, rows = self.config, self.recorder.rows
         reported = [row for row in rows if row["clients_replied"] > 0]
         if not rows:
@@ -253,6 +253,8 @@ class Session:
         }
         if rows:
             self.recorder.finish(summary, self.server.ledger)
+        else:  # stopped before its first round ended: a finished (interrupted) run all the same, nothing to plot
+            self.recorder.output.write({"summary.json": summary})
         return summary
 
     def qualification(self) -> str | None:
