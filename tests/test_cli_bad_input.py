@@ -446,3 +446,30 @@ def test_a_pld_round_grid_beyond_time_or_memory_is_refused_before_it_is_built(mo
     result = runner.invoke(CLI, arguments)
     assert_one_line_error(result, arguments)
     assert "of memory" in result.stderr and "100,000,000 Gaussian rounds" in result.stderr
+
+
+PLAN = ["plan", "--budget", "4,1e-5", "--rounds", "10"]
+PREDICT_FREQUENCY = ["predict", "--task", "frequency", "--epsilon", "1"]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [*PLAN, "--accountant", "foo"],
+        [*PLAN, "--accountant", "rdp"],  # no RDP curve for the generic eps-DP rounds
+        [*PLAN, "--mechanism", "nope"],
+        [*PLAN, "--mechanism", "grr"],  # an oracle: frequency only
+        [*PLAN, "--participation", "0"],
+        [*PLAN, "--report-dims", "0"],
+        ["plan", "--budget", "4", "--rounds", "10", "--mechanism", "gaussian"],  # no delta in the total
+        [*PLAN, "--task", "frequency", "--report-dims", "x"],
+        [*PLAN, "--task", "frequency", "--mechanism", "nope"],
+        [*PREDICT_FREQUENCY, "--mechanism", "gaussian"],  # no --delta
+        [*PREDICT_FREQUENCY, "--mechanism", "gaussian", "--delta", "2"],  # split over the entries, it passed
+        [*PREDICT_FREQUENCY, "--mechanism", "grr", "--report-dims", "0"],
+    ],
+)
+def test_options_are_checked_before_any_data_are_read_or_generated(arguments):
+    result = runner.invoke(CLI, arguments)
+    assert_one_line_error(result, arguments)
+    assert "data:" not in result.stderr, result.stderr

@@ -45,7 +45,7 @@ from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles, is_
 from ldpfed.outputs import OutputDir
 from ldpfed.planning.run import StudyBudget, study_repeats, with_budget_columns
 from ldpfed.protocols.seeds import data_seed
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
+from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive_int, check_report_dims
 
 DATA_HELP = "frequency: zipf[:S] | uniform (synthetic) | fair (statsmodels) | a .csv of categories."
 CATEGORIES_HELP = (
@@ -87,6 +87,17 @@ def read_frequency_data(data, users, dims, categories, header, rng) -> Categoric
     return table
 
 
+def _check_delta(names: list[str], delta, *, required: bool) -> None:
+    """--delta, before any data: for the approximate mechanisms among `names`, in (0, 1) (and given,
+    when `required`); refused when none of them is approximate."""
+    approximate = [name for name in names if is_approximate(name)]
+    if delta is not None and not approximate:
+        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    for name in approximate:
+        if required or delta is not None:
+            check_delta(delta, approximate=True, mechanism=name)
+
+
 # ---- predict ---------------------------------------------------------------------------------
 def predict_frequency_command(
     *,
@@ -113,8 +124,9 @@ def predict_frequency_command(
     seed = check_positive_int(seed, "--seed", minimum=0)
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
-    if delta is not None and not any(is_approximate(n) for n in names):
-        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    _check_delta(names, delta, required=True)
+    if report_dims is not None:
+        check_positive_int(report_dims, "--report-dims")  # and <= the attributes, once the data are read
     with OutputDir.prepare(out, overwrite=overwrite, command="predict --task frequency") as destination:
         table = read_frequency_data(data or "zipf", users, dims, categories, header, np.random.default_rng(seed))
         m = check_report_dims(table.attributes if report_dims is None else report_dims, table.attributes)
@@ -248,8 +260,7 @@ def compare_frequency(
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
     check_estimator(estimator)
     options = _mechanism_options(names, estimator)
-    if delta is not None and not any(is_approximate(n) for n in names):
-        raise LDPValueError(f"--delta applies to approximate mechanisms (e.g. gaussian); none of {names} is")
+    _check_delta(names, delta, required=False)
     if study is not None:
         repeats = study_repeats(repeats, study.rounds, FREQUENCY_DEFAULTS["repeats"])
     shared = {

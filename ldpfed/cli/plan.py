@@ -36,8 +36,15 @@ from ldpfed.cli.predict import _load_data as load_data
 from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
-from ldpfed.planning.frequency import frequency_curve_row, make_frequency_plan
-from ldpfed.planning.plan import candidate_report_dims, curve_figure, make_plan, mse_against_rounds
+from ldpfed.planning.frequency import FrequencyTask, frequency_curve_row, make_frequency_plan
+from ldpfed.planning.plan import (
+    MeanTask,
+    candidate_report_dims,
+    check_options,
+    curve_figure,
+    make_plan,
+    mse_against_rounds,
+)
 from ldpfed.planning.train import make_train_plan
 from ldpfed.validation import LDPValueError, check_positive_int
 
@@ -121,11 +128,12 @@ def plan_command(
             users,
         )
         return
-    rounds_taken(rounds, rounds_cap)  # T >= 1 and the cap, before any work
     low_high = parse_domain(domain)
     out_of_domain_policy(out_of_domain)
     check_positive_int(seed, "--seed", minimum=0)
     names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
+    task_side = FrequencyTask if task == "frequency" else MeanTask
+    check_options(task_side, total, rounds, rounds_cap, names, report_dims, accountant, participation)  # before data
     if task == "mean" and data is None and (users is None) != (dims is None):
         raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
     if task == "mean" and data is None and users is not None:

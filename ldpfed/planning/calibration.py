@@ -193,6 +193,27 @@ def spent_by_accountant(event: dp_event.DpEvent, taken: int, max_delta: float) -
     return totals
 
 
+def check_round(mechanism: str, total: TotalBudget, taken: int, accountant: str, event_of=None) -> tuple:
+    """What `calibrate_round` checks before it computes anything, so that a plan refuses a bad
+    option before it reads data: the mechanism and accountant known, the total's delta for an
+    (eps, delta) mechanism, rounds the accountant can account. Returns (name, approximate,
+    accountant, per-round delta or None, event_of)."""
+    name, approximate = round_kind(mechanism)  # unknown names fail here, listing the known ones
+    accountant = create_accountant(accountant).name
+    if event_of is None:
+
+        def event_of(epsilon, delta):
+            return round_cost(name, epsilon, delta)
+
+    if approximate and not total.delta > 0:
+        raise LDPValueError(f"{name} is (eps, delta)-LDP: give the total budget's delta (--budget EPS,DELTA)")
+    delta = round_delta(total, taken, accountant) if approximate else None
+    probe = create_accountant(accountant).unsupported(event_of(total.epsilon, delta))
+    if probe is not None:
+        raise LDPValueError(f"{probe} (--accountant {accountant}, mechanism {name})")
+    return name, approximate, accountant, delta, event_of
+
+
 def calibrate_round(
     mechanism: str,
     total: TotalBudget,
@@ -204,25 +225,11 @@ def calibrate_round(
     """The largest per-round budget of `mechanism` whose composition over the rounds a client takes
     part in stays within `total` under `accountant` (module docstring). `event_of(eps, delta)`: the
     round's ledger event (default: a mean or frequency round, `round_cost`)."""
-    name, approximate = round_kind(mechanism)  # unknown names fail here, listing the known ones
-    accountant = create_accountant(accountant).name
-    if event_of is None:
-
-        def event_of(epsilon, delta):
-            return round_cost(name, epsilon, delta)
-
     taken = rounds_taken(rounds, cap)
-    budget_delta = total.delta if total.delta > 0 else None
-    if approximate and budget_delta is None:
-        raise LDPValueError(f"{name} is (eps, delta)-LDP: give the total budget's delta (--budget EPS,DELTA)")
-    delta = round_delta(total, taken, accountant) if approximate else None
+    name, approximate, accountant, delta, event_of = check_round(mechanism, total, taken, accountant, event_of)
     # a pure budget's figures are read at the runs' default delta (basic composition's delta is 0 and
     # every other accountant's eps at a delta > 0 is at most basic's)
     max_delta = total.delta if total.delta > 0 else DEFAULT_DELTA_TARGET
-    probe = create_accountant(accountant).unsupported(event_of(total.epsilon, delta))
-    if probe is not None:
-        raise LDPValueError(f"{probe} (--accountant {accountant}, mechanism {name})")
-
     pure_round = not approximate and event_of(total.epsilon, None) == round_cost(name, total.epsilon, None)
     if accountant == "basic" and pure_round:
         epsilon, method, tolerance = total.epsilon / taken, "closed form: eps / k", "exact"

@@ -89,7 +89,8 @@ class FrequencyTask:
             "error_unit": "squared frequency",
         }
 
-    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
+    @staticmethod
+    def names(total: TotalBudget, given: list[str] | None) -> list[str]:
         """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
         if given is not None:
             return list(given)

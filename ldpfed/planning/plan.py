@@ -39,7 +39,7 @@ from ldpfed.accounting import ACCOUNTANTS
 from ldpfed.analysis import predict
 from ldpfed.analysis.frequency import recalibrated_mse
 from ldpfed.analysis.moments import ColumnMoments
-from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
+from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round, check_round, rounds_taken
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int, check_report_dims
 
 DEFAULT_AGGREGATORS = ("hdr4me",)
@@ -160,18 +160,37 @@ class Plan(RankedPlan):
         }
 
 
-def candidate_report_dims(dims: int, report_dims) -> list[int]:
-    """The m to try: the given one, d when None, or with 'auto' 1, 2, 4, ... below d and d."""
-    if report_dims is None:
-        return [dims]
-    if canonical_name(report_dims) == "auto":
-        powers = [2**k for k in range(int(math.log2(dims)) + 1) if 2**k < dims]
-        return powers + [dims]
+def parse_report_dims(report_dims) -> int | str | None:
+    """--report-dims as given: None (d), "auto" or a number m >= 1 (m <= d is checked on the data)."""
+    if report_dims is None or canonical_name(report_dims) == "auto":
+        return None if report_dims is None else "auto"
     try:
         m = int(str(report_dims))
     except ValueError:
         raise LDPValueError(f"--report-dims must be a number m or auto, got {report_dims!r}") from None
+    return check_positive_int(m, "--report-dims")
+
+
+def candidate_report_dims(dims: int, report_dims) -> list[int]:
+    """The m to try: the given one, d when None, or with 'auto' 1, 2, 4, ... below d and d."""
+    m = parse_report_dims(report_dims)
+    if m is None:
+        return [dims]
+    if m == "auto":
+        powers = [2**k for k in range(int(math.log2(dims)) + 1) if 2**k < dims]
+        return powers + [dims]
     return [check_report_dims(m, dims)]
+
+
+def check_options(task, total: TotalBudget, rounds: int, cap, mechanisms, report_dims, accountant, participation):
+    """What `ranked_plan` on `task` (a `PlanTask` class) checks that needs no data, checked before
+    any data are read or generated: the rounds, the participation, the form of m, and each
+    candidate's name, delta and accountant (`calibration.check_round`)."""
+    taken = rounds_taken(rounds, cap)
+    participation_rate(participation)
+    parse_report_dims(report_dims)
+    for name in task.names(total, mechanisms):
+        check_round(name, total, taken, accountant)
 
 
 def users_per_round(users: int, participation: float) -> int:
@@ -195,8 +214,10 @@ class PlanTask(Protocol):
     data: str
     details: dict  # task-specific facts for the summary (e.g. categories)
 
-    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
-        """The candidates: the `given` names as the registry spells them, or (None) the default."""
+    @staticmethod
+    def names(total: TotalBudget, given: list[str] | None) -> list[str]:
+        """The candidates: the `given` names as the registry spells them, or (None) the default
+        (no data needed: a plan checks them first)."""
 
     def per_round(self, participation: float):
         """The data a round's prediction sees: every user's, or (participation < 1) a round's users."""
@@ -214,7 +235,8 @@ class MeanTask:
         self.moments, self.data, self.details = moments, data, {}
         self.users, self.dims = moments.users, moments.dims
 
-    def names(self, total: TotalBudget, given: list[str] | None) -> list[str]:
+    @staticmethod
+    def names(total: TotalBudget, given: list[str] | None) -> list[str]:
         """Every randomizer the total admits when none is given (`admitted_mechanisms`)."""
         if given is not None:
             return [registry.get_class(name).name for name in given]
