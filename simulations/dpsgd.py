@@ -465,7 +465,8 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
     """Train with DP-SGD and return the JSON-ready summary (accuracy, epsilon, diagnostics).
 
     With `mia`, the model trains on a random half of the training data and a membership-inference
-    report (simulations/mia.py, `shadows` reference models) is added.
+    report (simulations/mia.py, `shadows` reference models) is added. `progress(row)` gets each
+    epoch's test row (a reference model's with its "model", e.g. "shadow model 1/8").
     """
     started = time.perf_counter()
     data, x_all, y_all = load(config)
@@ -502,9 +503,13 @@ def run(config: DPSGDConfig, progress=None, *, mia: bool = False, shadows: int =
         "noise_sd": _noise_sd(config, result["geodp"], result["parameters"], result["noise"]),
     }
     if mia:
+        trained = []
 
         def train_shadow(x, y, seed):
-            return train(config, data, x, y, seed=seed, noise_seed=seed)["model"]
+            trained.append(seed)
+            label = f"shadow model {len(trained)}/{shadows}"
+            tagged = None if progress is None else lambda row: progress({**row, "model": label})
+            return train(config, data, x, y, seed=seed, noise_seed=seed, progress=tagged)["model"]
 
         summary["mia"] = membership_inference(
             train_shadow, config.seed, x_all, y_all, members, result["model"], shadows=shadows

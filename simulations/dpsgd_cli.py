@@ -98,14 +98,18 @@ def dpsgd(
         noise_seed=noise_seed,
     )
 
-    def show(row: dict) -> None:
+    def show(row: dict) -> None:  # on stderr, with --json too: stdout holds the JSON alone
+        model = f"{row['model']}, " if "model" in row else ""
         error_console.print(
-            f"epoch {row['epoch']}: test accuracy {row['test_accuracy']:.4f}, loss {row['test_loss']:.4f}"
+            f"{model}epoch {row['epoch']}/{config.epochs}: test accuracy {row['test_accuracy']:.4f}, "
+            f"loss {row['test_loss']:.4f}",
+            highlight=False,
+            soft_wrap=True,
         )
 
     if shadows < 2:
         raise LDPValueError(f"--shadows must be at least 2, got {shadows}")
-    summary = run(config, progress=None if json_output else show, mia=mia, shadows=shadows)
+    summary = run(config, progress=show, mia=mia, shadows=shadows)
     if json_output:
         print_json(summary)
         return

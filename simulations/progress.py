@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ldpfed.cli.common import log_console
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 
@@ -46,7 +47,7 @@ class RoundProgress:
         self.console: Console | None = None
 
     def start(self, stream) -> None:
-        self.console = Console(file=stream)
+        self.console = log_console(stream)  # a log gets each round's line whole, not wrapped at 80 columns
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

@@ -43,6 +43,17 @@ def test_json_has_the_contract_keys_and_matches_the_api():
     assert row["verdict"] == "pass" and row["claimed_delta"] == 0.0 and row["confidence"] == 0.99
 
 
+def test_progress_goes_to_stderr_a_line_per_step_off_a_terminal():
+    result = runner.invoke(app, ["audit", "-m", "laplace", "-e", "1", "--samples", "2000", "--json"])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout holds the JSON alone
+    steps = result.stderr.splitlines()
+    total = len(steps)
+    assert steps[0].startswith(f"audit: 1/{total} 2,000 draws at neighbour 1/2 (")
+    assert steps[1].startswith(f"audit: 2/{total} 2,000 draws at neighbour 2/2 (")
+    assert all(f"/{total} event family " in step for step in steps[2:]) and total > 2
+
+
 def test_refuted_claim_exits_1_and_still_prints_the_result():
     result = runner.invoke(
         app, ["audit", "-m", "laplace", "-e", "1", "--samples", "20000", *_continuous("laplace"), "--json"]

@@ -187,6 +187,14 @@ def test_mia_report_from_the_cli():
     assert _invoke("--shadows 1 --json").exit_code == 2
 
 
+def test_a_json_run_shows_its_progress_on_stderr_and_keeps_stdout_for_the_json():
+    result = _invoke("--perturbation numeric --epochs 2 --batch-size 256 --mia --shadows 2 --json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["epochs"] == 2
+    for line in ("epoch 1/2: test accuracy", "epoch 2/2: test accuracy", "shadow model 2/2, epoch 2/2"):
+        assert line in result.stderr, result.stderr
+
+
 def _replace_one_events(perturbation: str, sigma: float) -> list:
     """One shuffled epoch under replace-one, in dp-accounting's own terms: the sum (numeric) or the
     magnitude (GeoDP) moves by 2C, i.e. a Gaussian of multiplier sigma/2; GeoDP's direction, whose

@@ -185,6 +185,17 @@ def test_plan_writes_its_files(tmp_path):
     assert (pld <= basic * (1 + 1e-9)).all() and pld[1000] < basic[1000] / 10  # the shapes differ
 
 
+def test_plan_shows_its_progress_on_stderr_a_line_per_candidate_and_curve(tmp_path):
+    arguments = ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "20", "--mechanism", "grr,oue"]
+    result = runner.invoke(app, [*arguments, "--out", str(tmp_path / "plan"), "--json"])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout holds the JSON alone
+    steps = [line for line in result.stderr.splitlines() if not line.startswith("data:")]
+    assert steps[0].startswith("plan: 1/2 grr m=4 (") and steps[1].startswith("plan: 2/2 oue m=4 (")
+    assert len(steps) == 6
+    assert all(step.startswith(f"plan: MSE against T: {i}/4 ") for i, step in enumerate(steps[2:], start=1))
+
+
 # --- the frequency task ------------------------------------------------------------------------------
 def test_the_frequency_plan_predicts_what_predict_frequency_predicts_at_the_per_round_epsilon():
     arguments = ["plan", "--task", "frequency", "--budget", "4,1e-5", "--rounds", "100", "--users", "20000"]

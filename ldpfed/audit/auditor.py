@@ -19,6 +19,7 @@ draws of each input; the bound uses the counts it was evaluated on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -83,17 +84,23 @@ def run_audit(
     seed: int = 0,
     confidence: float = DEFAULT_CONFIDENCE,
     families: tuple[str, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> AuditResult:
     """Audit `subject` (see the module docstring for the procedure and its confidence split).
 
     `families` restricts the event families by name (e.g. only the real-valued ones, to test the
     mechanism's law apart from its floats); the confidence is split over those evaluated.
+    `progress(text)` is called after each step: the draws at each neighbour, then each family.
     """
     samples = check_positive_int(samples, "samples", minimum=MIN_SAMPLES)
     seed = check_positive_int(seed, "seed", minimum=0)
     confidence = check_fraction(confidence, "confidence")
     streams = [np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2)]
-    draws = [subject.draw(which, samples, rng) for which, rng in enumerate(streams)]
+    advance = progress or (lambda text: None)
+    draws = []
+    for which, rng in enumerate(streams):
+        draws.append(subject.draw(which, samples, rng))
+        advance(f"{samples:,} draws at neighbour {which + 1}/2")
     half = samples // 2
     selection = (draws[0][:half], draws[1][:half])
     held_out = (draws[0][half:], draws[1][half:])
@@ -117,7 +124,10 @@ def run_audit(
     def objective(hits_top, n_top, hits_bottom, n_bottom):
         return epsilon_lower_bound(hits_top, n_top, hits_bottom, n_bottom, subject.delta, alpha)
 
-    evaluated = [_evaluate(family.choose(selection, objective), held_out, subject.delta, alpha) for family in families]
+    evaluated = []
+    for family in families:
+        evaluated.append(_evaluate(family.choose(selection, objective), held_out, subject.delta, alpha))
+        advance(f"event family {family.name}")
     best = max(evaluated, key=lambda row: row["epsilon_lower"])
     epsilon_lower = best["epsilon_lower"]
     return AuditResult(

@@ -8,11 +8,11 @@ from rich.table import Table
 
 import ldpfed.frequency as frequency
 import ldpfed.gradient_noise as gradient_noise
-from ldpfed.audit import audit
+from ldpfed.audit import build_subject, run_audit
 from ldpfed.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_SAMPLES
 from ldpfed.audit.subject import DEFAULT_CATEGORIES, LDPVEC, VECTOR_SUBJECTS
 from ldpfed.audit.subjects import available
-from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors, print_json, progress_steps
 from ldpfed.cli.options import delta_option, epsilon_option, json_option, mechanism_option, sampler_option
 from ldpfed.validation import LDPValueError, canonical_name, check_memory, check_positive_int
 
@@ -93,23 +93,12 @@ def audit_command(
         f"--samples {samples:,} draws of {coordinates:,} coordinate(s)",
         "lower --samples or --dims",
     )
-    result = audit(
-        mechanism,
-        epsilon,
-        delta,
-        sampler=sampler,
-        samples=samples,
-        seed=seed,
-        confidence=confidence,
-        **_options(
-            mechanism,
-            estimator,
-            calibration,
-            categories,
-            dims,
-            {"base": base, "magnitude": magnitude, "release": release},
-        ),
+    options = _options(
+        mechanism, estimator, calibration, categories, dims, {"base": base, "magnitude": magnitude, "release": release}
     )
+    subject = build_subject(mechanism, epsilon, delta, sampler=sampler, **options)
+    with progress_steps("audit", 2 + len(subject.families())) as advance:  # the two neighbours' draws, each family
+        result = run_audit(subject, samples, seed, confidence, progress=advance)
     if as_json:
         print_json(result.to_dict())
     else:

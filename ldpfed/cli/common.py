@@ -23,9 +23,18 @@ from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted, dumps
 from ldpfed.planning.run import BudgetGroup, StudyBudget
 from ldpfed.validation import OUT_OF_DOMAIN, LDPValueError, out_of_domain_policy, parse_domain  # noqa: F401 (re-exported)
 
+
+def log_console(file=None) -> Console:
+    """A console for lines on stderr (or `file`): off a terminal (a log, a pipe, CI) each line is
+    written whole, never wrapped at the 80 columns rich assumes without a terminal."""
+    log = Console(file=file, stderr=file is None)
+    log.soft_wrap = not log.is_terminal
+    return log
+
+
 # Tables stay readable when piped (rich falls back to 80 columns without a terminal).
 console = Console(width=None if sys.stdout.isatty() else 160)
-error_console = Console(stderr=True)
+error_console = log_console()
 
 EXIT_BAD_INPUT = 2
 OUTPUTS_EPILOG = "Outputs (files, JSON keys, CSV columns with their units): docs/outputs.md"

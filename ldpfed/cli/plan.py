@@ -3,6 +3,7 @@ smallest predicted error, and its alternatives (ldpfed.planning)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from ldpfed.cli.common import (
     parse_domain,
     parse_list,
     print_json,
+    progress_steps,
 )
 from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
 from ldpfed.cli.options import (
@@ -38,6 +40,7 @@ from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
 from ldpfed.planning.frequency import FrequencyTask, frequency_curve_row, make_frequency_plan
 from ldpfed.planning.plan import (
+    CURVE_ACCOUNTANTS,
     MeanTask,
     candidate_report_dims,
     check_options,
@@ -149,14 +152,15 @@ def plan_command(
         if task == "frequency":
             rng = np.random.default_rng(seed)
             table = read_frequency_data(data or "zipf", users, dims, categories, header, rng)
-            candidate_report_dims(table.attributes, report_dims)
-            plan = make_frequency_plan(table, total, rounds, **options)
+            make, data_dims = partial(make_frequency_plan, table), table.attributes
             row_of, moments = frequency_curve_row(table, total), None
         else:
             moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
-            candidate_report_dims(moments.dims, report_dims)
-            plan = make_plan(moments, total, rounds, data=source, **options)
+            make, data_dims = partial(make_plan, moments, data=source), moments.dims
             row_of = None
+        candidates = len(task_side.names(total, names)) * len(candidate_report_dims(data_dims, report_dims))
+        with progress_steps("plan", candidates) as advance:
+            plan = make(total, rounds, progress=advance, **options)
         summary = plan.summary()
         summary["simulate"] = simulate_command(plan)
         files = {}
@@ -164,7 +168,8 @@ def plan_command(
             best_m = {}
             for row in plan.rows:  # each mechanism's best m
                 best_m.setdefault(row.budget.mechanism, row.report_dims)
-            curve = mse_against_rounds(moments, total, list(best_m), best_m, row_of=row_of)
+            with progress_steps("plan: MSE against T", len(best_m) * len(CURVE_ACCOUNTANTS)) as advance:
+                curve = mse_against_rounds(moments, total, list(best_m), best_m, row_of=row_of, progress=advance)
             files = {
                 "plan.csv": plan.frame(),
                 "plan.json": summary,

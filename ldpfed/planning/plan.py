@@ -280,10 +280,12 @@ def ranked_plan(
     participation: float = 1.0,
     cap: int | None = None,
     aggregators=DEFAULT_AGGREGATORS,
+    progress=None,
 ) -> Plan:
     """Every (name, m) candidate of `task` with its per-round budget and predicted errors, ranked
     by mse_final: `mechanisms` (None: the task's default), m from `report_dims`
-    (`candidate_report_dims`), the per-round budgets from `calibration.calibrate_round`."""
+    (`candidate_report_dims`), the per-round budgets from `calibration.calibrate_round`.
+    `progress(text=None)` is called once per candidate (`ranked_candidates`)."""
     rounds = check_positive_int(rounds, "--rounds")
     participation = participation_rate(participation)
     names = task.names(total, mechanisms)
@@ -294,7 +296,7 @@ def ranked_plan(
     def row(budget: RoundBudget, m: int) -> PlanRow:
         return task.row(budget, m, per_round, aggregators, total)
 
-    rows, excluded = ranked_candidates(names, ms, total, rounds, accountant, cap, row, task.kind)
+    rows, excluded = ranked_candidates(names, ms, total, rounds, accountant, cap, row, task.kind, progress)
     return Plan(
         total,
         rounds,
@@ -317,10 +319,12 @@ def make_plan(moments: ColumnMoments, total: TotalBudget, rounds: int, *, data: 
     return ranked_plan(MeanTask(moments, data), total, rounds, **options)
 
 
-def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: str, cap, row, kind: str):
+def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: str, cap, row, kind: str, progress=None):
     """(rows ranked by mse_final, excluded candidates): each name's per-round budget from the total,
     `row(budget, m)` for every m; a candidate whose row cannot be made is excluded with its reason,
-    and none left is an LDPValueError naming the first reasons."""
+    and none left is an LDPValueError naming the first reasons. `progress(text=None)` after each
+    candidate: its name and m when it has a row (an excluded one adds no line before the error)."""
+    advance = progress or (lambda text=None: None)
     rows, excluded = [], []
     for name in names:
         budget = calibrate_round(name, total, rounds, accountant, cap)
@@ -329,6 +333,9 @@ def ranked_candidates(names, ms, total: TotalBudget, rounds: int, accountant: st
                 rows.append(row(budget, m))
             except LDPValueError as error:
                 excluded.append({"mechanism": budget.mechanism, "report_dims": m, "reason": str(error)})
+                advance()
+                continue
+            advance(f"{budget.mechanism} m={m}")
     if not rows:
         reasons = "; ".join(f"{e['mechanism']} m={e['report_dims']}: {e['reason']}" for e in excluded[:3])
         raise LDPValueError(f"no {kind} can run within ({total.text()}) over {rounds} rounds: {reasons}")
@@ -354,10 +361,13 @@ def mse_against_rounds(
     rounds_grid=CURVE_ROUNDS,
     accountants=CURVE_ACCOUNTANTS,
     row_of=None,
+    progress=None,
 ) -> pd.DataFrame:
     """Predicted mse_final against T at the fixed total, per mechanism (its m in `report_dims`) and
     accountant: the shape differs between basic and pld composition. `row_of(budget, m)`: the plan
-    row of another task (default: the mean task on `moments`)."""
+    row of another task (default: the mean task on `moments`). `progress(text)` after each
+    (mechanism, accountant) curve."""
+    advance = progress or (lambda text=None: None)
     if row_of is None:
         task = MeanTask(moments)
 
@@ -384,6 +394,7 @@ def mse_against_rounds(
                         "mse_final": row.mse_final,
                     }
                 )
+            advance(f"{name} under {accountant}, T = {rounds_grid[0]} to {rounds_grid[-1]}")
     return pd.DataFrame(records)
 
 
