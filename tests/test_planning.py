@@ -298,6 +298,15 @@ def test_a_train_budget_sets_the_run_per_round_settings():
         planned_config(train_config(mechanism="inid-gaussian", budget="4,1e-5", accountant="pld"))
 
 
+def test_a_train_plan_says_why_a_row_is_not_under_the_accountant_asked_for():
+    """rdp has no curve for a scalar randomizer's generic eps-DP round: its row is pld's, and says so."""
+    arguments = ["plan", "--task", "train", "--budget", "4,1e-5", "--rounds", "3", "--clients", "4"]
+    result = runner.invoke(app, [*arguments, "--accountant", "rdp", "--mechanism", "laplace,gaussian"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stdout.splitlines() if "accounted by" in line]
+    assert len(notes) == 1 and notes[0].startswith("laplace: accounted by pld: the rdp accountant cannot account")
+
+
 @pytest.mark.slow
 def test_plan_train_then_simulate_train_with_the_budget(tmp_path):
     planned = runner.invoke(

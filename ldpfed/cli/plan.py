@@ -246,6 +246,8 @@ def train_plan_command(
         table.add_row(*(cell(row) for _, cell in columns))
     console.print(table)
     console.print(f"SNR: {summary['signal_to_noise']}. Guarantee: {plan.guarantee()}.")
+    for note, names in plan.accountant_notes().items():  # rows not under --accountant, and why
+        console.print(f"{', '.join(names)}: {note}", highlight=False, markup=False, soft_wrap=True)
     for excluded in plan.excluded:
         console.print(f"left out: {excluded['mechanism']}: {excluded['reason']}")
     console.print(f"Run it: {summary['simulate']}", highlight=False, soft_wrap=True)

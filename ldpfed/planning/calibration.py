@@ -159,6 +159,7 @@ class RoundBudget:
     spent: dict = field(default_factory=dict)  # accountant -> Spent of the k rounds (None: cannot account)
     method: str = ""
     tolerance: str = ""
+    accountant_note: str = ""  # why `accountant` is not the one asked for (a train plan's row), else ""
 
     @property
     def event(self) -> dp_event.DpEvent:

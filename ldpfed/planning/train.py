@@ -52,6 +52,7 @@ from ldpfed.validation import LDPValueError, check_positive_int
 
 PLRVO = "plrvo"
 GRADIENT_NOISES = ("inid-gaussian", PLRVO)  # the sound gradient noises a plan offers
+OWN_ACCOUNTANT = "plrvo is calibrated by its own joint moments accountant, checked by rdp"
 
 
 def default_train_mechanisms(total: TotalBudget) -> list[str]:
@@ -86,7 +87,7 @@ def round_accountant(event, accountant: str) -> tuple[str, str | None]:
         return create_accountant(accountant).name, None
     for other in ("rdp", "pld"):
         if create_accountant(other).unsupported(event) is None:
-            return other, f"{reason}: accounted by {other}"
+            return other, f"accounted by {other}: {reason}"
     raise LDPValueError(reason)
 
 
@@ -101,7 +102,7 @@ def calibrate_train_round(config: Config, total: TotalBudget, rounds: int, dims:
     probe_delta = round_delta(total, taken, accountant) if approximate and total.delta > 0 else None
     chosen, note = round_accountant(event_of(total.epsilon, probe_delta), accountant)
     budget = calibrate_round(name, total, rounds, chosen, cap, event_of=event_of)
-    return replace(budget, method=budget.method + (f" ({note})" if note else ""))
+    return replace(budget, method=budget.method + (f" ({note})" if note else ""), accountant_note=note or "")
 
 
 def _plrvo_round(config: Config, total: TotalBudget, rounds: int, dims: int, cap) -> RoundBudget:
@@ -119,7 +120,8 @@ def _plrvo_round(config: Config, total: TotalBudget, rounds: int, dims: int, cap
         f"PLRV-O's joint accountant over {taken} steps (gradient_noise.calibrate: k = {noise.k:.6g}, "
         f"theta = {noise.theta:.6g}); per-round eps is one step's rdp figure"
     )
-    return RoundBudget(PLRVO, total, int(rounds), taken, "rdp", one, None, spent, method, "the search's grid")
+    note = "" if create_accountant(config.privacy.accountant).name == "rdp" else "accounted by rdp: " + OWN_ACCOUNTANT
+    return RoundBudget(PLRVO, total, int(rounds), taken, "rdp", one, None, spent, method, "the search's grid", note)
 
 
 @functools.lru_cache(maxsize=16)
@@ -218,6 +220,14 @@ class TrainPlan(RankedPlan):
             f"updates), by each row's accountant, for {self.coverage()}; client sampling gives no "
             "amplification under local DP"
         )
+
+    def accountant_notes(self) -> dict[str, list[str]]:
+        """Why rows use another accountant than the one asked for: each reason and its mechanisms."""
+        notes: dict[str, list[str]] = {}
+        for row in self.rows:
+            if row.budget.accountant_note:
+                notes.setdefault(row.budget.accountant_note, []).append(row.budget.mechanism)
+        return notes
 
     def summary(self) -> dict:
         return {
