@@ -172,6 +172,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, arguments):
     assert not out.exists()
 
 
+def test_the_plan_table_names_the_mse_of_the_t_round_average_not_a_final_round():
+    """simulate's final_mse is the last round's; the plan's figure is the MSE of the T rounds' average."""
+    result = runner.invoke(app, ["plan", "--budget", "4,1e-5", "--rounds", "10", "--mechanism", "laplace"])
+    assert result.exit_code == 0, result.output
+    assert "MSE of the T-round average" in result.stdout and "MSE final" not in result.stdout
+
+
 def test_plan_writes_its_files(tmp_path):
     out = tmp_path / "plan"
     result = runner.invoke(

@@ -281,7 +281,7 @@ def _print_plan(plan, summary: dict) -> None:
         ("pld", lambda r: _eps(r, "pld")),
         ("MSE round (mean)", lambda r: f"{r.mse_round_mean:.4g}"),
         ("MSE round (hdr4me)", lambda r: f"{r.mse_round_aggregators.get('hdr4me', float('nan')):.4g}"),
-        ("MSE final (avg of T)", lambda r: f"{r.mse_final:.4g}"),
+        ("MSE of the T-round average", lambda r: f"{r.mse_final:.4g}"),
         ("MSE one collection", lambda r: f"{r.mse_one_collection:.4g}"),
         ("valid", lambda r: "yes" if r.warning is None else "no"),
     ]
