@@ -25,7 +25,8 @@ from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from clients.records import node_reply_record, read_node_round
-from ldpfed.config import Config, from_flat
+from ldpfed.config import Config
+from ldpfed.planning.run import flower_run_config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
 from ldpfed.protocols.session import node_half
@@ -124,7 +125,7 @@ app = ClientApp()
 
 
 def _run_config(context: Context) -> Config:
-    return from_flat(dict(context.run_config), source="run config").validated()
+    return flower_run_config(dict(context.run_config))
 
 
 def _deployed_half(context: Context):

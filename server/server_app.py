@@ -18,7 +18,8 @@ from collections.abc import Callable
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from ldpfed.config import Config, from_flat
+from ldpfed.config import Config
+from ldpfed.planning.run import flower_run_config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, preflight, server_half
 from ldpfed.validation import LDPValueError
@@ -76,9 +77,10 @@ class RunFailed(RuntimeError):
 
 
 def run_config(context: Context) -> Config:
-    """The run config (`[tool.flwr.app.config]` + `--run-config`), validated; else `RunFailed`."""
+    """The run config (`[tool.flwr.app.config]` + `--run-config`), validated and with its total
+    budget planned as the clients plan it (`flower_run_config`); else `RunFailed`."""
     try:
-        return from_flat(dict(context.run_config), source="run config").validated()
+        return flower_run_config(dict(context.run_config))
     except LDPValueError as error:
         raise RunFailed(f"invalid run config: {error}") from None
 

@@ -116,6 +116,7 @@ OPTION_HELP = {
         "Run on an existing Ray cluster (the head's HOST:PORT; auto = RAY_ADDRESS) instead of starting a local "
         "Ray: the nodes go where the cluster's CPUs/GPUs are (docs/deployment.md, Ray cluster)."
     ),
+    "ray-timeout": "Seconds to wait for the Ray cluster of --ray-address to answer, then fail (exit 2).",
     "node-wait": (
         "Seconds a round waits for an offline node that hosts sampled clients, then fails its clients "
         "(deployments under flwr run: a SuperNode restarting; a simulation's nodes are always online)."
@@ -186,12 +187,6 @@ OPTION_HELP = {
         "(never sent to the server)."
     ),
 }
-
-
-def print_trust_summary(summary: dict) -> None:
-    """The run's figures and its trust statement, one per line."""
-    for key, value in summary.items():
-        error_console.print(f"{key}: {value}", highlight=False, soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -311,8 +306,9 @@ def simulate(
             from simulations.progress import TrustProgress
             from simulations.trust import run_trust
 
-            summary = run_trust(config, output, verbose=verbose, noise_seed=root, progress=TrustProgress(config))
-            print_json(summary) if json_output else print_trust_summary(summary)
+            progress = TrustProgress(config)
+            summary = run_trust(config, output, verbose=verbose, noise_seed=root, progress=progress)
+            print_json(summary) if json_output else progress.print_summary(summary)
             return
         config, described = preflight(config)  # reads the data: users and dims of a file come from it
         if described:

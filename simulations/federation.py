@@ -76,8 +76,7 @@ def run(
         try:
             half = server_half(config, world.data, world.server, flower_fedavg)
             session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
-            if world.noise_root is not None:  # before the first round: an interrupted run can be replayed too
-                output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
+            save_noise_root(output, world)  # before the first round: an interrupted run can be replayed too
             try:
                 if config.run.engine == "local":
                     run_local(config, world, half, session, progress, verbose, stop)
@@ -96,6 +95,12 @@ def run(
                 ray.close()  # a no-op once Flower's runtime has shut Ray down
         summary = session.finish(interrupted=True)
     raise Interrupted(summary, stop)
+
+
+def save_noise_root(output: OutputDir, world: World) -> None:
+    """The run's noise root to `noise_secret` (owner-only) in the results directory, if it has one."""
+    if world.noise_root is not None:
+        output.write({NOISE_SECRET: Secret(seeds.format_noise_seed(world.noise_root) + "\n")})
 
 
 def remove_diagnostics(directory: Path, ours: bool) -> None:

@@ -103,9 +103,17 @@ class RoundProgress:
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
         keys = [
             "task",
+            "trust",
             "clients",
             "rounds",
             "mechanism",
+            "flower_strategy",
+            "noise_multiplier",
+            "clipping",
+            "sample_rate",
+            "final_clip",
+            "local_epsilon_per_round",
+            "shuffled_epsilon_per_round",
             "noise_sampler",
             "private",
             "privacy_reasons",
@@ -119,6 +127,7 @@ class RoundProgress:
             "users",
             "dims",
             "final_mse",
+            "mean_mse",
             "final_mse_plain_mean",
             "predicted_mse_plain_mean",
             "mean_mse_over_rounds",
@@ -135,7 +144,9 @@ class RoundProgress:
         per_round = "per client and round" if summary.get("task") == "train" else "per user and round, eps/m per value"
         units = {  # every epsilon says what it is a budget of
             "epsilon": f"epsilon ({per_round})",
-            "epsilon_spent_max_per_client": f"epsilon_spent_max_per_client (total, {self.config.privacy.accountant})",
+            "epsilon_spent_max_per_client": (
+                f"epsilon_spent_max_per_client (total, {summary.get('accountant', self.config.privacy.accountant)})"
+            ),
         }
         if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
             table.add_row(units["epsilon"], "none (not private)")
@@ -144,6 +155,8 @@ class RoundProgress:
                 value = summary[key]
                 table.add_row(units.get(key, key), f"{value:.4g}" if isinstance(value, float) else str(value))
         Console().print(table)
+        for guarantee in summary.get("guarantees", []):  # which party gets which figure
+            Console().print(guarantee_line(guarantee), highlight=False, soft_wrap=True, markup=False)
         exhausted = summary.get("budget_exhausted_after_round")
         if exhausted is not None and exhausted < summary["rounds_finished"]:
             Console().print(
@@ -172,6 +185,14 @@ class RoundProgress:
                 )
 
 
+def guarantee_line(guarantee: dict) -> str:
+    """One party's guarantee in words: its (eps, delta), or that it has none."""
+    if guarantee["epsilon"] is None:
+        return f"against {guarantee['party']}: no guarantee"
+    delta = f", delta {guarantee['delta']:.3g}" if guarantee.get("delta") else ""
+    return f"against {guarantee['party']}: eps {guarantee['epsilon']:.4g}{delta} in total, {guarantee['unit']}"
+
+
 class TrustProgress(RoundProgress):
     """The per-round lines of a `--trust shuffle|central` run: its figure (MSE or accuracy), who took
     part, and the privacy spent against the server so far."""
@@ -195,6 +216,7 @@ class TrustProgress(RoundProgress):
         if row.get("clients_stopped_by_budget"):
             parts.append(f"{row['clients_stopped_by_budget']} stopped by the budget")
         if row.get("epsilon_spent") is not None:
-            parts.append(f"eps spent against the server {row['epsilon_spent']:.3g}")
+            against = "the analyst" if self.config.privacy.trust == "shuffle" else "the released models"
+            parts.append(f"eps spent against {against} {row['epsilon_spent']:.3g}")
         self.progress.console.print("; ".join(parts), highlight=False)
         self.progress.update(self.task_id, advance=1, last="")

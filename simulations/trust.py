@@ -1,39 +1,47 @@
-"""`ldpfed simulate --trust shuffle|central`: the harness of the non-local trust models (ldpfed.accounting.trust).
+"""`ldpfed simulate --trust shuffle|central`: the harness of the non-local trust models
+(ldpfed.accounting.trust). Every trust model's run has the same shape as a local run: the same
+files through the same `Recorder` (config.toml, noise_secret, metrics.csv, privacy.csv,
+summary.json, privacy.json, plot.png), the same summary keys (`private`, `privacy_reasons`,
+`noise_seed`, `privacy_qualification`, `epsilon_spent_max_per_client`), and the guarantees of
+every party (`guarantees`: who gets which (eps, delta), per user or per client).
 
 - central (train): Flower's simulation runtime runs `server/central.py`'s ServerApp (Flower's DP
-  wrapper around ldpfed's `CentralStrategy`) and `clients/central_app.py`'s ClientApp; the
-  clients' minibatch streams come from the noise root as under the local model.
+  wrapper as ldpfed corrects it, around ldpfed's `CentralStrategy`) and `clients/central_app.py`'s
+  ClientApp; the clients' minibatch streams come from the noise root as under the local model,
+  and so does the server's central noise secret (a child of the root the clients never get).
 - shuffle (mean): the clients' users randomize as under the local model, the shuffler pools and
   permutes their reports with OS entropy, and the server half sees only the shuffled batch. Engine
   `flower` (default): the clients are Flower ClientApps (`clients/shuffle_app.py`) and the
   shuffler is the ServerApp's strategy (`server/shuffle.py`); engine `local`: the same halves in
-  this process. `--max-epsilon` stops a client before its total against the server would exceed it.
+  this process. `--max-epsilon` stops a client before its amplified total would exceed it.
 
-Like every simulate run: a per-round progress line on stderr, summary.json, metrics.csv and
-privacy.csv rewritten after every round, and one Ctrl-C (SIGINT) or SIGTERM stops the run between
-rounds, writes the finished rounds (summary marked interrupted) and exits 130 (143).
+Like every simulate run: a per-round progress line on stderr, metrics.csv and privacy.csv rewritten
+after every round, and one Ctrl-C (SIGINT) or SIGTERM stops the run between rounds, writes the
+finished rounds (summary marked interrupted) and exits 130 (143).
 """
 
 from __future__ import annotations
 
 import signal
+import time
 
 import numpy as np
-import pandas as pd
 
 from clients.central_app import make_central_client_app
 from clients.shuffle_app import make_shuffle_client_app
-from ldpfed.accounting import DEFAULT_DELTA_TARGET
+from ldpfed.accounting.central import ACCOUNTANT as CENTRAL_ACCOUNTANT
 from ldpfed.accounting.trust import get
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir, dumps
-from ldpfed.protocols.central import CentralServer, central_plan
+from ldpfed.outputs import OutputDir
+from ldpfed.protocols import seeds
+from ldpfed.protocols.central import CentralServer
 from ldpfed.protocols.mean import bound, tuples
+from ldpfed.protocols.recorder import Recorder
 from ldpfed.protocols.session import World
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, ShuffleRound, client_reports
 from server.central import central_strategy, make_central_server_app
 from server.shuffle import make_shuffle_server_app
-from simulations.federation import Interrupted
+from simulations.federation import Interrupted, save_noise_root
 from simulations.runner import kill_client_actors, run_simulation, showing
 from simulations.stopping import Stopped, StopRequest
 
@@ -53,11 +61,16 @@ def run_trust(
     stop = StopRequest()
     with stop.handling():
         world = World.from_config(config, noise_seed)
-        run = {"central": CentralRun, "shuffle": ShuffleRun}[config.privacy.trust](config, world, output, progress)
+        run = TRUST_RUNS[config.privacy.trust](config, world, output, progress)
+        save_noise_root(run.recorder.output, world)  # before the first round: an interrupted run replays too
         try:
             run.execute(verbose, stop)
         except KeyboardInterrupt as error:
             stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
+        except Exception:
+            if not run.recorder.rows:  # failed before any round (Ray did not come up): --out as it was
+                run.recorder.output.discard()
+            raise
         summary = run.finish(interrupted=stop.requested)
     if stop.requested:
         raise Interrupted(summary, stop)
@@ -65,11 +78,20 @@ def run_trust(
 
 
 class TrustRun:
-    """The rows of the finished rounds, written after each round, and the summary."""
+    """The rows of the finished rounds (written after each round through the run's `Recorder`)
+    and the summary, in the shape of a local run's."""
+
+    engine = "flower"
+    accountant: str  # the accountant of the run's figures
 
     def __init__(self, config: Config, world: World, output: OutputDir | None, progress) -> None:
-        self.config, self.world, self.output, self.progress = config, world, output, progress
-        self.rows: list[dict] = []
+        self.config, self.world, self.progress = config, world, progress
+        self.started = self.round_started = time.perf_counter()
+        self.recorder = Recorder(config, output)
+
+    @property
+    def ledger(self):
+        raise NotImplementedError
 
     def simulate(self, server_app, client_app, verbose: bool, stop: StopRequest) -> None:
         """The two apps in a Flower simulation on the run's nodes; a stop request ends it after the round."""
@@ -85,77 +107,80 @@ class TrustRun:
             )
 
     def after_round(self, row: dict) -> None:
-        self.rows.append(row)
-        self.write(self.summary(interrupted=False))
+        spent = self.ledger.max_spent(self.accountant, self.config.delta_target)
+        now = time.perf_counter()
+        row.update(epsilon_spent=spent.epsilon, delta_spent=spent.delta, seconds=now - self.round_started)
+        self.round_started = now
+        self.recorder.add_round(row, self.ledger)
         if self.progress is not None:
             self.progress.update(row)
 
     def finish(self, interrupted: bool) -> dict:
         summary = self.summary(interrupted)
-        self.write(summary)
+        self.recorder.finish(summary, self.ledger)
         return summary
 
     def summary(self, interrupted: bool) -> dict:
-        config = self.config
-        return {
-            **get(config.privacy.trust).record(),
-            "task": config.run.task,
+        config, rows = self.config, self.recorder.rows
+        model = get(config.privacy.trust)
+        spent = self.ledger.max_spent(self.accountant, config.delta_target) if rows else None
+        private = spent is None or spent.private
+        summary = {
             "engine": self.engine,
+            "task": config.run.task,
             "clients": config.federation.clients,
             "rounds": config.run.rounds,
-            "rounds_finished": len(self.rows),
+            "rounds_finished": len(rows),
             "interrupted": interrupted,
+            **model.record(),
+            "private": private,
+            "privacy_reasons": [] if spent is None else list(spent.reasons),
+            "privacy_qualification": seeds.qualification(private, self.world.noise),
+            "seed": config.run.seed,
+            "fresh_noise": config.run.fresh_noise,
+            "noise_seed": self.world.noise,
             **self.figures(),
-            "noise": self.world.noise,
+            "accountant": self.accountant,
+            "epsilon_spent_max_per_client": spent.epsilon if spent is not None else None,
+            "delta_spent_max_per_client": spent.delta if spent is not None else None,
+            "seconds": time.perf_counter() - self.started,
         }
-
-    def write(self, summary: dict) -> None:
-        if self.output is None or not self.config.output.out:
-            return
-        self.output.write(
-            {
-                "summary.json": dumps(summary) + "\n",
-                "metrics.csv": pd.DataFrame(self.rows).to_csv(index=False),
-                "privacy.csv": self.privacy_frame().to_csv(index=False),
-            }
-        )
+        summary["guarantees"] = model.guarantees(summary, config.run.task)
+        return summary
 
 
 class CentralRun(TrustRun):
-    engine = "flower"
+    accountant = CENTRAL_ACCOUNTANT  # the sampled discrete Gaussian's (ldpfed.accounting.central)
 
     def __init__(self, config, world, output, progress) -> None:
+        self.server = CentralServer(config, world.data, world.server, world.central_noise_secret())
+        self.strategy = central_strategy(self.server)  # the wrapper's own checks before Ray starts
         super().__init__(config, world, output, progress)
-        self.plan = central_plan(config)
-        self.server = CentralServer(config, world.data, world.server, self.plan)
-        # the wrapper's own checks (adaptive clipping's count noise) before Ray starts
-        self.strategy, self.accounted = central_strategy(self.server, self.plan)
+
+    @property
+    def ledger(self):
+        return self.server.ledger
 
     def execute(self, verbose: bool, stop: StopRequest) -> None:
         holder: dict = {}
 
         def on_round(server_round: int, metrics: dict) -> None:
-            spent = self.server.ledger.max_spent("rdp", self.plan.delta)
-            self.after_round({"round": server_round, **metrics, "epsilon_spent": spent.epsilon})
+            self.after_round({"round": server_round, **metrics})
 
-        app = make_central_server_app(
-            self.server, self.plan, on_round, holder, stop=stop.event, on_stop=kill_client_actors
-        )
+        app = make_central_server_app(self.server, on_round, holder, stop=stop.event, on_stop=kill_client_actors)
         self.simulate(app, make_central_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
         self.strategy = holder.get("strategy", self.strategy)
 
     def figures(self) -> dict:
-        spent = self.server.ledger.max_spent("rdp", self.plan.delta)
+        rows = self.recorder.rows
         return {
-            "flower_strategy": type(self.strategy).__name__,
-            **self.plan.record(self.accounted, self.strategy.noise_multiplier),
-            "epsilon_spent_rdp": spent.epsilon,
-            "private": spent.private,
-            "final_accuracy": self.rows[-1]["accuracy"] if self.rows else None,
+            "mechanism": "central gaussian (discrete, on a grid)",
+            "flower_strategy": f"{type(self.strategy).__name__} (ldpfed's correction of Flower's "
+            f"{type(self.strategy).__mro__[2].__name__})",
+            **self.server.plan.record(),
+            "final_clip": self.strategy.clipping_norm,
+            "final_accuracy": rows[-1]["accuracy"] if rows else None,
         }
-
-    def privacy_frame(self) -> pd.DataFrame:
-        return self.server.ledger.to_frame(self.plan.delta)
 
 
 class ShuffleRun(TrustRun):
@@ -166,8 +191,12 @@ class ShuffleRun(TrustRun):
         self.accounting = ShuffleRound(config)
         self.server = ShuffledMeanServer(config)
         self.truth = tuples(config, world.data).mean(axis=0)
-        self.delta = config.delta_target if config.delta_target else DEFAULT_DELTA_TARGET
+        # the budget's accountant; without a budget pld, the tightest for the amplified rounds
         self.accountant = config.privacy.accountant if config.budget is not None else "pld"
+
+    @property
+    def ledger(self):
+        return self.accounting.ledger
 
     def on_batch(self, server_round: int, batch, reported: list[int], stopped: list[int], failed: list[int]) -> None:
         """The shuffler's batch reaches the server half; the shuffler's side records the round."""
@@ -179,8 +208,6 @@ class ShuffleRun(TrustRun):
         else:
             row.update(mse=None, reports=0)
         row.update(clients_replied=len(reported), clients_failed=len(failed), clients_stopped_by_budget=len(stopped))
-        spent = self.accounting.ledger.max_spent(self.accountant, self.delta) if len(self.accounting.ledger) else None
-        row["epsilon_spent"] = None if spent is None else spent.epsilon
         self.after_round(row)
 
     def execute(self, verbose: bool, stop: StopRequest) -> None:
@@ -198,7 +225,7 @@ class ShuffleRun(TrustRun):
         self.simulate(app, make_shuffle_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
 
     def execute_local(self, stop: StopRequest) -> None:
-        shuffler = Shuffler()  # OS entropy: neither the server nor the run seed knows the permutation
+        shuffler = Shuffler()  # OS entropy: neither the server half nor the run seed knows the permutation
         world, config = self.world, self.config
         with showing(self.progress, None), stop.deferred():
             for server_round in range(1, config.run.rounds + 1):
@@ -212,27 +239,28 @@ class ShuffleRun(TrustRun):
                 self.on_batch(server_round, batch, admitted, stopped, [])
 
     def figures(self) -> dict:
-        config, rows = self.config, [row for row in self.rows if row.get("mse") is not None]
-        central = self.accounting.ledger.max_spent(self.accountant, self.delta)
-        local = self.accounting.local_ledger.max_spent("basic", self.delta)
+        config, rows = self.config, [row for row in self.recorder.rows if row.get("mse") is not None]
+        shuffled = self.accounting.ledger.max_spent(self.accountant, config.delta_target)
+        local = self.accounting.local_ledger.max_spent("basic", config.delta_target)
         return {
             "mechanism": config.privacy.mechanism,
             "users": config.data.users,
             "dims": config.data.dims,
+            "epsilon": config.privacy.epsilon,
             "local_epsilon_per_round": config.privacy.epsilon,
             "local_epsilon_total_basic": local.epsilon if rows else 0.0,
             "shuffled_epsilon_per_round": rows[-1]["shuffled_epsilon"] if rows else None,
             "shuffled_delta_per_round": self.accounting.round_delta,
             "minimum_reports_per_round": rows[-1]["minimum_reports"] if rows else None,
-            "accountant": self.accountant,
-            f"shuffled_epsilon_total_{self.accountant}": central.epsilon if rows else 0.0,
-            "shuffled_delta_total": central.delta if rows else 0.0,
+            "shuffled_epsilon_total": shuffled.epsilon if rows else 0.0,
+            "shuffled_delta_total": shuffled.delta if rows else 0.0,
             **({"budget": config.budget.record()} if config.budget is not None else {}),
-            "clients_stopped_by_budget_total": sum(row["clients_stopped_by_budget"] for row in self.rows),
+            "clients_stopped_by_budget_total": sum(row["clients_stopped_by_budget"] for row in self.recorder.rows),
             "bound": SHUFFLE_BOUND,
-            "private": central.private,
             "mean_mse": float(np.mean([row["mse"] for row in rows])) if rows else None,
         }
 
-    def privacy_frame(self) -> pd.DataFrame:
-        return self.accounting.ledger.to_frame(self.delta)
+
+# one harness per trust model but local's (simulations.federation); tests/test_trust_models.py
+# checks that this covers the trust registry
+TRUST_RUNS = {"central": CentralRun, "shuffle": ShuffleRun}

@@ -149,7 +149,7 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
     row = {**setting.to_dict(), "repeat": repeat, "seed": seed}
     row.update(figures(config, summary, setting.trust))
     row["must_be_trusted"] = get_class(setting.trust).trusted
-    row["private_against_server"] = setting.trust != "central"
+    row["private_against_server"] = get_class(setting.trust).private_against_server
     return row
 
 
@@ -189,27 +189,22 @@ def figures(config, summary: dict, trust: str) -> dict:
         config = bind(config, seeds.data_seed(config.run.seed))  # users and dims as read
         noise = mean_mechanism(config)
         sd, on_mean = report_noise(noise, config.data.users, config.data.dims, mean_report_dims(config))
-        spent = (
-            summary.get("epsilon_spent_max_per_client")
-            if trust == "local"
-            else summary.get("shuffled_epsilon_total_pld")
-        )
         return {
             "mse": summary.get("mean_mse_over_rounds", summary.get("mean_mse")),
             "noise": f"{config.privacy.mechanism} on each report's value",
             "noise_sd": sd,
             "noise_sd_on_mean": on_mean,
-            "epsilon_spent_run": spent,
+            **spent_against(summary),
         }
     if trust == "central":
-        # Flower's wrapper adds N(0, (z C / (q N))^2) to each coordinate of the mean (compute_stdv)
-        n = summary["expected_clients"]
+        # the safe discrete Gaussian of sd z C (1 + grid) on the sum of the clipped updates, over q N
+        sd = summary["noise_stddev_of_sum_per_unit_clip"] * summary["initial_clip"]
         return {
             "final_accuracy": summary["final_accuracy"],
-            "noise": "gaussian on the sum of clipped updates (Flower's wrapper)",
-            "noise_sd": summary["noise_stddev_of_sum"],
-            "noise_sd_on_mean": summary["noise_stddev_of_sum"] / n,
-            "epsilon_spent_run": summary["epsilon_spent_rdp"],
+            "noise": "discrete gaussian on the sum of clipped updates (trusted server)",
+            "noise_sd": sd,
+            "noise_sd_on_mean": sd / summary["expected_clients"],
+            **spent_against(summary),
         }
     dims = summary["parameters"]
     update_privatizer = train_privatizer(config)
@@ -221,7 +216,19 @@ def figures(config, summary: dict, trust: str) -> dict:
         "noise": f"{config.privacy.mechanism} on m = {m} of d = {dims} coordinates of each update, scaled by d/m",
         "noise_sd": sd,
         "noise_sd_on_mean": on_mean,
+        **spent_against(summary),
+    }
+
+
+def spent_against(summary: dict) -> dict:
+    """The run's own ledger's total against the server and against the analyst or the released
+    models (`guarantees`: the first party is the one operating the Flower server; None where it
+    gets no guarantee)."""
+    server, *others = summary["guarantees"]
+    return {
         "epsilon_spent_run": summary.get("epsilon_spent_max_per_client"),
+        "epsilon_against_server": server["epsilon"],
+        "epsilon_against": (others[-1] if others else server)["party"],
     }
 
 

@@ -65,3 +65,16 @@ def test_every_file_and_column_is_on_the_outputs_page(tmp_path, run):
     for csv in out.glob("*.csv"):
         missing += [f"{csv.name}:{column}" for column in pd.read_csv(csv).columns if column not in names]
     assert not missing, f"{run}: not on docs/outputs.md: {missing}"
+
+
+@pytest.mark.slow  # a Flower federation (Ray)
+def test_a_flower_central_runs_files_and_columns_are_on_the_outputs_page(tmp_path):
+    out = tmp_path / "out"
+    args = "simulate --task train --trust central --clipping adaptive --max-epsilon 8 --clients 40 --fraction 0.5"
+    result = CliRunner().invoke(app, [*args.split(), "--rounds", "1", "--nodes", "1", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    names = documented()
+    missing = [p.name for p in out.iterdir() if not p.name.startswith(".") and p.name not in names]
+    for csv in out.glob("*.csv"):
+        missing += [f"{csv.name}:{column}" for column in pd.read_csv(csv).columns if column not in names]
+    assert not missing, f"not on docs/outputs.md: {missing}"

@@ -338,3 +338,31 @@ def test_a_bad_run_config_fails_the_flwr_run_server_app_with_one_line():
         run_config(Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=Config().to_flat()))
         == Config()
     )
+
+
+def test_a_total_budget_in_the_flwr_run_config_is_validated_and_planned_alike_by_both_halves():
+    """`privacy.budget` under `flwr run`: refused in one line when malformed, and otherwise turned
+    into the same per-round settings and budget by the server and by every node, as simulate
+    --budget does."""
+    from flwr.app import Context, RecordDict
+
+    from clients.client_app import _run_config as node_config
+    from ldpfed.config import Config, resolve
+    from ldpfed.planning.run import planned_config
+    from ldpfed.validation import LDPValueError
+    from server.server_app import RunFailed, run_config
+
+    def context(**values):
+        return Context(
+            run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={**Config().to_flat(), **values}
+        )
+
+    with pytest.raises(RunFailed, match="budget must be EPS or EPS,DELTA"):
+        run_config(context(**{"privacy.budget": "abc"}))
+    with pytest.raises(LDPValueError, match="budget must be EPS or EPS,DELTA"):
+        node_config(context(**{"privacy.budget": "abc"}))
+    planned = context(**{"privacy.budget": "4,1e-5", "run.rounds": 5})
+    server, node = run_config(planned), node_config(planned)
+    expected, _ = planned_config(resolve(None, {"budget": "4,1e-5", "rounds": 5}))
+    assert server == node == expected
+    assert server.privacy.max_epsilon == 4.0 and server.privacy.epsilon < 4.0 and not server.privacy.budget

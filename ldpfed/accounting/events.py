@@ -146,17 +146,29 @@ class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
     grid inputs plus N_Z(0, s^2) per coordinate, L2 sensitivity at most s / noise_multiplier steps.
 
     RDP: the continuous Gaussian's curve alpha / (2 z^2) (CKS 2020, Proposition 5, composed over the
-    coordinates). No PLD (the continuous Gaussian's does not bound the discrete one) and no Poisson
-    sampling: the pld accountant refuses it; basic/advanced use its calibrated (eps, delta).
+    coordinates). No PLD (the continuous Gaussian's does not bound the discrete one): the pld
+    accountant refuses it; basic/advanced use its calibrated (eps, delta).
     The slack_* fields: the sampler's float slack over the release's coordinates
     (`safe_grid.gaussian_sampler_slack`), which the rdp accountant composes into its result
     (ldpfed.samplers.float_slack); 0 in records made before it was accounted.
+
+    Poisson sampling (`sampling_prob` < 1; the central trust model's rounds): at an integer order
+    alpha the sampled release's divergence D_alpha(mixture || base) is exactly the continuous
+    sampled Gaussian's (dp_accounting's `PoissonSampledDpEvent(q, GaussianDpEvent(z))`): expanding
+    ((1 - q) + q p_v / p_0)^alpha binomially, every term is a moment E_0[(p_v / p_0)^k] of the
+    integer-shifted discrete Gaussian, and for an integer shift v and integer k it equals the
+    continuous one, exp(k (k - 1) |v|^2 / (2 s^2)) (the shift k v keeps the lattice, so the
+    normaliser cancels). Non-integer orders get no bound (infinity), so the accountant uses the
+    integer ones. The other direction, D_alpha(base || mixture), is bounded by the first as for
+    the continuous Gaussian (Mironov, Talwar & Zhang 2019); tests/test_central_noise.py checks both
+    directions against an exact high-precision computation on the lattice.
     """
 
     noise_multiplier: float
     slack_over: float = 0.0
     slack_under: float = 0.0
     slack_mass: float = 0.0
+    sampling_prob: float = 1.0
 
     def float_slack(self):
         return FloatSlack(self.slack_over, self.slack_under, self.slack_mass)
@@ -164,9 +176,18 @@ class DiscreteGaussianVectorDpEvent(dp_event.DpEvent):
     def rdp(self, orders) -> np.ndarray:
         from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
 
-        library = LibraryRdpAccountant(list(orders))
-        library.compose(GaussianDpEvent(self.noise_multiplier))
-        return np.asarray(library.rdp)
+        orders = np.asarray(orders, dtype=float)
+        gaussian = GaussianDpEvent(self.noise_multiplier)
+        if self.sampling_prob >= 1.0:
+            library = LibraryRdpAccountant(list(orders))
+            library.compose(gaussian)
+            return np.asarray(library.rdp)
+        integer = orders == np.round(orders)
+        curve = np.full(orders.shape, np.inf)
+        library = LibraryRdpAccountant(list(orders[integer]))
+        library.compose(PoissonSampledDpEvent(self.sampling_prob, gaussian))
+        curve[integer] = library.rdp
+        return curve
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)

@@ -4,16 +4,22 @@ ldpfed.mechanisms' (available / get_class / get).
 
 - local: the server sees each client's privatized report and who sent it; eps0 per round holds
   against everyone, the server included.
-- shuffle: a trusted shuffler removes identities and order; eps0 holds against the shuffler and
-  anyone who sees one report, the amplified (eps, delta) (ldpfed.accounting.shuffle) against the
-  server, which sees the multiset of a round's reports.
-- central: a trusted server sees clipped clean updates and adds the noise (Flower's DP strategy
-  wrappers); the client-level (eps, delta) (ldpfed.accounting.central) holds against whoever sees
-  the released models, never against the server.
+- shuffle: a shuffler removes identities and order. ldpfed's shuffler runs inside the ServerApp
+  (engine flower: the strategy that receives Flower's replies with their senders) or the
+  harness's process (engine local), so the party operating the server IS the shuffler: against
+  it each report has its local eps0 only. The amplified (eps, delta) (ldpfed.accounting.shuffle)
+  holds against an analyst who sees only the shuffled batches (the server half's view).
+- central: a trusted server sees clipped clean updates and adds the noise; the client-level
+  (eps, delta) (ldpfed.accounting.central) holds against whoever sees the released models,
+  never against the server.
 - secagg is not offered: Flower's SecAgg+ (`SecAggPlusWorkflow`, `secaggplus_mod`) runs only
   inside Flower's legacy workflow (it requires a `LegacyContext`, a legacy `flwr.server.strategy`
   Strategy and FitIns/FitRes messages), while ldpfed's ServerApp drives the message-based
   `flwr.serverapp.strategy.Strategy` with its own records (docs/decisions.md, Trust models).
+
+Every run states, per party, which figure holds against it and whether it is per user (a tuple
+task: each user of a client's cohort randomizes her own tuple) or per client (training: a
+client's whole data set): `TrustModel.guarantees(summary, task)`.
 """
 
 from __future__ import annotations
@@ -30,39 +36,85 @@ CLIPPING_SIDES = ("server", "client")
 
 
 @dataclass(frozen=True)
+class Guarantee:
+    """Who (`party`) gets which figure: the summary's keys of its epsilon and delta (None: no
+    guarantee against that party)."""
+
+    party: str
+    epsilon_key: str | None
+    delta_key: str | None = None
+
+
+@dataclass(frozen=True)
 class TrustModel:
     name: str
     trusted: str  # what must be trusted, in words
     private_against: str  # whom the run's (eps, delta) holds against
     tasks: tuple[str, ...]
+    parties: tuple[Guarantee, ...]
+    private_against_server: bool  # whether any figure holds against the party operating the Flower server
 
     def record(self) -> dict:
         return {
             "trust": self.name,
             "must_be_trusted": self.trusted,
             "private_against": self.private_against,
-            "private_against_server": self.name != "central",
+            "private_against_server": self.private_against_server,
         }
 
+    def guarantees(self, summary: dict, task: str) -> list[dict]:
+        """Per party: the (eps, delta) that holds against it in `summary` (None: none, or a run
+        that is not private), and whether it is per user or per client."""
+        unit = "per client (all of its data)" if task == "train" else "per user (each user of a client's cohort)"
+        private = summary.get("private", True)
+        return [
+            {
+                "party": party.party,
+                "epsilon": summary.get(party.epsilon_key) if party.epsilon_key and private else None,
+                "delta": summary.get(party.delta_key) if party.delta_key and private else None,
+                "unit": unit,
+            }
+            for party in self.parties
+        ]
 
+
+SERVER = "the party operating the Flower server (SuperLink and ServerApp)"
 _MODELS = {
     "local": TrustModel(
         "local",
         "nothing beyond the client's own device: every report is randomized before it leaves",
         "everyone, the server included",
         ("mean", "train", "frequency"),
+        (Guarantee(f"everyone, {SERVER} included", "epsilon_spent_max_per_client", "delta_spent_max_per_client"),),
+        True,
     ),
     "shuffle": TrustModel(
         "shuffle",
-        "the shuffler, to remove who sent which report and their order, and not to collude with the server",
-        "the server (amplified eps, delta); the shuffler and anyone seeing one report (local eps0)",
+        "the shuffler, to remove who sent which report and their order; it runs inside the ServerApp, so the "
+        "party operating the Flower server is the shuffler and must not look at who sent what",
+        "an analyst who sees only the shuffled batches (amplified eps, delta); the party operating the Flower "
+        "server, which runs the shuffler, and anyone seeing one report (local eps0)",
         ("mean",),
+        (
+            Guarantee(f"{SERVER}, which runs the shuffler", "local_epsilon_total_basic"),
+            Guarantee(
+                "an analyst who sees only the shuffled batches",
+                "shuffled_epsilon_total",
+                "shuffled_delta_total",
+            ),
+        ),
+        False,
     ),
     "central": TrustModel(
         "central",
         "the server, which sees every sampled client's clean clipped update and must add the noise honestly",
         "whoever sees the released models, not the server",
         ("train",),
+        (
+            Guarantee(f"{SERVER} (trusted: sees the clean clipped updates)", None),
+            Guarantee("whoever sees the released models", "epsilon_spent_max_per_client", "delta_spent_max_per_client"),
+        ),
+        False,
     ),
 }
 UNAVAILABLE = {

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import pandas as pd
 
 from ldpfed.accounting import create_accountant
-from ldpfed.config import Config
+from ldpfed.config import Config, from_flat
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.validation import LDPValueError, check_positive_int
@@ -61,6 +62,22 @@ def planned_config(config: Config, flags: dict | None = None) -> tuple[Config, R
         budget="",
     )
     return replace(config, privacy=planned).validated(), round_budget
+
+
+def flower_run_config(flat: dict) -> Config:
+    """The run config of `flwr run` (`[tool.flwr.app.config]` + `--run-config`, flattened) as both
+    Flower halves read it: validated, and with a total `privacy.budget` turned into the plan's
+    per-round settings and budget exactly as `ldpfed simulate --budget` does (`planned_config`),
+    so the server's ledger and the clients' randomizers use the same plan. LDPValueError on a bad
+    value, a budget included."""
+    return _flower_run_config(tuple(sorted(flat.items())))
+
+
+@lru_cache(maxsize=8)
+def _flower_run_config(items: tuple) -> Config:
+    """Cached: a node reads its run config on every message, and a plan is calibrated once."""
+    config, _ = planned_config(from_flat(dict(items), source="run config").validated())
+    return config
 
 
 def plan_report(round_budget: RoundBudget, summary: dict) -> dict:

@@ -75,7 +75,9 @@ def qualified(state: dict, summary: dict) -> dict:
 
 
 def plot_rounds(frame: pd.DataFrame, config: Config):
-    """Accuracy and loss per round (train), or measured vs predicted MSE per round (mean)."""
+    """Accuracy and loss per round (train), or measured vs predicted MSE per round (mean); beside it
+    the aggregate noise measured vs predicted (train), the clip and the noise on the sum (central)
+    or the clients that replied and failed. A series the run does not have is left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,27 +85,48 @@ def plot_rounds(frame: pd.DataFrame, config: Config):
     from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    title = f"{config.run.task}: {config.federation.clients} clients, {config.privacy.mechanism}"
-    if config.noisy:
-        title += f" eps={config.privacy.epsilon:g}"
-    if config.run.task == "train":
-        axes[0].plot(frame["round"], frame["accuracy"], marker="o")
-        axes[0].set_ylabel("test accuracy")
-        axes[1].plot(frame["round"], frame["measured_squared_distance"], marker="o", label="measured")
-        axes[1].plot(frame["round"], frame["predicted_squared_distance"], linestyle="--", label="predicted (CLT)")
-        axes[1].set_ylabel("||noisy mean - clean mean||^2")
-        axes[1].legend()
+    title = f"{config.run.task}: {config.federation.clients} clients, "
+    if config.privacy.trust == "central":
+        title += "central trust"
     else:
-        axes[0].plot(frame["round"], frame["mse"], marker="o", label=f"measured ({config.aggregation.aggregator})")
-        axes[0].plot(frame["round"], frame["mse_plain_mean"], marker="x", label="measured (plain mean)")
-        axes[0].plot(frame["round"], frame["predicted_mse"], linestyle="--", label="predicted (CLT)")
-        axes[0].set_ylabel("MSE")
-        axes[0].legend()
-        axes[1].plot(frame["round"], frame["clients_replied"], marker="o", label="replied")
-        axes[1].plot(frame["round"], frame["clients_failed"], marker="x", label="failed")
-        axes[1].set_ylabel("clients")
-        axes[1].legend()
-    for axis in axes:
+        title += config.privacy.mechanism + (f" eps={config.privacy.epsilon:g}" if config.noisy else "")
+        title += ", shuffle trust" if config.privacy.trust == "shuffle" else ""
+    if config.run.task == "train":
+        panels = (
+            ("test accuracy", (("accuracy", "o", "-", None),)),
+            (
+                "||noisy mean - clean mean||^2",
+                (
+                    ("measured_squared_distance", "o", "-", "measured"),
+                    ("predicted_squared_distance", "", "--", "predicted (CLT)"),
+                ),
+            )
+            if "measured_squared_distance" in frame
+            else (
+                "clip / noise sd on the sum",
+                (("clip", "o", "-", "clip"), ("noise_stddev_of_sum", "x", "-", "noise sd")),
+            ),
+        )
+    else:
+        measured = f"measured ({config.aggregation.aggregator})" if config.privacy.trust == "local" else "measured"
+        panels = (
+            (
+                "MSE",
+                (
+                    ("mse", "o", "-", measured),
+                    ("mse_plain_mean", "x", "-", "measured (plain mean)"),
+                    ("predicted_mse", "", "--", "predicted (CLT)"),
+                ),
+            ),
+            ("clients", (("clients_replied", "o", "-", "replied"), ("clients_failed", "x", "-", "failed"))),
+        )
+    for axis, (label, series) in zip(axes, panels):
+        for column, marker, style, name in series:
+            if column in frame:
+                axis.plot(frame["round"], frame[column], marker=marker or None, linestyle=style, label=name)
+        axis.set_ylabel(label)
+        if any(name for column, _, _, name in series if column in frame):
+            axis.legend()
         axis.set_xlabel("round")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     figure.suptitle(title)

@@ -27,8 +27,9 @@ import numpy as np
 
 from ldpfed.validation import LDPValueError
 
-# children of the run seed (DATA, SERVER) and of the noise root (CLIENTS)
-DATA, SERVER, CLIENTS = 0, 1, 2
+# children of the run seed (DATA, SERVER) and of the noise root (CLIENTS, CENTRAL: the trusted
+# server's noise under the central trust model, which no client and no analyst gets)
+DATA, SERVER, CLIENTS, CENTRAL = 0, 1, 2, 3
 # purposes under a client's secret: (purpose, round)
 NOISE, MINIBATCHES = 0, 1
 # purposes under the server's seed (ROTATION: LDPVec's public Hadamard signs, round-keyed)
@@ -62,6 +63,18 @@ def client_secrets(noise_root: int, clients: int) -> dict[int, int]:
     protocol. (A noise root equal to the run seed gives the secrets of runs made before the two
     roots were separated.)"""
     return {pid: _entropy(np.random.SeedSequence(noise_root, spawn_key=(CLIENTS, pid))) for pid in range(clients)}
+
+
+def central_secret(noise_root: int) -> int:
+    """The central trust model's server noise secret, spawned from the noise root (never from the
+    run seed, which an analyst can enumerate)."""
+    return _entropy(np.random.SeedSequence(noise_root, spawn_key=(CENTRAL,)))
+
+
+def qualification(private: bool, noise: str) -> str | None:
+    """A private run whose noise derives from a seed the user chose holds only against a party that
+    cannot guess that seed (it may be a small, enumerable integer)."""
+    return QUALIFIED if private and noise == USER_CHOSEN else None
 
 
 def fresh_secret() -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 import ldpfed.aggregation as aggregation
-from ldpfed.accounting import create_accountant
+from ldpfed.accounting import create_accountant, trust
 from ldpfed.config import FEDAVG, Config
 from ldpfed.data import DEFAULT_DIMS, available_synthetic
 from ldpfed.outputs import OutputDir
@@ -58,6 +58,11 @@ class World:
 
     def secret(self, partition_id: int) -> int:
         return seeds.fresh_secret() if self.secrets is None else self.secrets[partition_id]
+
+    def central_noise_secret(self) -> int:
+        """The trusted server's noise secret under the central trust model: from the noise root (OS
+        entropy with fresh noise), so that `--noise-seed` replays it and the run seed does not."""
+        return seeds.fresh_secret() if self.noise_root is None else seeds.central_secret(self.noise_root)
 
     def secrets_of(self, partitions: list[int]) -> dict[int, int]:
         """The secrets a node hosting `partitions` is given (OS entropy with fresh noise)."""
@@ -230,8 +235,9 @@ class Session:
             "rounds_finished": len(rows),
             "interrupted": interrupted,
             "mechanism": config.privacy.mechanism,
+            **trust.get("local").record(),
             **self.status.record(),
-            "privacy_qualification": self.qualification(),
+            "privacy_qualification": seeds.qualification(self.status.private, self.noise),
             "epsilon": self.status.epsilon(config.privacy.epsilon),
             "aggregator": config.aggregation.aggregator,
             "seed": config.run.seed,
@@ -251,16 +257,12 @@ class Session:
             "seconds": time.perf_counter() - self.started,
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
+        summary["guarantees"] = trust.get("local").guarantees(summary, config.run.task)
         if rows:
             self.recorder.finish(summary, self.server.ledger)
         else:  # stopped before its first round ended: a finished (interrupted) run all the same, nothing to plot
             self.recorder.output.write({"summary.json": summary})
         return summary
-
-    def qualification(self) -> str | None:
-        """A private run whose clients' noise derives from a seed the user chose holds only against a
-        server that cannot guess that seed (it may be a small, enumerable integer)."""
-        return seeds.QUALIFIED if self.status.private and self.noise == seeds.USER_CHOSEN else None
 
     def _data_summary(self) -> dict:
         """The mean task's data shape and, for a file with --domain, the scale of its MSE (frequency:
