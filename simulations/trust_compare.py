@@ -84,7 +84,8 @@ def compare_trust(options: dict) -> None:
     base.update(task=task, seed=seed, mechanism=mechanism)
     base.setdefault("rounds", 5)
     probe = resolve(None, {**base, "mechanism": mechanism})  # validates the shared options before any run
-    reports = probe.data.users if task == "mean" else None
+    # the shuffle's n per round: the data's users (0 = from the data: a synthetic set's default or a file's rows)
+    reports = bind(probe, seeds.data_seed(probe.run.seed)).data.users if task == "mean" else None
     settings = [
         equal_budget(trust, TotalBudget(total, delta), probe.run.rounds, mechanism=mechanism, reports=reports)
         for total in totals
@@ -224,12 +225,11 @@ def spent_against(summary: dict) -> dict:
     """The run's own ledger's total against the server and against the analyst or the released
     models (`guarantees`: the first party is the one operating the Flower server; None where it
     gets no guarantee)."""
+    spent = {"epsilon_spent_run": summary.get("epsilon_spent_max_per_client")}
+    if not summary.get("guarantees"):  # a run without its parties (none finished a round)
+        return spent
     server, *others = summary["guarantees"]
-    return {
-        "epsilon_spent_run": summary.get("epsilon_spent_max_per_client"),
-        "epsilon_against_server": server["epsilon"],
-        "epsilon_against": (others[-1] if others else server)["party"],
-    }
+    return {**spent, "epsilon_against_server": server["epsilon"], "epsilon_against": (others or [server])[-1]["party"]}
 
 
 def _table(frame: pd.DataFrame, task: str) -> Table:
@@ -242,7 +242,8 @@ def _table(frame: pd.DataFrame, task: str) -> Table:
         metric,
         "noise sd (added)",
         "noise sd on the mean",
-        "eps spent",
+        "eps spent (against)",
+        "eps against the server",
     ):
         table.add_column(column)
     grouped = frame.groupby(["total_epsilon", "trust"], sort=False)
@@ -255,9 +256,18 @@ def _table(frame: pd.DataFrame, task: str) -> Table:
             f"{group[metric].mean():.4g}",
             f"{group['noise_sd'].iloc[0]:.4g}",
             f"{group['noise_sd_on_mean'].iloc[0]:.4g}",
-            f"{group['epsilon_spent_run'].max():.4g}",
+            f"{group['epsilon_spent_run'].max():.4g} ({AGAINST[trust]})",
+            _shown(group["epsilon_against_server"].max()) if "epsilon_against_server" in group else "-",
         )
     return table
+
+
+# whom each trust model's `epsilon_spent_run` holds against, in the console table
+AGAINST = {"local": "everyone", "shuffle": "the analyst", "central": "the released models"}
+
+
+def _shown(value) -> str:
+    return "none" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
 def _figure(frame: pd.DataFrame, task: str) -> bytes:

@@ -60,7 +60,7 @@ def tables() -> str:
         metric = "mse" if "mse" in frame else "final_accuracy"
         shown = frame[
             ["total_epsilon", "trust", "local_epsilon_per_round", metric, "noise_sd", "noise_sd_on_mean",
-             "epsilon_spent_run"]
+             "epsilon_spent_run", "epsilon_against_server"]
         ]  # fmt: skip
         parts.append(f"### {name}\n\n`{' '.join(command(name))}`\n\n{markdown(shown)}\n")
     return "\n".join(parts)

@@ -252,6 +252,21 @@ def test_compare_trust_runs_local_and_shuffle_side_by_side(tmp_path):
     by = frame.set_index(["total_epsilon", "trust"])
     for total in (1.0, 4.0):  # the same total buys the shuffled reports less noise
         assert by.loc[(total, "shuffle"), "noise_sd"] < by.loc[(total, "local"), "noise_sd"]
+        # against the server's operator (the shuffler) only eps0's total holds: above the analyst's
+        assert by.loc[(total, "shuffle"), "epsilon_against_server"] > by.loc[(total, "shuffle"), "epsilon_spent_run"]
+        assert by.loc[(total, "local"), "epsilon_against_server"] == by.loc[(total, "local"), "epsilon_spent_run"]
+
+
+def test_compare_trust_takes_the_datas_users_when_none_are_given(tmp_path):
+    """The README's `compare --trust local,shuffle` without --users: the shuffle's n per round is the
+    synthetic set's 10,000 users, not 0."""
+    args = (
+        "compare --trust local,shuffle --epsilons 1 --delta 1e-5 --rounds 1 --clients 2 --dims 2 --engine local".split()
+    )
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "cmp" / "trust.csv")
+    assert list(frame["trust"]) == ["local", "shuffle"] and frame["epsilon_spent_run"].notna().all()
 
 
 @pytest.mark.parametrize(
