@@ -40,6 +40,7 @@ default job (configs/default.toml: mean of 10,000 users in 10 dimensions held by
 Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "noise_seed", "json_output", "verbose")
+NOT_SAVED = "no --out: the results are shown, not saved (give --out DIR to write them; docs/outputs.md)"
 # Flags that apply to some tasks only: given with another task they are an error, not ignored.
 TASK_OPTIONS = {
     "train": (
@@ -298,6 +299,8 @@ def simulate(
     cluster_address(config)  # ray-address auto without RAY_ADDRESS: an error before anything is written
 
     output = output_dir(config)  # before any work: writable, no other run's results
+    if not output.enabled:
+        error_console.print(NOT_SAVED, highlight=False, soft_wrap=True, markup=False)
     notice = sigint_ignored_notice()
     if notice:
         error_console.print(notice, highlight=False, soft_wrap=True, markup=False)

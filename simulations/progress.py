@@ -178,7 +178,8 @@ class RoundProgress:
             if summary.get("noise_seed") in (seeds.OS_ENTROPY, seeds.USER_CHOSEN):
                 secret = f"{self.config.output.out}/noise_secret"
                 Console().print(
-                    f'replay the clients\' noise with --noise-seed "$(cat {secret})"; keep {secret} from the server',
+                    f'replay the run\'s noise with --noise-seed "$(cat {secret})"; keep {secret} from '
+                    + ("whoever sees the released models" if summary.get("trust") == "central" else "the server"),
                     highlight=False,
                     soft_wrap=True,
                     markup=False,

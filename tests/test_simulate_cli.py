@@ -366,3 +366,13 @@ def test_a_total_budget_in_the_flwr_run_config_is_validated_and_planned_alike_by
     expected, _ = planned_config(resolve(None, {"budget": "4,1e-5", "rounds": 5}))
     assert server == node == expected
     assert server.privacy.max_epsilon == 4.0 and server.privacy.epsilon < 4.0 and not server.privacy.budget
+
+
+def test_a_run_without_out_says_that_nothing_is_saved(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["simulate", "--engine", "local", "--rounds", "1", "--users", "200", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "no --out: the results are shown, not saved" in result.stderr
+    assert json.loads(result.stdout)["rounds_finished"] == 1 and not list(tmp_path.iterdir())
+    saved = runner.invoke(app, ["simulate", "--engine", "local", "--rounds", "1", "--users", "200", "--out", "o"])
+    assert saved.exit_code == 0 and "not saved" not in saved.stderr
