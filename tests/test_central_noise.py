@@ -269,3 +269,14 @@ def test_central_noise_comes_from_the_servers_secret_never_from_numpys_global_ge
     assert all(np.array_equal(s, t) for s, t in zip(np.random.get_state()[1:], state[1:]))
     assert record["noise_stddev_of_sum"] == pytest.approx(server.plan.noise.stddev_of_sum(0.1))
     assert isinstance(central_strategy(server).strategy, CentralStrategy)
+
+
+def test_who_is_sampled_comes_from_the_servers_secret_not_the_public_run_seed():
+    """Amplification by Poisson sampling holds only against a party that cannot re-draw the sample:
+    the same run seed with another noise secret samples other clients; the same secret, the same."""
+    server = central_server(rounds=3, clipping="fixed", fraction=0.3)
+    again = CentralServer(server.config, data_seed=0, server_seed=1, noise_secret=2)
+    other = CentralServer(server.config, data_seed=0, server_seed=1, noise_secret=3)
+    rounds = range(1, 4)
+    assert [server.sample(r) for r in rounds] == [again.sample(r) for r in rounds]
+    assert [server.sample(r) for r in rounds] != [other.sample(r) for r in rounds]

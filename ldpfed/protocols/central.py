@@ -4,7 +4,8 @@ steps from the global model and returns its clean local model; the trusted serve
 update to L2 norm C, sums them and adds noise to the sum (`CentralNoise`), inside Flower's DP
 strategy wrappers as ldpfed corrects them (server/central.py).
 
-Clients are Poisson-sampled at rate q = `federation.fraction` from the server's seed, and the
+Clients are Poisson-sampled at rate q = `federation.fraction` from the server's noise secret (a
+sampling the analyst could re-draw from the public run seed would void the amplification), and the
 aggregate is the noisy sum of the clipped updates over the expected count q N (the
 fixed-denominator estimator of DP-FedAvg). The noise multiplier z is calibrated so that T rounds
 meet the run's budget (`--max-epsilon`, `--max-delta`) under ldpfed's rdp accountant; every
@@ -236,9 +237,9 @@ class CentralClient:
 
 
 class CentralServer:
-    """The trusted server's own work: Poisson sampling (server seed), the noisy sum of the clipped
-    updates over q N (noise from `noise_secret`, which the analyst never sees), evaluation and the
-    ledger."""
+    """The trusted server's own work: Poisson sampling and the noisy sum of the clipped updates over
+    q N, both from `noise_secret` (which the analyst never sees), evaluation (the model's
+    initialisation from the public server seed) and the ledger."""
 
     def __init__(self, config: Config, data_seed: int, server_seed: int, noise_secret: int) -> None:
         self.config, self.server_seed, self.noise_secret = config, server_seed, noise_secret
@@ -250,11 +251,13 @@ class CentralServer:
         self.rounds: list[dict] = []  # per round: the clip that clipped and the noise on the sum
 
     def sample(self, server_round: int) -> list[int]:
-        """Each client independently with probability q (Poisson sampling), from the server's seed."""
+        """Each client independently with probability q (Poisson sampling), from the server's noise
+        secret: the amplification by sampling holds only against a party that cannot re-draw who was
+        sampled, and the run seed (public, enumerable) would let the analyst do just that."""
         clients = self.config.federation.clients
         if self.plan.sample_rate >= 1.0:
             return list(range(clients))
-        chosen = seeds.rng(self.server_seed, seeds.SAMPLING, server_round).random(clients) < self.plan.sample_rate
+        chosen = seeds.rng(self.noise_secret, seeds.SAMPLING, server_round).random(clients) < self.plan.sample_rate
         return [int(pid) for pid in np.flatnonzero(chosen)]
 
     def noise_rng(self, server_round: int) -> np.random.Generator:
