@@ -371,3 +371,10 @@ def test_every_run_says_which_party_gets_which_guarantee(tmp_path):
     (everyone,) = json.loads(local.stdout)["guarantees"]
     assert "included" in everyone["party"] and everyone["epsilon"] is not None
     assert get_class("central").guarantees({"epsilon_spent_max_per_client": 3.0}, "train")[0]["epsilon"] is None
+
+
+def test_every_trust_model_has_one_harness():
+    from ldpfed.accounting.trust import available
+    from simulations.trust import TRUST_RUNS
+
+    assert set(TRUST_RUNS) | {"local"} == set(available())
