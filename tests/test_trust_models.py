@@ -352,12 +352,12 @@ def test_every_run_says_which_party_gets_which_guarantee(tmp_path):
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert summary["private_against_server"] is False
     server, analyst = summary["guarantees"]
-    assert "Flower server" in server["party"] and "shuffler" in server["party"]
+    assert "operating the server" in server["party"] and "shuffler" in server["party"]
     assert server["epsilon"] == summary["local_epsilon_total_basic"] == 2.0 and server["delta"] is None
     assert "analyst" in analyst["party"] and analyst["epsilon"] == summary["shuffled_epsilon_total"] < 2.0
     assert analyst["epsilon"] == summary["epsilon_spent_max_per_client"]
     assert all(g["unit"].startswith("per user") for g in (server, analyst))
-    assert "against the party operating the Flower server" in result.output and "per user" in result.output
+    assert "against the party operating the server" in result.output and "per user" in result.output
     privacy = json.loads((tmp_path / "s" / "privacy.json").read_text())
     assert privacy["private"] is True and privacy["noise_seed"] == "os-entropy"
     assert (tmp_path / "s" / "noise_secret").exists() and (tmp_path / "s" / "config.toml").exists()

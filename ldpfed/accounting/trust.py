@@ -78,7 +78,7 @@ class TrustModel:
         ]
 
 
-SERVER = "the party operating the Flower server (SuperLink and ServerApp)"
+SERVER = "the party operating the server (Flower's SuperLink and ServerApp; this process under --engine local)"
 _MODELS = {
     "local": TrustModel(
         "local",
