@@ -61,9 +61,9 @@ def run_trust(
     stop = StopRequest()
     with stop.handling():
         world = World.from_config(config, noise_seed)
-        run = TRUST_RUNS[config.privacy.trust](config, world, output, progress)
-        save_noise_root(run.recorder.output, world)  # before the first round: an interrupted run replays too
+        run = TRUST_RUNS[config.privacy.trust](config, world, output, progress)  # its Recorder comes last
         try:
+            save_noise_root(run.recorder.output, world)  # before the first round: an interrupted run replays too
             run.execute(verbose, stop)
         except KeyboardInterrupt as error:
             stop.record(error.signum if isinstance(error, Stopped) else signal.SIGINT)
@@ -186,13 +186,13 @@ class CentralRun(TrustRun):
 class ShuffleRun(TrustRun):
     def __init__(self, config, world, output, progress) -> None:
         config = bound(config, world.data)
-        super().__init__(config, world, output, progress)
         self.engine = config.run.engine
         self.accounting = ShuffleRound(config)
         self.server = ShuffledMeanServer(config)
         self.truth = tuples(config, world.data).mean(axis=0)
         # the budget's accountant; without a budget pld, the tightest for the amplified rounds
         self.accountant = config.privacy.accountant if config.budget is not None else "pld"
+        super().__init__(config, world, output, progress)  # the Recorder (config.toml) once the run is built
 
     @property
     def ledger(self):

@@ -378,3 +378,26 @@ def test_every_trust_model_has_one_harness():
     from simulations.trust import TRUST_RUNS
 
     assert set(TRUST_RUNS) | {"local"} == set(available())
+
+
+def test_a_trust_run_stopped_before_its_first_round_ends_writes_a_summary_of_none(tmp_path):
+    config = resolve(
+        None,
+        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 2, "rounds": 3,
+         "engine": "local", "out": str(tmp_path / "out")},
+    )  # fmt: skip
+    import simulations.trust as harness
+
+    save = harness.save_noise_root
+
+    def save_then_interrupt(output, world):  # Ctrl-C once the run's first files are written
+        save(output, world)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(harness, "save_noise_root", save_then_interrupt)
+        with pytest.raises(Interrupted):
+            run_trust(config, output_dir(config), noise_seed=1)
+    written = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert written["interrupted"] is True and written["rounds_finished"] == 0
+    assert (tmp_path / "out" / "noise_secret").exists()

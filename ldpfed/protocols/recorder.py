@@ -53,6 +53,9 @@ class Recorder:
 
         if not self.output.enabled:
             return
+        if not self.rows:  # stopped before its first round ended: a finished (interrupted) run, nothing to plot
+            self.output.write({"summary.json": summary})
+            return
         self.output.write(
             {
                 "summary.json": summary,

@@ -258,10 +258,7 @@ class Session:
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
         summary["guarantees"] = trust.get("local").guarantees(summary, config.run.task)
-        if rows:
-            self.recorder.finish(summary, self.server.ledger)
-        else:  # stopped before its first round ended: a finished (interrupted) run all the same, nothing to plot
-            self.recorder.output.write({"summary.json": summary})
+        self.recorder.finish(summary, self.server.ledger)
         return summary
 
     def _data_summary(self) -> dict:
