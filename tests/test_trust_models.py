@@ -387,12 +387,13 @@ def test_a_trust_run_stopped_before_its_first_round_ends_writes_a_summary_of_non
          "engine": "local", "out": str(tmp_path / "out")},
     )  # fmt: skip
     import simulations.trust as harness
+    from simulations.stopping import Stopped
 
     save = harness.save_noise_root
 
-    def save_then_interrupt(output, world):  # Ctrl-C once the run's first files are written
-        save(output, world)
-        os.kill(os.getpid(), signal.SIGINT)
+    def save_then_interrupt(output, world):  # Ctrl-C once the run's first files are written: the stop
+        save(output, world)  # request's handler raises Stopped in the main thread (simulations.stopping)
+        raise Stopped(signal.SIGINT)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(harness, "save_noise_root", save_then_interrupt)
