@@ -187,12 +187,16 @@ def test_shuffle_budget_below_one_round_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_ctrl_c_stops_a_shuffle_run_with_the_finished_rounds_written(tmp_path):
-    config = resolve(
+def local_shuffle_config(out, rounds: int):
+    return resolve(
         None,
-        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 2, "rounds": 4,
-         "engine": "local", "out": str(tmp_path / "out")},
+        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 2, "rounds": rounds,
+         "engine": "local", "out": str(out)},
     )  # fmt: skip
+
+
+def test_ctrl_c_stops_a_shuffle_run_with_the_finished_rounds_written(tmp_path):
+    config = local_shuffle_config(tmp_path / "out", rounds=4)
 
     class SigintAfterRound1(QuietProgress):
         def update(self, row):
@@ -381,11 +385,7 @@ def test_every_trust_model_has_one_harness():
 
 
 def test_a_trust_run_stopped_before_its_first_round_ends_writes_a_summary_of_none(tmp_path):
-    config = resolve(
-        None,
-        {"trust": "shuffle", "users": 20_000, "dims": 2, "epsilon": 1.0, "clients": 2, "rounds": 3,
-         "engine": "local", "out": str(tmp_path / "out")},
-    )  # fmt: skip
+    config = local_shuffle_config(tmp_path / "out", rounds=3)
     import simulations.trust as harness
     from simulations.stopping import Stopped
 
