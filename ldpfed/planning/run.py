@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ldpfed.accounting import create_accountant
 from ldpfed.config import Config, from_flat
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.validation import LDPValueError, check_positive_int
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # options a total budget decides: giving one of them with --budget is a contradiction
 PLANNED_OPTIONS = ("epsilon", "delta", "max_epsilon", "max_delta")
@@ -187,6 +189,8 @@ def budget_columns(budget: RoundBudget) -> dict:
 
 def with_budget_columns(summary: pd.DataFrame, groups: list[BudgetGroup]) -> pd.DataFrame:
     """A comparison's summary with each row's planned settings (`budget_columns`), by mechanism."""
+    import pandas as pd  # lazily: a Flower node imports this module (`flower_run_config`), never the tables
+
     columns = pd.DataFrame([{"mechanism": b.mechanism, **budget_columns(b)} for g in groups for b in g.budgets])
     return summary.merge(columns, on="mechanism", how="left", sort=False)
 
