@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import pandas as pd
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as registry
@@ -41,6 +40,9 @@ from ldpfed.analysis.frequency import recalibrated_mse
 from ldpfed.analysis.moments import ColumnMoments
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round, check_round, rounds_taken
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int, check_report_dims
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_AGGREGATORS = ("hdr4me",)
 CURVE_ROUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
@@ -98,6 +100,8 @@ class RankedPlan:
         return self.rows[0]
 
     def frame(self) -> pd.DataFrame:
+        import pandas as pd  # lazily: a Flower node imports this module (ldpfed.planning.run), never the tables
+
         frame = pd.DataFrame([row.to_dict() for row in self.rows])
         frame.insert(0, "rank", np.arange(1, len(self.rows) + 1))
         frame["recommended"] = frame["rank"] == 1
@@ -367,6 +371,8 @@ def mse_against_rounds(
     accountant: the shape differs between basic and pld composition. `row_of(budget, m)`: the plan
     row of another task (default: the mean task on `moments`). `progress(text)` after each
     (mechanism, accountant) curve."""
+    import pandas as pd
+
     advance = progress or (lambda text=None: None)
     if row_of is None:
         task = MeanTask(moments)
