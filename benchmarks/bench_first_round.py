@@ -1,25 +1,29 @@
-"""Time to the first round of `ldpfed simulate --task train` against its steady-state round.
+"""Time to the first round of `ldpfed simulate`, step by step, on the machine as it is and beside CPU-bound processes.
 
-    python benchmarks/bench_first_round.py                       # 200 clients on 2 cohort nodes, 5 rounds
-    python benchmarks/bench_first_round.py --clients 1000 --nodes 2 --repeats 3 --json
-    python benchmarks/bench_first_round.py --checkout /path/to/another/checkout   # the same, other code
+    python benchmarks/bench_first_round.py                        # the default job (mean task), busy 0 and 2
+    python benchmarks/bench_first_round.py --task train --clients 200 --nodes 2 --repeats 2
+    python benchmarks/bench_first_round.py --checkout /tmp/before --json     # this code and another's, alternately
 
-Each repeat runs `ldpfed simulate` in a fresh process (the `ldpfed` entry point, as a user
-runs it, with its own Ray) and reports side by side:
-- `round_1_s`: metrics.csv's first `seconds` (from the run's start, after the command's preflight:
-  Ray's start, the Flower actors' start and imports, the nodes' build and the first round);
-- `steady_s`: the median `seconds` of rounds 2..R (a round once everything is up);
-- `wall_s`: the command's wall-clock seconds, start to exit (imports, preflight and Ray's shutdown
-  included).
-`--checkout DIR` runs another checkout's code (its directory first on PYTHONPATH) in the same
-invocation, alternating with this one, so that both see the same load. Numbers are reported,
-never asserted; the machine's load average is printed with them.
+Each run is `ldpfed simulate` in a fresh process (as a user runs it, with a Ray of its own), for
+every count in `--busy` (default 0,2) with that many CPU-bound processes (`python -c 'while True:
+pass'`) started beside it and stopped, by PID, after it. Reported per run, in seconds since the
+process was started, from the arrival of its stderr lines (simulations.progress):
+- `started`: "starting Ray..." (Python's imports, the data, the preflight);
+- `ray_up`: "Ray up" (Ray's processes; the server half is built meanwhile);
+- `nodes_up`: "K of K nodes up" (the nodes' Ray actors started, Flower and the ClientApp imported);
+- `round_1`: "round 1:" (the nodes built, round 1 run and recorded): the time to the first round;
+- `exit`: the process' end; `steady`: the median `seconds` of rounds 2..R in metrics.csv.
+The table shows the steps as differences (imports, Ray, nodes, round 1). Code from before the
+start-up lines existed reports `started`, `round_1` and `exit` only. `--checkout DIR` runs another
+checkout's code (its directory first on PYTHONPATH) alternately with this one, so that both see the
+same load. Numbers are reported, never asserted; the 1-minute load average is printed with them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -33,53 +37,92 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulations.arguments import script_parser  # noqa: E402
+from simulations.busy import busy  # noqa: E402
 from simulations.provenance import run_stamp  # noqa: E402
 
+STEPS = {  # the first stderr line of each step (simulations.progress.RoundProgress, off a terminal)
+    "started": re.compile(r": starting Ray\.\.\.$"),
+    "ray_up": re.compile(r": Ray up; "),
+    "nodes_up": re.compile(r": (\d+) of \1 nodes? up \("),
+    "round_1": re.compile(r"^round 1: "),
+}
 
-def one_run(checkout: Path, clients: int, nodes: int, rounds: int, out: Path) -> dict:
+
+def one_run(checkout: Path, options: list[str], out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-c", "from ldpfed.cli.main import app; app()", "simulate", "--task", "train"]
-    command += ["--clients", str(clients), "--nodes", str(nodes), "--rounds", str(rounds), "--out", str(out)]
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"error: {' '.join(command)} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    command = [sys.executable, "-c", "from ldpfed.cli.main import app; app()", "simulate", *options, "--out", str(out)]
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    marks: dict[str, float] = {}
+    lines = []
+    for line in process.stderr:  # the run writes its lines whole off a terminal
+        lines.append(line)
+        for step, pattern in STEPS.items():
+            if step not in marks and pattern.search(line.rstrip("\n")):
+                marks[step] = time.monotonic() - start
+    code = process.wait()
+    ended = time.monotonic() - start
+    if code != 0:
+        raise SystemExit(f"error: {' '.join(command)} exited {code}:\n{''.join(lines)[-2000:]}")
     seconds = pd.read_csv(out / "metrics.csv")["seconds"].to_numpy(float)
     return {
-        "round_1_s": float(seconds[0]),
-        "steady_s": float(statistics.median(seconds[1:])) if len(seconds) > 1 else None,
-        "wall_s": wall,
+        **{step: marks.get(step) for step in STEPS},
+        "exit": ended,
+        "steady": float(statistics.median(seconds[1:])) if len(seconds) > 1 else None,
         "load_1min": os.getloadavg()[0],
     }
 
 
+def simulate_options(args) -> list[str]:
+    """The job: the default one (the mean task) unless --task train; --clients/--nodes when given."""
+    options = ["--rounds", str(args.rounds)]
+    if args.task != "mean":
+        options += ["--task", args.task]
+    for flag in ("clients", "nodes"):
+        if getattr(args, flag):
+            options += [f"--{flag}", str(getattr(args, flag))]
+    return options
+
+
+def steps(row: dict) -> list[str]:
+    """imports, Ray, nodes, round 1 (differences of the marks), time to round 1, exit, steady."""
+    marks = [row[step] for step in STEPS]
+    differences = [None if b is None or a is None else b - a for a, b in zip([0.0, *marks[:-1]], marks)]
+    if row["ray_up"] is None:  # code without the start-up lines: imports, then all of it to round 1
+        differences = [row["started"], None, None, None]
+    cells = [*differences, row["round_1"], row["exit"], row["steady"]]
+    return ["-" if value is None else f"{value:.2f}" for value in cells]
+
+
 def main() -> None:
-    parser = script_parser(__doc__, clients=200, nodes=2, rounds=5, repeats=1, json=False)
+    parser = script_parser(__doc__, task="mean", clients=0, nodes=0, rounds=5, repeats=1, busy="0,2", json=False)
     parser.add_argument("--checkout", type=Path, default=None, help="another checkout to time alongside this one")
     args = parser.parse_args()
     if args.rounds < 2:
         raise SystemExit("error: --rounds must be >= 2 (a steady-state round needs a round after the first)")
+    counts = [int(count) for count in args.busy.split(",")]
+    options = simulate_options(args)
 
     checkouts = {"this": ROOT, **({"other": args.checkout.resolve()} if args.checkout else {})}
     rows = []
     with tempfile.TemporaryDirectory(prefix="ldpfed-first-round-") as scratch:
         for repeat in range(args.repeats):
-            for name, checkout in checkouts.items():
-                out = Path(scratch) / f"{name}-{repeat}"
-                rows.append(
-                    {"code": name, "repeat": repeat, **one_run(checkout, args.clients, args.nodes, args.rounds, out)}
-                )
+            for count in counts:
+                for name, checkout in checkouts.items():
+                    out = Path(scratch) / f"{name}-{count}-{repeat}"
+                    with busy(count):
+                        rows.append({"code": name, "busy": count, "repeat": repeat, **one_run(checkout, options, out)})
     if args.json:
-        print(json.dumps({"stamp": run_stamp(), "clients": args.clients, "nodes": args.nodes, "runs": rows}, indent=2))
+        print(json.dumps({"stamp": run_stamp(), "simulate": options, "runs": rows}, indent=2))
         return
-    print(f"{run_stamp()} simulate --task train --clients {args.clients} --nodes {args.nodes} --rounds {args.rounds}")
-    print(f"{'code':6} {'repeat':>6} {'round 1 s':>10} {'steady s':>9} {'wall s':>7} {'load':>5}")
+    print(f"{run_stamp()} simulate {' '.join(options)}")
+    header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "to round 1", "exit", "steady", "load"]
+    print(" ".join(f"{title:>10}" for title in header))
     for row in rows:
-        print(
-            f"{row['code']:6} {row['repeat']:>6} {row['round_1_s']:>10.2f} {row['steady_s']:>9.3f} "
-            f"{row['wall_s']:>7.1f} {row['load_1min']:>5.1f}"
-        )
+        cells = [row["code"], str(row["busy"]), str(row["repeat"]), *steps(row), f"{row['load_1min']:.1f}"]
+        print(" ".join(f"{cell:>10}" for cell in cells))
 
 
 if __name__ == "__main__":

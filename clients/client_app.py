@@ -26,7 +26,6 @@ from flwr.clientapp import ClientApp
 
 from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config
-from ldpfed.planning.run import flower_run_config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
 from ldpfed.protocols.session import node_half
@@ -125,6 +124,10 @@ app = ClientApp()
 
 
 def _run_config(context: Context) -> Config:
+    # lazily: planning a total budget loads dp_accounting's PLD and RDP (with scipy.stats and
+    # scipy.signal, 1.5 s of imports) and pandas, which a node of `ldpfed simulate` never needs
+    from ldpfed.planning.run import flower_run_config
+
     return flower_run_config(dict(context.run_config))
 
 

@@ -23,7 +23,7 @@ from ldpfed.planning.run import flower_run_config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, preflight, server_half
 from ldpfed.validation import LDPValueError
-from server.strategy import LDPStrategy, RunStopped, StoppableGrid, flower_fedavg
+from server.strategy import LDPStrategy, Replies, RunStopped, StoppableGrid, flower_fedavg
 
 
 def make_server_app(
@@ -34,19 +34,21 @@ def make_server_app(
     stop: threading.Event | None = None,
     done: threading.Event | None = None,
     on_stop: Callable[[], None] | None = None,
+    watch: Callable[[Replies], None] | None = None,
 ) -> ServerApp:
     """A ServerApp running `half` for `rounds` rounds over `clients` partitions. `stop` (set by the
     harness on SIGINT or SIGTERM) ends it between pulls (`StoppableGrid`): it calls `on_stop()` (the
     harness ends the round's client tasks) and returns normally, so that Flower's runtime ends in
-    order; it sets `done` when it returns. Its thread blocks SIGINT and SIGTERM (as do the threads
-    it starts, e.g. torch's): the main thread handles them."""
+    order; it sets `done` when it returns. `watch(replies)` after each pull of replies (the
+    harness's start-up progress). Its thread blocks SIGINT and SIGTERM (as do the threads it
+    starts, e.g. torch's): the main thread handles them."""
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            LDPStrategy(half, clients, on_round).run(grid if stop is None else StoppableGrid(grid, stop), rounds)
+            LDPStrategy(half, clients, on_round).run(StoppableGrid(grid, stop, watch), rounds)
         except RunStopped:
             if on_stop is not None:
                 on_stop()
@@ -64,6 +66,8 @@ def make_server_app(
 # --run-id N`), after one `ldpfed: error: ...` line in the streamed log.
 app = ServerApp()
 logger = logging.getLogger("flwr")  # Flower's logger: its records reach the run's log stream
+LATE_SECONDS = 60.0  # replies missing this long: a warning in the run's log, then again every LATE_SECONDS
+PULL_SECONDS = 1.0  # how often the deployed ServerApp asks the SuperLink for replies (Flower's own grid: 3 s)
 
 
 class RunFailed(RuntimeError):
@@ -74,6 +78,35 @@ class RunFailed(RuntimeError):
         message = " ".join(str(message).split())
         logger.error("ldpfed: error: %s", message)
         super().__init__(message)
+
+
+class LateNodes:
+    """The deployed ServerApp's `watch` (`StoppableGrid`): a warning in the run's log, which `flwr
+    run --stream` shows, when replies are still missing LATE_SECONDS after their messages went out,
+    and every LATE_SECONDS after that. Flower itself says nothing there of a node that never
+    replies: a SuperNode whose ClientApp processes cannot start (each one must reach the SuperNode
+    within Flower's task-start deadline, 30 s in Flower 1.42, or is refused with "Runtime
+    task-token authentication failed" and started again) leaves the run waiting, `flwr ls` saying
+    it runs (docs/deployment.md, "A loaded machine")."""
+
+    def __init__(self, every: float = LATE_SECONDS) -> None:
+        self.every, self.batch, self.warned = every, None, 0
+
+    def __call__(self, replies: Replies) -> None:
+        if replies.pushed_at != self.batch:
+            self.batch, self.warned = replies.pushed_at, 0
+        if not replies.waiting or replies.seconds < (self.warned + 1) * self.every:
+            return
+        self.warned += 1
+        what = f"round {replies.server_round}" if replies.server_round else f"the {replies.kind} before round 1"
+        shown = ", ".join(map(str, replies.waiting[:10])) + (", ..." if len(replies.waiting) > 10 else "")
+        logger.warning(
+            "ldpfed: %s: %d of %d nodes have not replied in %.0f s (node ids %s). A node whose ClientApp "
+            "processes cannot start never replies; 'Runtime task-token authentication failed' in its SuperNode's "
+            "log means they missed Flower's start deadline (a loaded machine): start the SuperLink and SuperNodes "
+            "with `python -m simulations.flower_patience` (docs/deployment.md, 'A loaded machine').",
+            what, len(replies.waiting), replies.sent, replies.seconds, shown,
+        )  # fmt: skip
 
 
 def run_config(context: Context) -> Config:
@@ -99,7 +132,8 @@ def main(grid: Grid, context: Context) -> None:
     def on_round(server_round: int, metrics: dict) -> None:
         session.after_round(server_round, metrics, {})
 
-    LDPStrategy(half, config.federation.clients, on_round, config.federation.node_wait).run(grid, config.run.rounds)
+    strategy = LDPStrategy(half, config.federation.clients, on_round, config.federation.node_wait)
+    strategy.run(StoppableGrid(grid, watch=LateNodes(), interval=PULL_SECONDS), config.run.rounds)
     summary = session.finish()
     print(f"ldpfed: {summary}")
     if summary["clients_replied_total"] == 0:

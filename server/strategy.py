@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -114,25 +115,52 @@ class RunStopped(RuntimeError):
     """The harness asked the ServerApp to stop (Ctrl-C): no further round is started."""
 
 
-class StoppableGrid:
-    """A Grid whose waits end as soon as `stop` is set (the harness's Ctrl-C).
+@dataclass(frozen=True)
+class Replies:
+    """Where the replies to one batch of messages stand after a pull (`StoppableGrid`'s `watch`):
+    the messages' `kind` ("query", "train") and `server_round` (their group; 0 for a query), how
+    many were `sent`, the node ids still `waiting` for, the `seconds` since they were pushed, and
+    `pushed_at` (`time.monotonic()` then: one value per batch)."""
 
-    Flower's `send_and_receive` waits for the replies up to its timeout (an hour by default) and
-    cannot be interrupted, so a ServerApp thread waiting for replies that the stopped simulation
-    runtime will never deliver keeps the process alive. This proxy pushes and pulls itself, checking
-    `stop` between pulls, and raises `RunStopped`; everything else goes to the wrapped grid.
+    kind: str
+    server_round: int
+    sent: int
+    waiting: tuple[int, ...]
+    seconds: float
+    pushed_at: float
+
+    @property
+    def arrived(self) -> int:
+        return self.sent - len(self.waiting)
+
+
+class StoppableGrid:
+    """A Grid that pushes a batch of messages and pulls their replies itself, every `interval`
+    seconds, so that the wait can be watched and stopped: `watch(replies)` after every pull (a
+    `Replies`: the harness's start-up progress, a deployment's warning about nodes that do not
+    answer), and `stop` (the harness's Ctrl-C) ends the wait, raising `RunStopped`. Flower's
+    `send_and_receive` waits for the replies up to its timeout (an hour by default), says nothing
+    meanwhile and cannot be interrupted, so a ServerApp thread waiting for replies that the stopped
+    simulation runtime will never deliver keeps the process alive. Everything else goes to the
+    wrapped grid.
     """
 
     PULL_INTERVAL = 0.05
 
-    def __init__(self, grid: Grid, stop: threading.Event) -> None:
-        self.grid, self.stop = grid, stop
+    def __init__(
+        self,
+        grid: Grid,
+        stop: threading.Event | None = None,
+        watch: Callable[[Replies], None] | None = None,
+        interval: float = PULL_INTERVAL,
+    ) -> None:
+        self.grid, self.stop, self.watch, self.interval = grid, stop, watch, interval
 
     def __getattr__(self, name: str):
         return getattr(self.grid, name)
 
     def _check(self) -> None:
-        if self.stop.is_set():
+        if self.stop is not None and self.stop.is_set():
             raise RunStopped("stopped by the harness")
 
     def get_node_ids(self) -> Iterable[int]:
@@ -141,16 +169,32 @@ class StoppableGrid:
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         self._check()
+        messages = list(messages)
         pending = set(self.grid.push_messages(messages))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        pushed_at = time.monotonic()
+        nodes = addressees(messages)
+        kind = messages[0].metadata.message_type if messages else ""
+        group = messages[0].metadata.group_id if messages else ""
+        server_round = int(group) if group.isdigit() else 0
+        deadline = None if timeout is None else pushed_at + timeout
         replies: list[Message] = []
         while pending and (deadline is None or time.monotonic() < deadline):
             arrived = list(self.grid.pull_messages(pending))
             replies.extend(arrived)
             pending.difference_update(reply.metadata.reply_to_message_id for reply in arrived)
-            if pending and self.stop.wait(self.PULL_INTERVAL):
-                self._check()
+            if self.watch is not None:
+                waiting = tuple(sorted(nodes[message_id] for message_id in pending))
+                seconds = time.monotonic() - pushed_at
+                self.watch(Replies(kind, server_round, len(messages), waiting, seconds, pushed_at))
+            if pending:
+                self._pause()
         return replies
+
+    def _pause(self) -> None:
+        if self.stop is None:
+            time.sleep(self.interval)
+        elif self.stop.wait(self.interval):
+            self._check()
 
 
 def numeric(metrics: dict) -> MetricRecord:

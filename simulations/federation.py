@@ -169,7 +169,14 @@ def run_flower(
     )
     done = threading.Event()
     server_app = make_server_app(
-        half, config.federation.clients, config.run.rounds, on_round, stop.event, done, on_stop=kill_client_actors
+        half,
+        config.federation.clients,
+        config.run.rounds,
+        on_round,
+        stop.event,
+        done,
+        on_stop=kill_client_actors,
+        watch=None if progress is None else progress.replies,
     )
     try:
         with stop.deferred():

@@ -1,8 +1,11 @@
-"""A per-round progress display on stderr (rich) and the closing summary for humans."""
+"""A per-round progress display on stderr (rich), with the start-up's steps before the first round
+(Ray up, the nodes up, round 1's nodes replied), and the closing summary for humans."""
 
 from __future__ import annotations
 
 import math
+import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,15 +15,27 @@ from ldpfed.cli.common import log_console
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 
+if TYPE_CHECKING:
+    from server.strategy import Replies
+
 SPENT = "every client's budget is spent"
+STEP_SECONDS = 1.0  # off a terminal, a start-up step's line at most this often (the last one always)
 
 
 class QuietProgress:
     """A progress sink that shows nothing: `simulations.federation.run` calls `start(stream)`, then
-    `update(row)` with each round's metrics row, then `stop()`. Subclasses override the step they
-    use (keep the rows, time the rounds, stop the run after a round)."""
+    under Flower `ray_up(nodes)` once Ray is up and `replies(replies)` as the nodes' replies come
+    in (`server.strategy.Replies`), then `update(row)` with each round's metrics row, then `stop()`.
+    Subclasses override the step they use (keep the rows, time the rounds, stop the run after a
+    round)."""
 
     def start(self, stream) -> None:
+        pass
+
+    def ray_up(self, nodes: int) -> None:
+        pass
+
+    def replies(self, replies: Replies) -> None:
         pass
 
     def update(self, row: dict) -> None:
@@ -40,11 +55,16 @@ class RowCollector(QuietProgress):
         self.rows.append(row)
 
 
-class RoundProgress:
+class RoundProgress(QuietProgress):
+    """Each round's line; before the first, the start-up's steps with the seconds since `start`:
+    on a terminal in the live bar, elsewhere (a log, a pipe) as lines of their own."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.progress: Progress | None = None
         self.console: Console | None = None
+        self.started = time.monotonic()
+        self.step_shown: tuple[float, float, int] = (0.0, 0.0, 0)  # (batch pushed_at, shown at, replies)
 
     def start(self, stream) -> None:
         self.console = log_console(stream)  # a log gets each round's line whole, not wrapped at 80 columns
@@ -56,13 +76,50 @@ class RoundProgress:
             TextColumn("{task.fields[last]}"),
             console=self.console,
         )
-        description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
+        self.description = f"{self.config.run.engine} {self.config.run.task}: {self.config.federation.clients} clients"
+        self.started = time.monotonic()
         starting = "starting Ray..." if self.config.run.engine == "flower" else ""
         if self.console.is_terminal:  # a live bar on a terminal; a log gets the round lines alone
             self.progress.start()
         elif starting:  # Ray's start takes 15-30 s: say so before the first round's line
-            self.console.print(f"{description}: {starting}", highlight=False)
-        self.task_id = self.progress.add_task(description, total=self.config.run.rounds, last=starting)
+            self.console.print(f"{self.description}: {starting}", highlight=False)
+        self.task_id = self.progress.add_task(self.description, total=self.config.run.rounds, last=starting)
+
+    def ray_up(self, nodes: int) -> None:
+        self.step(f"Ray up; starting {plural(nodes, 'node')}...")
+
+    def replies(self, replies: Replies) -> None:
+        """The nodes up (their answer to the partition query: each one's Ray actor has started and
+        loaded the ClientApp), then round 1 sent and its nodes that replied (each built its clients
+        and ran them), until the round's own line. A line per change, at most one per STEP_SECONDS off a
+        terminal but for the last node up."""
+        nodes = plural(replies.sent, "node")
+        if replies.kind == "query" and replies.arrived:
+            text = f"{replies.arrived} of {nodes} up"
+        elif replies.server_round == 1 and replies.waiting:
+            done = f": {replies.arrived} of {nodes} replied" if replies.arrived else f" started on {nodes}"
+            text = f"round 1{done}"
+        else:
+            return
+        batch, shown_at, shown = self.step_shown
+        if replies.pushed_at == batch and replies.arrived == shown:
+            return
+        now, last = time.monotonic(), replies.kind == "query" and not replies.waiting
+        if replies.pushed_at == batch and now - shown_at < STEP_SECONDS and not last and not self.console.is_terminal:
+            return
+        self.step_shown = (replies.pushed_at, now, replies.arrived)
+        self.step(text)
+
+    def step(self, text: str) -> None:
+        """A start-up step: the live bar's last column on a terminal (beside its clock), else a line
+        of its own with the seconds since `start`."""
+        if self.progress is None:
+            return
+        if self.console.is_terminal:
+            self.progress.update(self.task_id, last=text)
+        else:
+            seconds = time.monotonic() - self.started
+            self.console.print(f"{self.description}: {text} ({seconds:.1f} s)", highlight=False)
 
     def update(self, row: dict) -> None:
         if self.progress is None:
@@ -184,6 +241,10 @@ class RoundProgress:
                     soft_wrap=True,
                     markup=False,
                 )
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def guarantee_line(guarantee: dict) -> str:

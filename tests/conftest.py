@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from simulations.busy import busy
+
 # The environment as the test session started, before any in-process run changed it (an in-process
 # `simulate` sets Flower's and Ray's quiet variables for the rest of the process): tests that start
 # a command in a subprocess give it this one, as a user's shell would.
@@ -157,6 +159,14 @@ def pytest_sessionfinish(session, exitstatus):
             ray.shutdown()
 
 
+@pytest.fixture
+def busy_machine():
+    """Two CPU-bound processes beside the test (simulations.busy), stopped by PID after it: the
+    2-core machine as loaded as a shared one is, where start-up deadlines are missed."""
+    with busy() as pids:
+        yield pids
+
+
 def processes_with_env(key: str, value: str) -> list[int]:
     """PIDs of processes whose environment has key=value, and of their descendants: what a test
     started, including the processes Flower and Ray start in sessions of their own (found by an
@@ -191,17 +201,7 @@ def run_collecting_rows(config, noise_seed: int | None = None):
     import pandas as pd
 
     from simulations.federation import run
+    from simulations.progress import RowCollector
 
-    rows = []
-
-    class Collect:
-        def start(self, stream):
-            pass
-
-        def update(self, row):
-            rows.append(row)
-
-        def stop(self):
-            pass
-
-    return run(config, Collect(), noise_seed=noise_seed), pd.DataFrame(rows)
+    rows = RowCollector()
+    return run(config, rows, noise_seed=noise_seed), pd.DataFrame(rows.rows)

@@ -1,5 +1,6 @@
 """A node lost mid-round and restarted, on a stand-in for the SuperLink (fast; the real processes:
-tests/test_deployment.py, slow).
+tests/test_deployment.py, slow); a node whose ClientApp processes cannot start, and the start
+deadline a SuperNode gives them (simulations.flower_patience), on Flower's own state.
 
 `FlakyLink` is a Grid as a ServerApp sees it under `flwr run`: it answers the real node halves'
 messages, and for a node that is offline it answers what Flower's SuperLink answers (its own
@@ -13,14 +14,21 @@ twice or for a round it did not reply in, and take node 1's clients again in rou
 from __future__ import annotations
 
 import json
+import logging
 import uuid
+from datetime import timedelta
 
+import flwr.supercore.corestate.in_memory_corestate as in_memory_state
+import flwr.supercore.corestate.sql_corestate as sql_state
 import pandas as pd
 import pytest
 from flwr.app import Message
 from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
+from flwr.supercore.constant import TaskType
+from flwr.supercore.object_store import ObjectStoreFactory
 from flwr.supercore.task_identity import TaskIdentity
+from flwr.supernode.nodestate.in_memory_nodestate import InMemoryNodeState
 
 from clients.client_app import partition_record
 from clients.records import node_reply_record, read_node_round
@@ -29,7 +37,9 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
 from ldpfed.protocols.session import Session, node_half, server_half
 from server import strategy
-from server.strategy import LDPStrategy, flower_fedavg
+from server.server_app import LateNodes
+from server.strategy import LDPStrategy, Replies, flower_fedavg
+from simulations.flower_patience import allow_task_start
 
 CLIENTS, NODES, ROUNDS = 4, 2, 3
 
@@ -161,3 +171,60 @@ def test_a_node_that_stays_down_fails_its_clients_after_the_wait(monkeypatch):
     rows = []
     LDPStrategy(half, CLIENTS, lambda r, m: rows.append(m), node_wait=0.05).run(link, ROUNDS)
     assert [row["clients_replied"] for row in rows] == [4, 2, 2]
+
+
+def test_a_round_still_waiting_for_nodes_says_so_in_the_run_log_every_interval(caplog):
+    """The deployed ServerApp's warning (Flower's logger, which `flwr run --stream` shows): at each
+    multiple of the interval that a batch's replies are still missing, naming the silent nodes;
+    a new batch counts from its own start, and a batch all replied says nothing."""
+    late = LateNodes(every=60.0)
+    with caplog.at_level(logging.WARNING, logger="flwr"):
+        for seconds in (1.0, 59.0, 61.0, 62.0, 119.0, 121.0):
+            late(Replies("train", 1, 2, (7,), seconds, pushed_at=5.0))
+        late(Replies("query", 0, 2, (7, 8), 61.0, pushed_at=9.0))
+        late(Replies("train", 2, 2, (), 200.0, pushed_at=12.0))
+    warnings = [record.getMessage() for record in caplog.records if record.name == "flwr"]
+    assert [warning.split(" (")[0] for warning in warnings] == [
+        "ldpfed: round 1: 1 of 2 nodes have not replied in 61 s",
+        "ldpfed: round 1: 1 of 2 nodes have not replied in 121 s",
+        "ldpfed: the query before round 1: 2 of 2 nodes have not replied in 61 s",
+    ]
+    assert all("Runtime task-token authentication failed" in warning for warning in warnings)
+    assert "node ids 7, 8)" in warnings[2]
+
+
+@pytest.fixture
+def state_clock(monkeypatch):
+    """Flower's in-memory task state (a SuperNode's) on a clock the test moves; the state modules'
+    deadlines restored after the test."""
+    for state in (in_memory_state, sql_state):
+        for name in ("HEARTBEAT_DEFAULT_INTERVAL", "HEARTBEAT_PATIENCE"):
+            monkeypatch.setattr(state, name, getattr(state, name))
+    clock = [in_memory_state.now()]
+    monkeypatch.setattr(in_memory_state, "now", lambda: clock[0])
+    return clock
+
+
+def task_alive_after(clock: list, seconds: float, running: bool = False) -> bool:
+    """Whether a ClientApp task claimed by a SuperExec (and activated by its process if `running`)
+    still has its token `seconds` later: the token its process calls back with."""
+    state = InMemoryNodeState(ObjectStoreFactory().store())
+    task = state.create_task(task_type=TaskType.CLIENT_APP, run_id=1)
+    token = state.claim_task(task)
+    if running:
+        assert state.activate_task(task)
+    clock[0] += timedelta(seconds=seconds)
+    return state.get_task_by_token(token) is not None
+
+
+def test_a_task_s_process_may_start_as_long_as_flower_patience_allows(state_clock):
+    """Flower gives a claimed task's process 30 s to call back: a process later than that (its
+    imports on a loaded machine) is refused, the "Runtime task-token authentication failed" of a
+    deployment that never finishes round 1. With `allow_task_start(300)` it has 300 s, and a task
+    once running keeps Flower's 60 s between heartbeats."""
+    assert task_alive_after(state_clock, 29) and not task_alive_after(state_clock, 31)
+    allow_task_start(300.0)
+    assert task_alive_after(state_clock, 299) and not task_alive_after(state_clock, 301)
+    assert task_alive_after(state_clock, 59, running=True) and not task_alive_after(state_clock, 61, running=True)
+    assert sql_state.HEARTBEAT_DEFAULT_INTERVAL == 300.0  # a SuperLink's database state alike
+    assert sql_state.HEARTBEAT_PATIENCE * sql_state.HEARTBEAT_DEFAULT_INTERVAL == pytest.approx(60.0)

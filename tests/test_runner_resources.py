@@ -56,11 +56,10 @@ def test_a_light_tuple_task_runs_on_one_node_and_a_heavy_one_on_every_cpu():
     assert layout_of({"task": "mean", "clients": 10, "nodes": 5, "cpus": 2}).nodes == 5
 
 
-def test_a_flower_node_imports_no_table_plotting_or_training_library():
-    """What a mean-task node process loads with the ClientApp (numba comes with the first kernel)."""
-    code = (
-        "import sys, clients.client_app; "
-        "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib', 'torch', 'numba') if m in sys.modules))"
-    )
+def test_a_flower_node_imports_no_table_plotting_training_or_composition_library():
+    """What a mean-task node process loads with the ClientApp (numba comes with the first kernel;
+    dp_accounting's package, PLD and RDP, with whatever composes or plans a budget)."""
+    libraries = ("pandas", "pyarrow", "matplotlib", "torch", "numba", "dp_accounting")
+    code = f"import sys, clients.client_app; print(sorted(m for m in {libraries} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert loaded.stdout.strip() == "[]"

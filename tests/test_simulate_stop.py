@@ -86,16 +86,20 @@ class Simulate:
     def printed(self, prefix: str) -> bool:
         return any(line.startswith(prefix) for line in self.seen)
 
-    def has_ray_process(self, title: bytes) -> bool:
-        """A Ray process of this run is titled `title...` (Ray names a worker after what it runs:
+    def ray_processes(self, title: bytes) -> list[int]:
+        """The Ray processes of this run titled `title...` (Ray names a worker after what it runs:
         `ray::IDLE` before it hosts an actor, `ray::ClientAppActor.run` during a client task)."""
+        found = []
         for pid in self.processes():
             try:
                 if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(title):
-                    return True
+                    found.append(pid)
             except OSError:
                 continue
-        return False
+        return found
+
+    def has_ray_process(self, title: bytes) -> bool:
+        return bool(self.ray_processes(title))
 
     def stop(self, signum: int, group: bool = False) -> tuple[int, float, str, str]:
         """Send `signum` to the run (`group`: to its process group, Ray's processes included, as
@@ -162,6 +166,22 @@ def assert_stopped(run: Simulate, signum: int, result, rounds_at_least: int) -> 
     return summary
 
 
+def priority(pid: int) -> int | None:
+    """The nice value of process `pid`; None once it has exited."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except ProcessLookupError:
+        return None
+
+
+def assert_start_up_shown(lines: list[str], prefix: str, nodes: int) -> None:
+    """Before round 1's line, in order: Ray starting, Ray up, every node up, round 1 sent."""
+    steps = ["starting Ray...", f"Ray up; starting {nodes} nodes...", f"{nodes} of {nodes} nodes up", "round 1 started"]
+    found = [next((i for i, line in enumerate(lines) if line.startswith(prefix + step)), None) for step in steps]
+    round_1 = next(i for i, line in enumerate(lines) if line.startswith("round 1:"))
+    assert None not in found and found == sorted(found) and found[-1] < round_1, "".join(lines)
+
+
 # ---- quick: the local engine ------------------------------------------------------------------
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_after_a_few_rounds_of_the_local_engine_writes_them_and_exits_128_plus_its_number(tmp_path, signum):
@@ -206,7 +226,7 @@ def test_sigterm_during_an_atomic_write_waits_for_its_end():
     ],
     ids=lambda value: signal.Signals(value).name if isinstance(value, int) else value,
 )
-def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, signum, moment):
+def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, signum, moment, busy_machine):
     """`ray-start`: once "starting Ray..." is printed (no round yet: a summary of none); `ray-workers`: once
     Ray's first idle worker is up (before the fix: a segfault, or a hang in the interpreter's exit
     joining a Flower thread blocked in Ray after `ray.shutdown`); `client-task`: a Ray worker runs a
@@ -220,7 +240,9 @@ def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, sign
     engine's cases try both signals after a few rounds. `round-2-group`: the SIGTERM goes to the
     run's process group, Ray's processes included (systemd's and Slurm's stops), which end at once
     while the run stops. Each case starts Ray anew (15-35 s), and the full product of signals and
-    moments cost a minute and a half more."""
+    moments cost a minute and a half more. Two CPU-bound processes run beside each case
+    (`busy_machine`): the moments and the stop hold on a loaded machine, and the start-up's steps
+    are shown before round 1 (`round-2-group`)."""
     args = ["--task", "train", "--clients", "4", "--rounds", "1000", "--cpus", "2", "--local-steps", "5"]
     run = Simulate(args, tmp_path / "run")
     try:
@@ -231,12 +253,16 @@ def test_a_signal_at_any_moment_of_a_flower_run_stops_it_in_order(tmp_path, sign
             workers = (b"ray::IDLE", b"ray::ClientAppActor")
             run.wait_for(lambda: any(map(run.has_ray_process, workers)) or run.printed("round 1:"), "a Ray worker")
             rounds = 0
+            # at the run's priority: Ray's default nice 15 left the actors a few % of a core beside busy work
+            niceness = {priority(pid) for title in workers for pid in run.ray_processes(title)} - {None}
+            assert niceness and niceness <= {priority(run.process.pid)}, niceness
         elif moment == "client-task":
             run.wait_for(lambda: run.has_ray_process(b"ray::ClientAppActor.run") or run.printed("round 1:"), "a task")
             rounds = 0
         else:
             run.wait_for(lambda: run.printed("round 2:"), "round 2")
             rounds = 2
+            assert_start_up_shown(run.seen, "flower train: 4 clients: ", nodes=2)
         if moment != "ray-start":
             assert run.processes() - {run.process.pid}, "the check of leftover processes must see Ray's processes"
         result = run.stop(signum, group=moment.endswith("-group"))
