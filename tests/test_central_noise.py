@@ -15,7 +15,7 @@ from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDp
 from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 from flwr.app import ArrayRecord, MetricRecord
-from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping, dp_adaptive_clipping
 
 from ldpfed.accounting import DiscreteGaussianVectorDpEvent
 from ldpfed.accounting.central import adaptive_effective_multiplier
@@ -136,7 +136,7 @@ class FixedDenominatorMean(TrainOnlyStrategy):
         return ArrayRecord(unflat(current + total / self.m, self.current.to_numpy_ndarrays())), MetricRecord({})
 
 
-def test_flowers_adaptive_wrapper_fails_the_same_check():
+def test_flowers_adaptive_wrapper_fails_the_same_check(monkeypatch):
     """The check above can fail: Flower 1.42's wrapper scales the noise with the updated clip C_{t+1}
     and counts clipped updates, so with every update clipped its clip shrinks and its noise is
     exp(-0.1) ~ 0.905 of the sensitivity's each round."""
@@ -150,12 +150,18 @@ def test_flowers_adaptive_wrapper_fails_the_same_check():
         clipped_count_stddev=plan.count_stddev,
     )
     assert flower.noise_multiplier == pytest.approx(plan.update_multiplier, rel=1e-9)  # the same split
-    state = np.random.get_state()
-    np.random.seed(5)  # Flower draws from numpy's global generator; fixed here, restored below
-    try:
-        rows = drive(flower, server, norm=1.0, rounds=12)
-    finally:
-        np.random.set_state(state)
+    # Flower draws from numpy's global generator: its two draws are replaced by a seeded Generator's
+    rng = np.random.default_rng(5)
+
+    def add_noise(arrays, stdv):
+        for array in arrays:
+            array += rng.normal(0.0, stdv, array.shape)
+
+    monkeypatch.setattr(dp_adaptive_clipping, "add_gaussian_noise_inplace", add_noise)
+    monkeypatch.setattr(
+        flower, "_noisy_fraction", lambda count, total: rng.normal(count, flower.clipped_count_stddev) / total
+    )
+    rows = drive(flower, server, norm=1.0, rounds=12)
     clips = [clip for clip, _, _ in rows]
     assert all(b < a for a, b in zip(clips, clips[1:]))  # the wrong direction: every update is clipped
     with pytest.raises(AssertionError):
