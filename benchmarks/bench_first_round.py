@@ -36,9 +36,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulations.arguments import script_parser  # noqa: E402
+from scripts.arguments import script_parser  # noqa: E402
+from scripts.provenance import run_stamp  # noqa: E402
 from simulations.busy import busy  # noqa: E402
-from simulations.provenance import run_stamp  # noqa: E402
 
 STEPS = {  # the first stderr line of each step (simulations.progress.RoundProgress, off a terminal)
     "started": re.compile(r": starting Ray\.\.\.$"),

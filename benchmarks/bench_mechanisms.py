@@ -30,7 +30,7 @@ import numpy as np
 
 import ldpfed.mechanisms as mech
 from ldpfed.validation import LDPValueError, check_values
-from simulations.arguments import script_parser
+from scripts.arguments import script_parser
 
 # Classic Gaussian calibration needs eps < 1; the benchmark runs at eps >= 1.
 CASES = [(name, options) for name, options in mech.variants() if options.get("calibration") != "classic"]

@@ -47,7 +47,7 @@ from ldpfed.analysis.moments import usable_cores
 from ldpfed.analysis.montecarlo import simulate_deviations
 from ldpfed.data import generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
-from simulations.arguments import script_parser
+from scripts.arguments import script_parser
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5

@@ -21,7 +21,7 @@ import numpy as np
 from ldpfed.directional.privatizer import DirectionalPrivatizer
 from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
-from simulations.arguments import script_parser
+from scripts.arguments import script_parser
 
 CASES = {  # name: privatizer for updates of d coordinates
     "laplace, m = Wang's (1)": lambda dims: UpdatePrivatizer("laplace", 2.0, 0.05),

@@ -22,7 +22,7 @@ import ldpfed.aggregation as aggregation
 from ldpfed.data import generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.protocols.mean import collect_sums, default_chunk_users, estimate_once
-from simulations.arguments import script_parser
+from scripts.arguments import script_parser
 
 
 def sampling_only(data, mechanism, chunk_users, rng) -> None:

@@ -43,7 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.config import Config  # noqa: E402
-from simulations.provenance import run_stamp  # noqa: E402
+from scripts.provenance import run_stamp  # noqa: E402
 
 DEFAULT_GRID = [  # (model, N, E, paths)
     ("logreg", 1000, 20, ("cohort", "per-client", "loop")),

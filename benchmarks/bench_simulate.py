@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ldpfed.config import Config  # noqa: E402
-from simulations.arguments import script_parser  # noqa: E402
+from scripts.arguments import script_parser  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:

@@ -23,7 +23,7 @@ import torch
 
 from ldpfed.training.cohort import CohortTrainer, batch_plan
 from ldpfed.training.models import build_model
-from simulations.arguments import script_parser
+from scripts.arguments import script_parser
 
 SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28)}
 

@@ -2,6 +2,7 @@
 
 The protocols live in `ldpfed.protocols` (Flower-free); `clients/` and `server/` are thin Flower
 adapters around them; this package is the harness that plays the world (`federation`: seeds,
-engines, diagnostics) and the experiments built on it. Nothing imports it but the CLI, through
-entry points (`simulate`, `compare --task train`).
+engines, diagnostics) and the commands built on it. The core library reaches it only through entry
+points (`simulate`, `dpsgd`, `compare --task train|trust`); the results-page generators that drive it
+live in `scripts/`.
 """

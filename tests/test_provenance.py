@@ -3,7 +3,7 @@
 import re
 import subprocess
 
-from simulations import provenance
+from scripts import provenance
 
 
 def test_stamp_names_head_commit_and_date():

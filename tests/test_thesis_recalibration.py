@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from simulations import thesis_recalibration as script
-from simulations.verdicts import paired_verdicts
+from scripts import thesis_recalibration as script
+from scripts.verdicts import paired_verdicts
 
 
 def _runs(hdr4me, others):

@@ -1,7 +1,7 @@
 """The empirical counterpart of the predictor: run the actual mechanism with actual m-of-d
 sampling many times and record each dimension's deviation theta_hat_j - theta_bar_j.
 
-Used to check predictions (tests, simulations/predict_vs_montecarlo.py) and as the baseline the
+Used to check predictions (tests, scripts/predict_vs_montecarlo.py) and as the baseline the
 benchmark times prediction against. Each repetition draws from its own stream,
 SeedSequence(seed).spawn(repetitions), so any repetition can be reproduced on its own.
 """

@@ -2,7 +2,7 @@
 n = 100,000 users, d = 100), the plan's best mechanism and m as a function of the total budget and
 the number of rounds T (pld accountant, delta 1e-5), predicted and measured by Monte Carlo.
 
-    python simulations/plan_results.py --rounds-simulated 200 --out docs/results/plan
+    python scripts/plan_results.py --rounds-simulated 200 --out docs/results/plan
 
 Measured: ROUNDS_SIMULATED rounds of the recommended row (the actual randomizer, m-of-d sampling,
 per-round eps from the plan), grouped into studies of T rounds whose estimates are averaged.
@@ -22,8 +22,8 @@ from ldpfed.data import load_tuples
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.planning import TotalBudget
 from ldpfed.planning.plan import make_plan
-from simulations.arguments import script_parser
-from simulations.provenance import run_stamp
+from scripts.arguments import script_parser
+from scripts.provenance import run_stamp
 
 BUDGETS = (1.0, 4.0, 16.0)
 ROUNDS = (1, 10, 100)

@@ -9,7 +9,7 @@ Berry–Esseen bound, the Kolmogorov distance of the pooled standardized deviati
 (dev - delta_j)/sigma_j from N(0, 1) (the pooled distance is at most the largest per-dimension one,
 so it is covered by max_j bound when m = d).
 
-    python simulations/predict_vs_montecarlo.py [--users 5000] [--dims 10] [--small-m 2]
+    python scripts/predict_vs_montecarlo.py [--users 5000] [--dims 10] [--small-m 2]
         [--epsilon 4] [--repetitions 1500] [--seed 2024] [--out results/predict_vs_montecarlo]
 
 Writes table.csv, table.md and summary.json to --out; progress on stderr.
@@ -33,8 +33,8 @@ from ldpfed.data import available_synthetic, generate
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, check_report_dims
-from simulations.arguments import script_parser
-from simulations.provenance import run_stamp
+from scripts.arguments import script_parser
+from scripts.provenance import run_stamp
 
 ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debiased"})}
 DELTA = 1e-5  # a user's total delta for approximate mechanisms

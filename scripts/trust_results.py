@@ -1,7 +1,7 @@
 """The trust-models results page's runs (docs/results/trust_models.md): `ldpfed compare --trust` on
 the grid of total budgets, for the mean task and for federated logistic regression and an MLP on
 digits and mnist-5k. Each comparison writes trust.csv/json/png under results/trust/NAME/; the
-page's tables are read from them (`python simulations/trust_results.py --tables`).
+page's tables are read from them (`python scripts/trust_results.py --tables`).
 
 Sizes are chosen for a shared 2-core machine (every central run starts its own Ray: about a
 minute there): the mean task at 10,000 users x 10 dimensions (the default job's size, smaller than

@@ -1,7 +1,7 @@
 """Audit table: every scalar randomizer (each variant and sampler), every frequency oracle and the
 vector Gaussian, audited at their claimed parameters (ldpfed.audit; spec: audit.md).
 
-    python simulations/audit_table.py [--epsilons 1,4] [--delta 1e-5] [--samples 1000000]
+    python scripts/audit_table.py [--epsilons 1,4] [--delta 1e-5] [--samples 1000000]
         [--seed 2024] [--confidence 0.99] [--out docs/results/audit] [--doc docs/results/audit.md]
 
 Writes audit.csv and audit.json (one row per audit, every evaluated event in the JSON) to --out,
@@ -23,8 +23,8 @@ from ldpfed.audit.subjects import has_sampler_option
 from ldpfed.cli.common import parse_list
 from ldpfed.outputs import write_json, write_table, write_text
 from ldpfed.validation import LDPValueError, check_epsilon
-from simulations.arguments import script_parser
-from simulations.provenance import run_stamp
+from scripts.arguments import script_parser
+from scripts.provenance import run_stamp
 
 SAMPLERS = ("safe", "continuous")
 console = Console(stderr=True)
@@ -184,7 +184,7 @@ def main() -> None:
     seconds = time.perf_counter() - started
     frame = pd.DataFrame(rows)
     command = (
-        "python simulations/audit_table.py " + f"--epsilons {args.epsilons} --delta {args.delta:g} "
+        "python scripts/audit_table.py " + f"--epsilons {args.epsilons} --delta {args.delta:g} "
         f"--samples {args.samples} --seed {args.seed} --confidence {args.confidence:g}"
     )
     write_table(args.out / "audit.csv", frame)

@@ -1,4 +1,4 @@
-"""The command line of the project's scripts (simulations/ that write docs/results, benchmarks/):
+"""The command line of the project's scripts (scripts/ that write docs/results, benchmarks/):
 their plain flags from keyword defaults, so that each script states only its flags and defaults."""
 
 from __future__ import annotations

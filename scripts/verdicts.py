@@ -1,5 +1,5 @@
 """HDR4ME* against each comparator, paired by repetition: the verdicts of the results pages
-(simulations/thesis_recalibration.py, simulations/frequency_results.py)."""
+(scripts/thesis_recalibration.py, scripts/frequency_results.py)."""
 
 from __future__ import annotations
 
