@@ -18,7 +18,6 @@ from ldpfed.accounting.accountants import (
     Spent,
     advanced_composition,
     create_accountant,
-    register_accountant,
 )
 from ldpfed.accounting.budget import Budget
 from ldpfed.accounting.events import (
@@ -70,7 +69,6 @@ __all__ = [
     "gaussian_round",
     "not_private",
     "pure_round",
-    "register_accountant",
     "legacy_event",
     "register_round_event",
     "round_epsilon",

@@ -2,7 +2,8 @@
 Accounting across rounds).
 
 Shaped like Opacus's accountants (`compose`, `get_epsilon`, `__len__`, `history`, `state_dict`)
-and created by name (`create_accountant("pld")`); every accountant reads the same events
+and created by name (`get("pld")`, or Opacus's `create_accountant("pld")`) from the shared
+registry (ldpfed.registry); every accountant reads the same events
 (ldpfed.accounting.events):
 
 - basic: eps and delta add up over the rounds (always valid).
@@ -35,8 +36,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -54,9 +57,10 @@ from ldpfed.accounting.events import (
 )
 from ldpfed.accounting.library import dp_event
 from ldpfed.accounting.optimal_composition import composed_epsilon
+from ldpfed.registry import Registry
 from ldpfed.samplers.float_slack import NONE as NO_SLACK
 from ldpfed.samplers.float_slack import FloatSlack, composed_slack
-from ldpfed.validation import LDPValueError, canonical_name, check_fraction, check_memory, check_positive_int
+from ldpfed.validation import LDPValueError, check_fraction, check_memory, check_positive_int
 
 DEFAULT_DELTA_TARGET = 1e-5
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
@@ -450,18 +454,18 @@ def _self_composed(one, count: int):
     return one.self_compose(count, tail_mass_truncation=PLD_TAIL_TRUNCATION)
 
 
-ACCOUNTANTS: dict[str, type[Accountant]] = {
-    cls.name: cls for cls in (BasicAccountant, AdvancedAccountant, RdpAccountant, PldAccountant)
-}
+_REGISTRY: Registry[type[Accountant]] = Registry(
+    "accountant", (BasicAccountant, AdvancedAccountant, RdpAccountant, PldAccountant)
+)
+available = _REGISTRY.available
+get_class = _REGISTRY.get_class
+# name -> class, read-only, for callers that list every accountant with its description
+ACCOUNTANTS: Mapping[str, type[Accountant]] = MappingProxyType({name: get_class(name) for name in available()})
 
 
-def register_accountant(cls: type[Accountant]) -> None:
-    ACCOUNTANTS[cls.name] = cls
+def get(name: str) -> Accountant:
+    """A fresh accountant by name (basic, advanced, rdp, pld); an unknown name fails listing them."""
+    return get_class(name)()
 
 
-def create_accountant(name: str) -> Accountant:
-    """A fresh accountant by name (basic, advanced, rdp, pld)."""
-    key = canonical_name(name)
-    if key not in ACCOUNTANTS:
-        raise LDPValueError(f"unknown accountant {name!r}; available: {', '.join(ACCOUNTANTS)}")
-    return ACCOUNTANTS[key]()
+create_accountant = get  # Opacus's name for the same call

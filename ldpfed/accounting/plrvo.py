@@ -49,7 +49,7 @@ from scipy.special import gammainc, gammaincinv, gammaln, logsumexp
 from ldpfed.samplers.plrvo_safe import SafeLaw, safe_g_minus_one
 from ldpfed.validation import LDPValueError
 
-ACCOUNTANTS = ("joint", "paper")
+STEP_FORMULAS = ("joint", "paper")  # the per-step RDP formulas above (not accountant classes)
 ORDERS = tuple(range(1, 65)) + (80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 1024)
 # Parameter-search constraints (gradient-noise.md, PLRV-O): P(1/u > 10) <= 1e-3 and (k-1) theta >= 0.1.
 MAX_INVERSE_SCALE = 10.0
@@ -213,8 +213,8 @@ class PlrvoStep:
 
     def alphas(self, accountant: str = "joint", orders=ORDERS) -> tuple[np.ndarray, np.ndarray]:
         """(lam, alpha_step(lam)) of one step for the usable orders."""
-        if accountant not in ACCOUNTANTS:
-            raise LDPValueError(f"plrvo accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+        if accountant not in STEP_FORMULAS:
+            raise LDPValueError(f"plrvo accountant must be one of {STEP_FORMULAS}, got {accountant!r}")
         lams = usable_orders(self.clip, self.theta, orders)
         if lams.size == 0:
             raise LDPValueError(
