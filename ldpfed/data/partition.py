@@ -1,8 +1,12 @@
 """Splitting a labelled data set over federated clients (spec: federated.md, Clients, partitions).
 
-`partition(labels, num_clients, scheme, rng)` returns one index array per client: disjoint,
-covering every sample, every client non-empty, and the same for the same rng seed.
+`partition(labels, num_clients, scheme, rng)` returns one index array per client: disjoint, every
+client non-empty, and the same for the same rng seed. `scheme` is a name of `PARTITIONERS`, with
+optional arguments after a colon: "NAME[:VALUE][,KEY=VALUE...]" (a bare VALUE sets the scheme's
+main argument: "pathological:3", "size:square", "natural-id:writer"), or "flwr:NAME[:ARGS]" for a
+partitioner of flwr-datasets (`ldpfed.data.flwr_partition`, the optional extra `flwr-datasets`).
 
+ldpfed's own schemes, which cover every sample:
 - "iid": a uniform random permutation cut into near-equal parts.
 - "k-classes": label skew by shards (McMahan et al. 2017; the thesis uses k = 2). Unlike
   McMahan's shards of the label-sorted data, which can straddle a class boundary and give a
@@ -13,15 +17,102 @@ covering every sample, every client non-empty, and the same for the same rng see
   small alpha concentrates each class on few clients. Clients left empty are repaired by moving
   one sample from the largest client (a deterministic, documented repair; resampling until
   nothing is empty can loop for a long time when alpha is small and clients are many).
+
+flwr-datasets 0.6.1's definitions, drawing the same random numbers from a Generator seeded as its
+`seed` (so the same seed gives the same clients; tests/test_partition_flwr.py compares them):
+- "inner-dirichlet" (InnerDirichletPartitioner; Acar et al. 2021): balanced sizes (near-equal, or
+  `sizes`); a client's class prior ~ Dirichlet(alpha), then sample by sample a client not yet full
+  is drawn uniformly and a class from its prior, exhausted classes renormalized away.
+- "pathological" (PathologicalPartitioner): each client draws `classes` (default: classes_per_client)
+  distinct classes (mode random; deterministic: classes p..p+k-1; first-deterministic: class p mod
+  C first, then random); each class's samples are cut evenly among the clients holding it. Classes
+  no client drew are left out, as there.
+- "shard" (ShardPartitioner; McMahan et al. 2017): the label-sorted data is cut into shards of
+  `size` samples, which straddle class boundaries, and each client gets `shards` random ones
+  (default: classes_per_client shards of n / (clients * shards) samples); what no shard covers
+  is left out (keep-incomplete keeps a last short shard).
+- "size" (LinearPartitioner, SquarePartitioner, ExponentialPartitioner, IdToSizeFncPartitioner):
+  client i in 1..N gets a share f(i) / sum_j f(j) of the data in its order, f = i, i^2, e^i or
+  `size_fn`, in contiguous blocks (the last takes the rounding's remainder). Not random: the order
+  is the data's (ldpfed's digits and mnist-5k training sets are already in a seeded random order).
+- "natural-id" (NaturalIdPartitioner): a column names each sample's client (`columns[COLUMN]`);
+  client p holds the p-th smallest id's samples, so num_clients must equal the number of ids.
+Python loops here run over classes, clients' draws or (inner-dirichlet) samples only where the
+definition draws one random number after another: the same stream needs the same calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
 import numpy as np
 
+from ldpfed.data.flwr_partition import check_flwr_scheme, flwr_partition
+from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError, canonical_name, check_generator, check_positive, check_positive_int
 
-PARTITION_SCHEMES = ("iid", "k-classes", "dirichlet")
+FLWR_PREFIX = "flwr"
+SIZE_FUNCTIONS = {"linear": lambda ids: ids, "square": np.square, "exponential": np.exp}
+CLASS_MODES = ("random", "deterministic", "first-deterministic")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One partition scheme: `split(labels, num_clients, rng, **arguments)`, its main argument (what a
+    bare VALUE after the colon sets) and the arguments a spec may name, with their types."""
+
+    name: str
+    split: Callable
+    summary: str
+    main: str = ""
+    arguments: tuple[tuple[str, type], ...] = ()
+    takes: tuple[str, ...] = ()  # the keywords of `partition` it uses (classes_per_client as "classes", ...)
+
+
+def parse_scheme(spec) -> tuple[str, dict[str, str]]:
+    """("name", {argument: text}) of "NAME[:VALUE][,KEY=VALUE...]"; "flwr:NAME[:ARGS]" gives
+    ("flwr", {"name": NAME, "args": ARGS})."""
+    text = str(spec).strip()
+    head, _, rest = text.partition(":")
+    name = canonical_name(head)
+    if name == FLWR_PREFIX:
+        flwr_name, _, flwr_args = rest.partition(":")
+        if not flwr_name.strip():
+            raise LDPValueError(f"partition {text!r}: give a flwr-datasets partitioner, flwr:NAME[:KEY=VALUE,...]")
+        return name, {"name": flwr_name.strip(), "args": flwr_args.strip()}
+    arguments: dict[str, str] = {}
+    for item in filter(None, (piece.strip() for piece in rest.split(","))):
+        key, equals, value = item.partition("=")
+        arguments[canonical_name(key) if equals else ""] = (value if equals else key).strip()
+    return name, arguments
+
+
+def _typed(scheme: Scheme, given: dict[str, str], spec) -> dict[str, object]:
+    """The spec's arguments by name, converted to their types (a bare value is the main argument)."""
+    types = dict(scheme.arguments)
+    typed = {}
+    for key, text in given.items():
+        key = key or scheme.main
+        if key not in types:
+            known = ", ".join(types) or "none"
+            raise LDPValueError(f"partition {spec!r}: {scheme.name} takes no argument {key or text!r} (known: {known})")
+        kind = types[key]
+        try:
+            typed[key] = text.lower() in ("1", "true", "yes") if kind is bool else kind(text)
+        except ValueError:
+            raise LDPValueError(f"partition {spec!r}: {key} must be {kind.__name__}, got {text!r}") from None
+    return typed
+
+
+def check_scheme(spec) -> str:
+    """`spec` checked before any data is read (the name, its arguments' names and types); returns it."""
+    name, given = parse_scheme(spec)
+    if name == FLWR_PREFIX:
+        check_flwr_scheme(given["name"], given["args"])
+        return str(spec).strip()
+    _typed(PARTITIONERS.get_class(name), given, spec)
+    return str(spec).strip()
 
 
 def partition(
@@ -32,8 +123,14 @@ def partition(
     *,
     classes_per_client: int = 2,
     alpha: float = 0.5,
+    columns: Mapping[str, np.ndarray] | None = None,
+    size_fn: Callable | None = None,
 ) -> list[np.ndarray]:
-    """Index arrays (int64, sorted) of each client's samples under `scheme`."""
+    """Index arrays (int64, sorted) of each client's samples under `scheme` (module docstring).
+
+    `classes_per_client` is k of k-classes and pathological, and shard's shards per client;
+    `alpha` is dirichlet's and inner-dirichlet's concentration; `columns` are the data's other
+    columns by name (natural-id's client column); `size_fn` is size's f(i), i = 1..N."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
         raise LDPValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}")
@@ -44,16 +141,18 @@ def partition(
             f"empty, got {num_clients}"
         )
     check_generator(rng)
-    key = canonical_name(scheme)
-    if key == "iid":
-        parts = _iid(labels.size, num_clients, rng)
-    elif key == "k-classes":
-        k = check_positive_int(classes_per_client, "classes_per_client")
-        parts = _k_classes(labels, num_clients, k, rng)
-    elif key == "dirichlet":
-        parts = _dirichlet(labels, num_clients, _check_alpha(alpha), rng)
+    name, given = parse_scheme(scheme)
+    if name == FLWR_PREFIX:
+        parts = flwr_partition(labels, num_clients, given["name"], given["args"], rng, columns=columns)
     else:
-        raise LDPValueError(f"unknown partition scheme {scheme!r}; available: {', '.join(PARTITION_SCHEMES)}")
+        entry = PARTITIONERS.get_class(name)
+        defaults = {"classes": classes_per_client, "shards": classes_per_client, "alpha": alpha}
+        options = {key: value for key, value in {**defaults, "columns": columns, "size_fn": size_fn}.items()}
+        options = {key: options[key] for key in entry.takes}
+        spec_options = {key.replace("-", "_"): value for key, value in _typed(entry, given, scheme).items()}
+        if "size" in spec_options and "shards" not in spec_options:
+            options.pop("shards", None)  # shard:size=S alone: the number of shards follows from S
+        parts = entry.split(labels, num_clients, rng, **{**options, **spec_options})
     return [np.sort(part).astype(np.int64) for part in parts]
 
 
@@ -61,11 +160,20 @@ def _check_alpha(alpha: float) -> float:
     return check_positive(alpha, "alpha (Dirichlet concentration)")
 
 
-def _iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
-    return np.array_split(rng.permutation(n), num_clients)
+def _owner_parts(owner: np.ndarray, num_clients: int) -> list[np.ndarray]:
+    """Client k's indices from each sample's owner (-1: left out), in index order."""
+    kept = np.flatnonzero(owner >= 0)
+    order = kept[np.argsort(owner[kept], kind="stable")]
+    return np.split(order, np.cumsum(np.bincount(owner[kept], minlength=num_clients))[:-1])
 
 
-def _k_classes(labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+# --- ldpfed's own ------------------------------------------------------------------------------
+def _iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return np.array_split(rng.permutation(labels.size), num_clients)
+
+
+def _k_classes(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, classes: int) -> list[np.ndarray]:
+    k = check_positive_int(classes, "classes_per_client")
     classes, sizes = np.unique(labels, return_counts=True)
     if k > classes.size:  # a client's shards would repeat classes: it could not hold k of them
         raise LDPValueError(
@@ -99,7 +207,8 @@ def _k_classes(labels: np.ndarray, num_clients: int, k: int, rng: np.random.Gene
     return [np.concatenate([pieces[s] for s in order[i * k : (i + 1) * k]]) for i in range(num_clients)]
 
 
-def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+def _dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, alpha: float) -> list[np.ndarray]:
+    alpha = _check_alpha(alpha)
     owner = np.empty(labels.size, dtype=np.int64)
     for cls in np.unique(labels):  # loop over classes
         members = rng.permutation(np.flatnonzero(labels == cls))
@@ -115,3 +224,242 @@ def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float, rng: np.rando
         counts[empty] += 1
     order = np.argsort(owner, kind="stable")
     return np.split(order, np.cumsum(counts)[:-1])
+
+
+# --- flwr-datasets 0.6.1's definitions ---------------------------------------------------------
+def balanced_sizes(n: int, num_clients: int) -> np.ndarray:
+    """Near-equal sizes summing to n (the first n mod N clients one larger)."""
+    return np.full(num_clients, n // num_clients) + (np.arange(num_clients) < n % num_clients)
+
+
+def _inner_dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, alpha) -> list[np.ndarray]:
+    """InnerDirichletPartitioner at balanced sizes: the same draws in the same order."""
+    classes, codes = np.unique(labels, return_inverse=True)
+    alphas = np.asarray(alpha, dtype=float).reshape(-1)
+    alphas = np.repeat(alphas, classes.size) if alphas.size == 1 else alphas
+    if alphas.size != classes.size or not np.all(np.isfinite(alphas) & (alphas > 0)):
+        raise LDPValueError(f"inner-dirichlet: alpha (Dirichlet concentration) must be > 0, got {alpha!r}")
+    priors = rng.dirichlet(alpha=alphas, size=num_clients)
+    members = [np.flatnonzero(codes == c) for c in range(classes.size)]
+    left_in_class = [m.size for m in members]
+    left = balanced_sizes(labels.size, num_clients).tolist()
+    owner = np.full(labels.size, -1, dtype=np.int64)
+    not_full = list(range(num_clients))
+    remaining = labels.size
+    choices = list(range(classes.size))
+    while remaining:  # sample by sample: each draw depends on the exhausted classes so far
+        client = rng.choice(not_full)
+        if left[client] == 0:
+            not_full.pop(not_full.index(client))
+            continue
+        left[client] -= 1
+        remaining -= 1
+        while True:
+            cls = rng.choice(choices, p=priors[client])
+            if left_in_class[cls] == 0:
+                priors[:, cls] = 0
+                priors = priors / priors.sum(axis=1, keepdims=True)
+                continue
+            left_in_class[cls] -= 1
+            owner[members[cls][left_in_class[cls]]] = client
+            break
+    return _owner_parts(owner, num_clients)
+
+
+def _class_sets(classes: np.ndarray, num_clients: int, k: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """(num_clients, C) bool: which classes each client holds (PathologicalPartitioner's modes)."""
+    count = classes.size
+    held = np.zeros((num_clients, count), dtype=bool)
+    if mode == "deterministic":
+        held[np.arange(num_clients)[:, None], (np.arange(num_clients)[:, None] + np.arange(k)) % count] = True
+    elif mode == "random":
+        for client in range(num_clients):  # one draw per client, as flwr-datasets draws them
+            held[client, np.searchsorted(classes, rng.choice(classes, size=k, replace=False))] = True
+    elif mode == "first-deterministic":
+        held[np.arange(num_clients), np.arange(num_clients) % count] = True
+        for client in range(num_clients):  # rejection draws per client, as flwr-datasets draws them
+            while held[client].sum() < k:
+                held[client, np.searchsorted(classes, rng.choice(classes, size=1)[0])] = True
+    else:
+        raise LDPValueError(f"pathological: mode must be one of {', '.join(CLASS_MODES)}, got {mode!r}")
+    return held
+
+
+def _pathological(
+    labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, classes: int, mode: str = "random"
+) -> list[np.ndarray]:
+    k = check_positive_int(classes, "pathological: classes per client")
+    values, sizes = np.unique(labels, return_counts=True)
+    if k > values.size:
+        raise LDPValueError(
+            f"pathological: classes per client ({k}) is more than the data's number of classes ({values.size})"
+        )
+    held = _class_sets(values, num_clients, k, canonical_name(mode), rng)
+    holders = held.sum(axis=0)
+    if np.any(holders > sizes):
+        worst = int(np.argmax(holders - sizes))
+        raise LDPValueError(
+            f"pathological: class {values[worst]} is held by {holders[worst]} clients but has {sizes[worst]} "
+            "samples; use fewer clients or classes per client"
+        )
+    owner = np.full(labels.size, -1, dtype=np.int64)
+    for c in np.flatnonzero(holders):  # loop over classes: cut evenly among the clients holding it
+        members = np.flatnonzero(labels == values[c])
+        pieces = [piece.size for piece in np.array_split(members, holders[c])]
+        owner[members] = np.repeat(np.flatnonzero(held[:, c]), pieces)
+    return _owner_parts(owner, num_clients)
+
+
+def _shard_layout(n: int, num_clients: int, shards: int | None, size: int | None, keep: bool):
+    """(shard size, usable shards, shards per client) as ShardPartitioner computes them."""
+    if shards is not None:
+        shards = check_positive_int(shards, "shard: shards per client")
+        used = num_clients * shards
+        if size is None:
+            if used > n:
+                raise LDPValueError(f"shard: {num_clients} clients x {shards} shards is more than the {n} samples")
+            size = n // used
+            usable = -(-n // size) if keep else n // size
+        else:
+            size = check_positive_int(size, "shard: size")
+            if size * used > n:
+                raise LDPValueError(
+                    f"shard: {num_clients} clients x {shards} shards of {size} samples need more than the {n} samples"
+                )
+            usable = n // size
+        per_client = np.full(num_clients, shards)
+    else:
+        size = check_positive_int(size, "shard: size")
+        used = usable = -(-n // size) if keep else n // size
+        per_client = np.full(num_clients, used // num_clients) + (np.arange(num_clients) < used % num_clients)
+    if usable < num_clients:
+        raise LDPValueError(f"shard: {usable} shards of {size} samples cannot give each of {num_clients} clients one")
+    return size, usable, per_client
+
+
+def _shard(
+    labels: np.ndarray,
+    num_clients: int,
+    rng: np.random.Generator,
+    *,
+    shards: int | None = None,
+    size: int | None = None,
+    keep_incomplete: bool = False,
+) -> list[np.ndarray]:
+    size, usable, per_client = _shard_layout(labels.size, num_clients, shards, size, keep_incomplete)
+    chosen = rng.permutation(usable)[: int(per_client.sum())]
+    shard_owner = np.full(usable, -1, dtype=np.int64)
+    shard_owner[chosen] = np.repeat(np.arange(num_clients), per_client)
+    sorted_order = np.argsort(labels, kind="stable")  # the label-sorted data, ties in data order
+    shard_of = np.arange(labels.size) // size
+    owner = np.full(labels.size, -1, dtype=np.int64)
+    inside = shard_of < usable
+    owner[sorted_order[inside]] = shard_owner[shard_of[inside]]
+    return _owner_parts(owner, num_clients)
+
+
+def size_shares(n: int, num_clients: int, size_fn: Callable) -> np.ndarray:
+    """Client sizes f(i) / sum_j f(j) * n truncated, the remainder to the last (IdToSizeFncPartitioner)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        units = np.asarray(size_fn(np.linspace(start=1, stop=num_clients, num=num_clients)), dtype=float)
+        sizes = np.array(units / units.sum() * n, dtype=np.int64) if np.all(np.isfinite(units)) else None
+    if sizes is None or np.any(sizes[:-1] < 1) or sizes[:-1].sum() >= n:
+        raise LDPValueError(f"size: {num_clients} clients of {n} samples leave some client empty; use fewer clients")
+    sizes[-1] += n - sizes.sum()
+    return sizes
+
+
+def _size(
+    labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, kind: str = "linear", size_fn=None
+) -> list[np.ndarray]:
+    if size_fn is None:
+        key = canonical_name(kind)
+        if key not in SIZE_FUNCTIONS:
+            raise LDPValueError(f"size: kind must be one of {', '.join(SIZE_FUNCTIONS)} (or a size_fn), got {kind!r}")
+        size_fn = SIZE_FUNCTIONS[key]
+    sizes = size_shares(labels.size, num_clients, size_fn)
+    return np.split(np.arange(labels.size), np.cumsum(sizes)[:-1])
+
+
+def _natural_id(
+    labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, column: str = "", columns=None
+) -> list[np.ndarray]:
+    available = dict(columns or {})
+    matches = [name for name in available if name == column or canonical_name(name) == canonical_name(column)]
+    if not column or not matches:
+        known = ", ".join(available) or "none"
+        raise LDPValueError(
+            f"natural-id: the data has no column {column!r} naming each sample's client (columns: {known})"
+        )
+    ids = np.asarray(available[matches[0]])
+    if ids.shape != labels.shape:
+        raise LDPValueError(f"natural-id: column {column!r} has {ids.size} values for {labels.size} samples")
+    values, owner = np.unique(ids, return_inverse=True)
+    if values.size != num_clients:
+        raise LDPValueError(f"natural-id: column {column!r} names {values.size} clients, not num_clients={num_clients}")
+    return _owner_parts(owner.astype(np.int64), num_clients)
+
+
+PARTITIONERS: Registry[Scheme] = Registry(
+    "partition scheme",
+    [
+        Scheme("iid", _iid, "uniform random, near-equal sizes"),
+        Scheme(
+            "k-classes",
+            _k_classes,
+            "k classes per client, shards cut inside classes",
+            "classes",
+            (("classes", int),),
+            ("classes",),
+        ),
+        Scheme(
+            "dirichlet",
+            _dirichlet,
+            "per-class Dirichlet(alpha) shares (Hsu et al.)",
+            "alpha",
+            (("alpha", float),),
+            ("alpha",),
+        ),
+        Scheme(
+            "inner-dirichlet",
+            _inner_dirichlet,
+            "balanced sizes, per-client Dirichlet class priors",
+            "alpha",
+            (("alpha", float),),
+            ("alpha",),
+        ),
+        Scheme(
+            "pathological",
+            _pathological,
+            "explicit classes per client",
+            "classes",
+            (("classes", int), ("mode", str)),
+            ("classes",),
+        ),
+        Scheme(
+            "shard",
+            _shard,
+            "label-sorted shards straddling class boundaries (McMahan et al.)",
+            "shards",
+            (("shards", int), ("size", int), ("keep-incomplete", bool)),
+            ("shards",),
+        ),
+        Scheme(
+            "size",
+            _size,
+            "size skew: linear, square or exponential in the client id",
+            "kind",
+            (("kind", str),),
+            ("size_fn",),
+        ),
+        Scheme(
+            "natural-id",
+            _natural_id,
+            "a column names each sample's client",
+            "column",
+            (("column", str),),
+            ("columns",),
+        ),
+    ],
+)
+PARTITION_SCHEMES = tuple(PARTITIONERS.available())
