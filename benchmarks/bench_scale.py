@@ -141,7 +141,8 @@ def node_peak(model: str, clients: int, steps: int, nodes: int, data: str) -> di
     """One node of `nodes` hosting its block of clients, one round, in THIS process: its resident
     memory before the round and the process' peak resident memory after it (MiB)."""
     from ldpfed.protocols.nodes import hosted
-    from ldpfed.protocols.session import World, node_half, server_half
+    from ldpfed.protocols.session import World
+    from ldpfed.tasks import node_half, server_half
 
     config = config_for(model, clients, steps, nodes, 1, nodes, data)
     world = World.from_config(config)

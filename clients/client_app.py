@@ -28,7 +28,7 @@ from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
-from ldpfed.protocols.session import node_half
+from ldpfed.tasks import node_half
 
 QUERY = "query"
 
@@ -126,7 +126,7 @@ app = ClientApp()
 def _run_config(context: Context) -> Config:
     # lazily: planning a total budget loads dp_accounting's PLD and RDP (with scipy.stats and
     # scipy.signal, 1.5 s of imports) and pandas, which a node of `ldpfed simulate` never needs
-    from ldpfed.planning.run import flower_run_config
+    from ldpfed.tasks import flower_run_config
 
     return flower_run_config(dict(context.run_config))
 

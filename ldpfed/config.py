@@ -38,20 +38,14 @@ import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-import ldpfed.aggregation as aggregation
 import ldpfed.gradient_noise as gradient_noise
-import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting import DEFAULT_DELTA_TARGET, Budget, create_accountant
 from ldpfed.accounting.trust import check_config as check_trust
-from ldpfed.data import available_synthetic
-from ldpfed.data.federated import FEDERATED_DATASETS
-from ldpfed.data.partition import PARTITION_SCHEMES
 from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
 from ldpfed.directional.windows import check_beta
-from ldpfed.frequency.categorical import oracle_kind
 from ldpfed.training.cohort import DEVICES
 from ldpfed.training.models import MODEL_NAMES
-from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int, out_of_domain_policy, parse_domain
+from ldpfed.validation import LDPValueError, check_positive_int, out_of_domain_policy, parse_domain
 
 TASKS = ("mean", "train", "frequency")
 ENGINES = ("flower", "local")
@@ -241,8 +235,8 @@ class Config:
 
     @property
     def directional(self) -> bool:
-        """The update is perturbed by LDPVec (ldpfed.directional), train only."""
-        return self.run.task == "train" and self.training.perturbation == "ldpvec"
+        """The update is perturbed by LDPVec (ldpfed.directional; the train task's alone)."""
+        return self.training.perturbation == "ldpvec"
 
     @property
     def noisy(self) -> bool:
@@ -268,7 +262,8 @@ class Config:
         return {f"{s}.{k}": v for s, table in self.to_nested().items() for k, v in table.items()}
 
     def validated(self) -> Config:
-        """Check every value's range and every name; returns self (raises LDPValueError)."""
+        """Check every value's range and every name that does not depend on the task; returns self
+        (raises LDPValueError). The full check, the task's own included: `ldpfed.tasks.validated`."""
         run, data, fed, privacy, agg, train = (
             self.run,
             self.data,
@@ -277,17 +272,17 @@ class Config:
             self.aggregation,
             self.training,
         )
-        _choice("task", run.task, TASKS)
+        choice("task", run.task, TASKS)
         check_positive_int(run.rounds, "rounds")
         check_positive_int(run.seed, "seed", minimum=0)
-        _choice("engine", run.engine, ENGINES)
+        choice("engine", run.engine, ENGINES)
         check_positive_int(fed.clients, "clients")
         check_positive_int(fed.cpus, "cpus", minimum=0)
         _positive("cpus-per-client", fed.cpus_per_client)
         check_positive_int(fed.nodes, "nodes", minimum=0)
         if fed.nodes > fed.clients:
             raise LDPValueError(f"nodes ({fed.nodes}) must be <= clients ({fed.clients}) (0 = the default)")
-        _choice("device", fed.device, DEVICES)
+        choice("device", fed.device, DEVICES)
         if not (math.isfinite(fed.gpus_per_node) and fed.gpus_per_node >= 0.0):
             raise LDPValueError(f"gpus-per-node must be a finite number >= 0, got {fed.gpus_per_node!r}")
         _check_node_reply(self)
@@ -297,26 +292,6 @@ class Config:
         if not 0.0 < fed.fraction <= 1.0:
             raise LDPValueError(f"fraction must be in (0, 1], got {fed.fraction!r}")
         _check_perturbation_options(self)
-        if self.directional:
-            _check_ldpvec(self)
-        elif self.gradient_noise:
-            # ldpfed.gradient_noise: L2-clipped updates plus a vector noise (gradient-noise.md).
-            if run.task != "train":
-                raise LDPValueError(f"{privacy.mechanism} is a gradient noise: --task train only")
-            if agg.aggregator != FEDAVG:
-                raise LDPValueError(
-                    f"{privacy.mechanism} needs --aggregator fedavg (the re-calibrating aggregators "
-                    "assume per-coordinate clipping to [-C, C])"
-                )
-            if privacy.report_dims:
-                raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
-            check_epsilon(privacy.epsilon)
-        elif run.task == "frequency":
-            oracle_kind(privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
-            check_epsilon(privacy.epsilon)
-        elif self.noisy or run.task == "mean":
-            mechanisms.get_class(privacy.mechanism)
-            check_epsilon(privacy.epsilon)
         if not 0.0 <= privacy.delta < 1.0:
             raise LDPValueError(f"delta must be in [0, 1) (0 = pure), got {privacy.delta!r}")
         check_positive_int(privacy.report_dims, "report-dims", minimum=0)
@@ -329,29 +304,13 @@ class Config:
             if not self.noisy:
                 raise LDPValueError("max-epsilon needs a private mechanism, not none")
             self.budget  # noqa: B018 (checks the numbers; the round's cost is checked in preflight)
-        if privacy.budget and run.task not in ("mean", "frequency", "train"):
-            raise LDPValueError(f"budget (a total to plan the rounds from) does not apply to --task {run.task}")
         if not 0.0 < agg.alpha < 1.0:
             raise LDPValueError(f"alpha must be in (0, 1), got {agg.alpha!r}")
-        if run.task == "mean":
-            aggregation.check_names([agg.aggregator], "mean")
-            _check_tuple_shape(data, fed, privacy)
-            if self.data_name in FEDERATED_DATASETS and self.data_name not in available_synthetic():
-                raise LDPValueError(f"data {self.data_name!r} is a training data set; --task mean takes tuples")
-        elif run.task == "frequency":
-            aggregation.check_names([agg.aggregator], "frequency")
-            _check_tuple_shape(data, fed, privacy)
-        else:
-            _choice("aggregator", agg.aggregator, (*aggregation.available("mean"), FEDAVG))
-            _choice("deviation", agg.deviation, TRAIN_DEVIATIONS)
-            _choice("data", self.data_name, FEDERATED_DATASETS)
-            _choice("partition", data.partition, PARTITION_SCHEMES)
-            _choice("model", train.model, MODELS)
-        # Options of either task are checked for both: a malformed value is an error even where
-        # the task does not use it.
+        # Options of every task are checked for all: a malformed value is an error even where the
+        # task does not use it (the task's own checks: ldpfed.tasks, `Task.validate`).
         parse_domain(data.domain)
         out_of_domain_policy(data.out_of_domain)
-        _choice("header", data.header, HEADERS)
+        choice("header", data.header, HEADERS)
         check_positive_int(data.classes_per_client, "classes-per-client")
         _positive("dirichlet-alpha", data.dirichlet_alpha)
         check_positive_int(train.local_steps, "local-steps")
@@ -359,7 +318,6 @@ class Config:
         check_positive_int(train.batch_size, "batch-size")
         _positive("clip", train.clip)
         _positive("coordinate-clip", train.coordinate_clip)
-        _check_clip_applies(self)
         check_trust(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         try:
@@ -386,68 +344,19 @@ def _check_ray_address(fed: FederationConfig) -> None:
 
 
 def _check_node_reply(config: Config) -> None:
-    """node-reply sum (spec: scale.md, Design): only where the server needs no client's own reply:
-    the tuple tasks (the server adds the clients' report sums whatever the aggregator) and training
-    with the plain weighted mean (mean, fedavg); the re-calibrating aggregators of training model
-    the noise from the clients' spread."""
-    reply = config.federation.node_reply
-    _choice("node-reply", reply, NODE_REPLIES)
-    if reply == "sum" and config.run.task == "train" and config.aggregation.aggregator not in ("mean", FEDAVG):
-        raise LDPValueError(
-            f"node-reply sum needs --aggregator mean or fedavg: {config.aggregation.aggregator!r} "
-            "re-calibrates from each client's update, which a summed reply does not carry "
-            "(use --node-reply clients)"
-        )
-
-
-def _check_clip_applies(config: Config) -> None:
-    """A clip bound set (not its default) where the other one applies is an error, not ignored: the
-    two bound different norms (`Config.update_clip`)."""
-    if config.run.task != "train":
-        return
-    defaults = TrainingConfig()
-    if config.l2_clipped and config.training.coordinate_clip != defaults.coordinate_clip:
-        raise LDPValueError(
-            f"coordinate-clip bounds each coordinate for the scalar mechanisms; {config.privacy.mechanism!r}"
-            f"{' (ldpvec)' if config.directional else ''} clips the update's L2 norm: use clip"
-        )
-    if not config.l2_clipped and config.training.clip != defaults.clip:
-        raise LDPValueError(
-            f"clip is the L2 norm bound of the gradient noises and ldpvec; {config.privacy.mechanism!r} clips "
-            "each coordinate to [-C, C]: use coordinate-clip"
-        )
-
-
-def _check_ldpvec(config: Config) -> None:
-    """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg."""
-    privacy = config.privacy
-    if not config.noisy or config.gradient_noise:
-        raise LDPValueError(
-            f"--perturbation ldpvec needs a scalar base mechanism ({', '.join(mechanisms.available())}), "
-            f"got {privacy.mechanism!r}"
-        )
-    mechanisms.get_class(privacy.mechanism)
-    check_epsilon(privacy.epsilon)
-    if config.aggregation.aggregator not in LDPVEC_AGGREGATORS:
-        raise LDPValueError(
-            f"--perturbation ldpvec needs --aggregator mean or fedavg (no per-coordinate noise model "
-            f"for {config.aggregation.aggregator!r}); got {config.aggregation.aggregator!r}"
-        )
-    if privacy.report_dims:
-        raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
+    """node-reply: clients | sum (where sum applies: `ldpfed.tasks`, the task's own checks)."""
+    choice("node-reply", config.federation.node_reply, NODE_REPLIES)
 
 
 def _check_perturbation_options(config: Config) -> None:
     """The perturbation's options, checked for every task (a malformed value is an error even where
     it does not apply)."""
     train = config.training
-    _choice("perturbation", train.perturbation, PERTURBATIONS)
-    if train.perturbation == "ldpvec" and config.run.task != "train":
-        raise LDPValueError("--perturbation ldpvec perturbs model updates: --task train only")
+    choice("perturbation", train.perturbation, PERTURBATIONS)
     check_beta(train.beta)
-    _choice("window", train.window, WINDOWS)
-    _choice("magnitude", train.magnitude, MAGNITUDES)
-    _choice("rotation", train.rotation, ROTATIONS)
+    choice("window", train.window, WINDOWS)
+    choice("magnitude", train.magnitude, MAGNITUDES)
+    choice("rotation", train.rotation, ROTATIONS)
 
 
 # ---- option names ----------------------------------------------------------------------------
@@ -503,7 +412,7 @@ def _coerce(section: str, name: str, value, source: str, key: str):
     return float(value) if expected == "float" else value
 
 
-def _check_tuple_shape(data: DataConfig, fed: FederationConfig, privacy: PrivacyConfig) -> None:
+def check_tuple_shape(data: DataConfig, fed: FederationConfig, privacy: PrivacyConfig) -> None:
     """Users and dims (attributes, for frequency) of the tuple tasks; 0 = from the data, checked again
     once the data is read (ldpfed.protocols.mean.bound, ldpfed.protocols.frequency.bound)."""
     check_positive_int(data.users, "users", minimum=0)
@@ -514,7 +423,8 @@ def _check_tuple_shape(data: DataConfig, fed: FederationConfig, privacy: Privacy
         raise LDPValueError(f"report-dims must be in [0, dims={data.dims}], got {privacy.report_dims}")
 
 
-def _choice(name: str, value: str, allowed) -> None:
+def choice(name: str, value: str, allowed) -> None:
+    """`value` is one of `allowed`, else LDPValueError naming them."""
     if value not in allowed:
         raise LDPValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
@@ -557,12 +467,13 @@ def load_file(path: str | Path, base: Config | None = None) -> Config:
     return from_nested(table, base, source=f"config file {path}")
 
 
-def resolve(config_file: str | Path | None = None, flags: dict | None = None) -> Config:
-    """Defaults < config file < flags that were given (None = not given), validated."""
+def resolve_file(config_file: str | Path | None = None, flags: dict | None = None) -> Config:
+    """Defaults < config file < flags that were given (None = not given), not yet validated
+    (`ldpfed.tasks.resolve` validates it)."""
     config = Config()
     if config_file:
         config = load_file(config_file, config)
-    return config.with_options(flags or {}).validated()
+    return config.with_options(flags or {})
 
 
 def to_toml(config: Config) -> str:

@@ -42,3 +42,7 @@ class Registry(Generic[T]):
 
     def __contains__(self, name) -> bool:
         return canonical_name(name) in self._entries
+
+    def entries(self) -> list[T]:
+        """The entries, in registration order."""
+        return list(self._entries.values())

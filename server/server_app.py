@@ -18,10 +18,11 @@ from collections.abc import Callable
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+import ldpfed.tasks as tasks
 from ldpfed.config import Config
-from ldpfed.planning.run import flower_run_config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import Session, preflight, server_half
+from ldpfed.protocols.session import Session
+from ldpfed.tasks import flower_run_config, preflight, server_half
 from ldpfed.validation import LDPValueError
 from server.strategy import LDPStrategy, Replies, RunStopped, StoppableGrid, flower_fedavg
 
@@ -125,7 +126,7 @@ def main(grid: Grid, context: Context) -> None:
     try:
         config, _ = preflight(config)
         half = server_half(config, data_seed, seeds.server_seed(config.run.seed), flower_fedavg)
-        session = Session(config, half, data_seed, engine="flower", noise=seeds.NODES)
+        session = Session(tasks.of(config), config, half, data_seed, engine="flower", noise=seeds.NODES)
     except LDPValueError as error:
         raise RunFailed(str(error)) from None
 

@@ -28,9 +28,9 @@ from ldpfed.cli.common import (
     print_json,
 )
 from ldpfed.cli.options import json_option
-from ldpfed.config import option_default, resolve
+from ldpfed.config import option_default
 from ldpfed.outputs import named_path
-from ldpfed.planning.run import plan_report, planned_config
+from ldpfed.planning.run import plan_report
 from ldpfed.protocols import seeds
 from ldpfed.validation import LDPValueError
 
@@ -42,34 +42,6 @@ Laplace at eps 2, measured vs predicted MSE over 5 rounds)."""
 
 CLI_ONLY = ("config_file", "noise_seed", "json_output", "verbose")
 NOT_SAVED = "no --out: the results are shown, not saved (give --out DIR to write them; docs/outputs.md)"
-# Flags that apply to some tasks only: given with another task they are an error, not ignored.
-TASK_OPTIONS = {
-    "train": (
-        "model",
-        "local_steps",
-        "lr",
-        "batch_size",
-        "clip",
-        "coordinate_clip",
-        "perturbation",
-        "beta",
-        "window",
-        "magnitude",
-        "rotation",
-        "chunk_clients",
-        "partition",
-        "classes_per_client",
-        "dirichlet_alpha",
-        "fraction",
-        "device",
-        "deviation",
-        "data_dir",
-    ),
-    "mean": ("domain", "out_of_domain"),
-    "frequency": ("categories",),
-}
-
-
 # simulate's options, one per option of ldpfed.config, in the order --help lists them: the help
 # text here, the type and the default (appended to the help) from the config.
 OPTION_HELP = {
@@ -256,14 +228,10 @@ def _ratio(value) -> str:
 
 
 def _check_task_flags(task: str, flags: dict) -> None:
-    """A flag given for another task is an error naming it (compare does the same)."""
-    foreign = sorted(
-        "--" + name.replace("_", "-")
-        for other, names in TASK_OPTIONS.items()
-        if other != task
-        for name in names
-        if flags.get(name) is not None
-    )
+    """A flag given for another task is an error naming it (the rule of `ldpfed.tasks.foreign_flags`)."""
+    from ldpfed.tasks import foreign_flags
+
+    foreign = foreign_flags(task, flags)
     if foreign:
         raise LDPValueError(f"{', '.join(foreign)} do(es) not apply to --task {task}")
 
@@ -299,6 +267,8 @@ def simulate(
     named_path(flags["out"])  # `--out ""` is an error here; `out = ""` in a config file means no files
     header = flags["header"]
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
+    from ldpfed.tasks import planned_config, preflight, resolve
+
     config = resolve(config_file, flags)
     _check_task_flags(config.run.task, flags)
     config, round_budget = planned_config(config, flags)  # --budget: the plan's per-round settings
@@ -306,7 +276,6 @@ def simulate(
     if root is not None and config.run.fresh_noise:
         raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")
     from ldpfed.protocols.recorder import output_dir
-    from ldpfed.protocols.session import preflight
     from simulations.federation import Interrupted, run
     from simulations.progress import RoundProgress
     from simulations.runner import cluster_address

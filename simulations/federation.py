@@ -24,12 +24,14 @@ import tempfile
 import threading
 from pathlib import Path
 
+import ldpfed.tasks as tasks
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
-from ldpfed.protocols.session import Session, World, bind_data, layout, node_half, server_half, without_seed
+from ldpfed.protocols.session import Session, World
+from ldpfed.tasks import bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 from simulations import runner as flower_runner
 from simulations.runner import RayStart, kill_client_actors, showing
@@ -75,7 +77,9 @@ def run(
         ray = RayStart.begin_for(config, layout(config).nodes, verbose) if config.run.engine == "flower" else None
         try:
             half = server_half(config, world.data, world.server, flower_fedavg)
-            session = Session(config, half, world.data, engine=config.run.engine, output=output, noise=world.noise)
+            session = Session(
+                tasks.of(config), config, half, world.data, engine=config.run.engine, output=output, noise=world.noise
+            )
             save_noise_root(output, world)  # before the first round: an interrupted run can be replayed too
             try:
                 if config.run.engine == "local":

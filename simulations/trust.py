@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+import ldpfed.tasks as tasks
 from clients.central_app import make_central_client_app
 from clients.shuffle_app import make_shuffle_client_app
 from ldpfed.accounting.central import ACCOUNTANT as CENTRAL_ACCOUNTANT
@@ -145,7 +146,7 @@ class TrustRun:
             "delta_spent_max_per_client": spent.delta if spent is not None else None,
             "seconds": time.perf_counter() - self.started,
         }
-        summary["guarantees"] = model.guarantees(summary, config.run.task)
+        summary["guarantees"] = model.guarantees(summary, tasks.of(config).unit)
         return summary
 
 

@@ -28,7 +28,6 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.accounting.trust import get_class
 from ldpfed.cli.common import error_console, parse_list, progress_steps, show_results
 from ldpfed.cli.compare import TRAIN_ONLY
-from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
@@ -38,6 +37,7 @@ from ldpfed.protocols.mean import mechanism as mean_mechanism
 from ldpfed.protocols.mean import report_dims as mean_report_dims
 from ldpfed.protocols.train import federated_data
 from ldpfed.protocols.train import privatizer as train_privatizer
+from ldpfed.tasks import resolve
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.federation import Interrupted, run
 from simulations.stopping import Stopped, StopRequest, sigint_ignored_notice

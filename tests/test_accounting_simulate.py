@@ -12,7 +12,7 @@ from conftest import run_collecting_rows
 from helpers import ldpfed, ldpfed_json
 
 from ldpfed.config import Config
-from ldpfed.protocols.session import preflight
+from ldpfed.tasks import preflight
 from ldpfed.validation import LDPValueError
 
 

@@ -19,8 +19,8 @@ from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClippin
 
 from ldpfed.accounting import DiscreteGaussianVectorDpEvent
 from ldpfed.accounting.central import adaptive_effective_multiplier
-from ldpfed.config import resolve
 from ldpfed.protocols.central import CentralServer, clip_updates
+from ldpfed.tasks import resolve
 from server.central import CentralServerSideAdaptiveClipping, CentralStrategy, TrainOnlyStrategy, central_strategy
 
 CLIENTS = 100  # all sampled (fraction 1): m = 100 updates a round, count noise sigma_b = 5

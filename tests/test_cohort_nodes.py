@@ -19,8 +19,9 @@ from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import Layout, NodeReply, NodeSet, default_nodes, hosted, local_round
-from ldpfed.protocols.session import World, node_half, server_half
+from ldpfed.protocols.session import World
 from ldpfed.protocols.train import federated_data, new_model
+from ldpfed.tasks import node_half, server_half
 from ldpfed.validation import LDPValueError
 
 CLIENTS = 6

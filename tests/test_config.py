@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from ldpfed import config as configuration
 from ldpfed.cli.main import app
-from ldpfed.config import OPTIONS, Config, from_flat, from_nested, load_file, resolve, to_toml
+from ldpfed.config import OPTIONS, Config, from_flat, from_nested, load_file, to_toml
+from ldpfed.tasks import resolve
 from ldpfed.validation import LDPValueError
 
 ROOT = Path(__file__).resolve().parents[1]

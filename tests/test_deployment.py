@@ -45,9 +45,11 @@ import pytest
 from conftest import processes_with_env
 from helpers import StartedProcesses
 
+import ldpfed.tasks as tasks
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import Session, World, server_half
+from ldpfed.protocols.session import Session, World
+from ldpfed.tasks import server_half
 from simulations.deploy_certs import make_certificates
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,7 +289,7 @@ def local_rounds(config: Config, node_secrets: dict[int, int], out: Path) -> pd.
     run_seed = config.run.seed
     world = World(seeds.data_seed(run_seed), seeds.server_seed(run_seed), node_secrets)
     half = server_half(config, world.data, world.server, flower_fedavg)
-    session = Session(config, half, world.data, engine="local")
+    session = Session(tasks.of(config), config, half, world.data, engine="local")
     run_local(config, world, half, session, None, False, StopRequest())
     session.finish()
     return pd.read_csv(out / "metrics.csv")

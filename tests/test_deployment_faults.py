@@ -30,12 +30,14 @@ from flwr.supercore.object_store import ObjectStoreFactory
 from flwr.supercore.task_identity import TaskIdentity
 from flwr.supernode.nodestate.in_memory_nodestate import InMemoryNodeState
 
+import ldpfed.tasks as tasks
 from clients.client_app import partition_record
 from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
-from ldpfed.protocols.session import Session, node_half, server_half
+from ldpfed.protocols.session import Session
+from ldpfed.tasks import node_half, server_half
 from server import strategy
 from server.server_app import LateNodes
 from server.strategy import LDPStrategy, Replies, flower_fedavg
@@ -116,7 +118,7 @@ def test_a_node_lost_mid_round_fails_that_round_only_and_rejoins_the_next(tmp_pa
     )
     data_seed = seeds.data_seed(config.run.seed)
     half = server_half(config, data_seed, seeds.server_seed(config.run.seed), flower_fedavg)
-    session = Session(config, half, data_seed, engine="flower", noise=seeds.NODES)
+    session = Session(tasks.of(config), config, half, data_seed, engine="flower", noise=seeds.NODES)
     link = FlakyLink(config, dies=(1, 2), back_as=back_as)
 
     def on_round(server_round, metrics):

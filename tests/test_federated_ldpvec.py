@@ -14,14 +14,15 @@ from typer.testing import CliRunner
 
 from ldpfed.accounting import NotPrivateDpEvent
 from ldpfed.cli.main import app
-from ldpfed.config import Config, from_flat, resolve
+from ldpfed.config import Config, from_flat
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import local_round
 from ldpfed.protocols.privacy import privacy_status
-from ldpfed.protocols.session import World, client_half, server_half, without_seed
+from ldpfed.protocols.session import World
 from ldpfed.protocols.train import client_round_event, privatize
+from ldpfed.tasks import client_half, resolve, server_half, without_seed
 from ldpfed.validation import LDPValueError
 
 runner = CliRunner()
@@ -160,7 +161,7 @@ def test_the_cosine_and_energy_columns_exist_and_are_sane(tmp_path):
     ],
 )
 def test_the_summary_names_a_deviation_model_only_where_an_aggregator_uses_one(options, shown):
-    from ldpfed.protocols.session import deviation_used
+    from ldpfed.tasks.train import deviation_used
 
     assert deviation_used(config_of(**options)) == shown
 
@@ -209,7 +210,7 @@ def test_the_server_cannot_redraw_an_ldpvec_clients_noise():
 # ---- privacy status ----------------------------------------------------------------------------
 def test_exact_unsafe_is_not_private_and_has_no_finite_epsilon(tmp_path):
     config = config_of(magnitude="exact-unsafe", rotation="none")
-    status = privacy_status(config)
+    status = privacy_status(config, "clipped model updates")
     assert not status.private and "exact-unsafe" in status.reasons[0]
     world = World.from_config(config)
     server = server_half(config, world.data, world.server)
@@ -264,7 +265,7 @@ def test_bad_ldpvec_combinations_are_one_clear_error(options, message):
     flags = {**LDPVEC, **options}
     with pytest.raises(LDPValueError, match=message):
         config = resolve(None, flags)
-        from ldpfed.protocols.session import preflight
+        from ldpfed.tasks import preflight
 
         preflight(config)
 

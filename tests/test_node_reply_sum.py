@@ -26,7 +26,8 @@ from helpers import ldpfed
 
 from ldpfed.config import Config
 from ldpfed.protocols.nodes import Layout, NodeSet, local_round
-from ldpfed.protocols.session import World, node_half, server_half
+from ldpfed.protocols.session import World
+from ldpfed.tasks import node_half, server_half
 from ldpfed.validation import LDPValueError
 from tests.conftest import run_collecting_rows
 

@@ -18,13 +18,12 @@ from ldpfed.accounting import GaussianDpEvent, create_accountant
 from ldpfed.analysis import simulate_deviations
 from ldpfed.analysis.predictor import load_moments
 from ldpfed.cli.main import app
-from ldpfed.config import resolve
 from ldpfed.data import load_tuples
 from ldpfed.mechanisms.multidim import per_value_mechanism
 from ldpfed.planning import RELATIVE_TOLERANCE, TotalBudget, calibrate_round
 from ldpfed.planning.plan import make_plan
-from ldpfed.planning.run import planned_config
 from ldpfed.planning.train import make_train_plan
+from ldpfed.tasks import planned_config, resolve
 from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer
 from ldpfed.validation import LDPValueError

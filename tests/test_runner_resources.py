@@ -12,7 +12,7 @@ import pytest
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import bind_data, layout
+from ldpfed.tasks import bind_data, layout
 from simulations.runner import backend_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,8 +25,9 @@ from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.mean import MeanClient
 from ldpfed.protocols.nodes import ClientsNode, Layout, NodeSet, local_round
-from ldpfed.protocols.session import World, client_half, server_half, without_seed
+from ldpfed.protocols.session import World
 from ldpfed.protocols.train import privatizer
+from ldpfed.tasks import client_half, server_half, without_seed
 
 CLIENTS, ROUNDS = 3, 2
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from ldpfed.cli.main import app
 from ldpfed.config import Config, load_file
 from ldpfed.protocols import seeds
-from ldpfed.protocols.session import World, client_half, server_half
+from ldpfed.protocols.session import World
+from ldpfed.tasks import client_half, server_half
 from ldpfed.validation import LDPValueError
 
 ROOT = Path(__file__).resolve().parents[1]

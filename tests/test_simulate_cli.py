@@ -347,8 +347,8 @@ def test_a_total_budget_in_the_flwr_run_config_is_validated_and_planned_alike_by
     from flwr.app import Context, RecordDict
 
     from clients.client_app import _run_config as node_config
-    from ldpfed.config import Config, resolve
-    from ldpfed.planning.run import planned_config
+    from ldpfed.config import Config
+    from ldpfed.tasks import planned_config, resolve
     from ldpfed.validation import LDPValueError
     from server.server_app import RunFailed, run_config
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.cli.main import app
 from ldpfed.config import Config
-from ldpfed.protocols.session import World, client_half, server_half
+from ldpfed.protocols.session import World
+from ldpfed.tasks import client_half, server_half
 from ldpfed.validation import LDPValueError
 
 runner = CliRunner()

@@ -27,12 +27,12 @@ from ldpfed.accounting.central import adaptive_effective_multiplier, calibrate_n
 from ldpfed.accounting.shuffle import check_conditions, shuffled_epsilon
 from ldpfed.accounting.trust import get_class, shuffle_round_delta
 from ldpfed.cli.main import app
-from ldpfed.config import resolve
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols.central import CentralServer
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.shuffle import ShuffledBatch, ShuffledMeanServer, Shuffler, ShuffleRound
+from ldpfed.tasks import resolve
 from ldpfed.validation import LDPValueError
 from server.central import CentralStrategy, central_strategy
 from server.shuffle import ShuffleStrategy

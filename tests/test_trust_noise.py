@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pytest
 
-from ldpfed.config import resolve
 from ldpfed.mechanisms.multidim import mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.mean import collect_sums
@@ -19,6 +18,7 @@ from ldpfed.protocols.mean import mechanism as mean_mechanism
 from ldpfed.protocols.session import World
 from ldpfed.protocols.train import federated_data
 from ldpfed.protocols.train import privatizer as train_privatizer
+from ldpfed.tasks import resolve
 from simulations.trust import CentralRun
 from simulations.trust_compare import figures
 

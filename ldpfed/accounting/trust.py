@@ -19,7 +19,7 @@ ldpfed.mechanisms' (available / get_class / get).
 
 Every run states, per party, which figure holds against it and whether it is per user (a tuple
 task: each user of a client's cohort randomizes her own tuple) or per client (training: a
-client's whole data set): `TrustModel.guarantees(summary, task)`.
+client's whole data set): `TrustModel.guarantees(summary, unit)`.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ class TrustModel:
             "private_against_server": self.private_against_server,
         }
 
-    def guarantees(self, summary: dict, task: str) -> list[dict]:
+    def guarantees(self, summary: dict, unit: str) -> list[dict]:
         """Per party: the (eps, delta) that holds against it in `summary` (None: none, or a run
-        that is not private), and whether it is per user or per client."""
-        unit = "per client (all of its data)" if task == "train" else "per user (each user of a client's cohort)"
+        that is not private), and `unit`, whom it protects (the task's `Task.unit`: per user or
+        per client)."""
         private = summary.get("private", True)
         return [
             {

@@ -35,7 +35,6 @@ from ldpfed.cli.options import (
     report_dims_option,
 )
 from ldpfed.cli.predict import _load_data as load_data
-from ldpfed.config import resolve
 from ldpfed.outputs import OutputDir
 from ldpfed.planning import TotalBudget, rounds_taken
 from ldpfed.planning.frequency import FrequencyTask, frequency_curve_row, make_frequency_plan
@@ -49,6 +48,7 @@ from ldpfed.planning.plan import (
     mse_against_rounds,
 )
 from ldpfed.planning.train import make_train_plan
+from ldpfed.tasks import resolve
 from ldpfed.validation import LDPValueError, check_positive_int
 
 PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of

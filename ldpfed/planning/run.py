@@ -13,14 +13,13 @@ per-round settings and the budget the run used, which replay it as they are.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ldpfed.accounting import create_accountant
-from ldpfed.config import Config, from_flat
+from ldpfed.config import Config
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
-from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.validation import LDPValueError, check_positive_int
 
 if TYPE_CHECKING:
@@ -30,9 +29,13 @@ if TYPE_CHECKING:
 PLANNED_OPTIONS = ("epsilon", "delta", "max_epsilon", "max_delta")
 
 
-def planned_config(config: Config, flags: dict | None = None) -> tuple[Config, RoundBudget | None]:
+def planned_config(
+    config: Config, flags: dict | None, calibrate: Callable[[TotalBudget], RoundBudget]
+) -> tuple[Config, RoundBudget | None]:
     """(config with the plan's per-round settings and budget, the round budget), or (config, None)
-    without a total budget. `flags`: the command-line options given (None: not given)."""
+    without a total budget. `flags`: the command-line options given (None: not given); `calibrate`:
+    the per-round budget a total allows over the run's rounds (the task's, `Task.round_budget`).
+    The result's task-independent options are checked (`ldpfed.tasks.planned_config` checks all)."""
     privacy = config.privacy
     if not privacy.budget:
         return config, None
@@ -41,20 +44,7 @@ def planned_config(config: Config, flags: dict | None = None) -> tuple[Config, R
         shown = ", ".join(given) or "max-epsilon"
         raise LDPValueError(f"--budget sets the per-round epsilon, delta and the max-epsilon budget: drop {shown}")
     total = TotalBudget.parse(privacy.budget)
-    if config.run.task == "train":
-        if privacy.mechanism == PLRVO:
-            raise LDPValueError(
-                "plrvo is calibrated over the T rounds by its own accountant (ldpfed plan --task train), and a run "
-                "calibrates it per round: give its per-round --epsilon instead of --budget"
-            )
-        round_budget = calibrate_train_round(config, total, config.run.rounds, update_dims(config))
-        if round_budget.accountant != privacy.accountant:
-            raise LDPValueError(
-                f"the {privacy.accountant} accountant cannot account a {privacy.mechanism} round: "
-                f"give --accountant {round_budget.accountant}"
-            )
-    else:
-        round_budget = calibrate_round(privacy.mechanism, total, config.run.rounds, privacy.accountant)
+    round_budget = calibrate(total)
     planned = replace(
         privacy,
         epsilon=round_budget.epsilon,
@@ -64,22 +54,6 @@ def planned_config(config: Config, flags: dict | None = None) -> tuple[Config, R
         budget="",
     )
     return replace(config, privacy=planned).validated(), round_budget
-
-
-def flower_run_config(flat: dict) -> Config:
-    """The run config of `flwr run` (`[tool.flwr.app.config]` + `--run-config`, flattened) as both
-    Flower halves read it: validated, and with a total `privacy.budget` turned into the plan's
-    per-round settings and budget exactly as `ldpfed simulate --budget` does (`planned_config`),
-    so the server's ledger and the clients' randomizers use the same plan. LDPValueError on a bad
-    value, a budget included."""
-    return _flower_run_config(tuple(sorted(flat.items())))
-
-
-@lru_cache(maxsize=8)
-def _flower_run_config(items: tuple) -> Config:
-    """Cached: a node reads its run config on every message, and a plan is calibrated once."""
-    config, _ = planned_config(from_flat(dict(items), source="run config").validated())
-    return config
 
 
 def plan_report(round_budget: RoundBudget, summary: dict) -> dict:

@@ -31,11 +31,11 @@ class PrivacyStatus:
         return {"private": self.private, "privacy_reasons": list(self.reasons)}
 
 
-def privacy_status(config: Config) -> PrivacyStatus:
+def privacy_status(config: Config, sends: str) -> PrivacyStatus:
+    """Private, or not with the reasons; `sends`: what a client sends (the task's `Task.sends`)."""
     reasons = []
     if not config.noisy:
-        sent = "clipped model updates" if config.run.task == "train" else "tuples"
-        reasons.append(f"mechanism none: clients send their {sent} without noise")
+        reasons.append(f"mechanism none: clients send their {sends} without noise")
     if gradient_noise.guarantee_fails(config.privacy.mechanism):
         reasons.append(f"mechanism {config.privacy.mechanism}: {GUARANTEE_FAILS} (gradient-noise.md)")
     if config.directional and config.training.magnitude == "exact-unsafe":
@@ -46,12 +46,18 @@ def privacy_status(config: Config) -> PrivacyStatus:
 
 
 def round_event(
-    config: Config, epsilon: float, delta: float | None, noise_multiplier: float | None = None, mechanism_event=None
+    config: Config,
+    epsilon: float,
+    delta: float | None,
+    noise_multiplier: float | None = None,
+    mechanism_event=None,
+    sends: str = "tuples",
 ):
     """The ledger event of one client's round: the mechanism's (eps, delta[, noise multiplier]) cost
     (or its own `mechanism_event`, calibrated to (eps, delta), e.g. the discrete Gaussian of the
-    safe sampler), or a not-private event with the reasons (ldpfed.accounting), by `privacy_status`."""
-    status = privacy_status(config)
+    safe sampler), or a not-private event with the reasons (ldpfed.accounting), by `privacy_status`
+    (`sends`: what a client sends, the task's `Task.sends`)."""
+    status = privacy_status(config, sends)
     if not status.private:
         return not_private("; ".join(status.reasons))
     if mechanism_event is not None:

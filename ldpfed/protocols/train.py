@@ -59,6 +59,7 @@ from ldpfed.validation import LDPValueError
 UPDATE, GLOBAL, NUM_EXAMPLES = "update", "global", "num-examples"
 # Values per batched privatization call: its (rows, d) float64 temporaries stay at 32 MiB each
 # (results do not depend on the blocks: each row is privatized from its own generator).
+SENDS = "clipped model updates"  # what a client sends (the privacy record's words)
 PRIVATIZE_BLOCK = 2**22
 
 
@@ -161,7 +162,7 @@ def check_device(config: Config):
 def client_round_event(config: Config, update_privatizer: Privatizer, dims: int):
     """The ledger event of one client's round (ldpfed.accounting): the privatizer's, unless the run
     sends something without accounted noise (`privacy_status`)."""
-    status = privacy_status(config)
+    status = privacy_status(config, SENDS)
     return update_privatizer.event(dims) if status.private else not_private("; ".join(status.reasons))
 
 

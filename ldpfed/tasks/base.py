@@ -1,0 +1,87 @@
+"""What every task shares, and the hooks by which a task differs (spec: federated.md).
+
+A task (mean, frequency, train) is one entry of `ldpfed.tasks`; the harness, the Flower apps
+and the commands ask the entry and never test the task's name. An entry owns:
+- its own options (`options`, `compare_options`: a flag of another task is an error,
+  `ldpfed.tasks.foreign_flags`), the checks
+  of the config that only it makes (`validate`) and what its clients send (`sends`) and whom a
+  figure protects (`unit`);
+- the run: the config bound to the data (`bind`), the server, client and node halves, the
+  default number of nodes, the checks before a federation starts (`preflight`) and the total
+  budget's per-round plan (`round_budget`);
+- the record: what the harness observes of the data (`observe`), the diagnostics joined into a
+  round's row (`joined`) and the task's part of the summary (`summary`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ldpfed.config import Config
+from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
+from ldpfed.protocols.nodes import default_nodes
+
+
+def without_seed(config: Config) -> Config:
+    """The config a server or client half is given: the run seed removed (it never needs it)."""
+    return replace(config, run=replace(config.run, seed=None))
+
+
+class Task:
+    """The behaviour every task shares; subclasses override where they differ."""
+
+    name: str = ""
+    options: tuple[str, ...] = ()  # config options (simulate's flags) that apply to this task only
+    compare_options: tuple[str, ...] = ()  # `ldpfed compare` options that apply to this task only
+    sends: str = ""  # what a client sends, as the privacy record says it
+    unit: str = ""  # whom one guarantee protects
+
+    def validate(self, config: Config) -> None:
+        """The checks of `config` that depend on the task (the shared ones: `Config.validated`)."""
+
+    def bind(self, config: Config, data_seed: int) -> Config:
+        """The config bound to the data's shape (0 = from the data), validated."""
+        return config
+
+    def public(self, config: Config, data_seed: int) -> Config:
+        """The config a half is given: bound to the data, without the run seed."""
+        return without_seed(self.bind(config, data_seed))
+
+    def server(self, config: Config, data_seed: int, server_seed: int, fedavg: Callable | None = None):
+        raise NotImplementedError
+
+    def client(self, public: Config, partition_id: int, data_seed: int, secret: int):
+        raise NotImplementedError
+
+    def node(self, public: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
+        raise NotImplementedError
+
+    def default_nodes(self, config: Config) -> int:
+        """Nodes when `federation.nodes` is 0: min(clients, CPUs)."""
+        return default_nodes(config.federation.clients, config.federation.cpus)
+
+    def preflight(self, config: Config, data_seed: int) -> tuple[Config, str | None, object]:
+        """(the bound config, one line on the data read or None, one client's round event)."""
+        raise NotImplementedError
+
+    def round_budget(self, config: Config, total: TotalBudget) -> RoundBudget:
+        """The per-round epsilon (and delta) that `total` allows over the run's rounds."""
+        privacy = config.privacy
+        return calibrate_round(privacy.mechanism, total, config.run.rounds, privacy.accountant)
+
+    def observe(self, config: Config, data_seed: int):
+        """What the harness (the world) knows of the data for the diagnostics (None: nothing)."""
+        return None
+
+    def joined(self, config: Config, server, observed, diagnostics: dict[int, dict]) -> dict:
+        """The diagnostics of a round, joined with what the server holds after it."""
+        return {}
+
+    def data_summary(self, config: Config) -> dict:
+        """The data's shape in the summary (also of a run that finished no round)."""
+        return {}
+
+    def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
+        """The task's part of the summary (rows: every finished round; reported: those with reports)."""
+        return {}

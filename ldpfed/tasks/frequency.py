@@ -1,0 +1,41 @@
+"""The frequency task: users' categorical attributes, their frequencies estimated (spec:
+mechanisms.md, frequency estimation)."""
+
+from __future__ import annotations
+
+from ldpfed.config import Config
+from ldpfed.frequency.categorical import oracle_kind
+from ldpfed.protocols import diagnostics, frequency
+from ldpfed.protocols.privacy import round_event
+from ldpfed.tasks.tuples import TupleTask
+
+
+class FrequencyTask(TupleTask):
+    name = "frequency"
+    options = ("categories",)
+    compare_options = ("categories",)
+
+    def check_mechanism(self, config: Config) -> None:
+        oracle_kind(config.privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
+
+    def bind(self, config: Config, data_seed: int) -> Config:
+        return frequency.bound(config, data_seed)
+
+    def server(self, config, data_seed, server_seed, fedavg=None):
+        return frequency.server_from_config(self.public(config, data_seed), data_seed)
+
+    def client(self, public, partition_id, data_seed, secret):
+        return frequency.client_from_config(public, partition_id, data_seed, secret)
+
+    def preflight(self, config: Config, data_seed: int):
+        frequency.check_mechanism(config)  # a synthetic set's shape is known: checked before it is drawn
+        described = frequency.read(config, data_seed).description
+        config = self.bind(config, data_seed)
+        frequency.oracles_from_config(config, data_seed)  # fair or a file: the categories are read
+        return config, described, round_event(config, config.privacy.epsilon, config.delta_or_none)
+
+    def observe(self, config: Config, data_seed: int):
+        return frequency.read(config, data_seed)
+
+    def joined(self, config, server, observed, diagnostics_of_clients):
+        return diagnostics.frequency_round(server.outcome, observed, self.cohorts(config), config)

@@ -1,0 +1,60 @@
+"""The mean task: users' tuples in a bounded domain, estimated per dimension (spec: federated.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+import ldpfed.mechanisms as mechanisms
+from ldpfed.config import Config
+from ldpfed.data import DEFAULT_DIMS, available_synthetic
+from ldpfed.data.federated import FEDERATED_DATASETS
+from ldpfed.protocols import diagnostics, mean
+from ldpfed.protocols.privacy import round_event
+from ldpfed.tasks.tuples import TupleTask
+from ldpfed.validation import LDPValueError
+
+
+class MeanTask(TupleTask):
+    name = "mean"
+    options = ("domain", "out_of_domain")
+    compare_options = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
+
+    def check_mechanism(self, config: Config) -> None:
+        mechanisms.get_class(config.privacy.mechanism)
+
+    def validate(self, config: Config) -> None:
+        super().validate(config)
+        if config.data_name in FEDERATED_DATASETS and config.data_name not in available_synthetic():
+            raise LDPValueError(f"data {config.data_name!r} is a training data set; --task mean takes tuples")
+
+    def bind(self, config: Config, data_seed: int) -> Config:
+        return mean.bound(config, data_seed)
+
+    def server(self, config, data_seed, server_seed, fedavg=None):
+        return mean.server_from_config(self.public(config, data_seed))
+
+    def client(self, public, partition_id, data_seed, secret):
+        return mean.client_from_config(public, partition_id, data_seed, secret)
+
+    def preflight(self, config: Config, data_seed: int):
+        if config.noisy and config.data_name in available_synthetic():
+            # the shape is known: a bad budget fails before the data are generated
+            mean.mechanism(replace(config, data=replace(config.data, dims=config.data.dims or DEFAULT_DIMS)))
+        described = mean.read(config, data_seed).description
+        config = self.bind(config, data_seed)
+        if config.noisy:
+            mean.mechanism(config)  # a file: m is known once it is read
+        return config, described, round_event(config, config.privacy.epsilon, config.delta_or_none)
+
+    def observe(self, config: Config, data_seed: int) -> np.ndarray:
+        return mean.tuples(config, data_seed)
+
+    def joined(self, config, server, observed, diagnostics_of_clients):
+        return diagnostics.mean_round(server.outcome, observed, self.cohorts(config), config)
+
+    def data_summary(self, config: Config) -> dict:
+        """For a file with --domain, the scale of its MSE too."""
+        scale = mean.scale(config)
+        return {**super().data_summary(config), **({"scale": scale} if scale else {})}

@@ -1,0 +1,219 @@
+"""The train task: federated LDP-SGD, clients privatize their clipped model updates (spec:
+federated.md, gradient-noise.md, directional.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+import ldpfed.mechanisms as mechanisms
+from ldpfed.config import FEDAVG, LDPVEC_AGGREGATORS, MODELS, TRAIN_DEVIATIONS, Config, TrainingConfig, choice
+from ldpfed.data.federated import FEDERATED_DATASETS
+from ldpfed.data.partition import PARTITION_SCHEMES
+from ldpfed.planning.calibration import RoundBudget, TotalBudget
+from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
+from ldpfed.protocols import diagnostics, train
+from ldpfed.tasks.base import Task
+from ldpfed.validation import LDPValueError, check_epsilon
+
+OPTIONS = (
+    "model",
+    "local_steps",
+    "lr",
+    "batch_size",
+    "clip",
+    "coordinate_clip",
+    "perturbation",
+    "beta",
+    "window",
+    "magnitude",
+    "rotation",
+    "chunk_clients",
+    "partition",
+    "classes_per_client",
+    "dirichlet_alpha",
+    "fraction",
+    "device",
+    "deviation",
+    "data_dir",
+)
+
+
+def _nanmean(values) -> float | None:
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+class TrainTask(Task):
+    name = "train"
+    options = OPTIONS
+    # compare's in-process mean runner takes no federation: these are train's there
+    compare_options = (
+        *(name for name in OPTIONS if name not in ("perturbation", "beta", "window", "magnitude", "rotation")),
+        "clients",
+        "rounds",
+        "engine",
+        "cpus",
+        "nodes",
+    )
+    sends = train.SENDS
+    unit = "per client (all of its data)"
+
+    def validate(self, config: Config) -> None:
+        _check_mechanism(config)
+        aggregator = config.aggregation.aggregator
+        choice("aggregator", aggregator, (*aggregation.available("mean"), FEDAVG))
+        choice("deviation", config.aggregation.deviation, TRAIN_DEVIATIONS)
+        choice("data", config.data_name, FEDERATED_DATASETS)
+        choice("partition", config.data.partition, PARTITION_SCHEMES)
+        choice("model", config.training.model, MODELS)
+        if config.federation.node_reply == "sum" and aggregator not in ("mean", FEDAVG):
+            raise LDPValueError(
+                f"node-reply sum needs --aggregator mean or fedavg: {aggregator!r} re-calibrates from each "
+                "client's update, which a summed reply does not carry (use --node-reply clients)"
+            )
+        _check_clip_applies(config)
+
+    def server(self, config, data_seed, server_seed, fedavg=None):
+        return train.TrainServer(self.public(config, data_seed), data_seed, server_seed, fedavg)
+
+    def client(self, public, partition_id, data_seed, secret):
+        return train.TrainClient(public, partition_id, data_seed, secret)
+
+    def node(self, public, partitions, data_seed, secrets):
+        """The node trains its clients at once (`TrainNode`)."""
+        return train.TrainNode(public, partitions, data_seed, secrets)
+
+    def preflight(self, config: Config, data_seed: int):
+        return config, None, train.check_setup(config, data_seed)
+
+    def round_budget(self, config: Config, total: TotalBudget) -> RoundBudget:
+        """On the event the run's privatizer records (ldpfed.planning.train); plrvo is calibrated
+        over the rounds by its own accountant, so it takes a per-round epsilon instead."""
+        privacy = config.privacy
+        if privacy.mechanism == PLRVO:
+            raise LDPValueError(
+                "plrvo is calibrated over the T rounds by its own accountant (ldpfed plan --task train), and a run "
+                "calibrates it per round: give its per-round --epsilon instead of --budget"
+            )
+        round_budget = calibrate_train_round(config, total, config.run.rounds, update_dims(config))
+        if round_budget.accountant != privacy.accountant:
+            raise LDPValueError(
+                f"the {privacy.accountant} accountant cannot account a {privacy.mechanism} round: "
+                f"give --accountant {round_budget.accountant}"
+            )
+        return round_budget
+
+    def joined(self, config, server, observed, diagnostics_of_clients):
+        return diagnostics.train_round(server.outcome, diagnostics_of_clients, server.privatizer)
+
+    def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
+        measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
+        predicted = np.array([row["predicted_squared_distance"] for row in rows], dtype=float)
+        known = np.isfinite(measured) & np.isfinite(predicted)
+        ratio = (
+            float(measured[known].sum() / predicted[known].sum())
+            if known.any() and predicted[known].sum() > 0
+            else None
+        )
+        directional = getattr(server.privatizer, "ldpvec", None)
+        parameters = int(server.weights.size)
+        return {
+            "perturbation": config.training.perturbation,
+            **({"ldpvec": _ldpvec_record(directional, parameters)} if directional is not None else {}),
+            "mean_cosine_to_clean": _nanmean([row["cosine_to_clean"] for row in rows]),
+            "mean_leading_energy_share": _nanmean([row["leading_energy_share"] for row in rows]),
+            "final_accuracy": rows[-1]["accuracy"],
+            "final_loss": rows[-1]["loss"],
+            "best_accuracy": float(max(row["accuracy"] for row in rows)),
+            "data": config.data_name,
+            "model": config.training.model,
+            "parameters": parameters,
+            "deviation": deviation_used(config),
+            "noise_measured_over_predicted": ratio,
+            # gradient noises (ldpfed.gradient_noise): which sampler ran (safe = floating-point safe)
+            "noise_sampler": (
+                server.privatizer.noise(parameters).sampler_description if hasattr(server.privatizer, "noise") else None
+            ),
+            "mean_measured_squared_distance": _nanmean(measured),
+            "mean_predicted_squared_distance": _nanmean(predicted),
+            "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
+            "diagnostics": (
+                "clients wrote their clean clipped updates to the run's local output; the harness "
+                "joined them with the server's aggregate (never sent to the server)"
+                if np.isfinite(measured).any()
+                else None
+            ),
+        }
+
+
+def deviation_used(config: Config) -> str:
+    """The deviation model (plug-in | model) the run's aggregator re-calibrates with, or "not used":
+    FedAvg and the plain mean ignore it (the only aggregators an LDPVec run allows)."""
+    aggregator = config.aggregation.aggregator
+    if aggregator == FEDAVG or not aggregation.get_class(aggregator).uses_deviation:
+        return "not used"
+    return config.aggregation.deviation
+
+
+def _ldpvec_record(ldpvec, dims: int) -> dict:
+    """LDPVec's settings and budget split; without a guarantee (exact-unsafe), no epsilon at all."""
+    if ldpvec.private:
+        return ldpvec.describe(dims)
+    return {key: value for key, value in ldpvec.describe().items() if key not in ("epsilon", "delta")}
+
+
+def _check_mechanism(config: Config) -> None:
+    """A scalar mechanism per coordinate, a gradient noise (L2-clipped updates plus a vector noise,
+    gradient-noise.md), LDPVec on a scalar base mechanism, or none."""
+    privacy = config.privacy
+    if config.directional:
+        _check_ldpvec(config)
+    elif config.gradient_noise:
+        if config.aggregation.aggregator != FEDAVG:
+            raise LDPValueError(
+                f"{privacy.mechanism} needs --aggregator fedavg (the re-calibrating aggregators "
+                "assume per-coordinate clipping to [-C, C])"
+            )
+        if privacy.report_dims:
+            raise LDPValueError(f"{privacy.mechanism} perturbs the whole update: report-dims does not apply")
+        check_epsilon(privacy.epsilon)
+    elif config.noisy:
+        mechanisms.get_class(privacy.mechanism)
+        check_epsilon(privacy.epsilon)
+
+
+def _check_ldpvec(config: Config) -> None:
+    """--perturbation ldpvec: a scalar base mechanism, whole-update release, mean/fedavg."""
+    privacy = config.privacy
+    if not config.noisy or config.gradient_noise:
+        raise LDPValueError(
+            f"--perturbation ldpvec needs a scalar base mechanism ({', '.join(mechanisms.available())}), "
+            f"got {privacy.mechanism!r}"
+        )
+    mechanisms.get_class(privacy.mechanism)
+    check_epsilon(privacy.epsilon)
+    if config.aggregation.aggregator not in LDPVEC_AGGREGATORS:
+        raise LDPValueError(
+            f"--perturbation ldpvec needs --aggregator mean or fedavg (no per-coordinate noise model "
+            f"for {config.aggregation.aggregator!r}); got {config.aggregation.aggregator!r}"
+        )
+    if privacy.report_dims:
+        raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
+
+
+def _check_clip_applies(config: Config) -> None:
+    """A clip bound set (not its default) where the other one applies is an error, not ignored: the
+    two bound different norms (`Config.update_clip`)."""
+    defaults = TrainingConfig()
+    if config.l2_clipped and config.training.coordinate_clip != defaults.coordinate_clip:
+        raise LDPValueError(
+            f"coordinate-clip bounds each coordinate for the scalar mechanisms; {config.privacy.mechanism!r}"
+            f"{' (ldpvec)' if config.directional else ''} clips the update's L2 norm: use clip"
+        )
+    if not config.l2_clipped and config.training.clip != defaults.clip:
+        raise LDPValueError(
+            f"clip is the L2 norm bound of the gradient noises and ldpvec; {config.privacy.mechanism!r} clips "
+            "each coordinate to [-C, C]: use coordinate-clip"
+        )

@@ -1,0 +1,68 @@
+"""What the two tuple tasks (mean, frequency) share: users split into client cohorts, nodes that
+answer for their clients one after another, and MSE figures against the cohorts' truth."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ldpfed.aggregation as aggregation
+from ldpfed.config import Config, check_tuple_shape
+from ldpfed.protocols.nodes import ClientsNode, default_tuple_nodes
+from ldpfed.tasks.base import Task
+from ldpfed.validation import LDPValueError, check_epsilon
+
+
+def _nanmean(values) -> float | None:
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+class TupleTask(Task):
+    """Users' tuples collected by the clients; the server estimates from their report sums."""
+
+    sends = "tuples"
+    unit = "per user (each user of a client's cohort)"
+
+    def validate(self, config: Config) -> None:
+        if config.directional:
+            raise LDPValueError("--perturbation ldpvec perturbs model updates: --task train only")
+        if config.gradient_noise:
+            raise LDPValueError(f"{config.privacy.mechanism} is a gradient noise: --task train only")
+        self.check_mechanism(config)
+        check_epsilon(config.privacy.epsilon)
+        aggregation.check_names([config.aggregation.aggregator], self.name)
+        check_tuple_shape(config.data, config.federation, config.privacy)
+
+    def check_mechanism(self, config: Config) -> None:
+        """The mechanism's name is one the task's clients can run."""
+        raise NotImplementedError
+
+    def node(self, public: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
+        """The clients of `partitions` answer one after another (each vectorized over its cohort of
+        users); with node-reply sum the node adds their report sums up."""
+        halves = {pid: self.client(public, pid, data_seed, secrets[pid]) for pid in partitions}
+        return ClientsNode(halves.__getitem__, summing=public.federation.node_reply == "sum")
+
+    def default_nodes(self, config: Config) -> int:
+        """What the round's work fills (users x dims of the bound config; `default_tuple_nodes`)."""
+        federation = config.federation
+        values = config.data.users * config.data.dims
+        return default_tuple_nodes(federation.clients, values, federation.cpus)
+
+    def cohorts(self, config: Config) -> list[np.ndarray]:
+        return np.array_split(np.arange(config.data.users), config.federation.clients)
+
+    def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
+        """The final figures are the last round's that had reports (`last_round_with_reports`): a
+        round without any (every client failed, or the budget stopped them all) estimates nothing."""
+        last = reported[-1] if reported else rows[-1]
+        return {
+            "final_mse": last["mse"],
+            "predicted_mse_plain_mean": last["predicted_mse"],
+            "mean_mse_over_rounds": _nanmean([row["mse"] for row in rows]),
+            "final_mse_plain_mean": last["mse_plain_mean"],
+        }
+
+    def data_summary(self, config: Config) -> dict:
+        return {"users": config.data.users, "dims": config.data.dims}
