@@ -21,7 +21,10 @@ Use it in every command that writes results (`compare`, `predict`, `simulate`):
 - With `overwrite`, the first `write` first removes ldpfed's own files of the earlier run (those
   its manifest lists, and the known result names of ldpfed's commands); other files stay. An
   earlier run's results therefore survive a run that fails or is interrupted before it writes.
-- A manifest `.ldpfed-run.json` (command and files) marks the directory as one run's results.
+- A manifest `.ldpfed-run.json` marks the directory as one run's results: the command, its files
+  and the environment the results depend on (`ldpfed.manifest.environment`: package versions, git
+  commit and dirty flag, numpy's SIMD level and CPU features, torch's threads and device, Python,
+  OS), rewritten with every write.
 - `discard()` removes what the writes put there (their files, the manifest, the directories they
   created): a run that fails before it has begun (`ldpfed simulate` when Ray does not come up)
   leaves no files of its own. An earlier run's files that `overwrite` removed stay removed.
@@ -53,6 +56,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ldpfed.manifest import environment
 from ldpfed.validation import LDPValueError
 
 if TYPE_CHECKING:
@@ -192,6 +196,8 @@ RESULT_FILES = frozenset(
         "plan.json",
         "mse_vs_rounds.csv",
         "mse_vs_rounds.png",
+        "label_counts.csv",
+        "label_counts.png",
     }
 )
 EXIT_INTERRUPTED = 130
@@ -345,7 +351,7 @@ class OutputDir:
         created = _missing_directories(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         names = list(self.written) + [name for name in files if name not in self.written]
-        manifest = {"command": self.command, "files": names}
+        manifest = {"command": self.command, "files": names, "environment": environment()}
         try:
             staged = _stage(self.path, {**files, MANIFEST: manifest})
         except BaseException:

@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -42,7 +43,10 @@ def test_prepare_writes_nothing_and_missing_directories_appear_at_the_first_writ
     assert not (tmp_path / "new").exists() and list(tmp_path.iterdir()) == []
     output.write({"a.txt": "hello"})
     assert (out / "a.txt").read_text() == "hello"
-    assert json.loads((out / MANIFEST).read_text()) == {"command": "test", "files": ["a.txt"]}
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert {key: manifest[key] for key in ("command", "files")} == {"command": "test", "files": ["a.txt"]}
+    assert set(manifest["environment"]) == {"versions", "git", "numpy_simd", "torch", "python", "os", "machine"}
+    assert manifest["environment"]["versions"]["numpy"] == np.__version__
 
 
 def test_another_runs_results_are_refused_then_replaced_with_overwrite(tmp_path):

@@ -3,6 +3,7 @@ read from real runs, so a column added later without its line fails here."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -78,3 +79,26 @@ def test_a_flower_central_runs_files_and_columns_are_on_the_outputs_page(tmp_pat
     for csv in out.glob("*.csv"):
         missing += [f"{csv.name}:{column}" for column in pd.read_csv(csv).columns if column not in names]
     assert not missing, f"not on docs/outputs.md: {missing}"
+
+
+def _keys(record) -> set[str]:
+    """Every key of a JSON record, nested ones included."""
+    if isinstance(record, dict):
+        return set(record) | {key for value in record.values() for key in _keys(value)}
+    return set()
+
+
+def test_every_manifest_field_is_on_the_outputs_page(tmp_path):
+    """The manifest of a real run, and its torch record as a training run writes it."""
+    from ldpfed.manifest import environment
+    from ldpfed.outputs import MANIFEST
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*RUNS["predict mean"], "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / MANIFEST).read_text())
+    keys = _keys(record) | _keys(environment(load_torch=True))
+    assert {"command", "files", "environment", "versions", "git", "numpy_simd", "torch", "python", "os"} <= keys
+    missing = sorted(keys - documented())
+    assert not missing, f"manifest fields not on docs/outputs.md: {missing}"
+    assert MANIFEST in documented()
