@@ -72,6 +72,7 @@ FLOORS = (
     ("audit", "config"),
     ("protocols",),
     ("experiments", "planning"),
+    ("tasks",),
     ("cli",),
 )
 VERBS = {"import": "imports", "relative": "imports (relative)", "importlib": "imports by name"}
