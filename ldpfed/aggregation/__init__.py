@@ -7,7 +7,10 @@
     >>> result = agg.get("hdr4me", alpha=0.95)(np.array([0.9, 0.1, -0.4]), model)
     >>> result.estimate, result.record["l2_reference"]
 
-Names: mean, l1, l2, hdr4me (HDR4ME*), james-stein, and simplex (frequency task only).
+Names: mean, l1, l2, hdr4me (HDR4ME*), james-stein, and for the frequency task only simplex (alias
+norm-sub) and Wang et al.'s consistency family base-pos, norm, norm-mul, norm-cut, mle-apx, power,
+power-ns (`consistency`). `IterativeBayesianUpdate` (`ibu`) needs each attribute's channel (p, q)
+from the server's counting oracles, so it is built directly until the frequency server gives it.
 `plugin_deviation(sums, mechanism)` builds the deviation model from the reports alone.
 """
 
@@ -16,7 +19,9 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ldpfed.aggregation.base import DEFAULT_ALPHA, L2_REFERENCES, Aggregator, Recalibrated
+from ldpfed.aggregation.consistency import CONSISTENCY_AGGREGATORS
 from ldpfed.aggregation.hdr4me import HDR4MEStar, mixture_weights
+from ldpfed.aggregation.ibu import IterativeBayesianUpdate
 from ldpfed.aggregation.james_stein import JamesStein
 from ldpfed.aggregation.l1 import SoftThreshold, soft_threshold
 from ldpfed.aggregation.l2 import Shrink, l2_weight, shrink
@@ -27,9 +32,25 @@ from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError, canonical_name
 
 _REGISTRY: Registry[type[Aggregator]] = Registry(
-    "aggregator", (PlainMean, SoftThreshold, Shrink, HDR4MEStar, JamesStein, SimplexProjection)
+    "aggregator",
+    (
+        PlainMean,
+        SoftThreshold,
+        Shrink,
+        HDR4MEStar,
+        JamesStein,
+        SimplexProjection,
+        *CONSISTENCY_AGGREGATORS,
+    ),
 )
-_ALIASES = {"none": "mean", "hdr4me*": "hdr4me", "hdr4mestar": "hdr4me", "js": "james-stein"}
+_ALIASES = {
+    "none": "mean",
+    "hdr4me*": "hdr4me",
+    "hdr4mestar": "hdr4me",
+    "js": "james-stein",
+    "base": "mean",
+    "norm-sub": "simplex",
+}
 
 
 def available(task: str | None = None) -> list[str]:
@@ -85,6 +106,7 @@ __all__ = [
     "L2_REFERENCES",
     "Aggregator",
     "HDR4MEStar",
+    "IterativeBayesianUpdate",
     "JamesStein",
     "PlainMean",
     "Recalibrated",
