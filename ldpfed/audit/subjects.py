@@ -9,7 +9,9 @@ vector output, classes of discrete outcomes, an exact "can this input produce th
 Built-in subjects (`build_subject` by name):
 - every scalar randomizer of ldpfed.mechanisms, inputs t = -1 and t' = +1 (sensitivity 2, the
   whole domain; audit.md);
-- the frequency oracles GRR, OUE and histogram encoding, categories 0 and 1 of k;
+- the frequency oracles, categories 0 and 1 of k: GRR, OUE, histogram encoding and SHE (its
+  Laplace case), and the discrete oracles that class their reports (OLH, BLH, Hadamard response,
+  subset selection, THE, HCMS: `audit_classes`);
 - "gaussian-vector": f(x) - f(x') of norm D in R^d with N(0, s^2 I) noise, s from the analytic
   Gaussian calibration (Balle & Wang 2018), the reference for the vector events that gradient
   noises and LDPVec will use.
@@ -18,7 +20,7 @@ Built-in subjects (`build_subject` by name):
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -154,6 +156,9 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
         return AuditSubject(
             name="oue", delta=0.0, sampler="discrete", output="discrete", classes=_packed_bits, **common
         )
+    if isinstance(oracle, HistogramEncoding) and oracle.name == "she":
+        subject = oracle_subject(HistogramEncoding(oracle.epsilon, oracle.k, oracle.entry))
+        return replace(subject, name="she")
     if isinstance(oracle, HistogramEncoding):
         entry = oracle.entry
         b0, b1 = entry.bias_coefficients
@@ -181,7 +186,26 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
             unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
             **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
         )
+    if hasattr(oracle, "audit_classes"):
+        # OLH, BLH, Hadamard response, subset selection, THE, HCMS: discrete reports whose
+        # log-likelihood ratio between categories 0 and 1 depends only on the class (does the
+        # report support category 0, category 1), computed exactly by log_probability.
+        return AuditSubject(
+            name=oracle.name,
+            delta=0.0,
+            sampler="discrete",
+            output="discrete",
+            classes=oracle.audit_classes,
+            **{**common, "options": {**common["options"], **_oracle_options(oracle)}},
+        )
     raise LDPValueError(f"no audit subject for frequency oracle {oracle.name!r}")
+
+
+def _oracle_options(oracle: FrequencyOracle) -> dict:
+    """The parameters an oracle derives from (eps, k) or takes, for the audit's record."""
+    described = oracle.describe()
+    keys = ("g", "K", "omega", "theta", "hashes", "columns", "seed")
+    return {key: described[key] for key in keys if key in described}
 
 
 # --- vector noise --------------------------------------------------------------------------------

@@ -1,162 +1,70 @@
-"""Frequency estimation over k categories (mechanisms.md, Frequency estimation by histogram encoding).
-
-Three frequency oracles, built by name with `get(name, epsilon, k, **options)`:
+"""The frequency oracles and their registry (mechanisms.md, Frequency estimation): GRR and OUE here,
+the others in their modules, built by name with `get(name, epsilon, k, **options)`:
 - "grr": generalized (k-ary) randomized response; the report is one category.
 - "oue": optimized unary encoding (Wang et al., USENIX Security 2017); the report is k bits.
 - "histogram": histogram encoding on any scalar randomizer of `ldpfed.mechanisms`
   (`mechanism="laplace"` by default; further options such as `estimator="raw"` go to it).
+- "olh", "blh": optimized and binary local hashing (`hashing`); the report is a hash seed and a value.
+- "hadamard": Hadamard response (Acharya, Sun and Zhang 2019; `hadamard`); the report is one index.
+- "subset-selection": the k-subset mechanism (Wang et al. 2016, Ye and Barg 2018; `subset`).
+- "she", "the": summation and thresholding with histogram encoding (Wang et al. 2017; `thresholding`).
+- "hcms": Apple's Hadamard count mean sketch for large domains (`sketches`).
 
 Each oracle has `perturb(categories, rng) -> reports` (vectorized over users), `estimate(reports)
--> (k,)` frequencies (the mean of the per-user `contributions(reports)`, which add over chunks),
-`variance(frequencies, n) -> (k,)` (the exact variance of each estimated
-frequency), `log_probability(reports, category)` (to check the guarantee), `epsilon` and
-`guarantee`. `epsilon` is the budget of one categorical report; a user who reports m categorical
-attributes gives each one eps/m, as in `ldpfed.mechanisms.multidim`.
+-> (k,)` frequencies (for the counting oracles from the support counts, without an (n, k) matrix;
+the per-user `contributions(reports)` add over chunks), `variance(frequencies, n) -> (k,)` (the exact
+variance of each estimated frequency), `log_probability(reports, category)` (to check the guarantee),
+`epsilon` and `guarantee`. `epsilon` is the budget of one categorical report; a user who reports m
+categorical attributes gives each one eps/m, as in `ldpfed.mechanisms.multidim`.
 
-Floating-point safety (mechanisms.md): every Bernoulli is decided by comparing a 53-bit uniform
-(k / 2^53) with a probability that does not depend on the input, rounded to a multiple of 2^-53
-in the direction that keeps the ratio <= e^eps: GRR's "report another category" probability and
-OUE's q are rounded UP (`dyadic_up`), so the realized p/q ratio is exactly <= e^eps (at eps above
-~36 it stops growing: the report keeps 2^-53 of noise rather than none, which the float formula
-1/(e^eps + k - 1) = 0 would give, an infinite ratio). p and q are these realized values, so the
-estimators and variances are exact for what is sampled.
+Floating-point safety (`base`): GRR's "report another category" probability and OUE's q are
+rounded UP (`dyadic_up`), so the realized p/q ratio is exactly <= e^eps (at eps above ~36 it stops
+growing: the report keeps 2^-53 of noise rather than none, which the float formula
+1/(e^eps + k - 1) = 0 would give, an infinite ratio).
 
 Variances are conditional on the data, like the scalar mechanisms' V(t): the n users' categories
 are fixed and only the randomization is random, so for a population with frequencies f the
 estimate of f_c has exactly the variance returned (no multinomial sampling term).
-
-Histogram encoding, as ldpfed reads the spec: the one-hot vector in {0,1}^k is mapped to
-{-1,+1}^k (0 -> -1, 1 -> +1) and every entry is perturbed independently with budget eps/2. The
-spec writes eps/(2m); here m = 1 categorical value per report. Changing the category changes
-exactly two entries, so two entries at eps/2 each give eps in total (for an approximate
-mechanism, two entries at (eps/2, delta/2) give (eps, delta) by basic composition).
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 import ldpfed.mechanisms as mechanisms
-from ldpfed.mechanisms.base import Mechanism
+from ldpfed.frequency.base import (
+    CountingOracle,
+    FrequencyOracle,
+    check_categories,
+    check_frequencies,
+    dyadic_up,
+    other_share,
+)
+from ldpfed.frequency.hadamard import HadamardResponse
+from ldpfed.frequency.hashing import BinaryLocalHashing, OptimizedLocalHashing
+from ldpfed.frequency.histogram import HistogramEncoding
+from ldpfed.frequency.sketches import HadamardCountMeanSketch
+from ldpfed.frequency.subset import SubsetSelection
+from ldpfed.frequency.thresholding import SummationHistogramEncoding, ThresholdingHistogramEncoding
 from ldpfed.registry import Registry
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_generator, check_positive_int
+from ldpfed.validation import LDPValueError, check_delta, check_epsilon
 
-
-def check_categories(categories, k: int, name: str = "categories") -> np.ndarray:
-    """A 1-D array of integer category codes in 0..k-1 (integral floats are accepted)."""
-    array = np.asarray(categories)
-    if array.ndim != 1 or array.size == 0:
-        raise LDPValueError(f"{name} must be a non-empty 1-D array (one category per user), got shape {array.shape}")
-    if array.dtype == bool or not np.issubdtype(array.dtype, np.number):
-        raise LDPValueError(f"{name} must be integer codes in 0..{k - 1}, got dtype {array.dtype}")
-    if not np.issubdtype(array.dtype, np.integer):
-        if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-            raise LDPValueError(f"{name} must be integer codes in 0..{k - 1}; found non-integers, NaN or inf")
-    if array.min() < 0 or array.max() > k - 1:
-        raise LDPValueError(f"{name} must lie in 0..{k - 1} (k={k}); found range [{array.min()}, {array.max()}]")
-    return array.astype(np.int64)
-
-
-def _check_frequencies(frequencies, k: int) -> np.ndarray:
-    f = np.asarray(frequencies, dtype=float)
-    if f.shape != (k,) or not np.all(np.isfinite(f)) or f.min() < 0 or f.max() > 1:
-        raise LDPValueError(f"frequencies must be {k} numbers in [0, 1], got {frequencies!r}")
-    return f
-
-
-_RESOLUTION = 2**53  # rng.random() returns k / 2^53
-
-
-def dyadic_up(probability: float) -> float:
-    """The smallest multiple of 2^-53 >= probability (with a 2^-50 relative margin for the
-    rounding of the float that computed it), at least 2^-53: P(rng.random() < result) = result."""
-    return max(1, math.ceil(probability * (1.0 + 2.0**-50) * _RESOLUTION)) / _RESOLUTION
-
-
-def _check_generator(rng) -> None:
-    check_generator(rng)
+# Re-exported: the modules that import them from here.
+__all__ = [
+    "CountingOracle",
+    "FrequencyOracle",
+    "HistogramEncoding",
+    "check_categories",
+    "check_frequencies",
+    "dyadic_up",
+]
 
 
 @dataclass(frozen=True)
-class FrequencyOracle(ABC):
-    """A randomizer of one categorical value among k, with its estimator and exact variance."""
-
-    epsilon: float
-    k: int
-
-    name: ClassVar[str]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_positive_int(self.k, "k", minimum=2))
-
-    def perturb(self, categories, rng: np.random.Generator) -> np.ndarray:
-        """One report per user for `categories` (int codes, shape (n,))."""
-        _check_generator(rng)
-        return self._sample(check_categories(categories, self.k), rng)
-
-    @abstractmethod
-    def _sample(self, categories: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
-
-    @abstractmethod
-    def contributions(self, reports) -> np.ndarray:
-        """(n, k) per-user unbiased estimates of the one-hot vector; `estimate` is their mean.
-
-        Sums of contributions are additive, so chunks of users can be estimated separately.
-        """
-
-    def estimate(self, reports) -> np.ndarray:
-        """Unbiased (k,) frequency estimates from the n users' reports."""
-        return self.contributions(reports).mean(axis=0)
-
-    @abstractmethod
-    def variance(self, frequencies, n: int) -> np.ndarray:
-        """Exact (k,) variance of `estimate` for n users whose true frequencies are `frequencies`."""
-
-    @abstractmethod
-    def log_probability(self, reports, category: int) -> np.ndarray:
-        """log P(report | category) (a density for continuous reports); one value per report."""
-
-    @property
-    def guarantee(self) -> str:
-        return f"{self.epsilon:g}-LDP per categorical value (probability ratio <= e^eps)"
-
-    def describe(self) -> dict:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k, "guarantee": self.guarantee}
-
-
-class _CountingOracle(FrequencyOracle):
-    """Oracles whose report 'supports' category c with probability p if c is the true value, else q.
-
-    Estimator and variance (Wang et al. 2017, Theorem 2, conditional on the data):
-    f_hat_c = (C_c / n - q) / (p - q),
-    Var = (f_c p (1 - p) + (1 - f_c) q (1 - q)) / (n (p - q)^2).
-    """
-
-    p: ClassVar[float]
-    q: ClassVar[float]
-
-    @abstractmethod
-    def _supports(self, reports) -> np.ndarray:
-        """(n, k) 0/1: does each report support each category."""
-
-    def contributions(self, reports) -> np.ndarray:
-        return (self._supports(reports) - self.q) / (self.p - self.q)
-
-    def variance(self, frequencies, n: int) -> np.ndarray:
-        f = _check_frequencies(frequencies, self.k)
-        n = check_positive_int(n, "n")
-        p, q = self.p, self.q
-        return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
-
-
-@dataclass(frozen=True)
-class GeneralizedRR(_CountingOracle):
+class GeneralizedRR(CountingOracle):
     """k-ary randomized response: keep the value w.p. p = e^eps/(e^eps + k - 1), else a uniform other.
 
     The probability of moving, (k - 1)/(e^eps + k - 1), is rounded up to a multiple of 2^-53
@@ -167,9 +75,7 @@ class GeneralizedRR(_CountingOracle):
 
     @property
     def _move(self) -> float:
-        # (k-1)/(e^eps + k - 1), written with e^-eps so that eps > 709 does not overflow
-        small = (self.k - 1) * math.exp(-self.epsilon)
-        return dyadic_up(small / (1.0 + small))
+        return other_share(self.epsilon, self.k - 1)  # (k-1)/(e^eps + k - 1), rounded up
 
     @property
     def p(self) -> float:
@@ -188,13 +94,16 @@ class GeneralizedRR(_CountingOracle):
         reports = check_categories(reports, self.k, name="reports")
         return (reports[:, None] == np.arange(self.k)).astype(float)
 
+    def support_counts(self, reports):
+        return np.bincount(check_categories(reports, self.k, name="reports"), minlength=self.k)
+
     def log_probability(self, reports, category):
         reports = np.asarray(reports)
         return np.where(reports == category, math.log(self.p), math.log(self.q))
 
 
 @dataclass(frozen=True)
-class OptimizedUnaryEncoding(_CountingOracle):
+class OptimizedUnaryEncoding(CountingOracle):
     """OUE: one-hot bits; the true bit is 1 w.p. p = 1/2, every other bit w.p. q = 1/(e^eps + 1)."""
 
     name = "oue"
@@ -203,7 +112,7 @@ class OptimizedUnaryEncoding(_CountingOracle):
     @property
     def q(self) -> float:
         # 1/(e^eps + 1), overflow-free, rounded up to what a 53-bit uniform resolves
-        return dyadic_up(math.exp(-self.epsilon) / (1.0 + math.exp(-self.epsilon)))
+        return other_share(self.epsilon, 1.0)
 
     def _sample(self, categories, rng):
         n = categories.size
@@ -227,76 +136,31 @@ class OptimizedUnaryEncoding(_CountingOracle):
             return np.sum(np.where(bits, np.log(p_one), np.log1p(-p_one)), axis=-1)
 
 
-@dataclass(frozen=True)
-class HistogramEncoding(FrequencyOracle):
-    """One-hot in {-1,+1}^k, each entry perturbed by `entry` (the scalar mechanism at eps/2).
-
-    Entry means: E[t*] = b0 + (1 + b1) t with t = 2 f_c - 1 on average over users, hence
-    f_hat_c = ((mean_c - b0) / (1 + b1) + 1) / 2, exact for biased (square-wave raw) mechanisms too.
-    Var(f_hat_c) = (f_c V(1) + (1 - f_c) V(-1)) / (4 n (1 + b1)^2).
-    """
-
-    entry: Mechanism  # the per-entry randomizer, budget eps/2 (and delta/2); see `get`
-
-    name = "histogram"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not isinstance(self.entry, Mechanism):
-            raise LDPValueError("histogram encoding needs a scalar mechanism; build it with ldpfed.frequency.get")
-
-    def _sample(self, categories, rng):
-        one_hot = np.full((categories.size, self.k), -1.0)
-        one_hot[np.arange(categories.size), categories] = 1.0
-        return self.entry.perturb(one_hot, rng)
-
-    def contributions(self, reports) -> np.ndarray:
-        reports = np.asarray(reports, dtype=float)
-        if reports.ndim != 2 or reports.shape[1] != self.k or reports.shape[0] == 0:
-            raise LDPValueError(f"reports must be an (n, k={self.k}) array, got shape {reports.shape}")
-        if not np.all(np.isfinite(reports)):
-            raise LDPValueError("reports contain NaN or inf")
-        b0, b1 = self.entry.bias_coefficients
-        return ((reports - b0) / (1.0 + b1) + 1.0) / 2.0
-
-    def variance(self, frequencies, n: int) -> np.ndarray:
-        f = _check_frequencies(frequencies, self.k)
-        n = check_positive_int(n, "n")
-        _, b1 = self.entry.bias_coefficients
-        v_one, v_minus_one = self.entry.variance(1.0), self.entry.variance(-1.0)
-        return (f * v_one + (1 - f) * v_minus_one) / (4 * n * (1.0 + b1) ** 2)
-
-    def log_probability(self, reports, category):
-        reports = np.asarray(reports, dtype=float)
-        one_hot = np.where(np.arange(self.k) == category, 1.0, -1.0)
-        return np.sum(self.entry.log_density(reports, one_hot), axis=-1)
-
-    @property
-    def delta(self) -> float | None:
-        return None if self.entry.delta is None else 2 * self.entry.delta
-
-    @property
-    def guarantee(self) -> str:
-        if self.entry.approximate:
-            return f"({self.epsilon:g}, {self.delta:g})-LDP per categorical value ({self.entry.name} per entry)"
-        return f"{self.epsilon:g}-LDP per categorical value ({self.entry.name} at eps/2 per entry)"
-
-    def describe(self) -> dict:
-        return {**super().describe(), "delta": self.delta, "entry": self.entry.describe()}
-
-
 _REGISTRY: Registry[type[FrequencyOracle]] = Registry(
-    "frequency oracle", (GeneralizedRR, OptimizedUnaryEncoding, HistogramEncoding)
+    "frequency oracle",
+    (
+        GeneralizedRR,
+        OptimizedUnaryEncoding,
+        HistogramEncoding,
+        OptimizedLocalHashing,
+        BinaryLocalHashing,
+        HadamardResponse,
+        SubsetSelection,
+        SummationHistogramEncoding,
+        ThresholdingHistogramEncoding,
+        HadamardCountMeanSketch,
+    ),
 )
 available = _REGISTRY.available
 get_class = _REGISTRY.get_class
 
 
 def get(name: str, epsilon: float, k: int, **options) -> FrequencyOracle:
-    """Build the frequency oracle `name` ("grr", "oue" or "histogram") for k categories.
+    """Build the frequency oracle `name` (one of `available()`) for k categories.
 
     "histogram" takes `mechanism` (a name from ldpfed.mechanisms.available(), default "laplace"),
-    `delta` (total, for approximate mechanisms) and any option of that mechanism.
+    `delta` (total, for approximate mechanisms) and any option of that mechanism; the other oracles
+    take their own fields as options (e.g. hcms: hashes, columns), or none.
     """
     cls = get_class(name)
     if cls is HistogramEncoding:
@@ -310,6 +174,10 @@ def get(name: str, epsilon: float, k: int, **options) -> FrequencyOracle:
         )
         entry = mechanisms.get(mechanism, epsilon / 2, None if delta is None else delta / 2, **options)
         return HistogramEncoding(epsilon, k, entry)
-    if options:
-        raise LDPValueError(f"{cls.name} takes no options; got {sorted(options)}")
-    return cls(epsilon, k)
+    allowed = sorted({f.name for f in fields(cls) if f.init} - {"epsilon", "k", "entry"})
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        takes = f"takes options {', '.join(allowed)}" if allowed else "takes no options"
+        raise LDPValueError(f"{cls.name} {takes}; got {unknown}")
+    build = getattr(cls, "build", None)
+    return build(epsilon, k, **options) if build is not None else cls(epsilon, k, **options)

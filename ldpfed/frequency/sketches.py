@@ -1,0 +1,160 @@
+"""Apple's Hadamard count mean sketch, HCMS (Apple Differential Privacy Team, "Learning with Privacy at
+Scale", 2017), for large domains: the report is one bit whatever k.
+
+Public part: `hashes` hash functions h_1..h_s into `columns` = m buckets (m a power of 2), drawn from
+the public `seed`: h(x) = ((a x^2 + b x + c) mod P) mod m with (a, b, c) uniform in [0, P)^3 and
+P = 2^31 - 1 > k, a 3-wise independent family on [0, P). Client (her own Generator): j uniform in
+[0, s), l uniform in [0, m), w = H_m[h_j(x), l] (Sylvester Hadamard entry, +-1), and the bit b = w
+kept with probability e^eps/(e^eps + 1) (the flip probability rounded up: `base.other_share`).
+Report: an (n, 3) int64 array of rows (j, l, b); P(report | x) = (p or 1 - p) / (s m): eps-LDP.
+
+Server: the sketch S[j, l] = sum of the b of the reports with (j, l), one Walsh-Hadamard transform
+per row (T = S H_m), and for each category d: Z(d) = c sum_j T[j, h_j(d)] with c = 1/(2p - 1), so
+that Z(d) = sum_i Z_i(d), Z_i(d) = c b_i H[l_i, h_{j_i}(d)] and E[Z_i(d) | hashes] = gamma(x_i, d),
+the share of the s hash functions under which x_i and d collide. Estimate:
+f_hat(d) = (Z(d) / n - kappa) / (1 - kappa), kappa = sum_r m_r^2 / P^2 the exact probability that
+two distinct categories collide (m_r residues of [0, P) equal to r mod m; ~1/m). It is unbiased over
+the client's noise AND the hash functions (a fresh `seed` per collection), and
+Var f_hat(d) = [sum_i (c^2 - E gamma_i^2) + (1/s) (S2 (kappa - kappa^2) + (S1^2 - S2)(tau - kappa^2))]
+             / (n^2 (1 - kappa)^2),
+with E gamma_i^2 = 1 for x_i = d and kappa/s + kappa^2 (1 - 1/s) otherwise, S1 = n - n_d,
+S2 = sum_{x != d} n_x^2 and tau = sum_r m_r^3 / P^3 (three distinct categories collide; the family
+is 3-wise independent): the noise term plus the hash-collision term, exactly, conditional on the data.
+Server cost: O(n + s m log m + s k), linear in users.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+
+from ldpfed.frequency.base import (
+    FrequencyOracle,
+    check_categories,
+    check_frequencies,
+    check_report_rows,
+    other_share,
+)
+from ldpfed.frequency.hadamard import parity, walsh_hadamard
+from ldpfed.validation import LDPValueError, check_positive_int
+
+PRIME = 2**31 - 1
+
+
+def residue_moments(buckets: int) -> tuple[float, float]:
+    """(kappa, tau): sum_r m_r^2 / P^2 and sum_r m_r^3 / P^3, m_r = #{v in [0, P): v mod buckets = r}."""
+    high, count_high = PRIME // buckets + 1, PRIME % buckets
+    low, count_low = PRIME // buckets, buckets - PRIME % buckets
+    square = count_high * high**2 + count_low * low**2
+    cube = count_high * high**3 + count_low * low**3
+    return float(Fraction(square, PRIME**2)), float(Fraction(cube, PRIME**3))
+
+
+@dataclass(frozen=True)
+class HadamardCountMeanSketch(FrequencyOracle):
+    """HCMS with `hashes` public hash functions into `columns` buckets (module docstring)."""
+
+    hashes: int = 256
+    columns: int = 1024
+    seed: int = 0
+
+    name = "hcms"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.hashes, "hashes")
+        columns = check_positive_int(self.columns, "columns", minimum=2)
+        if columns & (columns - 1):
+            raise LDPValueError(f"hcms columns must be a power of 2, got {columns}")
+        check_positive_int(self.seed, "seed", minimum=0)
+        if self.k >= PRIME:
+            raise LDPValueError(f"hcms hashes categories below {PRIME}; got k = {self.k}")
+
+    @cached_property
+    def coefficients(self) -> np.ndarray:
+        """(hashes, 3) public (a, b, c) of the hash functions, from `seed`."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x4C4D53]))
+        return rng.integers(0, PRIME, size=(self.hashes, 3))
+
+    def hash_values(self, rows, categories) -> np.ndarray:
+        """h_j(x) for hash rows j and categories x (broadcast); x^2 mod P first keeps a x^2 < 2^62."""
+        a, b, c = (self.coefficients[np.asarray(rows), i] for i in range(3))
+        x = np.asarray(categories, dtype=np.int64)
+        return (((a * ((x * x) % PRIME)) % PRIME + b * x + c) % PRIME) % self.columns
+
+    @property
+    def _flip(self) -> float:
+        return other_share(self.epsilon, 1.0)  # 1/(e^eps + 1), rounded up
+
+    @property
+    def scale(self) -> float:
+        """c = 1/(2p - 1) = (e^eps + 1)/(e^eps - 1) for the realized p = 1 - flip."""
+        return 1.0 / (1.0 - 2.0 * self._flip)
+
+    def _sample(self, categories, rng):
+        n = categories.size
+        j = rng.integers(0, self.hashes, size=n)
+        l = rng.integers(0, self.columns, size=n)  # noqa: E741 - the paper's name
+        w = 1 - 2 * parity(self.hash_values(j, categories) & l)
+        keep = rng.random(n) >= self._flip
+        return np.stack([j, l, np.where(keep, w, -w)], axis=1)
+
+    def _checked(self, reports) -> np.ndarray:
+        reports = check_report_rows(reports, 3, self.name)
+        j, l, b = reports.T  # noqa: E741
+        inside = j.min() >= 0 and j.max() < self.hashes and l.min() >= 0 and l.max() < self.columns
+        if not inside or not np.isin(b, (-1, 1)).all():
+            raise LDPValueError(f"hcms reports are rows (j, l, b): j < {self.hashes}, l < {self.columns}, b = +-1")
+        return reports
+
+    def sketch_sums(self, reports) -> np.ndarray:
+        """(k,) Z(d) = sum_i c b_i H[l_i, h_{j_i}(d)]: one bincount, one transform per hash row."""
+        j, l, b = self._checked(reports).T  # noqa: E741
+        sketch = np.bincount(j * self.columns + l, weights=b, minlength=self.hashes * self.columns)
+        transformed = walsh_hadamard(sketch.reshape(self.hashes, self.columns).T).T  # rows: S H_m
+        buckets = self.hash_values(np.arange(self.hashes)[:, None], np.arange(self.k)[None, :])
+        return self.scale * np.take_along_axis(transformed, buckets, axis=1).sum(axis=0)
+
+    def summed(self, reports) -> np.ndarray:
+        kappa, _ = residue_moments(self.columns)
+        return (self.sketch_sums(reports) - len(reports) * kappa) / (1.0 - kappa)
+
+    def contributions(self, reports) -> np.ndarray:
+        j, l, b = self._checked(reports).T  # noqa: E741
+        kappa, _ = residue_moments(self.columns)
+        buckets = self.hash_values(j[:, None], np.arange(self.k)[None, :])
+        signs = 1 - 2 * parity(buckets & l[:, None])
+        return (self.scale * b[:, None] * signs - kappa) / (1.0 - kappa)
+
+    def variance(self, frequencies, n: int) -> np.ndarray:
+        f = check_frequencies(frequencies, self.k)
+        n = check_positive_int(n, "n")
+        kappa, tau = residue_moments(self.columns)
+        s = self.hashes
+        counts = f * n
+        others = n - counts  # S1 per category
+        others_squared = np.sum(counts**2) - counts**2  # S2 per category
+        second = counts + others * (kappa / s + kappa**2 * (1.0 - 1.0 / s))  # sum_i E gamma_i^2
+        noise = n * self.scale**2 - second
+        collisions = (others_squared * (kappa - kappa**2) + (others**2 - others_squared) * (tau - kappa**2)) / s
+        return (noise + collisions) / (n * (1.0 - kappa)) ** 2
+
+    def log_probability(self, reports, category):
+        category = check_categories([category], self.k, name="category")[0]
+        j, l, b = np.asarray(reports, dtype=np.int64).T  # noqa: E741
+        w = 1 - 2 * parity(self.hash_values(j, category) & l)
+        uniform = -math.log(self.hashes) - math.log(self.columns)
+        return uniform + np.where(b == w, math.log1p(-self._flip), math.log(self._flip))
+
+    def audit_classes(self, reports) -> np.ndarray:
+        """Whether b agrees with category 0's and with category 1's Hadamard entry (2 bits)."""
+        j, l, b = np.asarray(reports, dtype=np.int64).T  # noqa: E741
+        agree = [b == 1 - 2 * parity(self.hash_values(j, c) & l) for c in (0, 1)]
+        return agree[0].astype(np.int64) + 2 * agree[1].astype(np.int64)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "hashes": self.hashes, "columns": self.columns, "seed": self.seed}
