@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldpfed.audit.auditor import run_audit
+from ldpfed.audit.subject import AuditSubject
 from ldpfed.frequency.longitudinal import (
     BasicRAPPOR,
     DBitFlipPM,
@@ -207,8 +209,14 @@ def _all_reports(oracle):
 
 @pytest.mark.parametrize(
     "oracle",
-    [BasicRAPPOR(2.0, 3), LongitudinalOSUE(3.0, 3, epsilon_1=1.0), LongitudinalGRR(2.0, 5), DBitFlipPM(2.0, 4, bits=2)],
-    ids=lambda o: o.name,
+    [
+        BasicRAPPOR(2.0, 3),
+        LongitudinalOSUE(3.0, 3, epsilon_1=1.0),
+        LongitudinalGRR(2.0, 5),
+        DBitFlipPM(2.0, 4, bits=2),
+        DBitFlipPM(2.0, 4, bits=1),
+    ],
+    ids=lambda o: f"{o.name}-{o.describe().get('bits', '')}",
 )
 def test_worst_ratio_of_every_output_is_the_budget(oracle):
     """The largest log-ratio over all outputs and pairs of values: eps_inf for the permanent report,
@@ -226,6 +234,18 @@ def test_worst_ratio_of_every_output_is_the_budget(oracle):
     assert worst_round == pytest.approx(oracle.epsilon_1, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    "oracle", [BasicRAPPOR(2.0, 4), LongitudinalGRR(2.0, 4), DBitFlipPM(2.0, 4, bits=2)], ids=lambda o: o.name
+)
+def test_audit_classes_determine_the_log_ratio_of_categories_0_and_1(oracle):
+    reports = _all_reports(oracle)
+    ratio = oracle.log_probability(reports, 0) - oracle.log_probability(reports, 1)
+    classes = oracle.audit_classes(reports)
+    for label in np.unique(classes):
+        np.testing.assert_allclose(ratio[classes == label], ratio[classes == label][0], atol=1e-12)
+    assert np.unique(classes).size > 1
+
+
 def test_sampled_reports_follow_log_probability():
     """Empirical output frequencies of one round match exp(log_probability) (L-GRR, k = 3)."""
     oracle = LongitudinalGRR(1.5, 3)
@@ -234,6 +254,50 @@ def test_sampled_reports_follow_log_probability():
     expected = np.exp(oracle.log_probability(np.arange(3), 0))
     counts = np.bincount(reports, minlength=3)
     assert np.all(np.abs(counts - n * expected) <= 4 * np.sqrt(n * expected * (1 - expected)))
+
+
+def _one_round_subject(oracle, claimed: float) -> AuditSubject:
+    """One round's report on categories 0 and 1, claimed eps_1-LDP."""
+    return AuditSubject(
+        name=oracle.name,
+        epsilon=claimed,
+        delta=0.0,
+        sampler="discrete",
+        inputs=("category 0", "category 1"),
+        draw=lambda which, n, rng: oracle.perturb(np.full(n, which), rng),
+        output="discrete",
+        log_ratio=lambda reports: oracle.log_probability(reports, 0) - oracle.log_probability(reports, 1),
+        classes=oracle.audit_classes,
+    )
+
+
+def _permanent_subject(oracle, claimed: float) -> AuditSubject:
+    """The permanent report (what an observer of every round learns), claimed eps_inf-LDP."""
+    return AuditSubject(
+        name=f"{oracle.name}[permanent]",
+        epsilon=claimed,
+        delta=0.0,
+        sampler="discrete",
+        inputs=("category 0", "category 1"),
+        draw=lambda which, n, rng: oracle.memoize(np.full(n, which), rng).permanent,
+        output="discrete",
+        log_ratio=lambda reports: (
+            oracle.permanent_log_probability(reports, 0) - oracle.permanent_log_probability(reports, 1)
+        ),
+        classes=oracle.audit_classes,
+    )
+
+
+@pytest.mark.parametrize("eps", [1.0, 4.0])
+@pytest.mark.parametrize("cls", [BasicRAPPOR, LongitudinalOSUE, LongitudinalGRR, DBitFlipPM], ids=lambda c: c.name)
+def test_audit_passes_and_a_variant_at_twice_the_budget_fails(cls, eps):
+    """The one-round report passes at eps_1 and the permanent one at eps_inf; an oracle built with
+    twice the budget (its one round at 2 eps_1, its permanent report at 2 eps_inf) fails both claims."""
+    oracle, doubled = cls(eps, 8), cls(2 * eps, 8)
+    assert run_audit(_one_round_subject(oracle, oracle.epsilon_1), samples=100_000, seed=1).verdict == "pass"
+    assert run_audit(_permanent_subject(oracle, oracle.epsilon), samples=100_000, seed=2).verdict == "pass"
+    assert run_audit(_one_round_subject(doubled, oracle.epsilon_1), samples=100_000, seed=3).verdict == "fail"
+    assert run_audit(_permanent_subject(doubled, oracle.epsilon), samples=100_000, seed=4).verdict == "fail"
 
 
 # ---- memoization over rounds -----------------------------------------------------------------

@@ -21,8 +21,10 @@ Oracles, built by name with `ldpfed.frequency.get(name, epsilon, k, ...)` where 
 - "l-grr": k-ary randomized response in both rounds (same paper).
 - "dbitflippm": Ding, Kulkarni & Yekhanin, "Collecting telemetry data privately" (NeurIPS 2017),
   with one bucket per category (b = k): each user samples `bits` = d of the k buckets once and
-  memoizes one symmetric-randomized bit per sampled bucket (p = e^(eps/2)/(e^(eps/2) + 1)); every
-  round repeats the permanent report, so eps_1 = eps_inf = eps.
+  memoizes one symmetric-randomized bit per sampled bucket; every round repeats the permanent
+  report, so eps_1 = eps_inf = eps. Two values differ in min(d, 2) sampled bits, so each bit gets
+  eps / min(d, 2): the paper's p = e^(eps/2)/(e^(eps/2) + 1) for d >= 2, and e^eps/(e^eps + 1) for
+  d = 1, where the paper's eps/2 would leave the report (eps/2)-LDP (tight, as the audit checks).
 
 eps_1 of the chained oracles is the single-round likelihood ratio: ln(P/Q) for L-GRR and
 ln(P (1 - Q) / (Q (1 - P))) for the unary encodings (a change of value flips two bits), with the
@@ -386,7 +388,7 @@ class DBitFlipPM(LongitudinalOracle):
     Report: (n, k) int8, -1 for the buckets a user did not sample, else the bit. Contribution of a
     user to category c: (k / d) [c sampled] (bit - q) / (p - q), unbiased for the one-hot entry;
     its variance is (k / d) E[Y^2] - t for t = [c is the value], E[Y^2] = (P_t (1 - 2q) + q^2) / (p - q)^2
-    with P_t = p or q. Two values differ in at most two sampled bits: eps = 2 ln(p / q).
+    with P_t = p or q. Two values differ in at most min(d, 2) sampled bits: eps = min(d, 2) ln(p / q).
     """
 
     bits: int = 1
@@ -407,8 +409,13 @@ class DBitFlipPM(LongitudinalOracle):
 
     @cached_property
     def _flip(self) -> tuple[float, float]:
-        q = other_share(self.epsilon / 2, 1)
+        q = other_share(self.epsilon / self._differing, 1)
         return 1.0 - q, q
+
+    @property
+    def _differing(self) -> int:
+        """How many sampled bits two values can change: buckets v and v' both sampled, or one."""
+        return min(self.bits, 2)
 
     def _permanent(self, categories, rng):
         n = categories.size
@@ -460,9 +467,15 @@ class DBitFlipPM(LongitudinalOracle):
     def permanent_log_probability(self, permanent, category):
         return self.log_probability(permanent, category)
 
+    def audit_classes(self, reports) -> np.ndarray:
+        """int64 class of each report for an audit on categories 0 and 1: the states (-1, 0, 1) of
+        buckets 0 and 1, on which alone the log-likelihood ratio of the two categories depends."""
+        head = np.asarray(reports, dtype=np.int64)[:, :2] + 1
+        return head[:, 0] + 3 * head[:, 1]
+
     def realized_epsilons(self) -> tuple[float, float]:
         p, q = self._flip
-        epsilon = 2 * math.log(p / q)
+        epsilon = self._differing * math.log(p / q)
         return epsilon, epsilon
 
     def describe(self) -> dict:
