@@ -24,9 +24,10 @@ and the sampling is done by the untrusted server the guarantee is meant to hold 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ldpfed.accounting.accountants import (
     ACCOUNTANTS,
@@ -90,6 +91,17 @@ def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_mult
     return CalibratedDpEvent(GaussianDpEvent(noise_multiplier), epsilon, delta)
 
 
+def _column(values: list) -> np.ndarray:
+    """A column of per-state values: floats (None as NaN) where all are numbers or None, else objects."""
+    if all(value is None or (isinstance(value, float) and not isinstance(value, bool)) for value in values):
+        return np.array([np.nan if value is None else value for value in values], dtype=float)
+    if all(isinstance(value, (bool, np.bool_)) for value in values) or all(
+        isinstance(value, int) and not isinstance(value, bool) for value in values
+    ):
+        return np.array(values)
+    return np.array(values, dtype=object)
+
+
 def _composed(history: tuple, accountant: str, extra: dp_event.DpEvent | None = None):
     """A fresh `accountant` composed with the (event, count) pairs of `history`, then `extra`."""
     composed = create_accountant(accountant)
@@ -100,40 +112,141 @@ def _composed(history: tuple, accountant: str, extra: dp_event.DpEvent | None = 
     return composed
 
 
+def _int_key(client_id) -> int | None:
+    """A client id that is a non-negative integer (or its canonical decimal string), else None."""
+    if isinstance(client_id, (int, np.integer)) and not isinstance(client_id, bool) and client_id >= 0:
+        return int(client_id)
+    if isinstance(client_id, str) and client_id.isdigit() and client_id.isascii() and str(int(client_id)) == client_id:
+        return int(client_id)
+    return None
+
+
 class PrivacyLedger:
-    """Each client's privacy-cost event per round, and its totals over the rounds it took part in."""
+    """Each client's privacy-cost event per round, and its totals over the rounds it took part in.
+
+    Kept as columns: each client is a row whose state (its history: the (event, count) pairs in
+    the order it met them, and its mechanisms) is an index into the distinct states seen; a round
+    moves the rows of its clients from state to state with array operations, one transition per
+    distinct state (`record_round`). Integer client ids (partition ids) are found by array
+    indexing, other ids (any string) through a dictionary. The recorded rounds are kept as one
+    block (round, event, mechanism, rows) per call (`entries_frame`)."""
 
     def __init__(self) -> None:
-        self._entries: list[LedgerEntry] = []
-        self._events: dict[str, Counter] = {}
-        self._mechanisms: dict[str, set[str]] = {}
-        self._seen: set[tuple[str, int]] = set()
+        self._int_rows = np.full(0, -1, dtype=np.int64)  # integer client id -> row (-1: none)
+        self._named_rows: dict[str, int] = {}  # other client ids -> row
+        self._row_ids = np.zeros(0, dtype=np.int64)  # row -> integer client id (-1: named)
+        self._row_names: dict[int, str] = {}  # row -> other client id
+        self._state = np.zeros(0, dtype=np.int64)  # row -> state index
+        self._states: list[tuple[tuple, frozenset]] = [((), frozenset())]  # (history, mechanisms)
+        self._state_index: dict[tuple, int] = {self._states[0]: 0}
+        self._moves: dict[tuple, int] = {}  # (state, event, mechanism) -> next state
+        self._blocks: list[tuple[int, dp_event.DpEvent, str, np.ndarray]] = []  # (round, event, mechanism, rows)
+        self._rounds: dict[int, list[np.ndarray]] = {}  # round -> rows recorded in it
+        self._size = 0
         # (history, accountant, delta target, extra event) -> Spent, or None where unsupported
         self._memo: dict[tuple, Spent | None] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._size
 
     # --- recording ----------------------------------------------------------------------------------
     def record_event(self, client_id, round: int, event: dp_event.DpEvent, mechanism: str | None = None) -> None:
         """Record one round of one client by its event."""
-        client = str(client_id)
+        self.record_round([client_id], round, event, mechanism)
+
+    def record_round(self, client_ids, round: int, event: dp_event.DpEvent, mechanism: str | None = None) -> None:
+        """Record one round with the same event for each of `client_ids` (array work: O(clients)
+        in numpy, one transition per distinct client state)."""
         round = check_positive_int(round, "round", minimum=0)
         if not isinstance(event, dp_event.DpEvent):
             raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
-        if (client, round) in self._seen:
+        mechanism = describe_event(event) if mechanism is None else str(mechanism)
+        rows = self._rows_for(client_ids)
+        if rows.size == 0:
+            return
+        earlier = self._rounds.get(round, [])
+        repeated = np.unique(rows).size < rows.size or any(np.isin(rows, done).any() for done in earlier)
+        if repeated:
+            seen = np.concatenate([*earlier, rows])
+            values, counts = np.unique(seen, return_counts=True)
+            client = self._client_of(int(values[counts > 1][0]))
             raise LDPValueError(f"client {client!r} already has an entry for round {round}")
-        entry = LedgerEntry(client, round, event, describe_event(event) if mechanism is None else str(mechanism))
-        self._entries.append(entry)
-        if client not in self._events:  # (setdefault would build a Counter on every call)
-            self._events[client], self._mechanisms[client] = Counter(), set()
-        self._events[client][event] += 1
-        self._mechanisms[client].add(entry.mechanism)
-        self._seen.add((client, round))
+        states, inverse = np.unique(self._state[rows], return_inverse=True)
+        moved = np.array([self._move(int(state), event, mechanism) for state in states], dtype=np.int64)
+        self._state[rows] = moved[inverse]
+        self._rounds.setdefault(round, []).append(rows)
+        self._blocks.append((round, event, mechanism, rows))
+        self._size += rows.size
+
+    def _move(self, state: int, event: dp_event.DpEvent, mechanism: str) -> int:
+        """The state after `state` meets one more round of `event` by `mechanism`."""
+        key = (state, event, mechanism)
+        if key not in self._moves:
+            history, mechanisms = self._states[state]
+            counts = dict(history)
+            counts[event] = counts.get(event, 0) + 1  # a new event goes last: the order met
+            after = (tuple(counts.items()), mechanisms | {mechanism})
+            if after not in self._state_index:
+                self._state_index[after] = len(self._states)
+                self._states.append(after)
+            self._moves[key] = self._state_index[after]
+        return self._moves[key]
+
+    def _rows_for(self, client_ids) -> np.ndarray:
+        """The rows of `client_ids`, new rows made for clients not seen before."""
+        ids = np.asarray(client_ids)
+        if ids.size and ids.dtype.kind in "iu" and ids.min() >= 0:
+            return self._integer_rows(ids.astype(np.int64).ravel())
+        return np.array([self._row_of(client, create=True) for client in list(client_ids)], dtype=np.int64)
+
+    def _integer_rows(self, ids: np.ndarray) -> np.ndarray:
+        if ids.max() >= self._int_rows.size:
+            grown = np.full(max(int(ids.max()) + 1, 2 * self._int_rows.size), -1, dtype=np.int64)
+            grown[: self._int_rows.size] = self._int_rows
+            self._int_rows = grown
+        rows = self._int_rows[ids]
+        new = rows < 0
+        if new.any():
+            fresh = np.unique(ids[new])
+            self._int_rows[fresh] = self._add_rows(fresh.size)
+            self._row_ids[-fresh.size :] = fresh
+            rows = self._int_rows[ids]
+        return rows
+
+    def _add_rows(self, count: int) -> np.ndarray:
+        start = self._state.size
+        self._state = np.concatenate([self._state, np.zeros(count, dtype=np.int64)])
+        self._row_ids = np.concatenate([self._row_ids, np.full(count, -1, dtype=np.int64)])
+        return np.arange(start, start + count)
+
+    def _row_of(self, client_id, create: bool = False) -> int:
+        """The row of one client (-1 if unknown and not `create`)."""
+        key = _int_key(client_id)
+        if key is not None:
+            if key < self._int_rows.size and self._int_rows[key] >= 0:
+                return int(self._int_rows[key])
+            return int(self._integer_rows(np.array([key]))[0]) if create else -1
+        name = str(client_id)
+        if name not in self._named_rows:
+            if not create:
+                return -1
+            row = int(self._add_rows(1)[0])
+            self._named_rows[name], self._row_names[row] = row, name
+        return self._named_rows[name]
+
+    def _client_of(self, row: int) -> str:
+        return self._row_names[row] if self._row_ids[row] < 0 else str(int(self._row_ids[row]))
+
+    def _client_column(self) -> np.ndarray:
+        """Each row's client id as a string (str(client_id), as recorded)."""
+        column = self._row_ids.astype(str).astype(object)
+        for row, name in self._row_names.items():
+            column[row] = name
+        return column
 
     # --- questions -----------------------------------------------------------------------------------
     def clients(self) -> list[str]:
-        return list(self._events)
+        return [str(client) for client in self._client_column()[self._state > 0]]
 
     def accountant(self, client_id, accountant: str = "basic", extra: dp_event.DpEvent | None = None):
         """`accountant` composed with the client's events (and `extra`, if given)."""
@@ -145,7 +258,8 @@ class PrivacyLedger:
 
     def _history(self, client_id) -> tuple:
         """The client's (event, count) pairs in the order it met them: all its total depends on."""
-        return tuple(self._events.get(str(client_id), Counter()).items())
+        row = self._row_of(client_id)
+        return () if row < 0 else self._states[self._state[row]][0]
 
     def _spent_of(
         self, history: tuple, accountant: str, delta_target: float, extra: dp_event.DpEvent | None = None
@@ -173,16 +287,27 @@ class PrivacyLedger:
         key = ("within", self._history(client_id), accountant, max_delta, extra)
         return self._memoised(key, lambda composed: composed.spent_within(max_delta))
 
+    def _recorded_states(self) -> list[int]:
+        """The distinct states of the clients with at least one recorded round."""
+        return [int(state) for state in np.unique(self._state) if state > 0]
+
     def max_spent(
         self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET, *, within: bool = False
     ) -> Spent:
         """The largest total any client has spent (not private if any client is not); `within`:
-        each client's total as stated within delta_target (`spent_within`, a budget's view)."""
+        each client's total as stated within delta_target (`spent_within`, a budget's view). One
+        accountant figure per distinct client history."""
         reasons = tuple(self.reasons())
         if reasons:
             return Spent(accountant, None, None, False, reasons)
-        spend = self.spent_within if within else self.spent
-        spents = [spend(client, accountant, delta_target) for client in self._events]
+        histories = {self._states[state][0] for state in self._recorded_states()}
+        if within:
+            spents = [
+                self._memoised(("within", h, accountant, delta_target, None), lambda a: a.spent_within(delta_target))
+                for h in histories
+            ]
+        else:
+            spents = [self._spent_of(history, accountant, delta_target) for history in histories]
         if not spents:
             return Spent(accountant, 0.0, 0.0, True, (), 0.0, 0.0)
         return Spent(
@@ -204,23 +329,31 @@ class PrivacyLedger:
         return list(not_private_reasons(self._events_of_all()))
 
     def _events_of_all(self):
-        return {event for events in self._events.values() for event in events}
+        return {event for state in self._recorded_states() for event, _ in self._states[state][0]}
 
     # --- records -----------------------------------------------------------------------------------
     def totals(self, delta_target: float = DEFAULT_DELTA_TARGET) -> dict[str, dict]:
         """str(client_id) -> {rounds, mechanisms, private, reasons, and for each accountant
-        <name>_epsilon, <name>_delta}; figures an accountant cannot give are None."""
-        delta_target = check_fraction(delta_target, "delta_target")
-        shared: dict[tuple, dict] = {}  # one record per distinct (history, mechanisms)
-        result = {}
-        for client, events in self._events.items():
-            history, mechanisms = tuple(events.items()), self._mechanisms[client]
-            key = (history, frozenset(mechanisms))
-            if key not in shared:
-                shared[key] = self._total(history, mechanisms, delta_target)
-            record = shared[key]
-            result[client] = {**record, "mechanisms": list(record["mechanisms"]), "reasons": list(record["reasons"])}
-        return result
+        <name>_epsilon, <name>_delta}; figures an accountant cannot give are None (a dict per
+        client: `to_frame` gives the same as columns)."""
+        records = self._state_records(check_fraction(delta_target, "delta_target"))
+        rows = np.flatnonzero(self._state > 0)
+        clients = self._client_column()
+        return {
+            str(clients[row]): {
+                **records[self._state[row]],
+                "mechanisms": list(records[self._state[row]]["mechanisms"]),
+                "reasons": list(records[self._state[row]]["reasons"]),
+            }
+            for row in rows
+        }
+
+    def _state_records(self, delta_target: float) -> dict[int, dict]:
+        """{state: its `totals` record}, one per distinct recorded state."""
+        return {
+            state: self._total(self._states[state][0], self._states[state][1], delta_target)
+            for state in self._recorded_states()
+        }
 
     def _total(self, history: tuple, mechanisms: set[str], delta_target: float) -> dict:
         """A client's `totals` record from its history and mechanisms."""
@@ -244,44 +377,77 @@ class PrivacyLedger:
         return self._memo[key]
 
     def to_frame(self, delta_target: float = DEFAULT_DELTA_TARGET) -> pd.DataFrame:
-        """One row per client with its totals (for CSV/Parquet)."""
+        """One row per client with its totals (for CSV/Parquet), built as columns: each distinct
+        state's record once, spread over its clients by array indexing."""
         import pandas as pd  # lazily, with pyarrow: a Flower node imports this module, never this method
 
         columns = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
             f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
         ]
-        rows = [
-            {
-                "client_id": client,
-                **total,
-                "mechanisms": ",".join(total["mechanisms"]),
-                "reasons": "; ".join(total["reasons"]),
-            }
-            for client, total in self.totals(delta_target).items()
-        ]
-        return pd.DataFrame(rows, columns=columns)
+        records = self._state_records(check_fraction(delta_target, "delta_target"))
+        rows = np.flatnonzero(self._state > 0)
+        states = sorted(records)
+        position = np.searchsorted(np.array(states, dtype=np.int64), self._state[rows]) if states else rows
+        data = {"client_id": self._client_column()[rows]}
+        for column in columns[1:]:
+            values = [records[state][column] for state in states]
+            if column in ("mechanisms", "reasons"):
+                values = [",".join(value) if column == "mechanisms" else "; ".join(value) for value in values]
+            data[column] = _column(values)[position] if states else []
+        return pd.DataFrame(data, columns=columns)
 
     def entries_frame(self) -> pd.DataFrame:
-        """Every recorded round (the accountants' inputs)."""
+        """Every recorded round (the accountants' inputs), one row per client and round, in the
+        order recorded."""
         import pandas as pd
 
-        rows = [
-            {"client_id": e.client_id, "round": e.round, "mechanism": e.mechanism, "event": describe_event(e.event)}
-            for e in self._entries
-        ]
-        return pd.DataFrame(rows, columns=["client_id", "round", "mechanism", "event"])
+        clients = self._client_column()
+        blocks = self._blocks
+        if not blocks:
+            return pd.DataFrame(columns=["client_id", "round", "mechanism", "event"])
+        sizes = [rows.size for _, _, _, rows in blocks]
+        block = np.repeat(np.arange(len(blocks)), sizes)
+        rows = np.concatenate([rows for _, _, _, rows in blocks])
+        return pd.DataFrame(
+            {
+                "client_id": clients[rows],
+                "round": np.array([r for r, _, _, _ in blocks], dtype=np.int64)[block],
+                "mechanism": np.array([m for _, _, m, _ in blocks], dtype=object)[block],
+                "event": np.array([describe_event(e) for _, e, _, _ in blocks], dtype=object)[block],
+            }
+        )
 
-    def state_dict(self, delta_target: float = DEFAULT_DELTA_TARGET) -> dict:
-        """JSON-ready record: the accountants, their inputs (entries) and outputs (totals)."""
-        return {
+    def entries(self) -> list[LedgerEntry]:
+        """Every recorded round as a `LedgerEntry`, in the order recorded (one object per client and
+        round: for records of small ledgers; `entries_frame` for large ones)."""
+        clients = self._client_column()
+        return [
+            LedgerEntry(str(clients[row]), r, event, mechanism)
+            for r, event, mechanism, rows in self._blocks
+            for row in rows
+        ]
+
+    def state_dict(self, delta_target: float = DEFAULT_DELTA_TARGET, *, per_client: bool = True) -> dict:
+        """JSON-ready record: the accountants, their inputs (entries) and outputs (totals);
+        `per_client` False leaves out the per-client entries and totals (which `entries_frame` and
+        `to_frame` hold as columns) and keeps the distinct histories' totals."""
+        record = {
             "accountants": {name: cls.description for name, cls in ACCOUNTANTS.items()},
             "delta_target": check_fraction(delta_target, "delta_target"),
             "amplification_by_client_sampling": False,
             "private": self.private,
             "reasons": self.reasons(),
-            "entries": [entry.to_dict() for entry in self._entries],
-            "totals": self.totals(delta_target),
         }
+        if per_client:
+            record["entries"] = [entry.to_dict() for entry in self.entries()]
+            record["totals"] = self.totals(delta_target)
+        else:
+            counts = np.bincount(self._state, minlength=len(self._states))
+            record["clients"] = int(np.count_nonzero(self._state > 0))
+            record["distinct_totals"] = [
+                {"clients": int(counts[state]), **total} for state, total in self._state_records(delta_target).items()
+            ]
+        return record
 
     @classmethod
     def from_state_dict(cls, state: dict) -> PrivacyLedger:

@@ -21,6 +21,7 @@ refuses outside of (`minimum_reports`): n >= 16 log(2/delta) e^eps0 reports per 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -180,7 +181,14 @@ class ShuffledGuarantee:
 
 def shuffled_epsilon(epsilon0: float, reports: int, delta: float, bound: str = "numerical") -> ShuffledGuarantee:
     """The amplified guarantee of one round of `reports` shuffled eps0-LDP reports; refuses outside
-    Theorem 3.1's condition. `numerical` (default) is checked against the closed form."""
+    Theorem 3.1's condition. `numerical` (default) is checked against the closed form. Cached on
+    its arguments: the numerical bound costs seconds at n = 10^6 and a round asks for it several
+    times (admission, record), with the same (eps0, n, delta) in every full round."""
+    return _shuffled_epsilon(float(epsilon0), int(reports), float(delta), bound)
+
+
+@functools.lru_cache(maxsize=64)
+def _shuffled_epsilon(epsilon0: float, reports: int, delta: float, bound: str) -> ShuffledGuarantee:
     if bound not in BOUNDS:
         raise LDPValueError(f"shuffle bound must be one of {', '.join(BOUNDS)}; got {bound!r}")
     closed = closed_form_epsilon(epsilon0, reports, delta)

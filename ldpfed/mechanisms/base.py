@@ -99,6 +99,22 @@ class Mechanism(ABC):
         check_generator(*rngs)
         return self._sample_rows(check_values(table), rngs)
 
+    def perturb_streams(self, values, streams) -> np.ndarray:
+        """Row i of `values` (rows, k) randomized from row i of `streams`
+        (ldpfed.samplers.streams.RowStreams): bit for bit `perturb_rows` with Generators in those
+        states, without building them; one compiled pass where the sampler has one, else each row
+        from a Generator continuing its stream. Advances the streams."""
+        table = check_values(np.asarray(values, dtype=float))
+        if table.ndim != 2 or len(streams) != table.shape[0]:
+            raise LDPValueError(f"perturb_streams needs one stream per row, got {table.shape} and {len(streams)}")
+        compiled = getattr(self.safe_sampler, "sample_handles", None)
+        if compiled is not None:
+            return compiled(table, streams.handles, _BLOCK)
+        rngs = [streams.generator(row) for row in range(len(streams))]
+        out = self._sample_rows(table, rngs)
+        streams.advance_to(rngs)
+        return out
+
     def _sample_rows(self, t: np.ndarray, rngs) -> np.ndarray:
         """Validated rows, each in blocks of _BLOCK values. Cache blocking, not a loop over users:
         each block's temporaries stay in the CPU cache (and below malloc's mmap threshold), which

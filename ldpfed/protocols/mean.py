@@ -154,6 +154,12 @@ def cohort(users: int, clients: int, partition_id: int) -> np.ndarray:
     return np.arange(start, start + size + (partition_id < larger))
 
 
+def cohort_sizes(users: int, clients: int, partition_ids) -> np.ndarray:
+    """The number of users of each client in `partition_ids` (`cohort`'s block sizes), as an array."""
+    size, larger = divmod(users, clients)
+    return size + (np.asarray(partition_ids, dtype=np.int64) < larger)
+
+
 @functools.lru_cache(maxsize=4)
 def _mechanism(name: str, epsilon: float, m: int, delta: float | None) -> Mechanism:
     return per_value_mechanism(name, epsilon, m, delta)

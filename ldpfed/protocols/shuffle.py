@@ -28,7 +28,7 @@ from ldpfed.accounting.trust import shuffle_round_delta
 from ldpfed.config import Config
 from ldpfed.mechanisms.multidim import ReportSums
 from ldpfed.protocols import seeds
-from ldpfed.protocols.mean import cohort, mechanism, tuples
+from ldpfed.protocols.mean import cohort, cohort_sizes, mechanism, tuples
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ShuffleRound:
             return admitted, []
         needed = minimum_reports(self.config.privacy.epsilon, self.round_delta)
         while admitted:
-            reports = sum(cohort_size(self.config, pid) for pid in admitted)
+            reports = int(cohort_sizes(self.config.data.users, self.config.federation.clients, admitted).sum())
             if reports < needed:
                 admitted = []
                 break
@@ -95,7 +95,8 @@ class ShuffleRound:
             if kept == admitted:
                 break
             admitted = kept
-        return admitted, [pid for pid in partitions if pid not in admitted]
+        taking_part = set(admitted)
+        return admitted, [pid for pid in partitions if pid not in taking_part]
 
     def record(self, server_round: int, participants: list[int], reports: int) -> dict:
         guarantee = self.guarantee(reports)

@@ -380,21 +380,26 @@ class GridSampler:
         """Reports for the rows of t (c, k), row i from rngs[i], each row in blocks of `block`
         values: per block the dither words of all its values, then their draws r (with the rare
         redraws r >= T), as the numpy sampler drew them; one compiled pass (`_grid_kernel`)."""
+        with locked(rngs):
+            return self.sample_handles(t, handles(rngs), block)
+
+    def sample_handles(self, t: np.ndarray, row_handles: np.ndarray, block: int) -> np.ndarray:
+        """`sample_rows` with each row's stream given as a kernel handle (`words.handles`, or
+        ldpfed.samplers.streams.RowStreams.handles); the caller holds whatever locks they need."""
         compiled()
         t = np.ascontiguousarray(t, dtype=float)
         out = np.empty(t.shape)
         constants = self.law.map_constants(self.step, self.atom_value)
-        with locked(rngs):
-            _grid_kernel(
-                t,
-                out,
-                handles(rngs),
-                block,
-                float(self.grid_steps),
-                0.5 - self.law.window_half,
-                self.law.total,
-                constants,
-            )
+        _grid_kernel(
+            t,
+            out,
+            row_handles,
+            block,
+            float(self.grid_steps),
+            0.5 - self.law.window_half,
+            self.law.total,
+            constants,
+        )
         return out
 
     @cached_property

@@ -85,11 +85,16 @@ class GridNoiseSampler:
 
     def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
         """Reports for the rows of t (c, k), row i from rngs[i], in blocks of `block` values."""
+        with locked(rngs):
+            return self.sample_handles(t, handles(rngs), block)
+
+    def sample_handles(self, t: np.ndarray, row_handles: np.ndarray, block: int) -> np.ndarray:
+        """`sample_rows` with each row's stream given as a kernel handle (`words.handles`, or
+        ldpfed.samplers.streams.RowStreams.handles); the caller holds whatever locks they need."""
         compiled()
         t = np.ascontiguousarray(t, dtype=float)
         out = np.empty(t.shape)
-        with locked(rngs):
-            self._sample_rows_kernel(t, out, handles(rngs), block)
+        self._sample_rows_kernel(t, out, row_handles, block)
         return out
 
     def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:

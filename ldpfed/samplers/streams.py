@@ -1,0 +1,217 @@
+"""Many clients' own noise streams at once, for batched kernels (spec: scale.md).
+
+A client's noise in round r comes from `default_rng(SeedSequence(secret, spawn_key=key))` (numpy's
+PCG64 seeded by the SeedSequence of its secret; ldpfed.protocols.seeds). Building one Generator
+per client costs ~10 us of Python (the SeedSequence's hashing, the BitGenerator object), the whole
+round's work when a node hosts 10^5 one-user clients. `StreamKeys.streams` computes the same PCG64
+states for all rows in one compiled pass (numpy's SeedSequence mixing and PCG64 seeding, bit for
+bit: tests/test_row_streams.py) and keeps them in one (rows, 4) array; `handles` points the
+samplers' kernels (ldpfed.samplers.words: `next_word`, `draw_words`) at row i's state, so a batched
+call draws row i's words from row i's stream exactly as the Generator would. Nothing here leaves
+the node: the states derive from the clients' secrets, which the server never holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpfed.samplers import words as _words
+from ldpfed.samplers.words import UNIT, compiled, kernel, next_word
+
+POOL = 4  # numpy's SeedSequence pool size, in 32-bit words
+MASK32 = 0xFFFFFFFF
+# numpy's SeedSequence constants, as uint64 scalars (the kernels' arithmetic stays unsigned)
+_MASK, _SHIFT, _ONE = np.uint64(MASK32), np.uint64(16), np.uint64(1)
+INIT_A, MULT_A, INIT_B, MULT_B = (np.uint64(c) for c in (0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED))
+MIX_MULT_L, MIX_MULT_R = np.uint64(0xCA01F9DD), np.uint64(0x4973F715)
+
+
+def uint32_words(value: int) -> list[int]:
+    """A non-negative integer as numpy's SeedSequence splits it: 32-bit words, least significant
+    first ([0] for 0)."""
+    words = [value & MASK32]
+    value >>= 32
+    while value:
+        words.append(value & MASK32)
+        value >>= 32
+    return words
+
+
+def entropy_words(secrets) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, POOL) uint32 words of each secret, zero-padded (what SeedSequence pads to with a spawn
+    key), and a boolean array of the secrets too long for POOL words (>= 2^128), which
+    `StreamKeys` seeds through numpy instead."""
+    secrets = [int(secret) for secret in secrets]
+    words = np.zeros((len(secrets), POOL), dtype=np.uint32)
+    long = np.zeros(len(secrets), dtype=bool)
+    for row, secret in enumerate(secrets):  # once per node: the secrets are Python integers
+        if secret >= 1 << (32 * POOL):
+            long[row] = True
+            continue
+        for column in range(POOL):
+            words[row, column] = (secret >> (32 * column)) & MASK32
+    return words, long
+
+
+@kernel(inline=True)
+def _hashmix(value, hash_const):
+    """numpy's SeedSequence hashmix on 32-bit values held in uint64: (new value, new constant)."""
+    value = (value ^ hash_const) & _MASK
+    hash_const = (hash_const * MULT_A) & _MASK
+    value = (value * hash_const) & _MASK
+    return value ^ (value >> _SHIFT), hash_const
+
+
+@kernel(inline=True)
+def _mix(x, y):
+    result = (MIX_MULT_L * x - MIX_MULT_R * y) & _MASK
+    return result ^ (result >> _SHIFT)
+
+
+@kernel
+def _premix(entropy, mixers) -> None:
+    """mixers[i] = numpy's SeedSequence pool after mixing entropy[i]'s POOL words (mix_entropy's
+    first two loops: the part that does not depend on the spawn key)."""
+    width = entropy.shape[1]
+    for row in range(entropy.shape[0]):
+        hash_const = INIT_A
+        for i in range(width):
+            mixers[row, i], hash_const = _hashmix(np.uint64(entropy[row, i]), hash_const)
+        for source in range(width):
+            for target in range(width):
+                if source != target:
+                    hashed, hash_const = _hashmix(mixers[row, source], hash_const)
+                    mixers[row, target] = _mix(mixers[row, target], hashed)
+
+
+@kernel
+def _seed_pcg64(mixers, key, hash_start, states) -> None:
+    """states[i] = (state low, high, inc low, high) of PCG64 seeded by SeedSequence(entropy[i],
+    spawn_key=key) from the premixed pool: mix_entropy's last loop (the key's words),
+    generate_state(4, uint64) and pcg64_set_seed, row by row."""
+    width, extra = mixers.shape[1], key.shape[0]
+    mixer = np.zeros(width, dtype=np.uint64)
+    state = np.zeros(2 * width, dtype=np.uint64)
+    half = np.uint64(32)
+    for row in range(mixers.shape[0]):
+        hash_const = hash_start
+        for i in range(width):
+            mixer[i] = mixers[row, i]
+        for source in range(extra):
+            for target in range(width):
+                hashed, hash_const = _hashmix(np.uint64(key[source]), hash_const)
+                mixer[target] = _mix(mixer[target], hashed)
+        hash_const = INIT_B
+        for i in range(2 * width):
+            value = (mixer[i % width] ^ hash_const) & _MASK
+            hash_const = (hash_const * MULT_B) & _MASK
+            value = (value * hash_const) & _MASK
+            state[i] = value ^ (value >> _SHIFT)
+        seed_high, seed_low = state[0] | (state[1] << half), state[2] | (state[3] << half)
+        sequence_high, sequence_low = state[4] | (state[5] << half), state[6] | (state[7] << half)
+        inc_low = (sequence_low << _ONE) | _ONE
+        inc_high = (sequence_high << _ONE) | (sequence_low >> np.uint64(63))
+        low = inc_low + seed_low  # state = inc + seed (mod 2^128), then one step
+        high = inc_high + seed_high + np.uint64(low < inc_low)
+        low, high, _ = _words._pcg64_step(low, high, inc_low, inc_high)  # swapped in by compiled()
+        states[row, 0], states[row, 1], states[row, 2], states[row, 3] = low, high, inc_low, inc_high
+
+
+class StreamKeys:
+    """The clients' secrets, premixed once (`_premix`); `streams(spawn_key)` gives each client's
+    stream of one purpose and round (`RowStreams`), the key-independent hashing not repeated."""
+
+    # hash constant after mix_entropy's first two loops: POOL + POOL (POOL - 1) hashmix calls
+    HASH_START = np.uint64((0x43B0D7E5 * pow(0x931E8875, POOL * POOL, 1 << 32)) & MASK32)
+
+    def __init__(self, secrets) -> None:
+        secrets = [int(secret) for secret in secrets]
+        words, self._long = entropy_words(secrets)
+        self._long_secrets = {int(row): secrets[row] for row in np.flatnonzero(self._long)}
+        self.mixers = np.zeros(words.shape, dtype=np.uint64)
+        if len(secrets):
+            compiled()
+            _premix(words, self.mixers)
+
+    def __len__(self) -> int:
+        return self.mixers.shape[0]
+
+    def take(self, rows) -> StreamKeys:
+        """The keys of `rows` only."""
+        keys = StreamKeys.__new__(StreamKeys)
+        keys.mixers, keys._long = self.mixers[rows], self._long[rows]
+        index = np.arange(len(self))[rows]
+        keys._long_secrets = {new: self._long_secrets[int(old)] for new, old in enumerate(index) if keys._long[new]}
+        return keys
+
+    def streams(self, spawn_key: tuple[int, ...]) -> RowStreams:
+        """Row i: the PCG64 state of default_rng(SeedSequence(secret_i, spawn_key=spawn_key))."""
+        key = np.array([word for part in spawn_key for word in uint32_words(int(part))], dtype=np.uint32)
+        states = np.empty((len(self), 4), dtype=np.uint64)
+        if len(self):
+            compiled()
+            _seed_pcg64(self.mixers, key, self.HASH_START, states)
+        for row, secret in self._long_secrets.items():  # secrets beyond 128 bits: rare, through numpy
+            generator = np.random.PCG64(np.random.SeedSequence(secret, spawn_key=spawn_key))
+            states[row] = pcg64_words(generator.state["state"])
+        return RowStreams(states)
+
+
+@kernel
+def _row_uniforms(handles, out) -> None:
+    """out[i, :] = the next uniforms (word >> 11) 2^-53 of row i's stream (Generator.random())."""
+    for row in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[row, j] = (next_word(handles[row]) >> np.uint64(11)) * UNIT
+
+
+class RowStreams:
+    """Row i's PCG64 state (numpy's layout: state low, high, increment low, high) and the kernels'
+    handle to it: row i draws what `default_rng(SeedSequence(secret_i, spawn_key=key))` would."""
+
+    def __init__(self, states: np.ndarray) -> None:
+        self.states = np.ascontiguousarray(states, dtype=np.uint64)
+        rows = self.states.shape[0]
+        # numpy's pcg64 state struct starts with a pointer to {state, inc}: one pointer per row
+        self._pointers = self.states.ctypes.data + 32 * np.arange(rows, dtype=np.uint64)
+        self.handles = np.zeros((rows, 3), dtype=np.uintp)
+        self.handles[:, 1] = self._pointers.ctypes.data + 8 * np.arange(rows, dtype=np.uint64)
+        self.handles[:, 2] = 1  # PCG64: drawn inline by the kernels
+
+    def __len__(self) -> int:
+        return self.states.shape[0]
+
+    def take(self, rows) -> RowStreams:
+        """The streams of `rows` (copies: drawing from them leaves these untouched)."""
+        return RowStreams(self.states[rows])
+
+    def uniforms(self, count: int) -> np.ndarray:
+        """(rows, count): each row's next `count` uniforms, as `Generator.random(count)`."""
+        out = np.empty((len(self), int(count)))
+        if out.size:
+            compiled()
+            _row_uniforms(self.handles, out)
+        return out
+
+    def generator(self, row: int) -> np.random.Generator:
+        """A numpy Generator continuing row `row`'s stream (for samplers without a compiled pass)."""
+        low, high, inc_low, inc_high = (int(word) for word in self.states[row])
+        bit_generator = np.random.PCG64()
+        bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": low | (high << 64), "inc": inc_low | (inc_high << 64)},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return np.random.Generator(bit_generator)
+
+    def advance_to(self, generators) -> None:
+        """Row i takes the state of `generators[i]` (those made by `generator`, after drawing)."""
+        for row, generator in enumerate(generators):  # the fallback of samplers without a kernel
+            self.states[row] = pcg64_words(generator.bit_generator.state["state"])
+
+
+def pcg64_words(state: dict) -> tuple[int, int, int, int]:
+    """numpy's PCG64 state dict {'state', 'inc'} as (state low, high, inc low, high)."""
+    mask = (1 << 64) - 1
+    return state["state"] & mask, state["state"] >> 64, state["inc"] & mask, state["inc"] >> 64
