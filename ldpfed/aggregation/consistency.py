@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
 from ldpfed.aggregation.base import Aggregator
@@ -127,6 +126,8 @@ def _mixture_log_density(estimates: np.ndarray, sigma: np.ndarray, prior) -> np.
 
 def power_posterior_mean(estimates, sigma) -> tuple[np.ndarray, float]:
     """(E[f_v | f~_v] under the fitted Zipf prior, the fitted exponent s) for one attribute."""
+    from scipy.optimize import minimize_scalar  # heavy (about 1 s): only where the power prior is fitted
+
     estimates = np.asarray(estimates, dtype=float)
     sigma = np.maximum(np.asarray(sigma, dtype=float), np.finfo(float).tiny)
     k = estimates.size

@@ -30,7 +30,8 @@ eps_1 of the chained oracles is the single-round likelihood ratio: ln(P/Q) for L
 ln(P (1 - Q) / (Q (1 - P))) for the unary encodings (a change of value flips two bits), with the
 one-round probabilities P = p1 p2 + (1 - p1) q2 (the report supports the true category) and
 Q = q1 p2 + (1 - q1) q2 (it supports another). The second round's q2 is the root of
-eps_1(q2) = the requested eps_1 (eps_1 decreases in q2; bracketed root finding to float precision).
+eps_1(q2) = the requested eps_1 (eps_1 decreases in q2; bisection to float precision, taking the
+side of the root with more noise).
 
 Floating-point safety (mechanisms.md; `ldpfed.frequency.base`): every Bernoulli compares a
 53-bit uniform with a probability that does not depend on the input, rounded to a multiple of
@@ -54,7 +55,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ldpfed.frequency.base import (
     CountingOracle,
@@ -66,7 +66,21 @@ from ldpfed.frequency.base import (
 )
 from ldpfed.validation import LDPValueError, check_epsilon, check_generator, check_positive_int
 
-_ROOT_RTOL = 4 * np.finfo(float).eps  # the tightest relative tolerance brentq accepts
+_BISECTIONS = 200  # halvings of [0, q2_max]: far below the 2^-53 grid the root is rounded to
+
+
+def _decreasing_root(function, low: float, high: float) -> float:
+    """The root of a decreasing `function` with function(low) > 0 >= function(high), by bisection
+    (a few hundred float evaluations, once per oracle; no solver import on the clients' path)."""
+    for _ in range(_BISECTIONS):
+        middle = 0.5 * (low + high)
+        if middle in (low, high):
+            break
+        if function(middle) > 0:
+            low = middle
+        else:
+            high = middle
+    return high
 
 
 @dataclass(frozen=True)
@@ -215,8 +229,7 @@ class _ChainedOracle(LongitudinalOracle, CountingOracle):
         low = 0.0
         if excess(low) <= 0:  # eps_1 at or above what round 1 alone gives: round 2 adds the least noise
             return self._second_from_q(0.0)
-        root = brentq(excess, low, self._q2_max, xtol=1e-300, rtol=_ROOT_RTOL, maxiter=500)
-        return self._second_from_q(root)
+        return self._second_from_q(_decreasing_root(excess, low, self._q2_max))
 
     @abstractmethod
     def _p2_of(self, q2: float) -> float: ...
