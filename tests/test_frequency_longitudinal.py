@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ldpfed.frequency as frequency
 from ldpfed.audit.auditor import run_audit
 from ldpfed.audit.subject import AuditSubject
 from ldpfed.frequency.longitudinal import (
@@ -21,6 +22,7 @@ from ldpfed.frequency.longitudinal import (
     LongitudinalOSUE,
     Memo,
     MemoizedReporter,
+    memoized_versus_fresh,
 )
 from ldpfed.validation import LDPValueError
 
@@ -324,6 +326,22 @@ def test_the_permanent_report_and_eps_inf_do_not_change_over_rounds(name):
     assert charges[100].against_rounds(100) == 2.0
     assert charges[1].against_rounds(1) == oracle.epsilon_1
     assert "charged once" in charges[100].statement()
+
+
+def test_memoized_versus_fresh_at_one_budget():
+    """eps_inf = 2 over T rounds: fresh GRR at 2 / T every round against L-GRR's memo. At T = 1 the
+    fresh oracle (one randomization at the whole budget) is better; at T = 100 the memo is, and the
+    fresh one's guarantee against one round is then 100 times smaller."""
+    f = np.array([0.4, 0.3, 0.2, 0.1])
+    memoized = LongitudinalGRR(2.0, 4)
+    one = memoized_versus_fresh(memoized, frequency.get("grr", 2.0, 4), f, 1000, 1)
+    assert np.all(one["fresh"]["variance_of_average"] < one["memoized"]["variance_of_average"])
+    hundred = memoized_versus_fresh(memoized, frequency.get("grr", 2.0 / 100, 4), f, 1000, 100)
+    assert np.all(hundred["memoized"]["variance_of_average"] < hundred["fresh"]["variance_of_average"])
+    assert hundred["memoized"]["against_all_rounds"] == hundred["memoized"]["charged"] == 2.0
+    assert hundred["fresh"]["against_all_rounds"] == pytest.approx(2.0)
+    with pytest.raises(LDPValueError, match="eps_inf / rounds"):
+        memoized_versus_fresh(memoized, frequency.get("grr", 1.0, 4), f, 1000, 10)
 
 
 def test_the_same_secret_gives_the_same_permanent_reports():

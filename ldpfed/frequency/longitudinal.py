@@ -113,7 +113,10 @@ class LongitudinalCharge:
 @dataclass(frozen=True)
 class LongitudinalOracle(FrequencyOracle):
     """A memoizing frequency oracle: `epsilon` is eps_inf, `epsilon_1` one round's budget
-    (default eps_inf / 2). `perturb` is one round of users with fresh permanent reports."""
+    (default eps_inf / 2). `perturb` is one round of users with fresh permanent reports (the law
+    of one round, for estimation, variance and audit); to collect over rounds, `memoize` once from
+    the client's permanent stream and `report` every round (`MemoizedReporter`): calling `perturb`
+    every round would draw new permanent reports and spend eps_inf every round."""
 
     epsilon_1: float | None = None
 
@@ -196,6 +199,38 @@ class MemoizedReporter:
     @property
     def charge(self) -> LongitudinalCharge:
         return LongitudinalCharge(self.oracle.epsilon, self.oracle.epsilon_1, max(self.rounds, 1))
+
+
+def memoized_versus_fresh(
+    memoized: LongitudinalOracle, fresh: FrequencyOracle, frequencies, n: int, rounds: int
+) -> dict:
+    """At one budget over T rounds: `memoized` (eps_inf charged once) against `fresh`, an oracle
+    drawn anew every round at eps_inf / T (basic composition: T rounds spend eps_inf), on the same
+    k categories. Variances of the T-round average and the guarantee against each observer."""
+    rounds = check_positive_int(rounds, "rounds")
+    if fresh.k != memoized.k or fresh.epsilon * rounds > memoized.epsilon * (1 + 1e-12):
+        raise LDPValueError(
+            f"fresh must be an oracle on the same k={memoized.k} at eps_inf / rounds = {memoized.epsilon / rounds:g} "
+            f"or less, got k={fresh.k}, eps={fresh.epsilon:g}"
+        )
+    charge = memoized.charge(rounds)
+    return {
+        "rounds": rounds,
+        "memoized": {
+            "oracle": memoized.name,
+            "variance_of_average": memoized.variance_of_average(frequencies, n, rounds),
+            "against_one_round": charge.epsilon_1,
+            "against_all_rounds": charge.against_rounds(rounds),
+            "charged": charge.epsilon_inf,
+        },
+        "fresh": {
+            "oracle": fresh.name,
+            "variance_of_average": fresh.variance(frequencies, n) / rounds,
+            "against_one_round": fresh.epsilon,
+            "against_all_rounds": fresh.epsilon * rounds,
+            "charged": fresh.epsilon * rounds,
+        },
+    }
 
 
 # ---- two randomizations chained (RAPPOR, L-OSUE, L-GRR) ---------------------------------------
