@@ -116,6 +116,11 @@ class FrequencyOracle(ABC):
         """log P(report | category) (a density for continuous reports); one value per report."""
 
     @property
+    def report_width(self) -> int:
+        """Numbers in one user's report (k for the one-hot encodings), which bounds a chunk's memory."""
+        return self.k
+
+    @property
     def guarantee(self) -> str:
         return f"{self.epsilon:g}-LDP per categorical value (probability ratio <= e^eps)"
 
@@ -168,17 +173,17 @@ class CountingOracle(FrequencyOracle):
         return self._supports(reports)[:, :2]
 
 
-CHUNK_ENTRIES = 1 << 22  # users x categories per chunk of `estimate_in_chunks` (32 MiB of float64)
+CHUNK_ENTRIES = 1 << 22  # report numbers per chunk of `estimate_in_chunks` (32 MiB of float64)
 
 
 def estimate_in_chunks(
     oracle: FrequencyOracle, categories, rng: np.random.Generator, chunk_entries: int = CHUNK_ENTRIES
 ) -> np.ndarray:
     """Perturb and estimate n users' categories chunk by chunk (memory bounded by `chunk_entries`
-    users x categories), adding the chunks' `summed` contributions: the same estimate as
-    `oracle.estimate(oracle.perturb(categories, rng))`, whatever the size of the reports."""
+    numbers of reports, and each oracle's server step bounds its own), adding the chunks' `summed`
+    contributions: the law of `oracle.estimate(oracle.perturb(categories, rng))`, at any n and k."""
     categories = check_categories(categories, oracle.k)
-    chunk = max(1, chunk_entries // oracle.k)
+    chunk = max(1, chunk_entries // oracle.report_width)
     total = np.zeros(oracle.k)
     for start in range(0, categories.size, chunk):
         total += oracle.summed(oracle.perturb(categories[start : start + chunk], rng))

@@ -69,6 +69,7 @@ class HadamardResponse(CountingOracle):
         return 1.0 - self._outside
 
     q = 0.5
+    report_width = 1
 
     def _sample(self, categories, rng):
         n = categories.size

@@ -118,6 +118,8 @@ class LocalHashing(CountingOracle):
         hit = hash_values(a, b, category, self.g) == y
         return seed + np.where(hit, math.log(self.p), math.log(self._move / (self.g - 1)))
 
+    report_width = 3
+
     def describe(self) -> dict:
         return {**super().describe(), "g": self.g, "hash": f"((a x + b) mod {PRIME}) mod g"}
 

@@ -97,6 +97,8 @@ class GeneralizedRR(CountingOracle):
     def support_counts(self, reports):
         return np.bincount(check_categories(reports, self.k, name="reports"), minlength=self.k)
 
+    report_width = 1
+
     def log_probability(self, reports, category):
         reports = np.asarray(reports)
         return np.where(reports == category, math.log(self.p), math.log(self.q))

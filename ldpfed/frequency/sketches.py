@@ -156,5 +156,7 @@ class HadamardCountMeanSketch(FrequencyOracle):
         agree = [b == 1 - 2 * parity(self.hash_values(j, c) & l) for c in (0, 1)]
         return agree[0].astype(np.int64) + 2 * agree[1].astype(np.int64)
 
+    report_width = 3
+
     def describe(self) -> dict:
         return {**super().describe(), "hashes": self.hashes, "columns": self.columns, "seed": self.seed}

@@ -64,6 +64,10 @@ class SubsetSelection(CountingOracle):
         return int(min(self.k - 1, max(1, round(self.k / (math.exp(min(self.epsilon, 700.0)) + 1.0)))))
 
     @property
+    def report_width(self) -> int:
+        return self.omega
+
+    @property
     def _leave_out(self) -> float:
         """(k - omega) / (omega e^eps + k - omega), rounded up."""
         return other_share(self.epsilon, (self.k - self.omega) / self.omega)
