@@ -252,7 +252,7 @@ def test_scheme_arguments_parse_and_check():
         ("inner-dirichlet:-1", {}, "alpha .* must be > 0"),
         ("dirichlet:0", {}, "alpha"),
         ("natural-id:writer", {}, "no column 'writer'"),
-        ("natural-id", {"columns": {"w": np.zeros(2007)}}, "no column ''"),
+        ("natural-id", {"columns": {"w": np.zeros(2007)}}, "name the column .* natural-id:COLUMN \\(columns: w\\)"),
         ("natural-id:w", {"columns": {"w": np.arange(2007) % 4}}, "names 4 clients, not num_clients=5"),
         ("shard:shards=500", {}, "more than the 2007 samples"),
         ("shard:size=1000", {}, "cannot give each of 5 clients one"),

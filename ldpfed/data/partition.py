@@ -386,8 +386,12 @@ def _natural_id(
 ) -> list[np.ndarray]:
     available = dict(columns or {})
     matches = [name for name in available if name == column or canonical_name(name) == canonical_name(column)]
-    if not column or not matches:
-        known = ", ".join(available) or "none"
+    known = ", ".join(available) or "none"
+    if not column:
+        raise LDPValueError(
+            f"natural-id: name the column that names each sample's client, natural-id:COLUMN (columns: {known})"
+        )
+    if not matches:
         raise LDPValueError(
             f"natural-id: the data has no column {column!r} naming each sample's client (columns: {known})"
         )
