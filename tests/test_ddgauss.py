@@ -63,6 +63,16 @@ def test_encoding_is_the_rounded_vector_plus_the_share_modulo_m():
     assert not np.array_equal(encoded, ddg.encode(x, 5, np.random.default_rng(2)))  # the client's secret
 
 
+def test_each_client_encodes_from_its_own_generator():
+    """encode_each: row i is encode(row i) with generator i, whatever the other rows."""
+    ddg = DistributedDiscreteGaussian(30, 1.0, 0.01, 0.05, 20)
+    x = _vectors(np.random.default_rng(0), 4, 30, 1.0)
+    seeds = np.random.SeedSequence(9).spawn(4)
+    together = ddg.encode_each(x, 5, [np.random.default_rng(seed) for seed in seeds])
+    alone = [ddg.encode(row, 5, np.random.default_rng(seed))[0] for row, seed in zip(x, seeds)]
+    assert np.array_equal(together, np.array(alone))
+
+
 def test_the_rotation_comes_from_the_public_seed():
     ddg = DistributedDiscreteGaussian(30, 1.0, 0.01, 0.05, 20)
     assert np.array_equal(ddg.signs(3), ddg.signs(3)) and not np.array_equal(ddg.signs(3), ddg.signs(4))

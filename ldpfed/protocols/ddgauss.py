@@ -157,13 +157,16 @@ class DistributedDiscreteGaussian:
         """Clip, rotate, scale and round (conditionally) each row: int64 (rows, D), each row's
         L2 norm <= norm_bound."""
         check_generator(rng)
+        return self._conditional_round(self._scaled(vectors, rotation_seed), rng)
+
+    def _scaled(self, vectors, rotation_seed) -> np.ndarray:
+        """R clip(x) / gamma for each row: float (rows, D)."""
         x = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
-        if x.shape[-1] != self.dims or not np.all(np.isfinite(x)):
+        if x.ndim != 2 or x.shape[-1] != self.dims or not np.all(np.isfinite(x)):
             raise LDPValueError(f"vectors must be finite with {self.dims} coordinates, got shape {x.shape}")
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         x = x * np.where(norms > self.clip, self.clip / np.maximum(norms, self.clip), 1.0)
-        scaled = rotate(x, self.signs(rotation_seed)) / self.gamma
-        return self._conditional_round(scaled, rng)
+        return rotate(x, self.signs(rotation_seed)) / self.gamma
 
     def _conditional_round(self, scaled: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Unbiased rounding of every coordinate, redrawn for the rows whose norm exceeds the bound."""
@@ -192,6 +195,21 @@ class DistributedDiscreteGaussian:
         (rows, D) in [0, m). The rows share `rng`: one client's, or one row per call."""
         rounded = self.quantize(vectors, rotation_seed, rng)
         return self.wrap(rounded + self.shares(rounded.shape[0], rng))
+
+    def encode_each(self, vectors, rotation_seed, rngs) -> np.ndarray:
+        """One row per client, each rounded and noised from the client's own generator in `rngs`
+        (a node simulating many clients: each masks its own vector, so the claim is per client);
+        row i equals `encode(vectors[i], rotation_seed, rngs[i])`. The rotation is one array
+        operation; the loop is over generators, which no array operation spans."""
+        scaled = self._scaled(vectors, rotation_seed)
+        if len(rngs) != scaled.shape[0]:
+            raise LDPValueError(f"encode_each needs one generator per row, got {len(rngs)} for {scaled.shape[0]} rows")
+        check_generator(*rngs)
+        out = np.empty(scaled.shape, dtype=np.int64)
+        for row, rng in enumerate(rngs):
+            rounded = self._conditional_round(scaled[row : row + 1], rng)
+            out[row] = self.wrap(rounded + self.shares(1, rng))[0]
+        return out
 
     def wrap(self, integers) -> np.ndarray:
         """Reduction modulo m into [0, m)."""
