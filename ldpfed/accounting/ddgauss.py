@@ -42,6 +42,10 @@ sigma(gamma) is the smallest share standard deviation whose T rounds stay within
 The reference minimizes squared differences with scipy's Brent search; ldpfed finds the same roots
 by bracketing and brentq, and rounds sigma up so that the budget is met.
 
+Not accounted here: the share sampler's float slack (ldpfed.samplers.float_slack; a relative
+error of 2^-36 per draw in the accept decision, about 1e-5 in eps over n = 1,000 clients x D = 256
+draws). The event states the ideal law of the exact discrete Gaussian, as the reference does.
+
 dp-accounting is imported where an epsilon is computed: a Flower node that only encodes does not
 load it (ldpfed.accounting.library).
 """
