@@ -250,6 +250,7 @@ def test_scheme_arguments_parse_and_check():
         ("pathological:2", {"num_clients": 1500}, "held by .* clients but has"),
         ("inner-dirichlet", {"alpha": 0.0}, "alpha .* must be > 0"),
         ("inner-dirichlet:-1", {}, "alpha .* must be > 0"),
+        ("inner-dirichlet:0.001", {"num_clients": 50}, "left a client no weight"),
         ("dirichlet:0", {}, "alpha"),
         ("natural-id:writer", {}, "no column 'writer'"),
         ("natural-id", {"columns": {"w": np.zeros(2007)}}, "name the column .* natural-id:COLUMN \\(columns: w\\)"),

@@ -232,33 +232,49 @@ def balanced_sizes(n: int, num_clients: int) -> np.ndarray:
     return np.full(num_clients, n // num_clients) + (np.arange(num_clients) < n % num_clients)
 
 
+def _cdf(priors: np.ndarray) -> np.ndarray:
+    """Each row's cumulative sums, normalised to end at 1, as `Generator.choice(p=row)` forms them."""
+    cdf = np.cumsum(priors, axis=1)
+    return cdf / cdf[:, -1:]
+
+
 def _inner_dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, alpha) -> list[np.ndarray]:
-    """InnerDirichletPartitioner at balanced sizes: the same draws in the same order."""
+    """InnerDirichletPartitioner at balanced sizes, with the same draws in the same order: its
+    `rng.choice(ids)` is `rng.integers(0, len(ids))` and its `rng.choice(C, p=row)` a uniform
+    `rng.random()` looked up in the row's normalised cumulative sums (numpy's Generator.choice)."""
     classes, codes = np.unique(labels, return_inverse=True)
     alphas = np.asarray(alpha, dtype=float).reshape(-1)
     alphas = np.repeat(alphas, classes.size) if alphas.size == 1 else alphas
     if alphas.size != classes.size or not np.all(np.isfinite(alphas) & (alphas > 0)):
         raise LDPValueError(f"inner-dirichlet: alpha (Dirichlet concentration) must be > 0, got {alpha!r}")
     priors = rng.dirichlet(alpha=alphas, size=num_clients)
+    cdf = _cdf(priors)
     members = [np.flatnonzero(codes == c) for c in range(classes.size)]
     left_in_class = [m.size for m in members]
     left = balanced_sizes(labels.size, num_clients).tolist()
     owner = np.full(labels.size, -1, dtype=np.int64)
     not_full = list(range(num_clients))
     remaining = labels.size
-    choices = list(range(classes.size))
     while remaining:  # sample by sample: each draw depends on the exhausted classes so far
-        client = rng.choice(not_full)
+        slot = int(rng.integers(0, len(not_full)))
+        client = not_full[slot]
         if left[client] == 0:
-            not_full.pop(not_full.index(client))
+            not_full.pop(slot)
             continue
         left[client] -= 1
         remaining -= 1
         while True:
-            cls = rng.choice(choices, p=priors[client])
+            cls = int(cdf[client].searchsorted(rng.random(), side="right"))
             if left_in_class[cls] == 0:
                 priors[:, cls] = 0
-                priors = priors / priors.sum(axis=1, keepdims=True)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    priors = priors / priors.sum(axis=1, keepdims=True)
+                if not np.all(np.isfinite(priors)):  # flwr-datasets fails here too (NaN probabilities)
+                    raise LDPValueError(
+                        f"inner-dirichlet: alpha={alpha!r} left a client no weight on the classes that remain; "
+                        "use a larger alpha"
+                    )
+                cdf = _cdf(priors)
                 continue
             left_in_class[cls] -= 1
             owner[members[cls][left_in_class[cls]]] = client
