@@ -145,6 +145,7 @@ SMALL = DistributedDiscreteGaussian(10, 1.0, 0.1, 0.1, 16)
         (lambda: DistributedDiscreteGaussian(10, -2.0, 0.1, 0.1, 16), "clip norm c must be a finite number > 0"),
         (lambda: DistributedDiscreteGaussian(10, 1.0, 0.1, 0.1, 63), "bits must be at most 62"),
         (lambda: DistributedDiscreteGaussian(10, 1.0, 0.1, 0.1, 8, beta=1.0), "beta must be in [0, 1)"),
+        (lambda: DistributedDiscreteGaussian(10, 1e4, 1e-6, 0.1, 40), "gamma = 1e-06 is too fine for clip norm 10000"),
         (
             lambda: DistributedDiscreteGaussian.for_budget(250, 10.0, 5, 1.0, 1e-5, 1000),
             "bits = 5 is too few for the sum of 1000 clients",

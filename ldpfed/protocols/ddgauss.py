@@ -46,6 +46,7 @@ from ldpfed.directional.rotation import padded_dims, random_signs, rotate, unrot
 from ldpfed.samplers.discrete_gaussian import _Proposal
 from ldpfed.validation import LDPValueError, check_generator, check_positive, check_positive_int
 
+MAX_NORM_STEPS = 2**31  # a rounded vector's squared norm (int64) stays below 2^62 for D <= 2^30
 MAX_ROUNDING_TRIES = 1000  # the rounding is redrawn with probability <= beta (< 1) each time
 
 
@@ -84,6 +85,11 @@ class DistributedDiscreteGaussian:
         if check_positive_int(self.bits, "bits") > MAX_BITS:
             raise LDPValueError(f"bits must be at most {MAX_BITS} (the modular sum is int64), got {self.bits}")
         self.event(1)  # the accountant's checks of beta and the rest
+        if self.norm_bound >= MAX_NORM_STEPS:  # the squared norms are summed in int64
+            raise LDPValueError(
+                f"gamma = {self.gamma:g} is too fine for clip norm {self.clip:g}: the rounded norm bound "
+                f"{self.norm_bound:.4g} grid steps must stay below 2^31"
+            )
 
     @classmethod
     def for_budget(
