@@ -29,7 +29,8 @@ Theorem 5) on the curve above, and the unsampled curve where it is smaller:
     eps_q(alpha) = 1/(alpha-1) log[(1-q)^(alpha-1) (alpha q - q + 1) + C(alpha,2) q^2 (1-q)^(alpha-2) e^eps(2)
                                    + 3 sum_{l=3}^{alpha} C(alpha,l) q^l (1-q)^(alpha-l) e^((l-1) eps(l))];
 
-non-integer orders get no bound (infinity). T rounds add their curves; (eps, delta) comes from
+only integer orders >= 2 are used, sampled or not (the reference's; the others get infinity). T
+rounds add their curves; (eps, delta) comes from
 dp-accounting's `compute_epsilon` (Canonne, Kamath & Steinke 2020, Proposition 12: the
 conversion tensorflow-privacy's `get_privacy_spent` used for the reference), at ldpfed's rdp
 accountant's orders unless others are given, so that `ddgauss_epsilon` is the ledger's figure.
@@ -156,17 +157,19 @@ class DistributedDiscreteGaussianDpEvent(dp_event.DpEvent):
         return np.minimum(np.minimum(first, second), third)
 
     def rdp(self, orders) -> np.ndarray:
-        """The round's RDP curve: `curve`, or under Poisson sampling the smaller of it and Zhu &
-        Wang's Theorem 5 at integer orders (infinity at the others)."""
+        """The round's RDP curve at the integer orders >= 2 (where the reference evaluates it;
+        infinity at the others): `curve`, under Poisson sampling the smaller of it and Zhu & Wang's
+        Theorem 5."""
         alpha = np.asarray(orders, dtype=float)
-        if self.sampling_prob >= 1.0:
-            return self.curve(alpha)
         out = np.full(alpha.shape, np.inf)
         integer = (alpha == np.round(alpha)) & (alpha >= 2)
-        if np.any(integer):
-            wanted = alpha[integer].astype(np.int64)
-            sampled = poisson_subsampled_rdp(self.curve, self.sampling_prob, wanted)
-            out[integer] = np.minimum(sampled, self.curve(wanted))
+        if not np.any(integer):
+            return out
+        wanted = alpha[integer]
+        out[integer] = self.curve(wanted)
+        if self.sampling_prob < 1.0:
+            sampled = poisson_subsampled_rdp(self.curve, self.sampling_prob, wanted.astype(np.int64))
+            out[integer] = np.minimum(sampled, out[integer])
         return out
 
 
