@@ -483,3 +483,8 @@ PARTITIONERS: Registry[Scheme] = Registry(
     ],
 )
 PARTITION_SCHEMES = tuple(PARTITIONERS.available())
+PARTITION_HELP = (
+    f"train: {' | '.join(PARTITION_SCHEMES)}; arguments after a colon (pathological:3, shard:size=30, "
+    "size:square, natural-id:COLUMN, inner-dirichlet:0.3); flwr:NAME[:KEY=VALUE,...] for any flwr-datasets "
+    "partitioner (the optional extra flwr-datasets)."
+)
