@@ -46,6 +46,7 @@ from ldpfed.frequency.base import (
 from ldpfed.frequency.hadamard import HadamardResponse
 from ldpfed.frequency.hashing import BinaryLocalHashing, OptimizedLocalHashing
 from ldpfed.frequency.histogram import HistogramEncoding
+from ldpfed.frequency.longitudinal import LONGITUDINAL_ORACLES
 from ldpfed.frequency.sketches import HadamardCountMeanSketch
 from ldpfed.frequency.subset import SubsetSelection
 from ldpfed.frequency.thresholding import SummationHistogramEncoding, ThresholdingHistogramEncoding
@@ -151,6 +152,7 @@ _REGISTRY: Registry[type[FrequencyOracle]] = Registry(
         SummationHistogramEncoding,
         ThresholdingHistogramEncoding,
         HadamardCountMeanSketch,
+        *LONGITUDINAL_ORACLES,  # rappor, l-grr, l-osue, dbitflippm: epsilon is eps_inf
     ),
 )
 available = _REGISTRY.available
