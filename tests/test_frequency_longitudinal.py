@@ -371,3 +371,14 @@ def test_eps_1_equal_to_eps_inf_leaves_the_least_second_round_noise():
     assert oracle.probabilities["q2"] == 2.0**-53
     realized_inf, realized_1 = oracle.realized_epsilons()
     assert realized_1 <= realized_inf <= 2.0
+
+
+def test_registered_on_the_frequency_registry():
+    for name, cls in {**CHAINED, "dbitflippm": DBitFlipPM}.items():
+        assert name in frequency.available()
+        assert frequency.get_class(name) is cls
+    built = frequency.get("l-grr", 2.0, 4, epsilon_1=0.5)
+    assert (built.epsilon_inf, built.epsilon_1) == (2.0, 0.5)
+    assert frequency.get("dbitflippm", 2.0, 6, bits=2).bits == 2
+    with pytest.raises(LDPValueError, match="takes options"):
+        frequency.get("rappor", 2.0, 4, bits=2)
