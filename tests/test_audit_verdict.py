@@ -114,5 +114,11 @@ def test_canary_audit_of_a_run_black_and_white_box(noise_scale, flagged):
     white = canary_audit(ACCOUNTED, record, delta=DELTA, round_deltas=rounds)
     assert white.estimate.threat_model == "all iterates" and white.estimate_lower is None
     assert white.lower_bound.confidence == 0.95 and black.lower_bound.confidence == 0.975
+    kept = np.full(600, -1.0)
+    for step in rounds:  # the running maximum a run keeps instead of the deltas
+        kept = np.maximum(kept, canary_cosines(record.directions(), step))
+    streamed = canary_audit(ACCOUNTED, record, delta=DELTA, max_cosines=kept)
+    assert streamed.estimate.epsilon == pytest.approx(white.estimate.epsilon, rel=1e-9)
+    assert streamed.lower_bound == white.lower_bound
     with pytest.raises(LDPValueError):
         canary_audit(ACCOUNTED, record, delta=DELTA)

@@ -9,9 +9,10 @@ A run with canaries records, in its local output only (never in the server's vie
 `canary_audit` turns them into an `AuditVerdict`:
 - black box (`final_delta`): scores = cosines with the final delta; the one-run bound over all
   canaries and coins, the final-model cosine estimate and its lower limit from the inserted ones;
-- white box (`round_deltas`, shape (rounds, d)): scores = each canary's largest cosine over the
-  rounds; the one-run bound, and the all-iterates estimate (inserted vs never-inserted maxima; no
-  lower limit: its null is itself a fit).
+- white box (`round_deltas`, shape (rounds, d), or `max_cosines`, the running maximum a run keeps
+  with `np.maximum(kept, canary_cosines(directions, step))` each round so that it need not store
+  the deltas): scores = each canary's largest cosine over the rounds; the one-run bound, and the
+  all-iterates estimate (inserted vs never-inserted maxima; no lower limit: its null is itself a fit).
 The level 1 - confidence is split evenly between the one-run bound and the lower limit (all of it
 to the one-run bound in white box), so a sound run is flagged with probability at most 1 - confidence.
 """
@@ -68,12 +69,13 @@ def canary_audit(
     delta: float,
     final_delta: np.ndarray | None = None,
     round_deltas: np.ndarray | None = None,
+    max_cosines: np.ndarray | None = None,
     confidence: float = 0.95,
 ) -> AuditVerdict:
-    """The verdict of one run: black box from `final_delta`, white box from `round_deltas` (give
-    exactly one; call twice for both threat models)."""
-    if (final_delta is None) == (round_deltas is None):
-        raise LDPValueError("give exactly one of final_delta (black box) and round_deltas (white box)")
+    """The verdict of one run: black box from `final_delta`, white box from `round_deltas` or
+    `max_cosines` (give exactly one; call twice for both threat models)."""
+    if sum(given is not None for given in (final_delta, round_deltas, max_cosines)) != 1:
+        raise LDPValueError("give exactly one of final_delta (black box), round_deltas or max_cosines (white box)")
     alpha = 1.0 - check_fraction(confidence, "confidence")
     coins = np.asarray(record.coins, dtype=bool)
     if coins.sum() < 2 or (~coins).sum() < 2:
@@ -86,7 +88,13 @@ def canary_audit(
         lower = final_model_lower_limit(seen, record.dimension, delta, 1.0 - level)
         limit_confidence = 1.0 - level
     else:
-        scores = max_over_rounds(canary_cosines(directions, np.atleast_2d(np.asarray(round_deltas, dtype=float))))
+        if max_cosines is not None:
+            scores = np.asarray(max_cosines, dtype=float).reshape(-1)
+            if scores.size != coins.size:
+                raise LDPValueError(f"max_cosines holds {scores.size} canaries, the record {coins.size}")
+        else:
+            deltas = np.atleast_2d(np.asarray(round_deltas, dtype=float))
+            scores = max_over_rounds(canary_cosines(directions, deltas))
         estimate = all_iterates_estimate(scores[coins], scores[~coins], record.dimension, delta)
         lower = limit_confidence = None
         level = alpha
