@@ -231,6 +231,8 @@ def final_model_lower_limit(seen_cosines, dimension: int, delta: float, confiden
     values = np.asarray(seen_cosines, dtype=float).reshape(-1)
     _fit(values, "seen_cosines")
     n, mean, std = values.size, float(np.mean(values)), float(np.std(values, ddof=1))
+    if std == 0.0:  # identical cosines: the fit is degenerate, as in final_model_estimate
+        return math.inf
     mean_low = mean - t.ppf(1.0 - alpha / 2.0, n - 1) * std / math.sqrt(n)
     std_low = std * math.sqrt((n - 1) / chi2.ppf(1.0 - alpha / 4.0, n - 1))
     std_high = std * math.sqrt((n - 1) / chi2.ppf(alpha / 4.0, n - 1))
