@@ -23,7 +23,10 @@ and the sampling is done by the untrusted server the guarantee is meant to hold 
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,6 +105,50 @@ def _column(values: list) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
+TOTALS_COLUMNS = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
+    f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
+]
+
+
+def _csv_field(value) -> str:
+    """One CSV field as pandas' to_csv writes it (csv.QUOTE_MINIMAL; None and NaN empty)."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow([value])
+    return buffer.getvalue()
+
+
+def _flat(record: dict, column: str):
+    """A totals record's value as one table cell (lists joined as `to_frame` joins them)."""
+    if column == "mechanisms":
+        return ",".join(record[column])
+    if column == "reasons":
+        return "; ".join(record[column])
+    return record[column]
+
+
+def _csv_lines(columns: list[str], ids: list[str], states: np.ndarray, suffixes: dict[int, str]) -> str:
+    """Header, then for each recorded row (state > 0) its id and its state's fields; rows in runs
+    of one state are joined at once (a round in which every client took part: one run)."""
+    rows = np.flatnonzero(states > 0)
+    header = ",".join(columns) + "\n"
+    if not rows.size:
+        return header
+    tails = {state: "," + suffix + "\n" for state, suffix in suffixes.items()}
+    if rows.size < len(ids):
+        ids = [ids[row] for row in rows.tolist()]
+    of_rows = states[rows]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(of_rows)) + 1, [rows.size]])
+    if starts.size > 1024:  # many short runs: one concatenation per row
+        return header + "".join(map(operator.add, ids, [tails[state] for state in of_rows.tolist()]))
+    parts = [header]
+    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist()):
+        tail = tails[int(of_rows[start])]
+        parts.append(tail.join(ids[start:end]) + tail)
+    return "".join(parts)
+
+
 def _composed(history: tuple, accountant: str, extra: dp_event.DpEvent | None = None):
     """A fresh `accountant` composed with the (event, count) pairs of `history`, then `extra`."""
     composed = create_accountant(accountant)
@@ -137,6 +184,7 @@ class PrivacyLedger:
         self._row_ids = np.zeros(0, dtype=np.int64)  # row -> integer client id (-1: named)
         self._row_names: dict[int, str] = {}  # row -> other client id
         self._state = np.zeros(0, dtype=np.int64)  # row -> state index
+        self._latest = np.zeros(0, dtype=np.int64)  # row -> its latest recorded round (-1: none)
         self._states: list[tuple[tuple, frozenset]] = [((), frozenset())]  # (history, mechanisms)
         self._state_index: dict[tuple, int] = {self._states[0]: 0}
         self._moves: dict[tuple, int] = {}  # (state, event, mechanism) -> next state
@@ -164,19 +212,28 @@ class PrivacyLedger:
         rows = self._rows_for(client_ids)
         if rows.size == 0:
             return
-        earlier = self._rounds.get(round, [])
-        repeated = np.unique(rows).size < rows.size or any(np.isin(rows, done).any() for done in earlier)
-        if repeated:
-            seen = np.concatenate([*earlier, rows])
-            values, counts = np.unique(seen, return_counts=True)
-            client = self._client_of(int(values[counts > 1][0]))
-            raise LDPValueError(f"client {client!r} already has an entry for round {round}")
-        states, inverse = np.unique(self._state[rows], return_inverse=True)
-        moved = np.array([self._move(int(state), event, mechanism) for state in states], dtype=np.int64)
-        self._state[rows] = moved[inverse]
+        self._check_new(rows, round)
+        states = self._state[rows]
+        moves = np.arange(len(self._states), dtype=np.int64)  # state -> state after this round
+        for state in np.flatnonzero(np.bincount(states, minlength=len(self._states))):
+            moves[state] = self._move(int(state), event, mechanism)
+        self._state[rows] = moves[states]
+        self._latest[rows] = np.maximum(self._latest[rows], round)
         self._rounds.setdefault(round, []).append(rows)
         self._blocks.append((round, event, mechanism, rows))
         self._size += rows.size
+
+    def _check_new(self, rows: np.ndarray, round: int) -> None:
+        """Raise if a row appears twice in `rows` or already has an entry for `round`: array work
+        (a row whose latest round is below `round` cannot have one)."""
+        counts = np.bincount(rows, minlength=self._state.size)
+        twice = np.flatnonzero(counts > 1)
+        earlier = rows[self._latest[rows] >= round]
+        if earlier.size:
+            done = np.concatenate(self._rounds.get(round, [np.zeros(0, dtype=np.int64)]))
+            twice = np.concatenate([twice, earlier[np.isin(earlier, done)]])
+        if twice.size:
+            raise LDPValueError(f"client {self._client_of(int(twice[0]))!r} already has an entry for round {round}")
 
     def _move(self, state: int, event: dp_event.DpEvent, mechanism: str) -> int:
         """The state after `state` meets one more round of `event` by `mechanism`."""
@@ -216,6 +273,7 @@ class PrivacyLedger:
     def _add_rows(self, count: int) -> np.ndarray:
         start = self._state.size
         self._state = np.concatenate([self._state, np.zeros(count, dtype=np.int64)])
+        self._latest = np.concatenate([self._latest, np.full(count, -1, dtype=np.int64)])
         self._row_ids = np.concatenate([self._row_ids, np.full(count, -1, dtype=np.int64)])
         return np.arange(start, start + count)
 
@@ -289,7 +347,7 @@ class PrivacyLedger:
 
     def _recorded_states(self) -> list[int]:
         """The distinct states of the clients with at least one recorded round."""
-        return [int(state) for state in np.unique(self._state) if state > 0]
+        return [int(state) for state in np.flatnonzero(np.bincount(self._state, minlength=1)) if state > 0]
 
     def max_spent(
         self, accountant: str = "basic", delta_target: float = DEFAULT_DELTA_TARGET, *, within: bool = False
@@ -381,9 +439,7 @@ class PrivacyLedger:
         state's record once, spread over its clients by array indexing."""
         import pandas as pd  # lazily, with pyarrow: a Flower node imports this module, never this method
 
-        columns = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
-            f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
-        ]
+        columns = TOTALS_COLUMNS
         records = self._state_records(check_fraction(delta_target, "delta_target"))
         rows = np.flatnonzero(self._state > 0)
         states = sorted(records)
@@ -395,6 +451,38 @@ class PrivacyLedger:
                 values = [",".join(value) if column == "mechanisms" else "; ".join(value) for value in values]
             data[column] = _column(values)[position] if states else []
         return pd.DataFrame(data, columns=columns)
+
+    def totals_csv(self, delta_target: float = DEFAULT_DELTA_TARGET) -> str:
+        """`to_frame(delta_target)` as CSV text (as DataFrame.to_csv(index=False) writes it): each
+        distinct state's fields rendered once and joined to its clients' ids, no record per client."""
+        records = self._state_records(check_fraction(delta_target, "delta_target"))
+        fields = {
+            state: [_csv_field(_flat(record, c)) for c in TOTALS_COLUMNS[1:]] for state, record in records.items()
+        }
+        return _csv_lines(TOTALS_COLUMNS, self._csv_ids(), self._state, {s: ",".join(f) for s, f in fields.items()})
+
+    def entries_csv(self) -> str:
+        """`entries_frame()` as CSV text: one line per client and round, each round's fields
+        rendered once."""
+        header = "client_id,round,mechanism,event\n"
+        if not self._blocks:
+            return header
+        ids = self._csv_ids()
+        parts = [header]
+        for round, event, mechanism, rows in self._blocks:
+            suffix = "," + ",".join(_csv_field(value) for value in (round, mechanism, describe_event(event))) + "\n"
+            block = ids if rows.size == len(ids) and rows[0] == 0 and rows[-1] == rows.size - 1 else None
+            parts.append(suffix.join(block if block is not None else [ids[row] for row in rows.tolist()]) + suffix)
+        return "".join(parts)
+
+    def _csv_ids(self) -> list[str]:
+        """Each row's client id as a CSV field, cached while no row is added."""
+        if getattr(self, "_ids_cache", (None, -1))[1] != self._state.size:
+            column = self._client_column()
+            for row in self._row_names:
+                column[row] = _csv_field(column[row])
+            self._ids_cache = (column.tolist(), self._state.size)
+        return self._ids_cache[0]
 
     def entries_frame(self) -> pd.DataFrame:
         """Every recorded round (the accountants' inputs), one row per client and round, in the

@@ -24,10 +24,11 @@ from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
 from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic_shape
 from ldpfed.frequency.categorical import AttributeOracles
-from ldpfed.mechanisms.multidim import ReportSums, mean_estimate
+from ldpfed.frequency.oracles import HistogramEncoding, OptimizedUnaryEncoding
+from ldpfed.mechanisms.multidim import ReportSums, _mask_of_smallest, mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure
-from ldpfed.protocols.mean import SUMS, TupleServer, cohort
+from ldpfed.protocols.mean import SUMS, BatchedClients, CohortBatch, TupleServer, cohort
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
@@ -96,6 +97,70 @@ class FrequencyClient:
         sums = collect_frequency_sums(self.codes, self.oracles, noise, chunk_users=self.chunk_users)
         arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
         return ClientReply(arrays, {"users": int(sums.users)}), {}
+
+    @classmethod
+    def batch(cls, halves: list[FrequencyClient], partitions: list[int]) -> FrequencyClients | None:
+        """The clients `halves` (partition ids `partitions`, ascending) answering together; None
+        for GRR (numpy's bounded integers draw 32-bit halves of words: no batched equivalent)."""
+        first = halves[0]
+        same = all(half.oracles is first.oracles and half.chunk_users is None for half in halves)
+        supported = isinstance(first.oracles.oracles[0], (HistogramEncoding, OptimizedUnaryEncoding))
+        return FrequencyClients(halves, partitions) if same and supported else None
+
+
+class FrequencyClients(BatchedClients):
+    """The frequency task's clients together: `AttributeOracles.report_sums` of every client's
+    users (histogram encoding and OUE), each client's draws from its own stream."""
+
+    def __init__(self, halves: list[FrequencyClient], partitions: list[int]) -> None:
+        self.oracles = halves[0].oracles
+        self.width = self.oracles.entries
+        chunk = max(1, CHUNK_ENTRIES // self.oracles.entries)
+        self.batch = CohortBatch(halves, partitions, lambda half: np.asarray(half.codes), chunk)
+
+    def alone(self, half: FrequencyClient, server_round: int) -> ReportSums:
+        noise = seeds.stream(half.secret, seeds.NOISE, server_round)
+        return collect_frequency_sums(half.codes, half.oracles, noise)
+
+    def group_sums(self, block: np.ndarray, streams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each client's m-of-d mask (uniforms), then its reported entries' draws (the histogram
+        encoding's reports, or OUE's uniforms), as `report_sums` draws them."""
+        oracles = self.oracles
+        clients, users, d = block.shape
+        codes = block.reshape(clients * users, d)
+        if oracles.report_dims == d:
+            reported = np.ones(codes.shape, dtype=bool)
+        else:
+            reported = _mask_of_smallest(streams.uniforms(users * d).reshape(codes.shape), oracles.report_dims)
+        entry_mask = np.repeat(reported, oracles.categories, axis=1)
+        bits = oracles.one_hot(codes)[entry_mask]
+        lengths = entry_mask.reshape(clients, -1).sum(axis=1)
+        first = oracles.oracles[0]
+        out = np.zeros(entry_mask.shape)
+        if isinstance(first, HistogramEncoding):
+            reports = ragged_rows(np.where(bits, 1.0, -1.0), lengths, streams, first.entry.perturb_streams)
+            b0, b1 = first.entry.bias_coefficients
+            out[entry_mask] = ((reports - b0) / (1.0 + b1) + 1.0) / 2.0  # HistogramEncoding.contributions
+        else:
+            p, q = first.p, first.q
+            uniforms = ragged_rows(np.zeros(bits.size), lengths, streams, lambda rows, s: s.uniforms(rows.shape[1]))
+            out[entry_mask] = ((uniforms < np.where(bits, p, q)) - q) / (p - q)
+        count = np.repeat(reported.reshape(clients, users, d).sum(axis=1), oracles.categories, axis=1)
+        values = out.reshape(clients, users, -1)
+        return count.astype(float), values.sum(axis=1), np.einsum("gij,gij->gj", values, values)
+
+
+def ragged_rows(flat: np.ndarray, lengths: np.ndarray, streams, draw) -> np.ndarray:
+    """`draw(rows, streams)` over clients whose rows (consecutive in `flat`) have different
+    lengths: one call per distinct length (at most a few), each row with its client's stream."""
+    out = np.empty(flat.shape)
+    starts = np.cumsum(lengths) - lengths
+    for length in np.flatnonzero(np.bincount(lengths)):
+        clients = np.flatnonzero(lengths == length)
+        index = starts[clients][:, None] + np.arange(length)
+        own = streams if clients.size == len(streams) else streams.take(clients)
+        out[index] = draw(flat[index], own)
+    return out
 
 
 # ---- server half -----------------------------------------------------------------------------

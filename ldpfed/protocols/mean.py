@@ -24,11 +24,20 @@ from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
 from ldpfed.data import DEFAULT_DIMS, DEFAULT_USERS, Tuples, available_synthetic, read_tuples, scale_note
 from ldpfed.mechanisms.base import Mechanism
-from ldpfed.mechanisms.multidim import ReportSums, mean_estimate, per_value_mechanism, perturb_tuples, summarize
+from ldpfed.mechanisms.multidim import (
+    ReportSums,
+    _mask_of_smallest,
+    mean_estimate,
+    per_value_mechanism,
+    perturb_tuples,
+    summarize,
+)
 from ldpfed.protocols import seeds
-from ldpfed.protocols.base import BudgetedServer, ClientReply, InjectedFailure, RoundPlan
+from ldpfed.protocols.base import BudgetedServer, ClientReply, InjectedFailure, RoundPlan, short_reason
+from ldpfed.protocols.nodes import NodeReply, Replies
 from ldpfed.protocols.privacy import round_event
-from ldpfed.validation import LDPValueError, out_of_domain_policy, parse_domain
+from ldpfed.samplers.streams import StreamKeys
+from ldpfed.validation import LDPValueError, check_values, out_of_domain_policy, parse_domain
 
 CHUNK_VALUES = 2**20  # values (users x dims) perturbed per chunk: ~8 MB per float64 array
 
@@ -160,6 +169,17 @@ def cohort_sizes(users: int, clients: int, partition_ids) -> np.ndarray:
     return size + (np.asarray(partition_ids, dtype=np.int64) < larger)
 
 
+def cohort_rows(users: int, clients: int, partition_ids) -> np.ndarray:
+    """The rows of all clients in `partition_ids`, block after block (`cohort` of each, joined),
+    by array work: what `np.concatenate([cohort(...) for pid in partition_ids])` gives."""
+    pids = np.asarray(partition_ids, dtype=np.int64)
+    size, larger = divmod(users, clients)
+    lengths = cohort_sizes(users, clients, pids)
+    starts = pids * size + np.minimum(pids, larger)
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+
+
 @functools.lru_cache(maxsize=4)
 def _mechanism(name: str, epsilon: float, m: int, delta: float | None) -> Mechanism:
     return per_value_mechanism(name, epsilon, m, delta)
@@ -197,6 +217,157 @@ class MeanClient:
         arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
         return ClientReply(arrays, {"users": int(sums.users)}), {}
 
+    @classmethod
+    def batch(cls, halves: list[MeanClient], partitions: list[int]) -> MeanClients | None:
+        """The clients `halves` (partition ids `partitions`, ascending) answering together."""
+        first = halves[0]
+        same = all(
+            half.mechanism is first.mechanism and half.report_dims == first.report_dims and half.chunk_users is None
+            for half in halves
+        )
+        return MeanClients(halves, partitions) if same else None
+
+
+class CohortBatch:
+    """Clients of one node held as columns for batched rounds: their partition ids (ascending),
+    users per client, their rows stacked, injected failures, and their secrets premixed
+    (ldpfed.samplers.streams.StreamKeys: each client's noise stream (secret, NOISE, r), chunk 0,
+    without a Generator per client). Clients with more users than one chunk (`large`) answer
+    alone, each through its own `collect_sums` (not a bottleneck: each has >= 2^20 values)."""
+
+    def __init__(self, halves: list, partitions: list[int], rows_of, chunk_users: int) -> None:
+        self.pids = np.asarray(partitions, dtype=np.int64)
+        self.halves = halves
+        self.sizes = np.array([rows_of(half).shape[0] for half in halves], dtype=np.int64)
+        self.fail = np.array([bool(half.fail) for half in halves])
+        self.large = self.sizes > chunk_users
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.rows = np.concatenate([rows_of(half) for half in halves]) if halves else None
+        self.keys = StreamKeys([half.secret for half in halves])
+
+    def partitions(self) -> list[int]:
+        return self.pids.tolist()
+
+    def covers(self, partitions: list[int]) -> bool:
+        asked = np.asarray(partitions, dtype=np.int64)
+        position = np.searchsorted(self.pids, asked)
+        return bool(
+            np.all(position < self.pids.size) and np.all(self.pids[np.minimum(position, self.pids.size - 1)] == asked)
+        )
+
+    def positions(self, partitions: list[int]) -> np.ndarray:
+        return np.searchsorted(self.pids, np.asarray(partitions, dtype=np.int64))
+
+    def groups(self, positions: np.ndarray):
+        """(size, positions of the small clients with `size` users) for each size among `positions`."""
+        small = positions[~self.large[positions]]
+        sizes = self.sizes[small]
+        for size in np.flatnonzero(np.bincount(sizes)) if sizes.size else ():  # (np.unique sorts: slower)
+            yield int(size), small[sizes == size]
+
+    def block(self, positions: np.ndarray, size: int) -> np.ndarray:
+        """The stacked rows of the clients at `positions` (each with `size` users): (clients, size, ...)."""
+        index = self.starts[positions][:, None] + np.arange(size)
+        return self.rows[index]
+
+    def failures(self, positions: np.ndarray, server_round: int) -> dict[int, str]:
+        """The injected failures among `positions` (InjectedFailure, as the client raises it)."""
+        reason = short_reason(f"InjectedFailure: injected failure in round {server_round}")
+        return dict.fromkeys(self.pids[positions[self.fail[positions]]].tolist(), reason)
+
+
+def batched_reply(
+    batch: CohortBatch, positions: np.ndarray, server_round: int, sums: ReportSums, summing: bool
+) -> NodeReply:
+    """A node's reply from its replying clients' per-client sums ((clients, width) columns, in
+    `positions` order): their rows, or with `summing` their sum (added in client order, as
+    `ClientsNode` adds them) and each client's user count."""
+    pids = batch.pids[positions]
+    users = {"users": batch.sizes[positions]}
+    arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
+    if summing and pids.size:
+        return NodeReply(Replies(pids, users), {}, {}, {name: block.sum(axis=0) for name, block in arrays.items()})
+    return NodeReply(Replies(pids, users, arrays if pids.size else {}), {}, {})
+
+
+class BatchedClients:
+    """A node's tuple clients answering a round together (spec: scale.md): all small clients of
+    one cohort size (at most two: near-equal blocks) in one pass (`group_sums`), each client's
+    draws from its own stream (secret, NOISE, r; chunk 0 of its `collect_sums`) in the order its
+    own Generator draws them, so each client's sums are bit for bit those it computes alone
+    (tests/test_batched_clients.py); per-client sums by array reductions. `batch`: a CohortBatch;
+    `width`: the entries of a client's sums."""
+
+    batch: CohortBatch
+    width: int
+
+    def covers(self, partitions: list[int]) -> bool:
+        return self.batch.covers(partitions)
+
+    def partitions(self) -> list[int]:
+        return self.batch.partitions()
+
+    def reply(self, server_round: int, broadcast: dict, partitions: list[int], summing: bool) -> NodeReply:
+        batch = self.batch
+        positions = np.sort(batch.positions(partitions))
+        failures = batch.failures(positions, server_round)
+        replying = positions[~batch.fail[positions]]
+        answer = batched_reply(batch, replying, server_round, self.sums(replying, server_round), summing)
+        answer.failures.update(failures)
+        return answer
+
+    def sums(self, positions: np.ndarray, server_round: int) -> ReportSums:
+        """Per-client sums (count, total, total_sq as (clients, width); users in all) of `positions`."""
+        batch = self.batch
+        count, total, total_sq = (np.zeros((positions.size, self.width)) for _ in range(3))
+        for size, group in batch.groups(positions):
+            at = np.searchsorted(positions, group)  # both ascending
+            keys = batch.keys if group.size == len(batch.keys) else batch.keys.take(group)
+            streams = keys.streams((seeds.NOISE, server_round, 0))  # collect_sums' chunk 0
+            count[at], total[at], total_sq[at] = self.group_sums(batch.block(group, size), streams)
+        for index in np.flatnonzero(batch.large[positions]):  # clients of more than one chunk
+            alone = self.alone(batch.halves[positions[index]], server_round)
+            count[index], total[index], total_sq[index] = alone.count, alone.total, alone.total_sq
+        return ReportSums(count + 0.0, total + 0.0, total_sq + 0.0, int(batch.sizes[positions].sum()))
+
+    def group_sums(self, block: np.ndarray, streams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(count, total, total_sq), each (clients, width), of clients' (clients, users, ...) block."""
+        raise NotImplementedError
+
+    def alone(self, half, server_round: int) -> ReportSums:
+        raise NotImplementedError
+
+
+def client_sums(mask: np.ndarray, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`summarize` of each client's (users, width) mask and reports: (clients, width) each."""
+    return mask.sum(axis=1), reports.sum(axis=1), np.einsum("gij,gij->gj", reports, reports)
+
+
+class MeanClients(BatchedClients):
+    """The mean task's clients together: `perturb_tuples` and `summarize` of every client's users."""
+
+    def __init__(self, halves: list[MeanClient], partitions: list[int]) -> None:
+        first = halves[0]
+        self.mechanism, self.report_dims, self.width = first.mechanism, first.report_dims, first.values.shape[1]
+        self.batch = CohortBatch(halves, partitions, lambda half: half.values, default_chunk_users(self.width))
+
+    def alone(self, half: MeanClient, server_round: int) -> ReportSums:
+        return half.sums(server_round)
+
+    def group_sums(self, block: np.ndarray, streams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`perturb_tuples` of each client's (users, d) block with its stream, all clients at once
+        (mask uniforms, then the reported values' reports), then its sums."""
+        clients, users, d = block.shape
+        flat = check_values(block.reshape(clients * users, d))
+        m = self.report_dims
+        if m == d:
+            reports = self.mechanism.perturb_streams(flat.reshape(clients, users * d), streams)
+            return client_sums(np.ones(block.shape, dtype=bool), reports.reshape(block.shape))
+        mask = _mask_of_smallest(streams.uniforms(users * d).reshape(clients * users, d), m)
+        reports = np.zeros_like(flat)
+        reports[mask] = self.mechanism.perturb_streams(flat[mask].reshape(clients, users * m), streams).ravel()
+        return client_sums(mask.reshape(block.shape), reports.reshape(block.shape))
+
 
 def sums_of(reply: ClientReply) -> ReportSums:
     return ReportSums(*(reply.arrays[name] for name in SUMS), int(reply.metrics["users"]))
@@ -205,6 +376,13 @@ def sums_of(reply: ClientReply) -> ReportSums:
 def total_sums(replies: dict[int, ClientReply], sums: dict[int, dict] | None, dims: int) -> ReportSums:
     """The replying clients' report sums added up: from their replies, or (node-reply sum) from the
     nodes' pre-added sums, in the order of their keys, and the clients' user counts."""
+    if isinstance(replies, Replies):  # columns: the same additions, in client order, as array work
+        users = int(replies.metric("users").sum()) if len(replies) else 0
+        if sums:
+            return ReportSums(*_node_sums(sums, dims), users)
+        if not len(replies):
+            return ReportSums.zeros(dims)
+        return ReportSums(*(np.zeros(dims) + replies.arrays[name].sum(axis=0) for name in SUMS), users)
     pids = sorted(replies)
     if not sums:
         return sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(dims))
@@ -212,6 +390,14 @@ def total_sums(replies: dict[int, ClientReply], sums: dict[int, dict] | None, di
     for key in sorted(sums):
         total = total + ReportSums(*(sums[key][name] for name in SUMS), 0)
     return ReportSums(total.count, total.total, total.total_sq, sum(int(replies[pid].metrics["users"]) for pid in pids))
+
+
+def _node_sums(sums: dict[int, dict], dims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes' pre-added (count, total, total_sq), added in the order of their keys."""
+    total = ReportSums.zeros(dims)
+    for key in sorted(sums):
+        total = total + ReportSums(*(sums[key][name] for name in SUMS), 0)
+    return total.count, total.total, total.total_sq
 
 
 def client_from_config(config: Config, partition_id: int, data_seed: int, secret: int) -> MeanClient:
@@ -275,12 +461,36 @@ class TupleServer(BudgetedServer):
         return RoundPlan(self.admit(range(self.clients)), {})
 
     def aggregate(self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None) -> dict:
-        """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`)."""
-        pids = sorted(replies)
+        """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`). `replies`: a
+        dict, or columns (`Replies`: the local engine's batched nodes)."""
+        pids = replies.pids.tolist() if isinstance(replies, Replies) else sorted(replies)
         sums = total_sums(replies, sums, self.width)
         self.outcome = self.estimate(pids, sums)
         self.charge(server_round, pids, self.mechanism_name)
         return {**self.round_record(replies, failures), "users_reported": int(sums.users)}
+
+    def charge(self, server_round: int, partitions, mechanism: str) -> None:
+        """One round's event for each partition that replied, recorded as one block."""
+        if self.round_event is not None:
+            self.ledger.record_round(np.asarray(partitions, dtype=np.int64), server_round, self.round_event, mechanism)
+
+    def round_record(self, replies, failures: dict[int, str]) -> dict:
+        """Participation (`ldpfed.protocols.base.participation`) by array work: a planned client
+        without a reply or error failed ("no reply")."""
+        replied = replies.pids if isinstance(replies, Replies) else np.array(sorted(replies), dtype=np.int64)
+        missing = absent(np.asarray(self._planned, dtype=np.int64), replied).tolist()
+        failed = {**dict.fromkeys(missing, "no reply"), **failures}
+        record = {
+            "clients_sampled": len(self._planned),
+            "clients_replied": len(replies),
+            "clients_failed": len(failed),
+            "failed_partitions": ",".join(str(pid) for pid in sorted(failed)),
+            "failure_reasons": " | ".join(sorted(set(failed.values()))),
+        }
+        if self.budget is not None:
+            record["clients_stopped_by_budget"] = len(self._stopped)
+            record["stopped_partitions"] = ",".join(str(pid) for pid in sorted(self._stopped))
+        return record
 
     def estimate(self, pids: list[int], sums: ReportSums):
         """The round's outcome from the summed reports of the clients `pids` (none: NaN estimates)."""
@@ -288,6 +498,17 @@ class TupleServer(BudgetedServer):
 
     def evaluate(self, server_round: int) -> dict:
         return {}
+
+
+def absent(planned: np.ndarray, replied: np.ndarray) -> np.ndarray:
+    """The ids of `planned` not in `replied` (ascending): a binary search of the ascending replies
+    (np.setdiff1d sorts both, several times slower at 10^5 clients)."""
+    if replied.size == 0:
+        return planned
+    if planned.size == replied.size and np.array_equal(planned, replied):
+        return planned[:0]
+    position = np.minimum(np.searchsorted(replied, planned), replied.size - 1)
+    return planned[replied[position] != planned]
 
 
 class MeanServer(TupleServer):

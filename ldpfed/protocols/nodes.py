@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,7 +71,66 @@ class Layout:
         ends = np.cumsum([len(block) for block in np.array_split(np.arange(self.clients), self.nodes)])
         partitions = np.asarray(partitions, dtype=np.int64)
         owners = np.searchsorted(ends, partitions, side="right")
-        return {int(node): partitions[owners == node].tolist() for node in np.unique(owners)}
+        present = np.flatnonzero(np.bincount(owners, minlength=1)) if owners.size else []
+        return {int(node): partitions[owners == node].tolist() for node in present}
+
+
+class Replies(Mapping):
+    """Many clients' replies as columns: ascending partition ids, each metric a column and each
+    array a (clients, ...) block; `replies[pid]` makes that client's `ClientReply` on access. A node
+    that answers its clients in one batched call (the tuple tasks) replies with one, so that a
+    round's replies cost array work, not an object per client."""
+
+    def __init__(self, pids, metrics: dict[str, np.ndarray], arrays: dict[str, np.ndarray] | None = None) -> None:
+        self.pids = np.asarray(pids, dtype=np.int64)
+        self.metrics, self.arrays = metrics, arrays or {}
+
+    def __len__(self) -> int:
+        return self.pids.size
+
+    def __iter__(self):
+        return iter(self.pids.tolist())
+
+    def _position(self, pid) -> int:
+        position = int(np.searchsorted(self.pids, pid))
+        if position == self.pids.size or self.pids[position] != pid:
+            raise KeyError(pid)
+        return position
+
+    def __contains__(self, pid) -> bool:
+        try:
+            self._position(pid)
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def __getitem__(self, pid) -> ClientReply:
+        row = self._position(pid)
+        return ClientReply(
+            {name: block[row] for name, block in self.arrays.items()},
+            {name: column[row].item() for name, column in self.metrics.items()},
+        )
+
+    def metric(self, name: str) -> np.ndarray:
+        return self.metrics[name]
+
+    @classmethod
+    def joined(cls, parts: list[Replies]) -> Replies:
+        """The replies of several nodes (their partition ids disjoint) as one, ids ascending."""
+        pids = np.concatenate([part.pids for part in parts])
+        order = np.argsort(pids, kind="stable")
+        ordered = bool(np.all(order == np.arange(order.size)))
+
+        def joined_column(blocks):
+            block = np.concatenate(blocks)
+            return block if ordered else block[order]
+
+        first = parts[0]
+        return cls(
+            pids[order],
+            {name: joined_column([part.metrics[name] for part in parts]) for name in first.metrics},
+            {name: joined_column([part.arrays[name] for part in parts]) for name in first.arrays},
+        )
 
 
 @dataclass(frozen=True)
@@ -104,8 +163,38 @@ class ClientsNode:
 
     def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False) -> None:
         self.client, self.summing = client, summing
+        self._batch = None  # clients that answer together (`batched`), built on first use
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
+        batch = self.batched(partitions)
+        if batch is not None:
+            try:
+                return batch.reply(server_round, broadcast, partitions, self.summing)
+            except Exception:  # noqa: BLE001 - each client alone below: a failing client fails alone
+                pass
+        return self.one_by_one(server_round, broadcast, partitions)
+
+    def batched(self, partitions: list[int]):
+        """The node's clients as one batch when their class can answer together (a `batch`
+        class method, e.g. the tuple tasks' clients: one kernel call for all of them, each
+        client's noise from its own stream), covering `partitions` (extended when a round asks
+        for clients not in it); None otherwise."""
+        if not partitions:
+            return None
+        if self._batch is not None and self._batch.covers(partitions):
+            return self._batch
+        known = [] if self._batch is None else self._batch.partitions()
+        pids = sorted(set(known) | {int(pid) for pid in partitions})
+        halves = [self.client(pid) for pid in pids]
+        kind = type(halves[0])
+        batch = getattr(kind, "batch", None)
+        if batch is None or any(type(half) is not kind for half in halves):
+            return None
+        self._batch = batch(halves, pids)
+        return self._batch
+
+    def one_by_one(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
+        """Each client's reply in turn (an exception is that client's failure)."""
         answer = NodeReply()
         for pid in partitions:
             try:
@@ -171,18 +260,29 @@ def local_round(
     if not hasattr(nodes, "layout"):
         nodes = ClientNodes(nodes)
     plan = server.configure_round(server_round)
-    replies, failures, sums, builds_before = {}, {}, {}, nodes.builds
+    parts, failures, sums, builds_before = [], {}, {}, nodes.builds
     for node, partitions in nodes.layout.group(plan.partitions).items():
         try:
             answer = nodes.node(node).reply(server_round, plan.broadcast, partitions)
         except Exception as error:  # noqa: BLE001 - a failing node must not abort the round
             failures.update(dict.fromkeys(partitions, short_reason(f"{type(error).__name__}: {error}")))
             continue
-        replies.update(answer.replies)
+        parts.append(answer.replies)
         failures.update(answer.failures)
         collect_sum(sums, answer)
         if on_diagnostics is not None:
             for pid, values in answer.diagnostics.items():
                 on_diagnostics(server_round, pid, values)
-    metrics = server.aggregate(server_round, replies, failures, **({"sums": sums} if sums else {}))
+    metrics = server.aggregate(server_round, joined(parts), failures, **({"sums": sums} if sums else {}))
     return {**metrics, "node_builds": nodes.builds - builds_before, **server.evaluate(server_round)}
+
+
+def joined(parts: list) -> Mapping:
+    """The nodes' replies of a round as one mapping: columns (`Replies.joined`) when every node
+    replied with columns, else a dict."""
+    if parts and all(isinstance(part, Replies) for part in parts):
+        return Replies.joined(parts)
+    replies: dict = {}
+    for part in parts:
+        replies.update(part)
+    return replies

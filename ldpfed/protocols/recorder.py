@@ -4,8 +4,11 @@
 - metrics.csv: one row per finished round, and privacy.csv: each client's privacy totals so far
   (ldpfed.accounting: `private`, reasons, every accountant's epsilon, null when not private),
   rewritten together after every round, so the rounds finished before an interrupt are on disk;
-- summary.json, privacy.json (the ledger's events and totals, `private` and its reasons, and where
-  the clients' noise came from) and plot.png at the end;
+- summary.json, privacy.json (the accountants, `private` and its reasons, where the clients' noise
+  came from, and the totals of each distinct client history with its number of clients: no
+  record per client), privacy_entries.csv (the ledger's inputs: client, round, mechanism, event)
+  and plot.png at the end. The per-client files are columns rendered
+  once per distinct history (ldpfed.accounting.ledger), so writing them is O(clients) string work;
 - noise_secret (written by the harness of `ldpfed simulate`, owner-only): the noise root the
   clients' secrets derive from, to replay the run with `--noise-seed`.
 Every write goes through `ldpfed.outputs.OutputDir`: the directory was checked
@@ -44,9 +47,8 @@ class Recorder:
 
         self.rows.append(row)
         if self.output.enabled:
-            self.output.write(
-                {"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": ledger.to_frame(self.config.delta_target)}
-            )
+            privacy = privacy_table(ledger, self.config)
+            self.output.write({"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": privacy})
 
     def finish(self, summary: dict, ledger) -> None:
         import pandas as pd
@@ -59,10 +61,22 @@ class Recorder:
         self.output.write(
             {
                 "summary.json": summary,
-                "privacy.json": qualified(ledger.state_dict(self.config.delta_target), summary),
+                "privacy.json": qualified(ledger.state_dict(self.config.delta_target, per_client=False), summary),
+                ENTRIES: ledger.entries_csv() if hasattr(ledger, "entries_csv") else ledger.entries_frame(),
                 "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config),
             }
         )
+
+
+ENTRIES = "privacy_entries.csv"  # the ledger's inputs: one row per client and round it took part in
+
+
+def privacy_table(ledger, config: Config):
+    """Each client's privacy totals (privacy.csv): rendered once per distinct client history
+    (`PrivacyLedger.totals_csv`), or the ledger's frame for a ledger without it."""
+    if hasattr(ledger, "totals_csv"):
+        return ledger.totals_csv(config.delta_target)
+    return ledger.to_frame(config.delta_target)
 
 
 def qualified(state: dict, summary: dict) -> dict:
