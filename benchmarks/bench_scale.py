@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldpfed.config import Config  # noqa: E402
+from ldpfed.tasks import validated
 from scripts.provenance import run_stamp  # noqa: E402
 
 DEFAULT_GRID = [  # (model, N, E, paths)
@@ -54,9 +55,8 @@ DEFAULT_GRID = [  # (model, N, E, paths)
 
 
 def config_for(model: str, clients: int, steps: int, nodes: int, rounds: int, cpus: int, data: str) -> Config:
-    return (
-        Config()
-        .with_options(
+    return validated(
+        Config().with_options(
             {
                 "task": "train",
                 "data": data,
@@ -77,7 +77,6 @@ def config_for(model: str, clients: int, steps: int, nodes: int, rounds: int, cp
                 "engine": "flower",
             }
         )
-        .validated()
     )
 
 

@@ -23,13 +23,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ldpfed.config import Config  # noqa: E402
+from ldpfed.tasks import validated
 from scripts.arguments import script_parser  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:
-    return (
-        Config()
-        .with_options(
+    return validated(
+        Config().with_options(
             {
                 "task": "train",
                 "data": "digits",
@@ -46,7 +46,6 @@ def options_for(clients: int, rounds: int, cpus: int) -> dict:
                 "seed": 0,
             }
         )
-        .validated()
     )
 
 

@@ -21,16 +21,14 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
 from ldpfed.tasks import node_half
-
-QUERY = "query"
+from wire.records import node_reply_record, partition_record, read_node_round
 
 
 def hosted_partitions(context: Context, clients: int) -> list[int]:
@@ -38,6 +36,11 @@ def hosted_partitions(context: Context, clients: int) -> list[int]:
     node = int(context.node_config["partition-id"])
     nodes = int(context.node_config.get("num-partitions", clients))
     return hosted(node, nodes, clients)
+
+
+def answer_query(message: Message, context: Context, clients: int) -> Message:
+    """The reply to `query`: the partition ids this node hosts."""
+    return Message(partition_record(hosted_partitions(context, clients)), reply_to=message)
 
 
 def diagnostics_path(directory: str | Path, server_round: int, node: int) -> Path:
@@ -62,15 +65,11 @@ def read_diagnostics(path: str | Path) -> dict[int, dict]:
     return {int(pid): {key: rows[row] for key, rows in values.items()} for row, pid in enumerate(ids)}
 
 
-def partition_record(pids: list[int]) -> RecordDict:
-    return RecordDict({"partition": MetricRecord({"partition-ids": [int(pid) for pid in pids]})})
-
-
-# Node halves built in this worker process, by (app token, node). Flower's simulation hands each
-# message a fresh cloudpickle copy of the ClientApp, and a closure pickled by value carries copies of
-# the module globals it names: the cache must be reached through `built_node`, a module-level
-# function pickled by reference, so every copy of the app finds this process's one dict. Only the
-# latest app's (run's) nodes are kept.
+# Node halves (under central trust: clients) built in this worker process, by (app token, node or
+# partition id). Flower's simulation hands each message a fresh cloudpickle copy of the ClientApp,
+# and a closure pickled by value carries copies of the module globals it names: the cache must be
+# reached through `built_node`, a module-level function pickled by reference, so every copy of the
+# app finds this process's one dict. Only the latest app's (run's) entries are kept.
 _built: dict[tuple[str, int], object] = {}
 
 
@@ -103,7 +102,7 @@ def make_client_app(
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
-        return Message(partition_record(hosted_partitions(context, config.federation.clients)), reply_to=message)
+        return answer_query(message, context, config.federation.clients)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
@@ -156,9 +155,7 @@ def _deployed_half(context: Context):
 
 @app.query()
 def deployed_query(message: Message, context: Context) -> Message:
-    return Message(
-        partition_record(hosted_partitions(context, _run_config(context).federation.clients)), reply_to=message
-    )
+    return answer_query(message, context, _run_config(context).federation.clients)
 
 
 @app.train()

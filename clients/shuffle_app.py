@@ -6,15 +6,14 @@ The reply goes to the shuffler (server/shuffle.py), never to the server half."""
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from clients.client_app import hosted_partitions, partition_record
+from clients.client_app import answer_query
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.shuffle import client_reports
-
-REPORTS, SETTINGS, PARTITIONS, ROUND = "reports", "config", "partition-ids", "server-round"
+from wire.records import read_shuffle_request, reports_record
 
 
 def make_shuffle_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None) -> ClientApp:
@@ -28,13 +27,12 @@ def make_shuffle_client_app(config: Config, data_seed: int, secrets: dict[int, i
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
-        return Message(partition_record(hosted_partitions(context, config.federation.clients)), reply_to=message)
+        return answer_query(message, context, config.federation.clients)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        settings = message.content[SETTINGS]
-        server_round, pids = int(settings[ROUND]), [int(pid) for pid in settings[PARTITIONS]]
+        server_round, pids = read_shuffle_request(message.content)
         reports = np.concatenate([client_reports(config, pid, data_seed, secret(pid), server_round) for pid in pids])
-        return Message(RecordDict({REPORTS: ArrayRecord([reports])}), reply_to=message)
+        return Message(reports_record(reports), reply_to=message)
 
     return app

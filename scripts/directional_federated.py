@@ -111,7 +111,7 @@ def runs_of(block: dict):
 def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-round rows, one row per run with its status) of a block; with `cache`, each finished run
     is kept there as JSON and not run again (an interrupted grid resumes)."""
-    from ldpfed.protocols.session import preflight
+    from ldpfed.tasks import preflight, validated
     from simulations.federation import run
 
     rounds_rows, run_rows = [], []
@@ -158,7 +158,7 @@ def run_block(block: dict, seed: int, log=print, cache: Path | None = None) -> t
 
         started = time.perf_counter()
         try:
-            config, _ = preflight(Config().with_options({**common, **options}).validated())
+            config, _ = preflight(validated(Config().with_options({**common, **options})))
             summary = run(config, RowCollector(rows), noise_seed=seed)  # reproducible from the seed: a utility grid
         except LDPValueError as error:  # e.g. a per-angle budget below the safe sampler's range
             run_rows.append({**record, "status": f"refused: {error}"})

@@ -33,7 +33,7 @@ import pandas as pd
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.cli.common import progress_bar
-from ldpfed.cli.compare import mse_figure
+from ldpfed.cli.mean import mse_figure
 from ldpfed.data import generate
 from ldpfed.experiments.mean import ExperimentResult, MechanismChoice, run_mean_experiment
 from ldpfed.outputs import save_figure, write_json, write_table, write_text

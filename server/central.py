@@ -27,7 +27,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import (
     DifferentialPrivacyClientSideFixedClipping,
@@ -38,8 +38,7 @@ from flwr.serverapp.strategy import (
 
 from ldpfed.protocols.central import CLIP_LEARNING_RATE, TARGET_UNCLIPPED_QUANTILE, CentralServer
 from server.strategy import RunStopped, StoppableGrid, TrainOnlyStrategy, discover_partitions
-
-ARRAYS, CONFIG, PARTITION, ROUND = "arrays", "config", "partition-id", "server-round"
+from wire.records import TRAIN, central_request
 
 
 class CentralStrategy(TrainOnlyStrategy):
@@ -58,9 +57,8 @@ class CentralStrategy(TrainOnlyStrategy):
         self.sampled = self.server.sample(server_round)
         messages = []
         for pid in self.sampled:
-            record = ConfigRecord({**dict(config), PARTITION: pid, ROUND: server_round})
-            content = RecordDict({ARRAYS: arrays, CONFIG: record})
-            messages.append(Message(content, dst_node_id=self.nodes[pid], message_type="train"))
+            content = central_request(arrays, config, pid, server_round)
+            messages.append(Message(content, dst_node_id=self.nodes[pid], message_type=TRAIN))
         return messages
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):

@@ -15,12 +15,12 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
-from clients.shuffle_app import PARTITIONS, REPORTS, ROUND, SETTINGS
 from ldpfed.protocols.shuffle import Shuffler, ShuffleRound
 from server.strategy import RunStopped, StoppableGrid, TrainOnlyStrategy, discover_partitions
+from wire.records import TRAIN, read_reports, shuffle_request
 
 
 class ShuffleStrategy(TrainOnlyStrategy):
@@ -42,10 +42,7 @@ class ShuffleStrategy(TrainOnlyStrategy):
             self.planned.setdefault(self.nodes[pid], []).append(pid)
         return [
             Message(
-                RecordDict({SETTINGS: ConfigRecord({ROUND: server_round, PARTITIONS: pids})}),
-                dst_node_id=node,
-                message_type="train",
-                group_id=str(server_round),
+                shuffle_request(server_round, pids), dst_node_id=node, message_type=TRAIN, group_id=str(server_round)
             )
             for node, pids in self.planned.items()
         ]
@@ -59,7 +56,7 @@ class ShuffleStrategy(TrainOnlyStrategy):
             if reply.has_error():
                 failed.extend(pids)
                 continue
-            blocks.append(reply.content[REPORTS].to_numpy_ndarrays()[0])
+            blocks.append(read_reports(reply.content))
             reported.extend(pids)
         failed.extend(pid for node, pids in self.planned.items() if node not in answered for pid in pids)
         batch = self.shuffler.pool(blocks) if blocks else None

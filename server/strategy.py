@@ -20,11 +20,18 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients.records import node_round_record, read_node_builds, read_node_reply, read_node_sum
 from ldpfed.protocols.base import short_reason
 from ldpfed.protocols.nodes import NodeReply, collect_sum
+from wire.records import (
+    QUERY,
+    TRAIN,
+    node_round_record,
+    read_node_builds,
+    read_node_reply,
+    read_node_sum,
+    read_partitions,
+)
 
-QUERY = "query"
 NODE_WAIT_SECONDS = 120.0
 NODE_POLL_SECONDS = 0.5  # a round waiting for an offline node asks the SuperLink this often
 logger = logging.getLogger("ldpfed.strategy")
@@ -49,7 +56,7 @@ def ask_partitions(grid: Grid, node_ids: Iterable[int]) -> tuple[dict[int, int],
         if reply.has_error():
             silent[senders[reply.metadata.reply_to_message_id]] = reply.error.reason
             continue
-        for pid in reply.content["partition"]["partition-ids"]:
+        for pid in read_partitions(reply.content):
             if int(pid) in mapping:
                 raise RuntimeError(f"partition {pid} is hosted by two nodes")
             mapping[int(pid)] = reply.metadata.src_node_id
@@ -244,7 +251,7 @@ class LDPStrategy(TrainOnlyStrategy):
             Message(
                 node_round_record(server_round, plan.broadcast, pids),
                 dst_node_id=node,
-                message_type="train",
+                message_type=TRAIN,
                 group_id=str(server_round),
             )
             for node, pids in self._planned.items()

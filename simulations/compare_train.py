@@ -30,10 +30,11 @@ import numpy as np
 import pandas as pd
 
 from ldpfed.cli.common import parse_list, progress_steps, show_results
-from ldpfed.cli.compare import TRAIN_ONLY
 from ldpfed.config import NO_MECHANISM, Config, TrainingConfig
 from ldpfed.outputs import OutputDir
 from ldpfed.protocols.train import check_device
+from ldpfed.tasks import validated
+from ldpfed.tasks.train import COMPARE_OPTIONS as TRAIN_ONLY
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.progress import RowCollector
 
@@ -88,7 +89,7 @@ def plan(
                     )
                     other = "coordinate_clip" if config.l2_clipped else "clip"
                     used.add("clip" if config.l2_clipped else "coordinate_clip")
-                    config = config.with_options({other: getattr(defaults, other), "epsilon": epsilon}).validated()
+                    config = validated(config.with_options({other: getattr(defaults, other), "epsilon": epsilon}))
                     labels = {
                         "mechanism": mechanism,
                         "epsilon": epsilon,
@@ -243,7 +244,7 @@ def resolve(options: dict) -> tuple[Config, list[str], list[float], list[str], i
     overrides = {name: given[name] for name in PASS_THROUGH if name in given}
     base = Config().with_options({"task": "train", "data": merged["data"], **overrides})
     clips = TrainingConfig()  # each clip bound is checked with the runs it applies to (`plan`)
-    base.with_options({"clip": clips.clip, "coordinate_clip": clips.coordinate_clip}).validated()
+    validated(base.with_options({"clip": clips.clip, "coordinate_clip": clips.coordinate_clip}))
     check_device(base)
     return base, mechanisms, epsilons, aggregators, repeats, seed
 

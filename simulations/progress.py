@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import ldpfed.tasks as tasks
 from ldpfed.cli.common import log_console
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
@@ -20,6 +21,49 @@ if TYPE_CHECKING:
 
 SPENT = "every client's budget is spent"
 STEP_SECONDS = 1.0  # off a terminal, a start-up step's line at most this often (the last one always)
+
+
+# the summary's figures the console shows, in this order (those a run has)
+SUMMARY_KEYS = [
+    "task",
+    "trust",
+    "clients",
+    "rounds",
+    "mechanism",
+    "flower_strategy",
+    "noise_multiplier",
+    "clipping",
+    "sample_rate",
+    "final_clip",
+    "local_epsilon_per_round",
+    "shuffled_epsilon_per_round",
+    "noise_sampler",
+    "private",
+    "privacy_reasons",
+    "noise_seed",
+    "epsilon",
+    "aggregator",
+    "deviation",
+    "final_accuracy",
+    "best_accuracy",
+    "final_loss",
+    "users",
+    "dims",
+    "final_mse",
+    "mean_mse",
+    "final_mse_plain_mean",
+    "predicted_mse_plain_mean",
+    "mean_mse_over_rounds",
+    "noise_measured_over_predicted",
+    "diagnostics",
+    "clients_failed_total",
+    "last_round_with_reports",
+    "budget_exhausted_after_round",
+    "epsilon_spent_max_per_client",
+    "delta_spent_max_per_client",
+    "seconds",
+    "seconds_per_round",
+]
 
 
 class QuietProgress:
@@ -129,7 +173,7 @@ class RoundProgress(QuietProgress):
             result = (
                 f"no reports: {SPENT if row.get('budget_exhausted') else 'the budget stopped every sampled client'}"
             )
-        elif self.config.run.task == "train":
+        elif "accuracy" in row:  # a training round
             result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
             ratio = row.get("noise_ratio")
             if ratio is not None and not math.isnan(ratio):  # measured this round
@@ -158,47 +202,7 @@ class RoundProgress(QuietProgress):
     def print_summary(self, summary: dict) -> None:
         engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
-        keys = [
-            "task",
-            "trust",
-            "clients",
-            "rounds",
-            "mechanism",
-            "flower_strategy",
-            "noise_multiplier",
-            "clipping",
-            "sample_rate",
-            "final_clip",
-            "local_epsilon_per_round",
-            "shuffled_epsilon_per_round",
-            "noise_sampler",
-            "private",
-            "privacy_reasons",
-            "noise_seed",
-            "epsilon",
-            "aggregator",
-            "deviation",
-            "final_accuracy",
-            "best_accuracy",
-            "final_loss",
-            "users",
-            "dims",
-            "final_mse",
-            "mean_mse",
-            "final_mse_plain_mean",
-            "predicted_mse_plain_mean",
-            "mean_mse_over_rounds",
-            "noise_measured_over_predicted",
-            "diagnostics",
-            "clients_failed_total",
-            "last_round_with_reports",
-            "budget_exhausted_after_round",
-            "epsilon_spent_max_per_client",
-            "delta_spent_max_per_client",
-            "seconds",
-            "seconds_per_round",
-        ]
-        per_round = "per client and round" if summary.get("task") == "train" else "per user and round, eps/m per value"
+        per_round = tasks.get(summary["task"]).epsilon_unit
         units = {  # every epsilon says what it is a budget of
             "epsilon": f"epsilon ({per_round})",
             "epsilon_spent_max_per_client": (
@@ -207,7 +211,7 @@ class RoundProgress(QuietProgress):
         }
         if summary.get("private") is False:  # one spelling with the JSON: no finite epsilon
             table.add_row(units["epsilon"], "none (not private)")
-        for key in keys:
+        for key in SUMMARY_KEYS:
             if key in summary and summary[key] is not None:
                 value = summary[key]
                 table.add_row(units.get(key, key), f"{value:.4g}" if isinstance(value, float) else str(value))

@@ -38,7 +38,7 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.central import CentralServer
 from ldpfed.protocols.mean import bound, tuples
 from ldpfed.protocols.recorder import Recorder
-from ldpfed.protocols.session import World
+from ldpfed.protocols.session import World, run_header
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, ShuffleRound, client_reports
 from server.central import central_strategy, make_central_server_app
 from server.shuffle import make_shuffle_server_app
@@ -127,12 +127,7 @@ class TrustRun:
         spent = self.ledger.max_spent(self.accountant, config.delta_target) if rows else None
         private = spent is None or spent.private
         summary = {
-            "engine": self.engine,
-            "task": config.run.task,
-            "clients": config.federation.clients,
-            "rounds": config.run.rounds,
-            "rounds_finished": len(rows),
-            "interrupted": interrupted,
+            **run_header(config, self.engine, len(rows), interrupted),
             **model.record(),
             "private": private,
             "privacy_reasons": [] if spent is None else list(spent.reasons),

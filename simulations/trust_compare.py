@@ -20,23 +20,16 @@ from __future__ import annotations
 import math
 import signal
 
-import numpy as np
 import pandas as pd
 from rich.table import Table
 
 import ldpfed.mechanisms as mechanisms
+import ldpfed.tasks as tasks
 from ldpfed.accounting.trust import get_class
 from ldpfed.cli.common import error_console, parse_list, progress_steps, show_results
-from ldpfed.cli.compare import TRAIN_ONLY
 from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
-from ldpfed.protocols import seeds
-from ldpfed.protocols.mean import bound as bind
-from ldpfed.protocols.mean import mechanism as mean_mechanism
-from ldpfed.protocols.mean import report_dims as mean_report_dims
-from ldpfed.protocols.train import federated_data
-from ldpfed.protocols.train import privatizer as train_privatizer
 from ldpfed.tasks import resolve
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.federation import Interrupted, run
@@ -47,19 +40,15 @@ FILES = ["trust.csv", "trust.json", "trust.png"]
 DEFAULT_DELTA = 1e-5
 LOCAL_ONLY = ("coordinate_clip", "report_dims")  # the local randomizer's (passed to local runs only)
 CENTRAL_ONLY = ("clip",)  # Flower's clipping norm (central runs only)
-# compare's options a trust comparison passes to every run (simulate options of the same name); train:
-# every train option of compare but the clipping of one trust model and --fraction (refused below)
-PASSED = {
-    "mean": ("data", "users", "dims", "clients", "rounds", "engine", "nodes", "cpus"),
-    "train": ("data", *(name for name in TRAIN_ONLY if name not in (*LOCAL_ONLY, *CENTRAL_ONLY, "fraction"))),
-}
 NOT_APPLICABLE = ("aggregators", "domain", "out_of_domain", "header", "l2_reference", "estimator", "chunk_users")
 
 
 def compare_trust(options: dict) -> None:
     task = options["task"]
-    if task not in PASSED:
-        raise LDPValueError(f"--trust compares --task mean or train, not --task {task}")
+    compared = [name for name in tasks.available() if tasks.get(name).trust_options]
+    if task not in compared:
+        raise LDPValueError(f"--trust compares --task {' or '.join(compared)}, not --task {task}")
+    entry = tasks.get(task)
     wrong = [f"--{name.replace('_', '-')}" for name in NOT_APPLICABLE if options.get(name) is not None]
     if options.get("fraction") not in (None, 1.0):
         wrong.append("--fraction")  # local runs get no amplification from sampling: all clients every round
@@ -80,12 +69,12 @@ def compare_trust(options: dict) -> None:
         raise LDPValueError(f"compare --trust takes a pure local mechanism; {mechanism} is (eps, delta)")
     repeats = check_positive_int(options.get("repeats") or 1, "--repeats")
     seed = check_positive_int(options.get("seed") or 0, "--seed", minimum=0)
-    base = {name: options.get(name) for name in PASSED[task] if options.get(name) is not None}
+    base = {name: options.get(name) for name in entry.trust_options if options.get(name) is not None}
     base.update(task=task, seed=seed, mechanism=mechanism)
     base.setdefault("rounds", 5)
     probe = resolve(None, {**base, "mechanism": mechanism})  # validates the shared options before any run
     # the shuffle's n per round: the data's users (0 = from the data: a synthetic set's default or a file's rows)
-    reports = bind(probe, seeds.data_seed(probe.run.seed)).data.users if task == "mean" else None
+    reports = entry.shuffle_reports(probe)
     settings = [
         equal_budget(trust, TotalBudget(total, delta), probe.run.rounds, mechanism=mechanism, reports=reports)
         for total in totals
@@ -103,7 +92,7 @@ def compare_trust(options: dict) -> None:
                 {
                     "trust.csv": frame.to_csv(index=False),
                     "trust.json": dumps({**record, "interrupted": interrupted, "rows": rows}) + "\n",
-                    "trust.png": _figure(frame, task),
+                    "trust.png": _figure(frame, entry),
                 }
             )
 
@@ -128,7 +117,7 @@ def compare_trust(options: dict) -> None:
             raise Stopped(signum) from None
     frame = pd.DataFrame(rows)
     out = output.path if output.enabled else None
-    show_results(rows, lambda: _table(frame, task), as_json=options.get("as_json", False), out=out, files=FILES)
+    show_results(rows, lambda: _table(frame, entry), as_json=options.get("as_json", False), out=out, files=FILES)
 
 
 def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
@@ -154,71 +143,10 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
     return row
 
 
-def worst_case_variance(mechanism) -> float:
-    """max over values t in [-1, 1] of a scalar mechanism's noise variance V(t) = v0 + v1 t + v2 t^2."""
-    v0, v1, v2 = mechanism.variance_coefficients
-    ends = [-1.0, 1.0] + ([min(1.0, max(-1.0, -v1 / (2.0 * v2)))] if v2 != 0 else [])
-    return float(max(v0 + t * (v1 + v2 * t) for t in ends))
-
-
-def report_noise(mechanism, users: int, dims: int, report_dims: int) -> tuple[float, float]:
-    """The mean task's noise: (sd on each reported value, sd on the mean estimate of a dimension).
-    Each dimension's estimate averages the users * m / d values reported for it; worst case over
-    the values in [-1, 1] (Laplace's is the same at every value)."""
-    variance = worst_case_variance(mechanism)
-    return math.sqrt(variance), math.sqrt(variance * dims / (users * report_dims))
-
-
-def update_noise(privatizer, dims: int, weights) -> tuple[float, float]:
-    """Local training's noise: (sd added to each reported coordinate, in the update's units before
-    the server's d/m rescaling; sd per coordinate of the weighted mean of the privatized updates).
-
-    The second is sqrt(sum_k p_k^2 v) with v the privatizer's own per-coordinate noise variance of
-    a privatized update (`per_coordinate_noise`: the m-of-d mask and the d/m scale included, worst
-    case over coordinate values in [-C, C]) and p_k the clients' aggregation weights."""
-    p = np.asarray(weights, dtype=float)
-    p = p / p.sum()
-    variance = float(np.mean(privatizer.per_coordinate_noise(dims)[1]))
-    added = privatizer.clip * math.sqrt(worst_case_variance(privatizer.per_value_mechanism(dims)))
-    return added, math.sqrt(variance * float(np.sum(p**2)))
-
-
 def figures(config, summary: dict, trust: str) -> dict:
-    """The measured figure, the noise added, and the eps each run's own ledger states."""
-    task = config.run.task
-    if task == "mean":
-        config = bind(config, seeds.data_seed(config.run.seed))  # users and dims as read
-        noise = mean_mechanism(config)
-        sd, on_mean = report_noise(noise, config.data.users, config.data.dims, mean_report_dims(config))
-        return {
-            "mse": summary.get("mean_mse_over_rounds", summary.get("mean_mse")),
-            "noise": f"{config.privacy.mechanism} on each report's value",
-            "noise_sd": sd,
-            "noise_sd_on_mean": on_mean,
-            **spent_against(summary),
-        }
-    if trust == "central":
-        # the safe discrete Gaussian of sd z C (1 + grid) on the sum of the clipped updates, over q N
-        sd = summary["noise_stddev_of_sum_per_unit_clip"] * summary["initial_clip"]
-        return {
-            "final_accuracy": summary["final_accuracy"],
-            "noise": "discrete gaussian on the sum of clipped updates (trusted server)",
-            "noise_sd": sd,
-            "noise_sd_on_mean": sd / summary["expected_clients"],
-            **spent_against(summary),
-        }
-    dims = summary["parameters"]
-    update_privatizer = train_privatizer(config)
-    m = update_privatizer.dims_reported(dims)
-    sizes = federated_data(config, seeds.data_seed(config.run.seed)).client_sizes
-    sd, on_mean = update_noise(update_privatizer, dims, sizes)
-    return {
-        "final_accuracy": summary.get("final_accuracy"),
-        "noise": f"{config.privacy.mechanism} on m = {m} of d = {dims} coordinates of each update, scaled by d/m",
-        "noise_sd": sd,
-        "noise_sd_on_mean": on_mean,
-        **spent_against(summary),
-    }
+    """The measured figure, the noise added (the task's `Task.trust_figures`), and the eps each
+    run's own ledger states."""
+    return {**tasks.of(config).trust_figures(config, summary, trust), **spent_against(summary)}
 
 
 def spent_against(summary: dict) -> dict:
@@ -232,9 +160,9 @@ def spent_against(summary: dict) -> dict:
     return {**spent, "epsilon_against_server": server["epsilon"], "epsilon_against": (others or [server])[-1]["party"]}
 
 
-def _table(frame: pd.DataFrame, task: str) -> Table:
-    metric = "mse" if task == "mean" else "final_accuracy"
-    table = Table(title=f"trust models at equal total (eps, delta) per client ({task})")
+def _table(frame: pd.DataFrame, task) -> Table:
+    metric = task.metric
+    table = Table(title=f"trust models at equal total (eps, delta) per client ({task.name})")
     for column in (
         "total eps",
         "trust",
@@ -270,7 +198,7 @@ def _shown(value) -> str:
     return "none" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
-def _figure(frame: pd.DataFrame, task: str) -> bytes:
+def _figure(frame: pd.DataFrame, task) -> bytes:
     import io
 
     import matplotlib
@@ -278,16 +206,16 @@ def _figure(frame: pd.DataFrame, task: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metric = "mse" if task == "mean" else "final_accuracy"
+    metric = task.metric
     figure, axis = plt.subplots(figsize=(6, 4))
     for trust, group in frame.groupby("trust", sort=False):
         means = group.groupby("total_epsilon")[metric].mean()
         axis.plot(means.index, means.values, marker="o", label=trust)
     axis.set_xscale("log", base=2)
-    if task == "mean":
+    if task.metric_log:
         axis.set_yscale("log")
     axis.set_xlabel("total eps per client over the run (delta as given)")
-    axis.set_ylabel("MSE (mean over rounds)" if task == "mean" else "final test accuracy")
+    axis.set_ylabel(task.metric_label)
     axis.legend()
     axis.grid(alpha=0.3)
     buffer = io.BytesIO()

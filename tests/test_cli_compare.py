@@ -131,7 +131,7 @@ def test_the_figure_labels_each_budget_run_once_and_rounds_are_whole_numbers():
 
     import pandas as pd
 
-    from ldpfed.cli.compare import mse_figure
+    from ldpfed.cli.mean import mse_figure
     from ldpfed.config import Config
     from ldpfed.protocols.recorder import plot_rounds
 

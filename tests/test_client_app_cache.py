@@ -15,9 +15,9 @@ from flwr.app import Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
 import clients.client_app as client_app
-from clients.records import node_round_record
 from ldpfed.config import Config
 from ldpfed.protocols.mean import cohort
+from wire.records import node_round_record
 
 
 def train_message(server_round: int, pids: list[int]) -> Message:

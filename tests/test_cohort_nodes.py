@@ -266,8 +266,8 @@ def flatten_start(config, world):
 
 
 def test_a_node_reply_record_round_trips_per_client_replies_and_failures():
-    from clients.records import node_reply_record, read_node_reply
     from ldpfed.protocols.base import ClientReply
+    from wire.records import node_reply_record, read_node_reply
 
     rows = np.random.default_rng(0).normal(size=(2, 5))
     answer = NodeReply(

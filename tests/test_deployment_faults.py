@@ -32,7 +32,6 @@ from flwr.supernode.nodestate.in_memory_nodestate import InMemoryNodeState
 
 import ldpfed.tasks as tasks
 from clients.client_app import partition_record
-from clients.records import node_reply_record, read_node_round
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
@@ -42,6 +41,7 @@ from server import strategy
 from server.server_app import LateNodes
 from server.strategy import LDPStrategy, Replies, flower_fedavg
 from simulations.flower_patience import allow_task_start
+from wire.records import node_reply_record, read_node_round
 
 CLIENTS, NODES, ROUNDS = 4, 2, 3
 

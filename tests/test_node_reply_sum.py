@@ -179,9 +179,9 @@ def test_a_summing_node_sends_no_clients_update():
     """What leaves a summing node: its clients' ids and counts, its failures, and one d-vector, the
     count-weighted sum of the privatized updates it would otherwise send (equal up to the
     summation's rounding: 2 k u sum_k |n_k u_k| per coordinate for k clients)."""
-    from clients.records import node_reply_record, read_node_reply, read_node_sum
     from ldpfed.protocols.train import new_model
     from ldpfed.training.parameters import flatten, get_weights
+    from wire.records import node_reply_record, read_node_reply, read_node_sum
 
     pids, answers = [0, 1, 2, 3], {}
     for reply in ("clients", "sum"):
@@ -227,7 +227,7 @@ def test_cli_refuses_sum_with_a_recalibrating_aggregator_in_one_line(tmp_path):
 
 @pytest.mark.slow  # two Ray federations: about a minute and a half
 def test_sum_replies_give_the_per_client_replies_summary_under_flower():
-    """Flower: the summed reply travels as a record of its own (clients/records.py) and the
+    """Flower: the summed reply travels as a record of its own (wire/records.py) and the
     strategy hands the nodes' sums to the server half; train and the mean task. Each Flower run
     with summed replies is compared with the local engine's run with per-client replies: the local
     engine runs the same halves (the tests above equate its two reply modes; the Flower tests of
@@ -260,7 +260,7 @@ def test_sum_replies_give_the_per_client_replies_summary_under_flower():
         assert math.isclose(sum_summary[key], clients_summary[key], rel_tol=1e-9), key
 
 
-# ---- reply size (clients/records.py) -----------------------------------------------------------
+# ---- reply size (wire/records.py) -----------------------------------------------------------
 def big_answer(clients: int = 4, dims: int = 8192):
     from ldpfed.protocols.base import ClientReply
     from ldpfed.protocols.nodes import NodeReply
@@ -278,7 +278,7 @@ def test_a_reply_beyond_the_message_limit_travels_in_chunks_below_it(monkeypatch
     import flwr.app.message.array as flower_array
     from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
-    import clients.records as records
+    import wire.records as records
 
     monkeypatch.setattr(records, "MESSAGE_LIMIT", 64 * 1024)
     monkeypatch.setattr(flower_array, "FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE", 16 * 1024)
@@ -293,7 +293,7 @@ def test_a_reply_object_beyond_the_message_limit_fails_in_one_line_naming_the_fi
     """A chunk size beyond the limit (as without Flower's chunking): the node fails before sending."""
     import flwr.app.message.array as flower_array
 
-    import clients.records as records
+    import wire.records as records
 
     monkeypatch.setattr(records, "MESSAGE_LIMIT", 64 * 1024)
     monkeypatch.setattr(flower_array, "FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE", 1024 * 1024)

@@ -233,21 +233,12 @@ def account_command(
             )
         clip = 1.0 if clip is None else check_positive(clip, "--clip")
         result = plrvo_account(k, theta, clip, dims, sample_rate, rounds, target_delta, accountant, sampler)
-        if as_json:
-            print_json(result)
-            return
-        console.print(
-            f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
-            f"n={result['params']}, q={result['sample_rate']:g}, sampler {result['sampler']}), "
-            f"{result['accountant_description']}: "
-            f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}"
-        )
+        print_json(result) if as_json else _show_plrvo(result, rounds, target_delta)
         return
     if sampler is not None and key != "inid-gaussian":
         raise LDPValueError("--sampler applies to plrvo and inid-gaussian only")
     safe = key == "inid-gaussian" and check_sampler(sampler or "continuous") == "safe"
-    default = "rdp" if safe else "pld"
-    chosen = create_accountant(default if accountant is None else accountant)  # unknown names fail here
+    chosen = create_accountant(("rdp" if safe else "pld") if accountant is None else accountant)  # names fail here
     noise = None
     if key == "inid-gaussian" and (noise_multiplier is not None or safe):
         if noise_multiplier is None:
@@ -263,15 +254,34 @@ def account_command(
     if reason is not None:
         raise LDPValueError(reason)
     spent = chosen.compose(SelfComposedDpEvent(event, rounds)).spent(target_delta)
+    round_settings = {"epsilon_per_round": epsilon, "delta_per_round": delta, "sample_rate": sample_rate}
+    result = _record(mechanism, chosen, rounds, round_settings, target_delta, event, spent)
+    if key == "inid-gaussian":
+        result["sampler"] = "safe" if safe else "continuous"
+        result["profile"] = inid_profile_record(noise)
+    print_json(result) if as_json else _show(rounds, event, chosen, spent)
+
+
+def _show_plrvo(result: dict, rounds: int, target_delta: float) -> None:
+    console.print(
+        f"{rounds} x PLRV-O (k={result['k']:g}, theta={result['theta']:g}, C={result['clip']:g}, "
+        f"n={result['params']}, q={result['sample_rate']:g}, sampler {result['sampler']}), "
+        f"{result['accountant_description']}: "
+        f"epsilon {result['epsilon']:.6g} at delta {target_delta:g}"
+    )
+
+
+def _record(mechanism: str, chosen, rounds: int, round_settings: dict, target_delta: float, event, spent) -> dict:
+    """The JSON record: the round's settings and event, what T rounds spend, and the float slack in it."""
     result = {
         "mechanism": mechanism,
         "accountant": chosen.name,
         "accountant_description": chosen.description,
         "rounds": rounds,
-        "epsilon_per_round": epsilon,
-        "delta_per_round": delta,
+        "epsilon_per_round": round_settings["epsilon_per_round"],
+        "delta_per_round": round_settings["delta_per_round"],
         "noise_multiplier": noise_multiplier_of(event),
-        "sample_rate": sample_rate,
+        "sample_rate": round_settings["sample_rate"],
         "target_delta": target_delta,
         "event": event_to_dict(event),
         **{
@@ -286,12 +296,10 @@ def account_command(
             "delta": spent.float_slack_delta,
             "rule": SLACK_RULE if spent.float_slack_epsilon else "no sampler slack to compose",
         }
-    if key == "inid-gaussian":
-        result["sampler"] = "safe" if safe else "continuous"
-        result["profile"] = inid_profile_record(noise)
-    if as_json:
-        print_json(result)
-        return
+    return result
+
+
+def _show(rounds: int, event, chosen, spent) -> None:
     table = Table(title=f"{rounds} x {describe_event(event)}, {chosen.description}")
     for column in ("accountant", "epsilon", "delta", "private"):
         table.add_column(column)

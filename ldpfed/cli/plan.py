@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import typer
@@ -48,7 +49,7 @@ from ldpfed.planning.plan import (
     mse_against_rounds,
 )
 from ldpfed.planning.train import make_train_plan
-from ldpfed.tasks import resolve
+from ldpfed.tasks import foreign_flags, resolve
 from ldpfed.validation import LDPValueError, check_positive_int
 
 PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
@@ -105,110 +106,104 @@ def plan_command(
     """Per-round budget, report dimension and mechanism with the smallest predicted error for a total budget."""
     if task not in PLAN_TASKS:
         raise LDPValueError(f"--task must be one of {', '.join(PLAN_TASKS)}, got {task!r}")
-    if categories is not None and task != "frequency":
-        raise LDPValueError(f"--categories applies to --task frequency, not {task}")
-    total = TotalBudget.parse(budget)
-    train_options = {"model": model, "clients": clients, "clip": clip, "coordinate_clip": coordinate_clip}
-    given = sorted("--" + k.replace("_", "-") for k, v in train_options.items() if v is not None)
-    if given and task != "train":
-        raise LDPValueError(f"{', '.join(given)} apply to --task train, not {task}")
-    if task == "train":
-        train_plan_command(
-            total,
-            rounds,
-            participation,
-            rounds_cap,
-            mechanism,
-            accountant,
-            data,
-            dims,
-            seed,
-            train_options,
-            out,
-            overwrite,
-            as_json,
-            report_dims,
-            users,
-        )
-        return
-    low_high = parse_domain(domain)
-    out_of_domain_policy(out_of_domain)
-    check_positive_int(seed, "--seed", minimum=0)
-    names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
-    task_side = FrequencyTask if task == "frequency" else MeanTask
-    check_options(task_side, total, rounds, rounds_cap, names, report_dims, accountant, participation)  # before data
-    if task == "mean" and data is None and (users is None) != (dims is None):
-        raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
-    if task == "mean" and data is None and users is not None:
-        data = "gaussian"
-    with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
+    request = {name: value for name, value in locals().items() if name != "task"}
+    foreign = foreign_flags(task, request, "plan_options")
+    if foreign:
+        raise LDPValueError(f"{', '.join(foreign)} do(es) not apply to --task {task}")
+    request["total"] = TotalBudget.parse(request.pop("budget"))
+    PLANNERS[task](SimpleNamespace(**request))
+
+
+def _plan_tuples(side, read, request) -> None:
+    """`plan --task mean|frequency`: every (mechanism, m) ranked by its predicted error; with --out the
+    plan's files and each mechanism's MSE against T. `side`: the task's side of a plan (before the
+    data are read, its options are checked); `read`: (make, dims of the data, row_of, moments)."""
+    parse_domain(request.domain)
+    out_of_domain_policy(request.out_of_domain)
+    check_positive_int(request.seed, "--seed", minimum=0)
+    names = None if request.mechanism is None else parse_list(request.mechanism, str, "--mechanism")
+    total, rounds = request.total, request.rounds
+    check_options(
+        side, total, rounds, request.rounds_cap, names, request.report_dims, request.accountant, request.participation
+    )
+    with OutputDir.prepare(request.out, overwrite=request.overwrite, command="plan") as destination:
+        make, data_dims, row_of, moments = read(request)
         options = {
             "mechanisms": names,
-            "report_dims": report_dims,
-            "accountant": accountant,
-            "participation": participation,
-            "cap": rounds_cap,
+            "report_dims": request.report_dims,
+            "accountant": request.accountant,
+            "participation": request.participation,
+            "cap": request.rounds_cap,
         }
-        if task == "frequency":
-            rng = np.random.default_rng(seed)
-            table = read_frequency_data(data or "zipf", users, dims, categories, header, rng)
-            make, data_dims = partial(make_frequency_plan, table), table.attributes
-            row_of, moments = frequency_curve_row(table, total), None
-        else:
-            moments, source, _ = load_data(data, users, dims, seed, low_high, header, out_of_domain)
-            make, data_dims = partial(make_plan, moments, data=source), moments.dims
-            row_of = None
-        candidates = len(task_side.names(total, names)) * len(candidate_report_dims(data_dims, report_dims))
+        candidates = len(side.names(total, names)) * len(candidate_report_dims(data_dims, request.report_dims))
         with progress_steps("plan", candidates) as advance:
             plan = make(total, rounds, progress=advance, **options)
         summary = plan.summary()
         summary["simulate"] = simulate_command(plan)
-        files = {}
-        if destination.enabled:
-            best_m = {}
-            for row in plan.rows:  # each mechanism's best m
-                best_m.setdefault(row.budget.mechanism, row.report_dims)
-            with progress_steps("plan: MSE against T", len(best_m) * len(CURVE_ACCOUNTANTS)) as advance:
-                curve = mse_against_rounds(moments, total, list(best_m), best_m, row_of=row_of, progress=advance)
-            files = {
-                "plan.csv": plan.frame(),
-                "plan.json": summary,
-                "mse_vs_rounds.csv": curve,
-                "mse_vs_rounds.png": curve_figure(curve, total, rounds),
-            }
+        files = _plan_files(plan, summary, moments, row_of) if destination.enabled else {}
         written = destination.write(files) if files else []
-    if as_json:
+    if request.as_json:
         print_json(summary)
         return
     _print_plan(plan, summary)
     if written:
-        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+        console.print(f"wrote {request.out}/" + ", ".join(written), highlight=False)
 
 
-def train_plan_command(
-    total,
-    rounds,
-    participation,
-    cap,
-    mechanism,
-    accountant,
-    data,
-    dims,
-    seed,
-    options,
-    out,
-    overwrite,
-    as_json,
-    report_dims,
-    users,
-) -> None:
+def _mean_data(request):
+    """The tuples' moments (a synthetic set of --users x --dims, a table, or a .json of moments)."""
+    data = request.data
+    if data is None and (request.users is None) != (request.dims is None):
+        raise LDPValueError("give both --users and --dims (a synthetic set of that size), or neither")
+    if data is None and request.users is not None:
+        data = "gaussian"
+    low_high = parse_domain(request.domain)
+    moments, source, _ = load_data(
+        data, request.users, request.dims, request.seed, low_high, request.header, request.out_of_domain
+    )
+    return partial(make_plan, moments, data=source), moments.dims, None, moments
+
+
+def _frequency_data(request):
+    """The categorical attributes (a synthetic set or a .csv of categories)."""
+    rng = np.random.default_rng(request.seed)
+    table = read_frequency_data(
+        request.data or "zipf", request.users, request.dims, request.categories, request.header, rng
+    )
+    return partial(make_frequency_plan, table), table.attributes, frequency_curve_row(table, request.total), None
+
+
+def _plan_files(plan, summary: dict, moments, row_of) -> dict:
+    """plan.csv, plan.json and each mechanism's (at its best m) MSE against T, as a table and a figure."""
+    best_m = {}
+    for row in plan.rows:  # each mechanism's best m
+        best_m.setdefault(row.budget.mechanism, row.report_dims)
+    with progress_steps("plan: MSE against T", len(best_m) * len(CURVE_ACCOUNTANTS)) as advance:
+        curve = mse_against_rounds(moments, plan.total, list(best_m), best_m, row_of=row_of, progress=advance)
+    return {
+        "plan.csv": plan.frame(),
+        "plan.json": summary,
+        "mse_vs_rounds.csv": curve,
+        "mse_vs_rounds.png": curve_figure(curve, plan.total, plan.rounds),
+    }
+
+
+def train_plan_command(request) -> None:
     """`plan --task train`: each mechanism's per-round setting and its aggregate noise per round."""
-    if report_dims is not None or users is not None:
-        raise LDPValueError("--report-dims and --users do not apply to --task train (m is Wang's default)")
+    total, rounds, cap = request.total, request.rounds, request.rounds_cap
     rounds_taken(rounds, cap)
-    names = None if mechanism is None else parse_list(mechanism, str, "--mechanism")
-    flags = {"task": "train", "data": data, "seed": seed, "rounds": rounds, "accountant": accountant, **options}
+    names = None if request.mechanism is None else parse_list(request.mechanism, str, "--mechanism")
+    train_options = {name: getattr(request, name) for name in ("model", "clients", "clip", "coordinate_clip")}
+    flags = {"task": "train", "data": request.data, "seed": request.seed, "rounds": rounds}
+    flags.update(accountant=request.accountant, **train_options)
     config = resolve(None, {key: value for key, value in flags.items() if value is not None})
+    participation, dims, out, overwrite, as_json = (
+        request.participation,
+        request.dims,
+        request.out,
+        request.overwrite,
+        request.as_json,
+    )
     with OutputDir.prepare(out, overwrite=overwrite, command="plan") as destination:
         plan = make_train_plan(config, total, rounds, mechanisms=names, participation=participation, cap=cap, dims=dims)
         summary = plan.summary()
@@ -302,6 +297,14 @@ def _print_plan(plan, summary: dict) -> None:
 def _eps(row, accountant: str) -> str:
     spent = row.budget.spent.get(accountant)
     return "-" if spent is None else f"{spent.epsilon:.4g}"
+
+
+# each task's plan: the tuple tasks rank (mechanism, m) on their side of a plan; train has its own
+PLANNERS = {
+    "mean": partial(_plan_tuples, MeanTask, _mean_data),
+    "frequency": partial(_plan_tuples, FrequencyTask, _frequency_data),
+    "train": train_plan_command,
+}
 
 
 def register(app: typer.Typer) -> None:

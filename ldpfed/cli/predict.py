@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -99,80 +100,85 @@ def predict_command(
     """Predict MSE, bias/variance, Berry–Esseen bound (and optionally confidence, break-even)."""
     if task not in PREDICT_TASKS:
         raise LDPValueError(f"--task must be one of {PREDICT_TASKS}, got {task!r}")
-    if task == "frequency":
-        unsupported = {
-            "domain": None if domain == "-1,1" else domain,
-            "compare": compare,
-            "confidence": confidence,
-            "out_of_domain": None if out_of_domain == "error" else out_of_domain,
-        }
-        frequency_cli.predict_frequency_command(
-            mechanism=mechanism,
-            epsilon=epsilon,
-            delta=delta,
-            users=users,
-            dims=dims,
-            report_dims=report_dims,
-            data=data,
-            header=header,
-            seed=seed,
-            estimator=estimator,
-            categories=categories,
-            out=out,
-            overwrite=overwrite,
-            as_json=as_json,
-            unsupported=unsupported,
-        )
-        return
-    if categories is not None:
+    request = SimpleNamespace(**{name: value for name, value in locals().items() if name != "task"})
+    PREDICTORS[task](request)
+
+
+def _predict_frequency(request) -> None:
+    """`predict --task frequency` (ldpfed.cli.frequency); the mean task's options are refused there."""
+    unsupported = {
+        "domain": None if request.domain == "-1,1" else request.domain,
+        "compare": request.compare,
+        "confidence": request.confidence,
+        "out_of_domain": None if request.out_of_domain == "error" else request.out_of_domain,
+    }
+    names = ("mechanism", "epsilon", "delta", "users", "dims", "report_dims", "data", "header", "seed", "estimator")
+    frequency_cli.predict_frequency_command(
+        **{name: getattr(request, name) for name in (*names, "categories", "out", "overwrite", "as_json")},
+        unsupported=unsupported,
+    )
+
+
+def _predict_mean(request) -> None:
+    """`predict --task mean`: everything checked before any work or output; the prediction (and the
+    second mechanism's break-even, the confidence supremum) written and shown."""
+    if request.categories is not None:
         raise LDPValueError("--categories applies to --task frequency")
-    # Validate everything before any work or output.
-    low_high = parse_domain(domain)
-    out_of_domain_policy(out_of_domain)
-    seed = check_positive_int(seed, "--seed", minimum=0)
-    alpha = None if confidence is None else check_alpha(confidence)
+    mechanism, compare, estimator = request.mechanism, request.compare, request.estimator
+    low_high = parse_domain(request.domain)
+    out_of_domain_policy(request.out_of_domain)
+    seed = check_positive_int(request.seed, "--seed", minimum=0)
+    alpha = None if request.confidence is None else check_alpha(request.confidence)
     check_estimator(estimator)
     names = [mechanism] + ([compare] if compare else [])
     options = {name: estimator_options(name, estimator) for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only, not to {' or '.join(names)}")
-    _check_before_data(names, epsilon, delta, users, dims, report_dims, data, options)
-    with OutputDir.prepare(out, overwrite=overwrite, command="predict") as destination:
-        moments, source, scale = _load_data(data, users, dims, seed, low_high, header, out_of_domain)
-        first = predictor(mechanism, epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism])
+    users, dims, report_dims, data, delta = (
+        request.users,
+        request.dims,
+        request.report_dims,
+        request.data,
+        request.delta,
+    )
+    _check_before_data(names, request.epsilon, delta, users, dims, report_dims, data, options)
+    with OutputDir.prepare(request.out, overwrite=request.overwrite, command="predict") as destination:
+        moments, source, scale = _load_data(data, users, dims, seed, low_high, request.header, request.out_of_domain)
+        first = predictor(
+            mechanism, request.epsilon, users, dims, report_dims, moments, delta=delta, **options[mechanism]
+        )
         result = first.to_dict()
         result["data"] = source if moments is not None else first.data_source
         if scale is not None:
             result["scale"] = scale
-        second = comparison = supremum = None
-        if compare:
-            second_delta = delta if registry.get_class(compare).approximate else None
-            second = predictor(
-                compare,
-                epsilon,
-                first.users,
-                first.dims,
-                first.report_dims,
-                moments,
-                delta=second_delta,
-                **options[compare],
-            )
-            comparison = break_even(first, second)
+        second, comparison = _second(first, compare, request.epsilon, moments, delta, options)
+        if comparison is not None:
             result["compare"] = {**comparison.to_dict(), "prediction": second.to_dict(per_dimension=False)}
-        if alpha is not None:
-            supremum = error_supremum(first.deviation_model(), alpha)
+        supremum = None if alpha is None else error_supremum(first.deviation_model(), alpha)
+        if supremum is not None:
             result["confidence"] = supremum.to_dict()
         written = destination.write(
             {frequency_cli.PREDICTION_FILE: result, PER_DIMENSION_FILE: per_dimension_frame(first, supremum)}
         )
-    if as_json:
+    if request.as_json:
         print_json(result)
         return
     _print_summary(first, result["data"], second, comparison, supremum)
     if scale is not None:
         console.print(scale["note"] + ".", highlight=False)
     if written:
-        console.print(f"wrote {out}/" + ", ".join(written), highlight=False)
+        console.print(f"wrote {request.out}/" + ", ".join(written), highlight=False)
+
+
+def _second(first, compare: str | None, epsilon: float, moments, delta, options: dict):
+    """--compare: the second mechanism's prediction on the same users and dims, and the break-even."""
+    if not compare:
+        return None, None
+    second_delta = delta if registry.get_class(compare).approximate else None
+    second = predictor(
+        compare, epsilon, first.users, first.dims, first.report_dims, moments, delta=second_delta, **options[compare]
+    )
+    return second, break_even(first, second)
 
 
 def per_dimension_frame(prediction, supremum) -> pd.DataFrame:
@@ -305,6 +311,9 @@ def _print_summary(first, source, second, comparison, supremum) -> None:
             f"Compare: {verdict}; at n = {comparison.users:,}: {comparison.total_winner} "
             f"(MSE {comparison.mse_a:.4g} vs {comparison.mse_b:.4g})."
         )
+
+
+PREDICTORS = {"mean": _predict_mean, "frequency": _predict_frequency}
 
 
 def register(app: typer.Typer) -> None:

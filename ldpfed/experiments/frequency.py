@@ -136,26 +136,8 @@ def run_frequency_plan(
             l2_reference=plan.l2_reference,
             deviation=model if plan.deviation == "model" else "plug-in",
         )
-        collected = {name: [] for name in plan.aggregators}
-        for repeat in range(plan.repeats):
-            server.configure_round(repeat + 1)
-            reply, _ = client.reply(repeat + 1, {})
-            server.aggregate(repeat + 1, {0: reply}, {})
-            for name, estimate in server.outcome.estimates.items():
-                collected[name].append(estimate)
-                run_rows.append(
-                    {
-                        "mechanism": oracles.name,
-                        "oracle": oracles.kind,
-                        "epsilon": oracles.epsilon,
-                        "aggregator": name,
-                        "repeat": repeat,
-                        **({} if plan.study_rounds is None else {"study": repeat // plan.study_rounds}),
-                        "mse": float(np.mean((estimate - truth) ** 2)),
-                    }
-                )
-            if plan.progress is not None:
-                plan.progress()
+        repeat_rows, collected = _repeat(client, server, oracles, plan, truth)
+        run_rows.extend(repeat_rows)
         for name, rows in collected.items():
             stacked = np.array(rows)
             estimates.append(_frequency_rows(data, oracles, name, truth, stacked))
@@ -190,6 +172,32 @@ def run_frequency_plan(
     if plan.study_rounds is not None:
         config["study_rounds"] = plan.study_rounds
     return FrequencyExperimentResult(runs, summary, pd.concat(estimates, ignore_index=True), config)
+
+
+def _repeat(client, server, oracles, plan: ExperimentPlan, truth: np.ndarray) -> tuple[list[dict], dict]:
+    """`plan.repeats` rounds of one configuration: a row per (repeat, aggregator), and each
+    aggregator's estimates, in the order of the repeats."""
+    rows, collected = [], {name: [] for name in plan.aggregators}
+    for repeat in range(plan.repeats):
+        server.configure_round(repeat + 1)
+        reply, _ = client.reply(repeat + 1, {})
+        server.aggregate(repeat + 1, {0: reply}, {})
+        for name, estimate in server.outcome.estimates.items():
+            collected[name].append(estimate)
+            rows.append(
+                {
+                    "mechanism": oracles.name,
+                    "oracle": oracles.kind,
+                    "epsilon": oracles.epsilon,
+                    "aggregator": name,
+                    "repeat": repeat,
+                    **({} if plan.study_rounds is None else {"study": repeat // plan.study_rounds}),
+                    "mse": float(np.mean((estimate - truth) ** 2)),
+                }
+            )
+        if plan.progress is not None:
+            plan.progress()
+    return rows, collected
 
 
 def _frequency_rows(data: CategoricalData, oracles: AttributeOracles, aggregator: str, truth, stacked) -> pd.DataFrame:

@@ -177,30 +177,9 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
             deviation=model,
         )
         labels = {"mechanism": choice.name, "options": options_text(choice.options), "epsilon": epsilon}
-        estimates = {} if plan.study_rounds is not None else None
-        for repeat in range(plan.repeats):
-            server_round = repeat + 1
-            server.configure_round(server_round)
-            reply, _ = client.reply(server_round, {})
-            server.aggregate(server_round, {0: reply}, {})
-            for name, result in server.outcome.results.items():
-                run_rows.append(
-                    {
-                        **labels,
-                        "aggregator": name,
-                        "repeat": repeat,
-                        **({} if estimates is None else {"study": repeat // plan.study_rounds}),
-                        "mse": float(np.mean((result.estimate - theta_bar) ** 2)),
-                        "deviation_source": result.record["deviation_source"],
-                        "alpha": result.record.get("alpha", plan.alpha),
-                        "l2_reference": result.record.get("l2_reference", plan.l2_reference),
-                    }
-                )
-                if estimates is not None:
-                    estimates.setdefault(name, []).append(result.estimate)
-            if plan.progress is not None:
-                plan.progress()
-        for name, rounds in (estimates or {}).items():
+        rows, estimates = _repeat(client, server, plan, labels, theta_bar)
+        run_rows.extend(rows)
+        for name, rounds in estimates.items():
             errors = study_errors(np.array(rounds), theta_bar, plan.study_rounds)
             study_rows.extend({**labels, "aggregator": name, "mse_final": float(e)} for e in errors)
 
@@ -224,6 +203,36 @@ def run_mean_plan(data, mechanism_choices, plan: ExperimentPlan) -> ExperimentRe
     if plan.study_rounds is not None:
         config["study_rounds"] = plan.study_rounds
     return ExperimentResult(runs, summary, config)
+
+
+def _repeat(client, server, plan: ExperimentPlan, labels: dict, truth: np.ndarray) -> tuple[list[dict], dict]:
+    """`plan.repeats` rounds of one configuration: a row per (repeat, aggregator), and each
+    aggregator's estimates when the repeats form T-round studies ({} otherwise)."""
+    rows, estimates = [], {}
+    studies = plan.study_rounds is not None
+    for repeat in range(plan.repeats):
+        server_round = repeat + 1
+        server.configure_round(server_round)
+        reply, _ = client.reply(server_round, {})
+        server.aggregate(server_round, {0: reply}, {})
+        for name, result in server.outcome.results.items():
+            rows.append(
+                {
+                    **labels,
+                    "aggregator": name,
+                    "repeat": repeat,
+                    **({"study": repeat // plan.study_rounds} if studies else {}),
+                    "mse": float(np.mean((result.estimate - truth) ** 2)),
+                    "deviation_source": result.record["deviation_source"],
+                    "alpha": result.record.get("alpha", plan.alpha),
+                    "l2_reference": result.record.get("l2_reference", plan.l2_reference),
+                }
+            )
+            if studies:
+                estimates.setdefault(name, []).append(result.estimate)
+        if plan.progress is not None:
+            plan.progress()
+    return rows, estimates
 
 
 def validated_column_moments(table: np.ndarray, chunk_users: int) -> ColumnMoments:

@@ -11,10 +11,10 @@ plan (the candidates ranked by predicted error, the recommendation, MSE against 
 
 from ldpfed.planning.calibration import (
     RELATIVE_TOLERANCE,
-    LedgerAccountant,
     RoundBudget,
     TotalBudget,
     calibrate_round,
+    ledger_accountant,
     round_cost,
     rounds_taken,
     spent_by_accountant,
@@ -22,7 +22,7 @@ from ldpfed.planning.calibration import (
 
 __all__ = [
     "RELATIVE_TOLERANCE",
-    "LedgerAccountant",
+    "ledger_accountant",
     "RoundBudget",
     "TotalBudget",
     "calibrate_round",

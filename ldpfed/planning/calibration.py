@@ -15,7 +15,7 @@ and delta / (2k) under advanced, rdp and pld (the other half is the composition'
 - basic, pure rounds: eps / k exactly.
 - otherwise: dp-accounting's `mechanism_calibration.calibrate_dp_mechanism` (Brent's method, then a
   check that the figure returned is within the total) on the per-round eps, with ldpfed's
-  accountants behind a dp-accounting `PrivacyAccountant` adapter (`LedgerAccountant`); the
+  accountants behind a dp-accounting `PrivacyAccountant` adapter (`ledger_accountant`); the
   per-round eps is within `RELATIVE_TOLERANCE` (relative) below the largest one that fits. A round
   never gets more than the total: where k rounds of the whole eps fit (a tiny eps whose loss the
   delta covers), the total; where even basic's eps / k does not fit the accountant's figure, refused.
@@ -28,11 +28,10 @@ federation caps the rounds a client takes part in (k = min(T, cap)).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-
-from dp_accounting import dp_event, privacy_accountant
-from dp_accounting.mechanism_calibration import ExplicitBracketInterval, calibrate_dp_mechanism
+from typing import TYPE_CHECKING
 
 import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as registry
@@ -46,6 +45,9 @@ from ldpfed.accounting import (
 )
 from ldpfed.frequency.categorical import COUNTING_ORACLES, oracle_kind
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
+
+if TYPE_CHECKING:  # dp-accounting is imported where a calibration runs: a Flower node never needs it
+    from dp_accounting import dp_event
 
 RELATIVE_TOLERANCE = 1e-6  # of the per-round eps: the plan's figure is at most this far below the optimum
 BASIC_DELTA_MARGIN = 1e-9  # k rounds of delta/k must not exceed delta by float rounding
@@ -118,31 +120,41 @@ def round_cost(mechanism: str, epsilon: float, delta: float | None) -> dp_event.
     return legacy_event(epsilon, delta, mechanism)
 
 
-class LedgerAccountant(privacy_accountant.PrivacyAccountant):
-    """An ldpfed accountant seen as a dp-accounting `PrivacyAccountant`, so that dp-accounting's
+def ledger_accountant(accountant: str):
+    """An ldpfed accountant seen as a dp-accounting `PrivacyAccountant` (the class is built on first
+    use, so that importing the planning package loads no dp-accounting), so that dp-accounting's
     calibration drives it. `get_epsilon(delta)` is the figure a run's budget compares
     (`spent_within`), and +inf where the composed delta exceeds `delta` (basic's sum of deltas)."""
+    return _ledger_accountant_class()(accountant)
 
-    def __init__(self, accountant: str) -> None:
-        super().__init__(privacy_accountant.NeighboringRelation.REPLACE_ONE)  # LDP: any two inputs
-        self._inner = create_accountant(accountant)
 
-    def _maybe_compose(self, event, count, do_compose):
-        reason = self._inner.unsupported(event)
-        if reason is not None:
-            return self.CompositionErrorDetails(event, reason)
-        if do_compose:
-            self._inner.compose(event, count)
-        return None
+@functools.cache
+def _ledger_accountant_class():
+    from dp_accounting import privacy_accountant
 
-    def get_epsilon(self, target_delta: float) -> float:
-        spent = self._inner.spent_within(target_delta)
-        if spent.epsilon is None or spent.delta > target_delta:
-            return math.inf
-        return spent.epsilon
+    class LedgerAccountant(privacy_accountant.PrivacyAccountant):
+        def __init__(self, accountant: str) -> None:
+            super().__init__(privacy_accountant.NeighboringRelation.REPLACE_ONE)  # LDP: any two inputs
+            self._inner = create_accountant(accountant)
 
-    def spent(self, target_delta: float) -> Spent:
-        return self._inner.spent_within(target_delta)
+        def _maybe_compose(self, event, count, do_compose):
+            reason = self._inner.unsupported(event)
+            if reason is not None:
+                return self.CompositionErrorDetails(event, reason)
+            if do_compose:
+                self._inner.compose(event, count)
+            return None
+
+        def get_epsilon(self, target_delta: float) -> float:
+            spent = self._inner.spent_within(target_delta)
+            if spent.epsilon is None or spent.delta > target_delta:
+                return math.inf
+            return spent.epsilon
+
+        def spent(self, target_delta: float) -> Spent:
+            return self._inner.spent_within(target_delta)
+
+    return LedgerAccountant
 
 
 @dataclass(frozen=True)
@@ -257,14 +269,16 @@ def _calibrated(event_of, total, taken, accountant, delta, max_delta) -> float:
     def rounds_of(epsilon: float) -> dp_event.DpEvent:
         return SelfComposedDpEvent(event_of(epsilon, delta), taken)
 
-    def fresh() -> LedgerAccountant:
-        return LedgerAccountant(accountant)
+    def fresh():
+        return ledger_accountant(accountant)
 
     if target_delta == 0.0:  # pure total: advanced/pld at delta 0 are basic composition
         return lower
 
     def fits(epsilon: float) -> bool:
         return fresh().compose(rounds_of(epsilon)).get_epsilon(max_delta) <= total.epsilon
+
+    from dp_accounting.mechanism_calibration import ExplicitBracketInterval, calibrate_dp_mechanism
 
     try:
         return float(

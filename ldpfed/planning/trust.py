@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ldpfed.accounting import create_accountant
 from ldpfed.accounting.shuffle import minimum_reports, shuffled_epsilon
 from ldpfed.accounting.trust import get_class, shuffle_round_delta
@@ -126,3 +128,32 @@ def equal_budget(
         raise LDPValueError("--trust central's guarantee is (eps, delta): give the total's delta > 0")
     options = {"max_epsilon": total.epsilon, "max_delta": total.delta}
     return TrustSetting("central", total, rounds, options, None, total.epsilon, "rdp")
+
+
+def worst_case_variance(mechanism) -> float:
+    """max over values t in [-1, 1] of a scalar mechanism's noise variance V(t) = v0 + v1 t + v2 t^2."""
+    v0, v1, v2 = mechanism.variance_coefficients
+    ends = [-1.0, 1.0] + ([min(1.0, max(-1.0, -v1 / (2.0 * v2)))] if v2 != 0 else [])
+    return float(max(v0 + t * (v1 + v2 * t) for t in ends))
+
+
+def report_noise(mechanism, users: int, dims: int, report_dims: int) -> tuple[float, float]:
+    """The mean task's noise: (sd on each reported value, sd on the mean estimate of a dimension).
+    Each dimension's estimate averages the users * m / d values reported for it; worst case over
+    the values in [-1, 1] (Laplace's is the same at every value)."""
+    variance = worst_case_variance(mechanism)
+    return math.sqrt(variance), math.sqrt(variance * dims / (users * report_dims))
+
+
+def update_noise(privatizer, dims: int, weights) -> tuple[float, float]:
+    """Local training's noise: (sd added to each reported coordinate, in the update's units before
+    the server's d/m rescaling; sd per coordinate of the weighted mean of the privatized updates).
+
+    The second is sqrt(sum_k p_k^2 v) with v the privatizer's own per-coordinate noise variance of
+    a privatized update (`per_coordinate_noise`: the m-of-d mask and the d/m scale included, worst
+    case over coordinate values in [-C, C]) and p_k the clients' aggregation weights."""
+    p = np.asarray(weights, dtype=float)
+    p = p / p.sum()
+    variance = float(np.mean(privatizer.per_coordinate_noise(dims)[1]))
+    added = privatizer.clip * math.sqrt(worst_case_variance(privatizer.per_value_mechanism(dims)))
+    return added, math.sqrt(variance * float(np.sum(p**2)))

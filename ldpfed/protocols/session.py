@@ -119,12 +119,7 @@ class Session:
         reported = [row for row in rows if row["clients_replied"] > 0]
         task_summary = self.task.summary(config, self.server, rows, reported) if rows else {}
         summary = {
-            "engine": self.engine,
-            "task": config.run.task,
-            "clients": config.federation.clients,
-            "rounds": config.run.rounds,
-            "rounds_finished": len(rows),
-            "interrupted": interrupted,
+            **run_header(config, self.engine, len(rows), interrupted),
             "mechanism": config.privacy.mechanism,
             **trust.get("local").record(),
             **self.status.record(),
@@ -161,3 +156,15 @@ def budget_summary(config: Config, rows: list[dict]) -> dict:
         return {}
     exhausted = next((row["round"] for row in rows if row.get("budget_exhausted")), None)
     return {"budget": budget.record(), "budget_exhausted_after_round": exhausted}
+
+
+def run_header(config: Config, engine: str, rounds_finished: int, interrupted: bool) -> dict:
+    """The summary's first keys, under every trust model: the run's shape and how far it got."""
+    return {
+        "engine": engine,
+        "task": config.run.task,
+        "clients": config.federation.clients,
+        "rounds": config.run.rounds,
+        "rounds_finished": rounds_finished,
+        "interrupted": interrupted,
+    }

@@ -3,7 +3,7 @@ task (`ldpfed.tasks.base.Task`); everything else asks the entry, never the task'
 `ldpfed.tasks.run` gives a run's halves, layout, preflight and plan through the entry."""
 
 from ldpfed.tasks.base import Task, without_seed
-from ldpfed.tasks.registry import available, foreign_flags, get, of, resolve, validated
+from ldpfed.tasks.registry import available, foreign_flags, foreign_options, get, of, resolve, validated
 from ldpfed.tasks.run import (
     bind_data,
     check_accounting,
@@ -24,6 +24,7 @@ __all__ = [
     "client_half",
     "flower_run_config",
     "foreign_flags",
+    "foreign_options",
     "get",
     "layout",
     "node_half",

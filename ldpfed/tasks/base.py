@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
 from ldpfed.config import Config
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
 from ldpfed.protocols.nodes import default_nodes
@@ -28,14 +30,27 @@ def without_seed(config: Config) -> Config:
     return replace(config, run=replace(config.run, seed=None))
 
 
+def nanmean(values) -> float | None:
+    """The mean of the finite values (None when there are none): a figure over the rounds that had it."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
 class Task:
     """The behaviour every task shares; subclasses override where they differ."""
 
     name: str = ""
     options: tuple[str, ...] = ()  # config options (simulate's flags) that apply to this task only
     compare_options: tuple[str, ...] = ()  # `ldpfed compare` options that apply to this task only
+    plan_options: tuple[str, ...] = ()  # `ldpfed plan` options that apply to this task only
     sends: str = ""  # what a client sends, as the privacy record says it
     unit: str = ""  # whom one guarantee protects
+    epsilon_unit: str = ""  # what a round's epsilon is a budget of
+    metric: str = ""  # the summary's measured figure that comparisons rank runs by
+    metric_label: str = ""  # its axis label
+    metric_log: bool = False  # plotted on a log scale
+    trust_options: tuple[str, ...] = ()  # compare --trust: the options passed to every run (): not compared
 
     def validate(self, config: Config) -> None:
         """The checks of `config` that depend on the task (the shared ones: `Config.validated`)."""
@@ -85,3 +100,12 @@ class Task:
     def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
         """The task's part of the summary (rows: every finished round; reported: those with reports)."""
         return {}
+
+    def shuffle_reports(self, config: Config) -> int | None:
+        """The reports a shuffler mixes in a round (the data's users), or None where none is shuffled."""
+        return None
+
+    def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
+        """compare --trust: the run's measured figure and the noise its trust model added (sd where it
+        is added and on the mean)."""
+        raise NotImplementedError

@@ -13,7 +13,8 @@ from ldpfed.tasks.tuples import TupleTask
 class FrequencyTask(TupleTask):
     name = "frequency"
     options = ("categories",)
-    compare_options = ("categories",)
+    plan_options = ("categories", "report_dims", "users")
+    compare_options = ("categories", "users", "dims", "header", "l2_reference", "estimator", "chunk_users")
 
     def check_mechanism(self, config: Config) -> None:
         oracle_kind(config.privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)

@@ -10,7 +10,8 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.config import Config
 from ldpfed.data import DEFAULT_DIMS, available_synthetic
 from ldpfed.data.federated import FEDERATED_DATASETS
-from ldpfed.protocols import diagnostics, mean
+from ldpfed.planning.trust import report_noise
+from ldpfed.protocols import diagnostics, mean, seeds
 from ldpfed.protocols.privacy import round_event
 from ldpfed.tasks.tuples import TupleTask
 from ldpfed.validation import LDPValueError
@@ -19,6 +20,9 @@ from ldpfed.validation import LDPValueError
 class MeanTask(TupleTask):
     name = "mean"
     options = ("domain", "out_of_domain")
+    plan_options = ("report_dims", "users")
+    metric, metric_label, metric_log = "mse", "MSE (mean over rounds)", True
+    trust_options = ("data", "users", "dims", "clients", "rounds", "engine", "nodes", "cpus")
     compare_options = ("domain", "users", "dims", "l2_reference", "estimator", "chunk_users", "header", "out_of_domain")
 
     def check_mechanism(self, config: Config) -> None:
@@ -58,3 +62,19 @@ class MeanTask(TupleTask):
         """For a file with --domain, the scale of its MSE too."""
         scale = mean.scale(config)
         return {**super().data_summary(config), **({"scale": scale} if scale else {})}
+
+    def shuffle_reports(self, config: Config) -> int:
+        """The data's users (0 = from the data: a synthetic set's default or a file's rows)."""
+        return self.bind(config, seeds.data_seed(config.run.seed)).data.users
+
+    def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
+        config = self.bind(config, seeds.data_seed(config.run.seed))  # users and dims as read
+        sd, on_mean = report_noise(
+            mean.mechanism(config), config.data.users, config.data.dims, mean.report_dims(config)
+        )
+        return {
+            "mse": summary.get("mean_mse_over_rounds", summary.get("mean_mse")),
+            "noise": f"{config.privacy.mechanism} on each report's value",
+            "noise_sd": sd,
+            "noise_sd_on_mean": on_mean,
+        }

@@ -37,9 +37,14 @@ def resolve(config_file=None, flags: dict | None = None) -> Config:
     return validated(resolve_file(config_file, flags))
 
 
-def foreign_flags(name: str, given: dict, scope: str = "options") -> list[str]:
-    """The flags in `given` (None: not given) that belong only to tasks other than `name`;
-    `scope`: "options" (the config's, as simulate takes them) or "compare_options"."""
+def foreign_options(name: str, scope: str = "options") -> list[str]:
+    """The options that belong only to tasks other than `name` (a flag of another task is an error,
+    not ignored); `scope`: "options" (the config's, as simulate takes them) or "compare_options"."""
     mine = set(getattr(get(name), scope))
     others = {option for entry in _REGISTRY.entries() if entry is not get(name) for option in getattr(entry, scope)}
-    return sorted("--" + option.replace("_", "-") for option in others - mine if given.get(option) is not None)
+    return sorted(others - mine)
+
+
+def foreign_flags(name: str, given: dict, scope: str = "options") -> list[str]:
+    """The flags of `foreign_options` that `given` has (None: not given)."""
+    return ["--" + option.replace("_", "-") for option in foreign_options(name, scope) if given.get(option) is not None]

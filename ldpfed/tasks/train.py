@@ -12,8 +12,9 @@ from ldpfed.data.federated import FEDERATED_DATASETS
 from ldpfed.data.partition import PARTITION_SCHEMES
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
-from ldpfed.protocols import diagnostics, train
-from ldpfed.tasks.base import Task
+from ldpfed.planning.trust import update_noise
+from ldpfed.protocols import diagnostics, seeds, train
+from ldpfed.tasks.base import Task, nanmean
 from ldpfed.validation import LDPValueError, check_epsilon
 
 OPTIONS = (
@@ -39,26 +40,38 @@ OPTIONS = (
 )
 
 
-def _nanmean(values) -> float | None:
-    values = np.asarray(values, dtype=float)
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
+# `ldpfed compare`'s options of the train task (its mean and frequency comparisons run in process,
+# without a federation)
+COMPARE_OPTIONS = (
+    "model",
+    "clients",
+    "rounds",
+    "local_steps",
+    "lr",
+    "batch_size",
+    "clip",
+    "coordinate_clip",
+    "partition",
+    "fraction",
+    "engine",
+    "cpus",
+    "data_dir",
+    "nodes",
+    "device",
+)
 
 
 class TrainTask(Task):
     name = "train"
     options = OPTIONS
-    # compare's in-process mean runner takes no federation: these are train's there
-    compare_options = (
-        *(name for name in OPTIONS if name not in ("perturbation", "beta", "window", "magnitude", "rotation")),
-        "clients",
-        "rounds",
-        "engine",
-        "cpus",
-        "nodes",
-    )
+    compare_options = COMPARE_OPTIONS
+    plan_options = ("model", "clients", "clip", "coordinate_clip")
+    metric, metric_label = "final_accuracy", "final test accuracy"
+    # compare --trust passes every train option of compare but the clipping of one trust model and --fraction
+    trust_options = ("data", *(name for name in COMPARE_OPTIONS if name not in ("clip", "coordinate_clip", "fraction")))
     sends = train.SENDS
     unit = "per client (all of its data)"
+    epsilon_unit = "per client and round"
 
     def validate(self, config: Config) -> None:
         _check_mechanism(config)
@@ -105,6 +118,9 @@ class TrainTask(Task):
             )
         return round_budget
 
+    def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
+        return _trust_figures(config, summary, trust)
+
     def joined(self, config, server, observed, diagnostics_of_clients):
         return diagnostics.train_round(server.outcome, diagnostics_of_clients, server.privatizer)
 
@@ -122,8 +138,8 @@ class TrainTask(Task):
         return {
             "perturbation": config.training.perturbation,
             **({"ldpvec": _ldpvec_record(directional, parameters)} if directional is not None else {}),
-            "mean_cosine_to_clean": _nanmean([row["cosine_to_clean"] for row in rows]),
-            "mean_leading_energy_share": _nanmean([row["leading_energy_share"] for row in rows]),
+            "mean_cosine_to_clean": nanmean([row["cosine_to_clean"] for row in rows]),
+            "mean_leading_energy_share": nanmean([row["leading_energy_share"] for row in rows]),
             "final_accuracy": rows[-1]["accuracy"],
             "final_loss": rows[-1]["loss"],
             "best_accuracy": float(max(row["accuracy"] for row in rows)),
@@ -136,9 +152,9 @@ class TrainTask(Task):
             "noise_sampler": (
                 server.privatizer.noise(parameters).sampler_description if hasattr(server.privatizer, "noise") else None
             ),
-            "mean_measured_squared_distance": _nanmean(measured),
-            "mean_predicted_squared_distance": _nanmean(predicted),
-            "mean_applied_squared_distance": _nanmean([row["applied_squared_distance"] for row in rows]),
+            "mean_measured_squared_distance": nanmean(measured),
+            "mean_predicted_squared_distance": nanmean(predicted),
+            "mean_applied_squared_distance": nanmean([row["applied_squared_distance"] for row in rows]),
             "diagnostics": (
                 "clients wrote their clean clipped updates to the run's local output; the harness "
                 "joined them with the server's aggregate (never sent to the server)"
@@ -217,3 +233,27 @@ def _check_clip_applies(config: Config) -> None:
             f"clip is the L2 norm bound of the gradient noises and ldpvec; {config.privacy.mechanism!r} clips "
             "each coordinate to [-C, C]: use coordinate-clip"
         )
+
+
+def _trust_figures(config: Config, summary: dict, trust: str) -> dict:
+    """Central: the safe discrete Gaussian of sd z C (1 + grid) on the sum of the clipped updates,
+    over q N clients; local (and shuffle): the privatizer's noise on each update."""
+    if trust == "central":
+        sd = summary["noise_stddev_of_sum_per_unit_clip"] * summary["initial_clip"]
+        return {
+            "final_accuracy": summary["final_accuracy"],
+            "noise": "discrete gaussian on the sum of clipped updates (trusted server)",
+            "noise_sd": sd,
+            "noise_sd_on_mean": sd / summary["expected_clients"],
+        }
+    dims = summary["parameters"]
+    update_privatizer = train.privatizer(config)
+    m = update_privatizer.dims_reported(dims)
+    sizes = train.federated_data(config, seeds.data_seed(config.run.seed)).client_sizes
+    sd, on_mean = update_noise(update_privatizer, dims, sizes)
+    return {
+        "final_accuracy": summary.get("final_accuracy"),
+        "noise": f"{config.privacy.mechanism} on m = {m} of d = {dims} coordinates of each update, scaled by d/m",
+        "noise_sd": sd,
+        "noise_sd_on_mean": on_mean,
+    }

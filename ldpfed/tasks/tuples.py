@@ -8,14 +8,8 @@ import numpy as np
 import ldpfed.aggregation as aggregation
 from ldpfed.config import Config, check_tuple_shape
 from ldpfed.protocols.nodes import ClientsNode, default_tuple_nodes
-from ldpfed.tasks.base import Task
+from ldpfed.tasks.base import Task, nanmean
 from ldpfed.validation import LDPValueError, check_epsilon
-
-
-def _nanmean(values) -> float | None:
-    values = np.asarray(values, dtype=float)
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
 
 
 class TupleTask(Task):
@@ -23,6 +17,7 @@ class TupleTask(Task):
 
     sends = "tuples"
     unit = "per user (each user of a client's cohort)"
+    epsilon_unit = "per user and round, eps/m per value"  # what a round's epsilon is a budget of
 
     def validate(self, config: Config) -> None:
         if config.directional:
@@ -60,7 +55,7 @@ class TupleTask(Task):
         return {
             "final_mse": last["mse"],
             "predicted_mse_plain_mean": last["predicted_mse"],
-            "mean_mse_over_rounds": _nanmean([row["mse"] for row in rows]),
+            "mean_mse_over_rounds": nanmean([row["mse"] for row in rows]),
             "final_mse_plain_mean": last["mse_plain_mean"],
         }
 

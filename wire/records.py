@@ -1,15 +1,18 @@
-"""ldpfed's protocol values <-> Flower records: the wire format of both adapters.
+"""ldpfed's protocol values <-> Flower records: every message kind, record key and codec that the
+Flower client halves (clients/) and server halves (server/) exchange, defined once.
 
-A broadcast is a RecordDict with one ArrayRecord per named array; the round number and the
-sampled partition ids of the node travel in the ConfigRecord "config". A node's reply stacks its
-clients' arrays (one ArrayRecord of shape (clients, ...) per name), with their ids ("client-ids"),
-their metrics as lists (MetricRecord "metrics"), each failed client's reason (ConfigRecord
-"failures") and whether the node built its clients for this message (MetricRecord "node"; the
-run's `node_builds` per round). With `node-reply sum` the clients' rows are replaced by their
-count-weighted sum (one ArrayRecord "summed" of d-vectors by name; ldpfed.protocols.nodes).
-Nothing else.
+Partitions: a `query` message asks a node which partition ids it hosts (`partition_record`).
 
-Reply size (docs/decisions.md, Scale, "Reply size"): Flower (1.41) sends a message as separate
+Local trust model (LDPStrategy and the ClientApp of `ldpfed simulate`): a broadcast is a RecordDict
+with one ArrayRecord per named array; the round number and the sampled partition ids of the node
+travel in the ConfigRecord "config". A node's reply stacks its clients' arrays (one ArrayRecord of
+shape (clients, ...) per name), with their ids ("client-ids"), their metrics as lists (MetricRecord
+"metrics"), each failed client's reason (ConfigRecord "failures") and whether the node built its
+clients for this message (MetricRecord "node"; the run's `node_builds` per round). With `node-reply
+sum` the clients' rows are replaced by their count-weighted sum (one ArrayRecord "summed" of
+d-vectors by name; ldpfed.protocols.nodes). Nothing else.
+
+Reply size (docs/decisions.md, Scale, "Reply size"): Flower sends a message as separate
 objects, one gRPC call each, and splits every array into chunks of at most
 FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE bytes (5 MiB), so a node's (clients, d) reply does not meet
 gRPC's message limit (GRPC_MAX_MESSAGE_LENGTH, 2 GiB) however large it is; a config or metric
@@ -28,10 +31,25 @@ from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 from ldpfed.protocols.base import ClientReply
 from ldpfed.protocols.nodes import NodeReply
 
+QUERY, TRAIN = "query", "train"  # message kinds
 ROUND, CONFIG, METRICS = "round", "config", "metrics"
 NODE, BUILDS = "node", "builds"  # a node's own metric: 1 when it built its clients for this message
 
 
+# ---- partitions: which node hosts which clients --------------------------------------------
+PARTITION, PARTITION_IDS = "partition", "partition-ids"
+
+
+def partition_record(pids: list[int]) -> RecordDict:
+    """A node's answer to `query`: the partition ids it hosts."""
+    return RecordDict({PARTITION: MetricRecord({PARTITION_IDS: [int(pid) for pid in pids]})})
+
+
+def read_partitions(record: RecordDict) -> list[int]:
+    return [int(pid) for pid in record[PARTITION][PARTITION_IDS]]
+
+
+# ---- local trust model: one message per node, per-client rows -------------------------------
 def round_record(server_round: int, broadcast: dict[str, np.ndarray]) -> RecordDict:
     record = RecordDict({CONFIG: ConfigRecord({ROUND: int(server_round)})})
     for name, array in broadcast.items():
@@ -44,7 +62,6 @@ def read_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray]]:
     return int(record[CONFIG][ROUND]), arrays
 
 
-# ---- cohort nodes (ldpfed.protocols.nodes): one message per node, per-client rows -----------
 PARTITIONS, CLIENT_IDS, FAILURES, SUMMED = "partitions", "client-ids", "failures", "summed"
 
 
@@ -143,3 +160,49 @@ def read_node_sum(record: RecordDict) -> dict[str, np.ndarray]:
     if SUMMED not in record.array_records:
         return {}
     return {name: array.numpy() for name, array in record[SUMMED].items()}
+
+
+# ---- shuffle trust model: a node's clients' reports go to the shuffler ------------------------
+REPORTS, SHUFFLE_SETTINGS, SHUFFLE_PARTITIONS, SERVER_ROUND = "reports", "config", "partition-ids", "server-round"
+
+
+def shuffle_request(server_round: int, pids: list[int]) -> RecordDict:
+    """The shuffler's request to a node: the round and the admitted clients it hosts."""
+    return RecordDict(
+        {SHUFFLE_SETTINGS: ConfigRecord({SERVER_ROUND: int(server_round), SHUFFLE_PARTITIONS: [int(p) for p in pids]})}
+    )
+
+
+def read_shuffle_request(record: RecordDict) -> tuple[int, list[int]]:
+    settings = record[SHUFFLE_SETTINGS]
+    return int(settings[SERVER_ROUND]), [int(pid) for pid in settings[SHUFFLE_PARTITIONS]]
+
+
+def reports_record(reports: np.ndarray) -> RecordDict:
+    """A node's clients' reports, stacked, for the shuffler (never the server half)."""
+    return RecordDict({REPORTS: ArrayRecord([reports])})
+
+
+def read_reports(record: RecordDict) -> np.ndarray:
+    return record[REPORTS].to_numpy_ndarrays()[0]
+
+
+# ---- central trust model: Flower's message-API strategies, one message per client -------------
+ARRAYS, CENTRAL_CONFIG, PARTITION_ID, NUM_EXAMPLES = "arrays", "config", "partition-id", "num-examples"
+
+
+def central_request(arrays: ArrayRecord, config: ConfigRecord, pid: int, server_round: int) -> RecordDict:
+    """The model and the strategy's config, with the one client (partition id) and the round."""
+    record = ConfigRecord({**dict(config), PARTITION_ID: int(pid), SERVER_ROUND: int(server_round)})
+    return RecordDict({ARRAYS: arrays, CENTRAL_CONFIG: record})
+
+
+def read_central_request(record: RecordDict) -> tuple[list[np.ndarray], int, int]:
+    """(the model's arrays, the partition id, the round)."""
+    settings = record[CENTRAL_CONFIG]
+    return record[ARRAYS].to_numpy_ndarrays(), int(settings[PARTITION_ID]), int(settings[SERVER_ROUND])
+
+
+def central_reply(model: list[np.ndarray], examples: int) -> RecordDict:
+    """A client's local model and its number of examples (the keys Flower's strategies read)."""
+    return RecordDict({ARRAYS: ArrayRecord(model), METRICS: MetricRecord({NUM_EXAMPLES: examples})})
