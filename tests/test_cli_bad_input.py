@@ -230,7 +230,11 @@ def test_the_valid_invocations_run(name):
     assert result.exit_code == 0, result.output
 
 
-def test_every_command_rejects_missing_and_malformed_options_in_one_line(tmp_path):
+def test_every_command_rejects_missing_and_malformed_options_in_one_line(tmp_path, monkeypatch):
+    # in an empty working directory: `--out ""` must be refused, not read as "." and written there
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
     cases = _cases(tmp_path)
     assert len(cases) > 100  # every command contributes its generic cases
     failures = []

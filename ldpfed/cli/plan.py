@@ -4,7 +4,6 @@ smallest predicted error, and its alternatives (ldpfed.planning)."""
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -99,7 +98,7 @@ def plan_command(
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
-    out: Path = out_option("plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png"),
+    out: str | None = out_option("plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png"),
     overwrite: bool = OVERWRITE,
     as_json: bool = json_option("one JSON object instead of tables"),
 ) -> None:

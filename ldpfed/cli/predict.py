@@ -86,7 +86,7 @@ def predict_command(
     compare: str = typer.Option(None, "--compare", help="A second mechanism: break-even population and winner at n."),
     confidence: float = typer.Option(None, "--confidence", help="ALPHA in (0,1): the error supremum xi_j(alpha)."),
     estimator: str = typer.Option(None, "--estimator", help="Square-wave estimator: raw or debiased."),
-    out: Path = out_option("prediction.json, per_dimension.csv (frequency: per_category.csv)"),
+    out: str | None = out_option("prediction.json, per_dimension.csv (frequency: per_category.csv)"),
     overwrite: bool = OVERWRITE,
     as_json: bool = json_option("one JSON object instead of tables"),
     task: str = typer.Option(
