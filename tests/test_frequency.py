@@ -278,7 +278,7 @@ def test_bad_epsilon(name, options, epsilon):
 
 def test_bad_names_and_options():
     with pytest.raises(LDPValueError, match="unknown frequency oracle"):
-        oracles.get("rappor", 1.0, 3)
+        oracles.get("no-such-oracle", 1.0, 3)
     with pytest.raises(LDPValueError, match="grr takes no options"):
         oracles.get("grr", 1.0, 3, mechanism="laplace")
     with pytest.raises(LDPValueError, match="unknown mechanism"):
