@@ -126,6 +126,7 @@ class PrivacyConfig:
     trust: str = "local"  # who is trusted (ldpfed.accounting.trust): local | shuffle | central
     clipping: str = "fixed"  # central: Flower's fixed or adaptive clipping of client updates
     clipping_side: str = "server"  # central: who clips, server | client (Flower's fixedclipping_mod)
+    bits: int = 16  # secagg: bits per value b, the modulus 2^b of the secure sum
 
 
 @dataclass(frozen=True)

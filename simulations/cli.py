@@ -126,6 +126,7 @@ OPTION_HELP = {
     ),
     "clipping": "--trust central: Flower's fixed | adaptive clipping.",
     "clipping-side": "--trust central: who clips, server | client.",
+    "bits": "--trust secagg: bits per value b (the secure sum is modulo 2^b; too few for the clients' sum exits 2).",
     # [aggregation]
     "aggregator": "mean | l1 | l2 | hdr4me | james-stein; train also fedavg (Flower's FedAvg).",
     "alpha": "Confidence level of the aggregator.",
