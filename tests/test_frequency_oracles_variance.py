@@ -8,7 +8,9 @@ and f). Tolerance, derived in scripts/frequency_variance.py: the m = R d/2 squar
 (true frequencies known, errors nearly Gaussian as sums of 10^5 users) have mean V and standard error
 SE = V sqrt(2 (1 + 1/(d-1)) / m): sqrt(2/m) for the sample variance of m independent Gaussians with
 known mean (sqrt(2/(R-1)) per category with an estimated mean), the factor 1 + 1/(d-1) for the
-correlation |rho| <= 1/(d-1) between categories of fixed-size reports. A cell passes within 3 SE.
+correlation |rho| <= 1/(d-1) between categories of fixed-size reports. A cell passes within 3 SE
+(over the whole grid's ~400 z-scores about one beyond 3 SE is expected by chance: the slow test
+bounds their count and the largest |z|, see there).
 The fast test runs a few cells (pooled m = 1024 squared errors per half: 3 SE = 13% of V); the whole
 grid (m = 2048: 9.4%) is the slow test and the results page.
 """
@@ -19,6 +21,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import ldpfed.frequency as frequency
 from scripts.frequency_variance import (
@@ -52,8 +55,14 @@ def test_measured_variance_on_both_grids_of_wang_et_al():
     assert len(table) == len(ORACLES) * (len(DIMENSIONS) + len(EPSILONS) - 1)
     assert set(table[table.epsilon == GRID_EPSILON].d) == set(DIMENSIONS)
     assert set(table[table.d == GRID_DIMENSION].epsilon) == set(EPSILONS)
-    bad = table[(table.empty_z.abs() > Z_LIMIT) | (table.populated_z.abs() > Z_LIMIT)]
-    assert bad.empty, bad[["oracle", "epsilon", "d", "empty_z", "populated_z"]]
+    z = np.concatenate([table.empty_z, table.populated_z])
+    # With every formula right, each |z| > 3 has probability 0.27%: over ~400 z-scores about one is
+    # expected, so the grid allows the 99.9% quantile of that binomial count, and no |z| beyond the
+    # family-wise bound 4.5 (P(|z| > 4.5) = 6.8e-6 each, 0.3% over 400).
+    allowed = stats.binom.ppf(0.999, z.size, 2 * stats.norm.sf(Z_LIMIT))
+    assert np.sum(np.abs(z) > Z_LIMIT) <= allowed, table[["oracle", "epsilon", "d", "empty_z", "populated_z"]]
+    assert np.max(np.abs(z)) <= 4.5
+    assert abs(z.mean()) < 4 / math.sqrt(z.size)  # no common bias: the mean of ~N(0, 1) scores
 
 
 @pytest.mark.parametrize("name", [n for n in ORACLES if n != "hcms"])
