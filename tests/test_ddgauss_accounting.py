@@ -1,16 +1,20 @@
-"""The distributed discrete Gaussian's accountant against the authors' reference code
-(tests/reference_ddgauss.py, a port of google-research/federated distributed_dp/accounting_utils.py)."""
+"""The distributed discrete Gaussian's accountant against the authors' reference values
+(tests/data/ddgauss_reference.json: epsilon, the rounded norm bound and the parameter search, as the
+authors' accounting_utils.py computed them once; its "source" says where they come from)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
-import reference_ddgauss as reference
 
 from ldpfed.accounting import create_accountant
 from ldpfed.accounting.ddgauss import (
+    REFERENCE_ORDERS,
     DistributedDiscreteGaussianDpEvent,
+    calibrate_local_stddev,
     ddgauss_epsilon,
     ddgauss_params,
     poisson_subsampled_rdp,
@@ -19,50 +23,84 @@ from ldpfed.accounting.ddgauss import (
 )
 from ldpfed.validation import LDPValueError
 
+REFERENCE = json.loads((Path(__file__).parent / "data" / "ddgauss_reference.json").read_text())
 BETA = math.exp(-0.5)
-CLIP = 10.0
-# (gamma, sigma, n, D, beta, q, T, delta): coarse and fine grids, 2 to 1,000 shares (tau matters at
-# small sigma / gamma), no rounding bias and the reference's, Poisson sampling and T rounds.
-GRID = [
-    (1.0, 0.2, 2, 16, 0.0, 1.0, 1, 1e-5),
-    (1.0, 0.5, 3, 16, BETA, 1.0, 1, 1e-5),
-    (1.0, 1.0, 2, 256, BETA, 1.0, 10, 1e-6),
-    (0.5, 0.6, 10, 64, BETA, 1.0, 1, 1e-5),
-    (0.05, 1.0, 10, 256, BETA, 1.0, 100, 1e-5),
-    (0.005, 5.0, 100, 256, BETA, 1.0, 1, 1e-8),
-    (0.005, 0.2, 1000, 256, 0.0, 1.0, 1, 1e-5),
-    (2.5, 2.0, 1000, 256, BETA, 1.0, 1, 1e-5),
-    (0.05, 1.0, 1000, 1024, BETA, 1.0, 50, 1e-5),
-    (1.0, 0.5, 3, 16, BETA, 0.1, 10, 1e-5),
-    (0.05, 1.0, 10, 256, BETA, 0.05, 100, 1e-5),
-    (1.0, 5.0, 1000, 256, BETA, 0.05, 100, 1e-5),
-    (0.005, 0.5, 100, 64, 0.0, 0.3, 20, 1e-6),
-]
+CLIP = REFERENCE["clip"]
+# (gamma, sigma, n, D, beta, q, T, delta) with the reference's epsilon: coarse and fine grids, 2 to 1,000
+# shares (tau matters at small sigma / gamma), no rounding bias and the reference's, Poisson sampling and T rounds.
+EPSILON_CASES = REFERENCE["epsilon"]
+PARAMS_CASES = REFERENCE["params"]
 
 
-def _reference_epsilon(gamma, sigma, n, dims, beta, q, rounds, delta) -> float:
-    return float(reference.ddgauss_epsilon(gamma, sigma, n, CLIP, beta, dims, q, rounds, delta)[0])
+def _event(case: dict, local_stddev: float | None = None) -> DistributedDiscreteGaussianDpEvent:
+    sigma = case["local_stddev"] if local_stddev is None else local_stddev
+    return DistributedDiscreteGaussianDpEvent(
+        case["gamma"], sigma, case["shares"], CLIP, case["padded_dims"], case["beta"], case["sampling_prob"]
+    )
 
 
-@pytest.mark.parametrize("gamma, sigma, n, dims, beta, q, rounds, delta", GRID)
-def test_epsilon_matches_the_reference_on_a_grid(gamma, sigma, n, dims, beta, q, rounds, delta):
+def _case_id(case: dict) -> str:
+    return "-".join(f"{case[key]:g}" for key in ("gamma", "local_stddev", "shares", "padded_dims", "sampling_prob"))
+
+
+def test_the_stored_values_are_the_references():
+    """ldpfed's REFERENCE_ORDERS are the orders the values were computed at, and the grid is whole."""
+    assert (
+        "accounting_utils.py" in REFERENCE["source"]
+        and "5e27a86323a35c2018fb97fbbe755c7ade9370ab" in REFERENCE["source"]
+    )
+    assert tuple(REFERENCE["rdp_orders"]) == REFERENCE_ORDERS
+    assert len(EPSILON_CASES) == 13 and len(PARAMS_CASES) == 5 and len(REFERENCE["rounded_l2_norm_bound"]) == 10
+
+
+@pytest.mark.parametrize("case", EPSILON_CASES, ids=_case_id)
+def test_epsilon_matches_the_reference_on_a_grid(case):
     """At the reference's orders the two implementations agree within 1% (they agree to ~1e-14);
     at the ledger's orders (dp-accounting's, up to 1024) ldpfed's figure is never more than 1% above
     the reference's (it is lower where the best order exceeds the reference's largest, 256)."""
-    event = DistributedDiscreteGaussianDpEvent(gamma, sigma, n, CLIP, dims, beta, q)
-    expected = _reference_epsilon(gamma, sigma, n, dims, beta, q, rounds, delta)
-    assert ddgauss_epsilon(event, rounds, delta, orders=reference.RDP_ORDERS) == pytest.approx(expected, rel=0.01)
-    assert ddgauss_epsilon(event, rounds, delta) <= 1.01 * expected
+    expected, rounds, delta = case["epsilon"], case["rounds"], case["delta"]
+    assert ddgauss_epsilon(_event(case), rounds, delta, orders=REFERENCE_ORDERS) == pytest.approx(expected, rel=0.01)
+    assert ddgauss_epsilon(_event(case), rounds, delta) <= 1.01 * expected
+
+
+@pytest.mark.parametrize("case", EPSILON_CASES, ids=_case_id)
+def test_the_one_percent_band_tells_a_two_percent_error_in_sigma(case):
+    """The comparison can fail: sigma off by 2% either way moves ldpfed's epsilon out of the band
+    (by 1.6% to 48% on this grid; epsilon grows about as 1/sigma^2, tau makes it steeper)."""
+    for factor in (0.98, 1.02):
+        moved = ddgauss_epsilon(
+            _event(case, factor * case["local_stddev"]), case["rounds"], case["delta"], REFERENCE_ORDERS
+        )
+        assert moved != pytest.approx(case["epsilon"], rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "case",
+    REFERENCE["rounded_l2_norm_bound"],
+    ids=lambda case: f"{case['l2_norm']:g}-{case['beta']:.3g}-{case['dims']}",
+)
+def test_rounded_norm_bound_matches_the_reference(case):
+    """KLS Theorem 1's bound is a closed form: equal to float precision, beta = 0 included."""
+    bound = rounded_l2_norm_bound(case["l2_norm"], case["beta"], case["dims"])
+    assert bound == pytest.approx(case["bound"], rel=1e-12)
 
 
 def test_the_grid_exercises_tau_sampling_and_the_rounding_bound():
     """The comparison can fail where it matters: tau is large somewhere on the grid, and sampling
     and the rounding bound change the reference's epsilon."""
-    taus = [sum_inflation(sigma / gamma, n) for gamma, sigma, n, *_ in GRID]
+    taus = [sum_inflation(case["local_stddev"] / case["gamma"], case["shares"]) for case in EPSILON_CASES]
     assert max(taus) > 1e-3 and min(taus) == 0.0
-    gamma, sigma, n, dims, beta, q, rounds, delta = GRID[10]
-    unsampled = _reference_epsilon(gamma, sigma, n, dims, beta, 1.0, rounds, delta)
-    assert _reference_epsilon(gamma, sigma, n, dims, beta, q, rounds, delta) < 0.5 * unsampled
+    assert {case["shares"] for case in EPSILON_CASES} >= {2, 1000}
+    assert {case["beta"] for case in EPSILON_CASES} == {0.0, BETA}
+    sampled = EPSILON_CASES[10]
+    assert sampled["sampling_prob"] < 1.0
+    inputs = ("gamma", "local_stddev", "shares", "padded_dims", "beta", "rounds", "delta")
+    unsampled = next(
+        case
+        for case in EPSILON_CASES
+        if case["sampling_prob"] == 1.0 and all(case[key] == sampled[key] for key in inputs)
+    )
+    assert sampled["epsilon"] < 0.5 * unsampled["epsilon"]
     assert rounded_l2_norm_bound(CLIP / 1.0, BETA, 256) > 1.3 * CLIP  # coarse grid: the bound inflates
 
 
@@ -83,16 +121,38 @@ def test_subsampled_bound_at_q_one_is_the_curve():
     assert near_one == pytest.approx(expected, rel=1e-6)
 
 
-@pytest.mark.parametrize(
-    "epsilon, n, dims, bits, k",
-    [(1.0, 100, 256, 16, 2), (6.0, 1000, 256, 10, 2), (0.75, 3, 16, 8, 4), (2.0, 10, 64, 6, 2), (3.0, 2, 256, 12, 4)],
-)
-def test_params_match_the_reference(epsilon, n, dims, bits, k):
+def _params_id(case: dict) -> str:
+    return f"{case['epsilon']:g}-{case['shares']}-{case['padded_dims']}-{case['bits']}-{case['k_stddevs']}"
+
+
+@pytest.mark.parametrize("case", PARAMS_CASES, ids=_params_id)
+def test_params_match_the_reference(case):
     """gamma and sigma as the reference's `ddgauss_params` finds them, small n and few bits included."""
-    gamma, sigma = reference.ddgauss_params(1, epsilon, CLIP, bits, n, dims, 1e-5, BETA, 1, k=k)
-    params = ddgauss_params(epsilon, 1e-5, n, dims, bits, CLIP, k_stddevs=k, orders=reference.RDP_ORDERS)
-    assert params.gamma == pytest.approx(gamma, rel=0.01)
-    assert params.local_stddev == pytest.approx(sigma, rel=0.01)
+    params = ddgauss_params(
+        case["epsilon"],
+        case["delta"],
+        case["shares"],
+        case["padded_dims"],
+        case["bits"],
+        CLIP,
+        sampling_prob=case["sampling_prob"],
+        rounds=case["rounds"],
+        beta=case["beta"],
+        k_stddevs=case["k_stddevs"],
+        orders=REFERENCE_ORDERS,
+    )
+    assert params.gamma == pytest.approx(case["gamma"], rel=0.01)
+    assert params.local_stddev == pytest.approx(case["local_stddev"], rel=0.01)
+
+
+@pytest.mark.parametrize("case", PARAMS_CASES, ids=_params_id)
+def test_local_stddev_matches_the_reference_at_its_gamma(case):
+    """At the reference's gamma, sigma for the budget is the reference's `ddgauss_local_stddev`
+    (the second value its `ddgauss_params` returns)."""
+    sigma = calibrate_local_stddev(
+        case["epsilon"], case["delta"], case["rounds"], lambda s: _event(case, s), CLIP, REFERENCE_ORDERS
+    )
+    assert sigma == pytest.approx(case["local_stddev"], rel=0.01)
 
 
 def test_params_meet_the_budget_with_sampling_and_rounds():
