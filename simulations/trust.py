@@ -44,6 +44,7 @@ from server.central import central_strategy, make_central_server_app
 from server.shuffle import make_shuffle_server_app
 from simulations.federation import Interrupted, save_noise_root
 from simulations.runner import kill_client_actors, run_simulation, showing
+from simulations.secagg import SecAggRun
 from simulations.stopping import Stopped, StopRequest
 
 SHUFFLE_BOUND = "Feldman, McMillan & Talwar 2021, numerical (Section 4), within Thm 3.1's condition"
@@ -259,4 +260,4 @@ class ShuffleRun(TrustRun):
 
 # one harness per trust model but local's (simulations.federation); tests/test_trust_models.py
 # checks that this covers the trust registry
-TRUST_RUNS = {"central": CentralRun, "shuffle": ShuffleRun}
+TRUST_RUNS = {"central": CentralRun, "shuffle": ShuffleRun, "secagg": SecAggRun}

@@ -23,9 +23,13 @@ with one line naming the fixes.
 
 from __future__ import annotations
 
+import base64
+
 import flwr.app.message.array as flower_array
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric import ec
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
 from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 
 from ldpfed.protocols.base import ClientReply
@@ -206,3 +210,92 @@ def read_central_request(record: RecordDict) -> tuple[list[np.ndarray], int, int
 def central_reply(model: list[np.ndarray], examples: int) -> RecordDict:
     """A client's local model and its number of examples (the keys Flower's strategies read)."""
     return RecordDict({ARRAYS: ArrayRecord(model), METRICS: MetricRecord({NUM_EXAMPLES: examples})})
+
+
+# ---- secure aggregation (--trust secagg): four stages per round, one message per node ------------
+# A request names the round, the node's participating clients ("partition-ids"), every participant
+# of the round and the round's public seeds; its stage's payload travels in the same ConfigRecord.
+# Replies carry per client: public keys (keys), encrypted Shamir shares addressed to neighbours
+# (shares: the server only routes the ciphertexts), masked encodings (mask: an int64 ArrayRecord,
+# never an unmasked one) and the shares the server asks for to unmask (unmask).
+SECAGG_KEYS, SECAGG_SHARES, SECAGG_MASK, SECAGG_UNMASK = (
+    "train.secagg_keys",
+    "train.secagg_shares",
+    "train.secagg_mask",
+    "train.secagg_unmask",
+)
+SECAGG = "secagg"
+PARTICIPANTS, ROTATION_SEED, GRAPH_SEED = "participants", "rotation-seed", "graph-seed"
+IDS, CIPHER_KEYS, MASK_KEYS = "ids", "cipher-keys", "mask-keys"
+SOURCES, DESTINATIONS, CIPHERTEXTS = "sources", "destinations", "ciphertexts"
+SHARED, SURVIVORS = "shared", "survivors"
+OWNERS, SECRET_KINDS, SHARES = "owners", "secret-kinds", "shares"
+MASKED, MODEL = "masked", "model"
+SELF_MASK, MASK_KEY = 0, 1  # what an unmask share reconstructs: a survivor's b_u or a dropped client's key
+
+
+def secagg_request(
+    server_round: int, pids: list[int], participants: list[int], rotation_seed: int, graph_seed: int, **payload
+) -> RecordDict:
+    """A stage's request to a node: the round's public setting and the stage's `payload`
+    (lists of ints or bytes); `model` (train) travels as an ArrayRecord."""
+    model = payload.pop(MODEL, None)
+    settings = {
+        SERVER_ROUND: int(server_round),
+        PARTITION_IDS: [int(pid) for pid in pids],
+        PARTICIPANTS: [int(pid) for pid in participants],
+        ROTATION_SEED: int(rotation_seed),
+        GRAPH_SEED: int(graph_seed),
+        **payload,
+    }
+    record = RecordDict({SECAGG: ConfigRecord(settings)})
+    if model is not None:
+        record[MODEL] = ArrayRecord([np.asarray(array) for array in model])
+    return record
+
+
+def read_secagg(record: RecordDict) -> dict:
+    """The request's (or a reply's) fields as a dict; `model`: the arrays when sent."""
+    fields = dict(record[SECAGG]) if SECAGG in record.config_records else {}
+    if MODEL in record.array_records:
+        fields[MODEL] = record[MODEL].to_numpy_ndarrays()
+    return fields
+
+
+def secagg_reply(fields: dict, masked: np.ndarray | None = None, failures: dict[int, str] | None = None) -> RecordDict:
+    """A node's reply: its stage's `fields`, the masked encodings (rows in `fields[IDS]` order) and
+    each failed client's reason."""
+    record = RecordDict(
+        {
+            SECAGG: ConfigRecord(fields),
+            FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in (failures or {}).items()}),
+        }
+    )
+    if masked is not None:
+        record[MASKED] = ArrayRecord([np.asarray(masked, dtype=np.int64)])
+    return record
+
+
+def read_secagg_reply(record: RecordDict) -> tuple[dict, np.ndarray | None, dict[int, str]]:
+    """(fields, masked rows or None, {partition id: failure reason})."""
+    masked = record[MASKED].to_numpy_ndarrays()[0] if MASKED in record.array_records else None
+    failures = {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+    return dict(record[SECAGG]), masked, failures
+
+
+def pair_seed(own_secret, other_public) -> bytes:
+    """Two clients' pairwise mask seed, which both halves must derive alike: Flower's key agreement
+    (`generate_shared_key`: ECDH, then HKDF-SHA256 to 32 bytes), url-safe base64 decoded."""
+    return base64.urlsafe_b64decode(generate_shared_key(own_secret, other_public))
+
+
+KEY_BYTES = 48  # a P-384 secret scalar, as Shamir-shared (big-endian)
+
+
+def scalar_bytes(secret) -> bytes:
+    return secret.private_numbers().private_value.to_bytes(KEY_BYTES, "big")
+
+
+def scalar_key(blob: bytes):
+    """The P-384 secret key of a reconstructed scalar (`scalar_bytes`)."""
+    return ec.derive_private_key(int.from_bytes(blob, "big"), ec.SECP384R1())

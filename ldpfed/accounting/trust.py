@@ -12,10 +12,11 @@ ldpfed.mechanisms' (available / get_class / get).
 - central: a trusted server sees clipped clean updates and adds the noise; the client-level
   (eps, delta) (ldpfed.accounting.central) holds against whoever sees the released models,
   never against the server.
-- secagg is not offered: Flower's SecAgg+ (`SecAggPlusWorkflow`, `secaggplus_mod`) runs only
-  inside Flower's legacy workflow (it requires a `LegacyContext`, a legacy `flwr.server.strategy`
-  Strategy and FitIns/FitRes messages), while ldpfed's ServerApp drives the message-based
-  `flwr.serverapp.strategy.Strategy` with its own records (docs/decisions.md, Trust models).
+- secagg: each client adds a share of distributed discrete Gaussian noise to its encoding and
+  SecAgg+ (ldpfed.protocols.secagg, built from Flower's primitives: Flower's own
+  `SecAggPlusWorkflow` runs only in its legacy workflow) reveals only the modular sum; the
+  (eps, delta) of the sum's noise (ldpfed.accounting.ddgauss) holds per client against the
+  server, given a semi-honest server that does not collude with a client's neighbours.
 
 Every run states, per party, which figure holds against it and whether it is per user (a tuple
 task: each user of a client's cohort randomizes her own tuple) or per client (training: a
@@ -117,10 +118,21 @@ _MODELS = {
         False,
     ),
 }
-UNAVAILABLE = {
-    "secagg": "Flower's SecAgg+ runs only in Flower's legacy workflow (LegacyContext, legacy Strategy, "
-    "FitIns/FitRes), not with the message-based Strategy ldpfed's ServerApp drives",
-}
+_MODELS["secagg"] = TrustModel(
+    "secagg",
+    "that the server follows SecAgg+ (semi-honest) and does not collude with t - 1 or more of a client's "
+    "neighbours; every client adds its noise share honestly",
+    "everyone, the server included: it sees masked vectors and the modular sum only",
+    ("mean", "train"),
+    (
+        Guarantee(
+            f"{SERVER} (sees only the modular sum)", "epsilon_spent_max_per_client", "delta_spent_max_per_client"
+        ),
+        Guarantee("whoever sees the released estimates", "epsilon_spent_max_per_client", "delta_spent_max_per_client"),
+    ),
+    True,
+)
+UNAVAILABLE: dict[str, str] = {}
 
 
 _REGISTRY: Registry[TrustModel] = Registry("trust model", _MODELS)
@@ -148,6 +160,7 @@ def get(name: str, task: str | None = None) -> TrustModel:
 _MODEL_OPTIONS = (
     ("clipping", ("privacy", "clipping"), ("central",)),
     ("clipping-side", ("privacy", "clipping_side"), ("central",)),
+    ("bits", ("privacy", "bits"), ("secagg",)),
 )
 # local-randomizer options with no meaning under central (the noise is Flower's Gaussian)
 _LOCAL_ONLY = (
@@ -176,6 +189,25 @@ def shuffle_round_delta(delta_target: float, rounds: int) -> float:
     return delta_target / (2.0 * rounds)
 
 
+def _check_secagg(config) -> None:
+    """--trust secagg: every client each round, a budget to calibrate the shares to, no local randomizer."""
+    for option, path in _LOCAL_ONLY:
+        if _value(config, path) != _default(config, path):
+            raise LDPValueError(
+                f"--{option} has no meaning under --trust secagg: the clients add distributed discrete Gaussian "
+                "shares calibrated to --max-epsilon/--max-delta"
+            )
+    if config.privacy.max_epsilon == 0.0:
+        raise LDPValueError("--trust secagg needs the run's per-client budget: give --max-epsilon (and --max-delta)")
+    if config.federation.fraction != 1.0:
+        raise LDPValueError(
+            "--trust secagg takes every client in every round (--fraction 1): the server runs the protocol, so a "
+            "sampling it chose would give no amplification against it"
+        )
+    if config.federation.clients < 2:
+        raise LDPValueError("--trust secagg needs at least 2 clients")
+
+
 def check_config(config) -> None:
     """The trust model's options, checked against the task and the other options (LDPValueError)."""
     model = get(config.privacy.trust, config.run.task)
@@ -188,6 +220,8 @@ def check_config(config) -> None:
         raise LDPValueError(
             f"clipping-side must be one of {', '.join(CLIPPING_SIDES)}; got {config.privacy.clipping_side!r}"
         )
+    if model.name == "secagg":
+        _check_secagg(config)
     if model.name == "central":
         for option, path in _LOCAL_ONLY:
             if _value(config, path) != _default(config, path):

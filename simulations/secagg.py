@@ -1,0 +1,254 @@
+"""`ldpfed simulate --trust secagg`: the distributed discrete Gaussian under secure aggregation
+(ldpfed.protocols.ddgauss, ldpfed.protocols.secagg), tasks mean and train, in the shape of the
+other trust harnesses (simulations/trust.py: the same files, summary keys and guarantees).
+
+Each client (partition id) encodes its vector (mean: its cohort's mean, clipped to c = sqrt(d), so
+nothing is clipped; train: its local model's update, clipped to `--clip`) with its own share of the
+noise, and takes part in SecAgg+ as its own party (clients/secagg_app.py, server/secagg.py):
+the server half sees the modular sum only. The encoder is calibrated so that T rounds of all N
+clients' shares meet (--max-epsilon, --max-delta) at `--bits`; every round is accounted at the
+number of shares actually summed (the survivors: a client that dropped mid-round left its noise
+out), so a run with dropouts may spend more than planned, and says so. Engine `flower` (default):
+Flower's simulation runtime with the two apps; engine `local`: the same halves in this process,
+their messages through the same records.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from clients.secagg_app import SecAggNode, make_secagg_client_app
+from ldpfed.accounting import PrivacyLedger
+from ldpfed.accounting.ddgauss import ddgauss_epsilon
+from ldpfed.accounting.trust import get
+from ldpfed.protocols import seeds
+from ldpfed.protocols.mean import bound, tuples
+from ldpfed.protocols.recorder import Recorder
+from ldpfed.protocols.secagg import NEIGHBOURHOOD, mean_clip, plan_for
+from ldpfed.protocols.session import run_header
+from ldpfed.protocols.train import federated_data, new_model
+from ldpfed.training.local import evaluate
+from ldpfed.training.parameters import get_weights, set_weights
+from server.secagg import SecAggAborted, SecAggRound, make_secagg_server_app, run_round
+from simulations.runner import kill_client_actors, run_simulation, showing
+from wire.records import read_secagg, secagg_reply
+
+MECHANISM = "distributed discrete gaussian (Kairouz, Liu & Steinke 2021) under SecAgg+"
+ADJACENCY = "zero-out: one client's vector replaced by zero while the summed shares stay (KLS Theorem 1)"
+ACCOUNTED_AT = "each round at the number of shares actually summed (the surviving clients)"
+PRIVACY_UNIT = "per client: each simulated client masks and noises its own vector"
+THREAT_MODEL = (
+    "semi-honest server, no collusion with t - 1 or more of a client's neighbours; the server sees masked "
+    "vectors and the modular sum only; a malicious server lying about dropouts is not covered"
+)
+LOCAL_NODE = 0  # engine local: one node hosting every client
+
+
+class SecAggRun:
+    """The run of `--trust secagg`, with the interface of simulations/trust.py's runs (`recorder`,
+    `execute`, `finish`), which registers it in TRUST_RUNS: it does not import that module (it
+    imports this one), so the shared steps (`simulate`, `after_round`, `finish`, `summary`) are
+    written here in the same shape."""
+
+    accountant = "rdp"  # the event's RDP curve (KLS Proposition 14) in ldpfed's rdp accountant
+
+    def __init__(self, config, world, output, progress) -> None:
+        self.engine = config.run.engine
+        self.aborted: list[str] = []
+        self.views: list[SecAggRound] = []  # engine local: every round's server view (tests)
+        if config.run.task == "train":
+            self.data = federated_data(config, world.data)
+            self.model = new_model(config, world.data, seeds.torch_seed(world.server, seeds.MODEL_INIT))
+            self.weights = get_weights(self.model)
+            dims, clip = int(sum(w.size for w in self.weights)), config.training.clip
+        else:
+            config = bound(config, world.data)
+            self.truth = tuples(config, world.data).mean(axis=0)
+            self.weights, dims = None, config.data.dims
+            clip = mean_clip(dims)
+        self.plan = plan_for(config, dims, clip, world.server)
+        self.ledger = PrivacyLedger()
+        self.config, self.world, self.progress = config, world, progress
+        self.started = self.round_started = time.perf_counter()
+        self.recorder = Recorder(config, output)
+
+    def simulate(self, server_app, client_app, verbose: bool, stop) -> None:
+        with stop.deferred():
+            nodes = self.config.federation.nodes or None
+            run_simulation(self.config, server_app, client_app, self.progress, verbose=verbose, nodes=nodes, stop=stop)
+
+    def after_round(self, row: dict) -> None:
+        spent = self.ledger.max_spent(self.accountant, self.config.delta_target)
+        now = time.perf_counter()
+        row.update(epsilon_spent=spent.epsilon, delta_spent=spent.delta, seconds=now - self.round_started)
+        self.round_started = now
+        self.recorder.add_round(row, self.ledger)
+        self.show(row)
+
+    def show(self, row: dict) -> None:
+        """The round's progress line (TrustProgress's console; its `update` knows shuffle's rows only)."""
+        bar = getattr(self.progress, "progress", None)
+        if bar is None:
+            return
+        if row.get("aborted"):
+            result = f"aborted ({row['aborted']})"
+        elif "accuracy" in row:
+            result = f"acc {row['accuracy']:.3f} loss {row['loss']:.3f}"
+        else:
+            result = f"mse {row['mse']:.3g}"
+        spent = row["epsilon_spent"]
+        bar.console.print(
+            f"round {row['round']}: {result}; {row['clients_summed']} clients summed, {row['clients_dropped']} "
+            f"dropped mid-round; accounted at {row['shares_accounted']} shares; eps spent against the server "
+            f"{spent:.3g}"
+            if spent is not None
+            else "",
+            highlight=False,
+        )
+        bar.update(self.progress.task_id, advance=1, last="")
+
+    def finish(self, interrupted: bool) -> dict:
+        summary = self.summary(interrupted)
+        self.recorder.finish(summary, self.ledger)
+        return summary
+
+    def next_round(self, server_round: int):
+        return list(range(self.config.federation.clients)), self.weights
+
+    def on_result(self, server_round: int, result, reason: str | None, secagg: SecAggRound) -> None:
+        """The server half's work on the revealed sum: decode, estimate, account at the survivors."""
+        clients = self.config.federation.clients
+        row: dict = {"round": server_round, "clients_sampled": clients}
+        if result is None:
+            self.aborted.append(reason)
+            row.update(clients_summed=0, clients_dropped=0, clients_failed=clients, shares_accounted=0, aborted=reason)
+            row.update({"mse": None} if self.weights is None else {"accuracy": None, "loss": None})
+            self.after_round(row)
+            return
+        ddg, summed = self.plan.ddg, len(result.survivors)
+        total = ddg.decode(result.modular_sum, self.plan.rotation_seed(server_round))
+        if self.weights is None:
+            row["mse"] = float(np.mean((total / summed - self.truth) ** 2))
+        else:
+            row.update(self.step(total / summed))
+        self.ledger.record_round(result.survivors, server_round, ddg.event(summed), "distributed discrete gaussian")
+        row.update(
+            clients_summed=summed,
+            clients_dropped=len(result.dropped),
+            clients_failed=clients - summed,
+            shares_accounted=summed,
+            aborted="",
+        )
+        self.after_round(row)
+
+    def step(self, update: np.ndarray) -> dict:
+        """train: the global model moves by the mean of the survivors' decoded updates."""
+        flat = np.concatenate([w.ravel() for w in self.weights]).astype(np.float64) + update
+        splits = np.cumsum([w.size for w in self.weights])[:-1]
+        self.weights = [p.reshape(w.shape).astype(w.dtype) for p, w in zip(np.split(flat, splits), self.weights)]
+        set_weights(self.model, self.weights)
+        loss, accuracy = evaluate(self.model, *self.data.test)
+        return {"loss": float(loss), "accuracy": float(accuracy)}
+
+    def execute(self, verbose: bool, stop) -> None:
+        if self.engine == "local":
+            self.execute_local(stop)
+            return
+        app = make_secagg_server_app(
+            self.plan,
+            self.config.federation.clients,
+            self.config.run.rounds,
+            self.next_round,
+            self.on_result,
+            stop=stop.event,
+            on_stop=kill_client_actors,
+        )
+        client_app = make_secagg_client_app(self.config, self.plan, self.world.data, self.world.secrets)
+        self.simulate(app, client_app, verbose, stop)
+
+    def execute_local(self, stop) -> None:
+        node = SecAggNode(self.config, self.plan, self.world.data, self.world.secrets)
+        state: dict = {}
+
+        def exchange(stage: str, requests: dict) -> dict:
+            return {
+                host: secagg_reply(*node.answer(stage, read_secagg(request), state))
+                for host, request in requests.items()
+            }
+
+        with showing(self.progress, None), stop.deferred():
+            for server_round in range(1, self.config.run.rounds + 1):
+                if stop.requested:
+                    return
+                participants, model = self.next_round(server_round)
+                secagg = SecAggRound(self.plan, server_round, participants, model)
+                self.views.append(secagg)
+                try:
+                    self.on_result(server_round, run_round(secagg, {LOCAL_NODE: participants}, exchange), None, secagg)
+                except SecAggAborted as error:
+                    self.on_result(server_round, None, str(error), secagg)
+
+    def figures(self) -> dict:
+        config, ddg, rows = self.config, self.plan.ddg, self.recorder.rows
+        summed = [row for row in rows if row.get("shares_accounted")]
+        planned = ddgauss_epsilon(ddg.event(config.federation.clients), config.run.rounds, config.delta_target)
+        quality = (
+            {"mean_mse": float(np.mean([row["mse"] for row in summed])) if summed else None}
+            if self.weights is None
+            else {"final_accuracy": summed[-1]["accuracy"] if summed else None}
+        )
+        return {
+            "mechanism": MECHANISM,
+            "privacy_unit": PRIVACY_UNIT,
+            "adjacency": ADJACENCY,
+            "accounted_at": ACCOUNTED_AT,
+            "threat_model": THREAT_MODEL,
+            "secure_aggregation": NEIGHBOURHOOD,
+            "bits_per_value": ddg.bits,
+            "modulus": ddg.modulus,
+            "dims": ddg.dims,
+            "padded_dims": ddg.padded_dims,
+            "clip": ddg.clip,
+            "gamma": ddg.gamma,
+            "local_stddev": ddg.local_stddev,
+            "share_steps": ddg.share_steps,
+            "planned_shares_per_round": config.federation.clients,
+            "planned_epsilon": planned,
+            "budget_epsilon": config.privacy.max_epsilon,
+            "budget_delta": config.delta_target,
+            "fewest_shares_accounted": min((row["shares_accounted"] for row in summed), default=None),
+            "clients_dropped_total": sum(row.get("clients_dropped", 0) for row in rows),
+            "rounds_aborted": len(self.aborted),
+            "abort_reasons": self.aborted,
+            **quality,
+        }
+
+    def summary(self, interrupted: bool) -> dict:
+        config, rows = self.config, self.recorder.rows
+        model = get(config.privacy.trust)
+        spent = self.ledger.max_spent(self.accountant, config.delta_target) if rows else None
+        private = spent is None or spent.private
+        summary = {
+            **run_header(config, self.engine, len(rows), interrupted),
+            **model.record(),
+            "private": private,
+            "privacy_reasons": [] if spent is None else list(spent.reasons),
+            "privacy_qualification": seeds.qualification(private, self.world.noise),
+            "seed": config.run.seed,
+            "fresh_noise": config.run.fresh_noise,
+            "noise_seed": self.world.noise,
+            **self.figures(),
+            "accountant": self.accountant,
+            "epsilon_spent_max_per_client": spent.epsilon if spent is not None else None,
+            "delta_spent_max_per_client": spent.delta if spent is not None else None,
+            "seconds": time.perf_counter() - self.started,
+        }
+        summary["guarantees"] = model.guarantees(summary, PRIVACY_UNIT)
+        if math.isfinite(summary.get("planned_epsilon") or math.inf) and summary["epsilon_spent_max_per_client"]:
+            summary["spent_beyond_plan"] = summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"] * (
+                1 + 1e-9
+            )
+        return summary
