@@ -4,6 +4,11 @@ Commands that need Flower (`simulate`) live outside the core library (in `simula
 register through the `ldpfed.commands` entry-point group, so `ldpfed` never imports Flower or the
 apps built on it: dependencies point one way, from the apps to the library.
 
+A command's module is imported only when that command is looked up (it runs, its `--help` is asked,
+or `ldpfed --help` lists every command): each module pulls in its own dependencies (scipy,
+dp-accounting, pandas, the planners), so `ldpfed --version` or one command never pays for all
+(`LazyCommands`). The core commands are named here, the plugins by their entry points' names.
+
 Usage errors that click finds before a command runs (a missing or unknown option, a value that is
 not a number) are printed like the commands' own errors: one line `error: ...` on stderr, exit
 code 2 (`OneLineErrors`).
@@ -12,18 +17,78 @@ code 2 (`OneLineErrors`).
 from __future__ import annotations
 
 import sys
-from importlib.metadata import entry_points, version
+from collections.abc import Iterator, MutableMapping
+from importlib.metadata import EntryPoint, entry_points, version
 
 import click
 import typer
 from typer.core import TyperGroup
 
-from ldpfed.cli import account, audit, calibrate, compare, mechanisms, plan, predict
-from ldpfed.cli.common import error_console
+PLUGIN_GROUP = "ldpfed.commands"
+# The core commands in listing order, each the name of its module in ldpfed.cli (which has
+# `register(app)`, like a plugin entry point).
+CORE_COMMANDS = ("account", "audit", "calibrate", "compare", "mechanisms", "plan", "predict")
+
+
+def _registrars() -> dict[str, EntryPoint]:
+    """{command name: entry point of its `register(app)`}: the core commands, then the plugins."""
+    core = {name: EntryPoint(name, f"ldpfed.cli.{name}:register", PLUGIN_GROUP) for name in CORE_COMMANDS}
+    return core | {point.name: point for point in entry_points(group=PLUGIN_GROUP) if point.name not in core}
+
+
+class LazyCommands(MutableMapping):
+    """A group's {name: click command} that builds a command when it is first read: its module is
+    imported and its `register` run on a scratch Typer app then. Names (iteration, `in`, typo
+    suggestions) come from `_registrars` without importing any command; the plugins' names are read
+    from the package metadata only when a name outside the core is asked for."""
+
+    def __init__(self, app: typer.Typer, markup_mode):
+        self._app, self._markup_mode = app, markup_mode
+        self._built: dict[str, click.Command] = {}
+        self._plugins: dict[str, EntryPoint] | None = None
+
+    def _registrars(self) -> dict[str, EntryPoint]:
+        if self._plugins is None:
+            self._plugins = _registrars()
+        return self._plugins
+
+    def _build(self, name: str) -> None:
+        scratch = typer.Typer()
+        self._registrars()[name].load()(scratch)
+        for info in scratch.registered_commands:
+            command = typer.main.get_command_from_info(
+                info, pretty_exceptions_short=self._app.pretty_exceptions_short, rich_markup_mode=self._markup_mode
+            )
+            self._built.setdefault(command.name, command)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._built and name in self:
+            self._build(name)
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in CORE_COMMANDS or name in self._registrars()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*CORE_COMMANDS, *self._registrars(), *self._built]))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
 
 
 class OneLineErrors(TyperGroup):
-    """The root command group, printing click's usage errors as one line (exit code 2)."""
+    """The root command group: its commands built on first use (`LazyCommands`), click's usage
+    errors printed as one line (exit code 2)."""
+
+    def __init__(self, **attrs):
+        super().__init__(**attrs)
+        self.commands = LazyCommands(app, self.rich_markup_mode)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -36,14 +101,20 @@ class OneLineErrors(TyperGroup):
         except click.ClickException as error:
             command = error.ctx.command_path if getattr(error, "ctx", None) else "ldpfed"
             message = " ".join(error.format_message().split())
-            error_console.print(
-                f"error: {message} (see {command} --help)", highlight=False, markup=False, soft_wrap=True
-            )
+            _print_error(f"error: {message} (see {command} --help)")
             sys.exit(error.exit_code)
         except click.exceptions.Abort:
             click.echo("error: aborted", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _print_error(line: str) -> None:
+    """One whole line on stderr through rich, as the commands print theirs (ldpfed.cli.common's
+    error console), without importing the commands' common module on the way out."""
+    from rich.console import Console
+
+    Console(stderr=True).print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 app = typer.Typer(
@@ -69,15 +140,3 @@ def _root(
     ),
 ) -> None:
     """Local differential privacy in federated settings."""
-
-
-def _register_commands() -> None:
-    """Every command module has `register(app)`; so has each `ldpfed.commands` entry point (the
-    commands that need Flower, which the core library never imports)."""
-    for module in (account, audit, calibrate, compare, mechanisms, plan, predict):
-        module.register(app)
-    for entry_point in entry_points(group="ldpfed.commands"):
-        entry_point.load()(app)
-
-
-_register_commands()
