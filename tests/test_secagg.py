@@ -1,0 +1,142 @@
+"""--trust secagg: SecAgg+ over the distributed discrete Gaussian (ldpfed.protocols.secagg,
+clients/secagg_app.py, server/secagg.py, simulations/secagg.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from clients.secagg_app import SecAggNode
+from ldpfed.cli.main import app
+from ldpfed.protocols import seeds
+from ldpfed.protocols.mean import bound, tuples
+from ldpfed.protocols.secagg import cohort_means, degree, mask, mean_clip, neighbours, plan_for, threshold
+from ldpfed.tasks import resolve
+from ldpfed.validation import LDPValueError
+from server.secagg import SecAggAborted, SecAggRound, run_round
+from wire.records import MASKED, read_secagg, secagg_reply
+
+SECRETS = {pid: 1000 + pid for pid in range(12)}
+FLAGS = {"trust": "secagg", "clients": 12, "users": 240, "dims": 6, "max_epsilon": 4.0, "rounds": 1}
+
+
+def _config(clients: int = 12, fail: str = ""):
+    return bound(resolve(None, {**FLAGS, "clients": clients, "fail_clients": fail}), seeds.data_seed(0))
+
+
+def _round(config, nodes: int = 3):
+    """One protocol round over `nodes` nodes through the wire records (as the local engine runs it)."""
+    data_seed = seeds.data_seed(0)
+    plan = plan_for(config, config.data.dims, mean_clip(config.data.dims), seeds.server_seed(0))
+    clients = config.federation.clients
+    hosts = {node: list(range(node, clients, nodes)) for node in range(nodes)}
+    sides = {node: (SecAggNode(config, plan, data_seed, SECRETS), {}) for node in hosts}
+    seen = []
+
+    def exchange(stage, requests):
+        replies = {}
+        for node, request in requests.items():
+            side, state = sides[node]
+            replies[node] = secagg_reply(*side.answer(stage, read_secagg(request), state))
+            seen.append(replies[node])
+        return replies
+
+    secagg = SecAggRound(plan, 1, list(range(clients)))
+    return plan, secagg, run_round(secagg, hosts, exchange), seen
+
+
+def _encodings(config, plan, pids):
+    """Each client's own encoding, computed apart from the protocol (its generator from its secret)."""
+    values = tuples(config, seeds.data_seed(0))
+    vectors = cohort_means(values, config.data.users, config.federation.clients, pids)
+    rngs = [seeds.rng(SECRETS[pid], seeds.NOISE, 1) for pid in pids]
+    return plan.ddg.encode_each(vectors, plan.rotation_seed(1), rngs)
+
+
+@pytest.mark.parametrize("fail", ["", "3,7"])
+def test_the_unmasked_sum_is_exactly_the_survivors_modular_sum(fail):
+    config = _config(fail=fail)
+    plan, _, result, _ = _round(config)
+    dropped = sorted(int(pid) for pid in fail.split(",") if pid)
+    survivors = [pid for pid in range(12) if pid not in dropped]
+    assert result.survivors == survivors and result.dropped == dropped
+    expected = plan.ddg.aggregate(_encodings(config, plan, survivors))
+    np.testing.assert_array_equal(result.modular_sum, expected)
+
+
+def test_the_server_view_holds_masked_vectors_only():
+    """What reaches the server: masked rows, none equal to (or near) a client's encoding, spread
+    uniformly over [0, m): the mean of n D uniform values is m/2 with sd m / sqrt(12 n D); 5 sd."""
+    config = _config()
+    plan, secagg, result, seen = _round(config)
+    masked = np.vstack(secagg.view)
+    encodings = _encodings(config, plan, list(range(12)))
+    m = plan.ddg.modulus
+    for row in encodings:
+        assert not np.any(np.all(masked == row, axis=1))
+        assert np.min(np.abs(masked - row).sum(axis=1)) > m  # far from every client's own encoding
+    assert abs(masked.mean() - m / 2) < 5 * m / np.sqrt(12 * masked.size)
+    arrays = [name for record in seen for name in record.array_records]
+    assert set(arrays) == {MASKED}  # the only arrays a node ever sends the server
+    assert not np.array_equal(result.modular_sum, masked.sum(axis=0) % m)  # the masks do not cancel alone
+
+
+def test_a_round_aborts_when_too_few_neighbours_survive():
+    config = _config(clients=6, fail="0,1,2,3")
+    with pytest.raises(SecAggAborted, match="threshold"):
+        _round(config, nodes=2)
+
+
+def test_the_graph_is_symmetric_and_masks_are_uniform_bits():
+    graph = neighbours(range(50), 7)
+    assert all(len(near) == degree(50) for near in graph.values())
+    assert all(pid in graph[other] for pid, near in graph.items() for other in near)
+    assert threshold(degree(50)) > degree(50) / 2
+    values = mask(bytes(32), 4096, 12)
+    assert values.min() >= 0 and values.max() < 2**12
+    assert not np.array_equal(values, mask(bytes(31) + b"\x01", 4096, 12))
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"bits": 3}, "bits"),
+        ({"rounds": 100_000, "max_epsilon": 0.01}, "rounds"),
+        ({"fraction": 0.5}, "fraction"),
+        ({"max_epsilon": 0.0}, "max-epsilon"),
+    ],
+)
+def test_bad_input_is_refused(flags, message):
+    with pytest.raises(LDPValueError, match=message):
+        config = bound(resolve(None, {**FLAGS, **flags}), seeds.data_seed(0))
+        plan_for(config, config.data.dims, mean_clip(config.data.dims), 0)
+
+
+def test_simulate_exits_2_with_one_line_on_too_few_bits(tmp_path):
+    args = ["simulate", "--task", "mean", "--trust", "secagg", "--engine", "local", "--clients", "8", "--bits", "3"]
+    result = CliRunner().invoke(app, [*args, "--max-epsilon", "4", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "bits" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_simulate_mean_local_with_a_dropout_accounts_the_survivors(tmp_path):
+    args = "simulate --task mean --trust secagg --engine local --clients 8 --rounds 2 --max-epsilon 4"
+    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "5", "--json", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["fewest_shares_accounted"] == 7 and summary["clients_dropped_total"] == 2
+    assert summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"]  # 7 shares: less noise than 8
+    assert summary["bits_per_value"] == 16 and "zero-out" in summary["adjacency"]
+    assert all(g["unit"].startswith("per client") for g in summary["guarantees"])
+    assert summary["private_against_server"] is True
+
+
+def test_flower_secagg_mean_with_a_node_dropping_mid_round(tmp_path):
+    args = "simulate --task mean --trust secagg --clients 6 --nodes 2 --rounds 1 --max-epsilon 4"
+    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "4", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["engine"] == "flower" and summary["fewest_shares_accounted"] == 5
