@@ -13,7 +13,8 @@ Stages of a round (one message per node each; `SecAggNode`):
 3. mask: each client decrypts the shares addressed to it, encodes its vector with the distributed
    discrete Gaussian (ldpfed.protocols.ddgauss; rounding and noise from its own secret stream) and
    sends it masked by PRG(b_u) and the pairwise masks of its neighbours that shared. A client
-   listed in `fail-clients` drops here, after its shares went out (the dropout the protocol recovers).
+   listed in `fail-clients` drops here, after its shares went out (the dropout the protocol
+   recovers); a node all of whose clients are listed fails the message (a node crashing mid-round).
 4. unmask: for each neighbour u that shared, a surviving client returns its share of b_u when u's
    masked vector arrived and its share of u's s key when u dropped, never both.
 
@@ -89,6 +90,11 @@ def _unpack(blob: bytes) -> list[bytes]:
         parts.append(blob[at + 4 : at + 4 + size])
         at += 4 + size
     return parts
+
+
+class NodeDropped(RuntimeError):
+    """Fault injection: a node whose clients all drop fails at the masking stage (Flower's error
+    reply, as when a node crashes mid-round)."""
 
 
 class SecAggNode:
@@ -236,7 +242,10 @@ def make_secagg_client_app(
         def handle(message: Message, context: Context) -> Message:
             if STATE not in context.state.config_records:
                 context.state[STATE] = ConfigRecord()
-            fields, masked, failures = node.answer(stage, read_secagg(message.content), context.state[STATE])
+            request = read_secagg(message.content)
+            if stage == SECAGG_MASK and set(request[PARTITION_IDS]) <= node.failing:
+                raise NodeDropped(f"every client of node {context.node_id} is in fail-clients")
+            fields, masked, failures = node.answer(stage, request, context.state[STATE])
             return Message(secagg_reply(fields, masked, failures), reply_to=message)
 
         return handle
