@@ -156,6 +156,7 @@ class TrainingConfig:
     window: str = "fixed"  # ldpvec: fixed (the thesis) | centred (on the previous global step, public)
     magnitude: str = "split"  # ldpvec: split | normalize | exact-unsafe (not private)
     rotation: str = "none"  # ldpvec: none | hadamard (public per-round seed from the server)
+    canaries: int = 0  # canary clients of the in-run privacy audit (ids clients .. clients+canaries-1)
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,7 @@ class Config:
         _positive("coordinate-clip", train.coordinate_clip)
         check_trust(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
+        check_positive_int(train.canaries, "canaries", minimum=0)
         try:
             failing = self.failing_partitions
         except ValueError:

@@ -150,6 +150,10 @@ OPTION_HELP = {
     ),
     "rotation": "train, ldpvec: none | hadamard (public random rotation, seeded by the server per round).",
     "chunk-clients": "train: clients a node trains at once (0 = as many as a 512 MiB working memory allows).",
+    "canaries": (
+        "train: canary clients of the in-run privacy audit, added to --clients (secret coins; the verdict beside "
+        "the accounted eps; a failed audit exits 1)."
+    ),
     # [output]
     "out": (
         "Directory for metrics.csv, privacy.csv/json, summary.json, config.toml, plot.png (checked before any work)."
@@ -222,6 +226,21 @@ def _say_if_not_saved(output) -> None:
     """A finished run without --out: one line on stderr that nothing was written."""
     if not output.enabled:
         error_console.print(NOT_SAVED, highlight=False, soft_wrap=True, markup=False)
+
+
+def _report_audit(summary: dict) -> None:
+    """--canaries: the audit's lines on stderr (the accounted eps beside the empirical figures); a
+    failed audit (the one-run lower bound above the accounted eps) exits 1, like `ldpfed audit`."""
+    audit = summary.get("canary_audit")
+    if not audit:
+        return
+    lines = audit.get("lines") or [f"canary audit not made: {audit.get('error')}"]
+    for line in lines:
+        error_console.print(
+            f"canary audit against {audit['audit_speaks_to']}: {line}", highlight=False, soft_wrap=True, markup=False
+        )
+    if audit.get("failed"):
+        raise typer.Exit(code=1)
 
 
 def _ratio(value) -> str:
@@ -298,6 +317,7 @@ def simulate(
             spare_the_exit()
             print_json(summary) if json_output else progress.print_summary(summary)
             _say_if_not_saved(output)
+            _report_audit(summary)
             return
         config, described = preflight(config)  # reads the data: users and dims of a file come from it
         if described:
@@ -325,6 +345,7 @@ def simulate(
         if round_budget is not None:
             _print_plan(summary["plan"])
     _say_if_not_saved(output)
+    _report_audit(summary)
     if summary["clients_replied_total"] == 0:
         error_console.print(
             f"[bold red]error:[/] every client failed in every round ({summary['failure_reasons']})",

@@ -27,7 +27,7 @@ from pathlib import Path
 import ldpfed.tasks as tasks
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret
-from ldpfed.protocols import seeds
+from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World
@@ -73,12 +73,22 @@ def run(
         # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
         # get the config without its seed and could not bind it themselves (bind_data re-validates)
         config = bind_data(config, world.data)
+        # with canaries the federation's clients are the real ones and the canaries (ldpfed.protocols.canaries)
+        config = canaries.expanded(config)
         # Ray's start (seconds of process starts) overlaps the server half's and the records' making
         ray = RayStart.begin_for(config, layout(config).nodes, verbose) if config.run.engine == "flower" else None
         try:
             half = server_half(config, world.data, world.server, flower_fedavg)
+            audit = None if world.canaries is None else canaries.LocalAudit(world.canaries, half.weights.size)
             session = Session(
-                tasks.of(config), config, half, world.data, engine=config.run.engine, output=output, noise=world.noise
+                tasks.of(config),
+                config,
+                half,
+                world.data,
+                engine=config.run.engine,
+                output=output,
+                noise=world.noise,
+                audit=audit,
             )
             save_noise_root(output, world)  # before the first round: an interrupted run can be replayed too
             try:

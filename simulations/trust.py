@@ -33,13 +33,14 @@ from clients.shuffle_app import make_shuffle_client_app
 from ldpfed.accounting.central import ACCOUNTANT as CENTRAL_ACCOUNTANT
 from ldpfed.accounting.trust import get
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir
-from ldpfed.protocols import seeds
-from ldpfed.protocols.central import CentralServer
+from ldpfed.outputs import OutputDir, Secret, dumps
+from ldpfed.protocols import canaries, seeds
+from ldpfed.protocols.central import CentralClient, CentralServer
 from ldpfed.protocols.mean import bound, tuples
-from ldpfed.protocols.recorder import Recorder
+from ldpfed.protocols.recorder import Recorder, qualified
 from ldpfed.protocols.session import World, run_header
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, ShuffleRound, client_reports
+from ldpfed.validation import LDPValueError
 from server.central import central_strategy, make_central_server_app
 from server.shuffle import make_shuffle_server_app
 from simulations.federation import Interrupted, save_noise_root
@@ -89,7 +90,7 @@ class TrustRun:
     def __init__(self, config: Config, world: World, output: OutputDir | None, progress) -> None:
         self.config, self.world, self.progress = config, world, progress
         self.started = self.round_started = time.perf_counter()
-        self.recorder = Recorder(config, output)
+        self.recorder = Recorder(canaries.user_config(config), output)
 
     @property
     def ledger(self):
@@ -147,10 +148,18 @@ class TrustRun:
 
 
 class CentralRun(TrustRun):
+    """Engine `flower` (default): Flower's DP wrapper around `CentralStrategy` (server/central.py);
+    engine `local`: the same halves in this process, fixed clipping (the wrapper's `SafeRelease` at
+    the plan's clip). With canaries (ldpfed.protocols.canaries) the federation's clients include
+    them, and the verdict on the released model goes beside the accounted eps."""
+
     accountant = CENTRAL_ACCOUNTANT  # the sampled discrete Gaussian's (ldpfed.accounting.central)
 
     def __init__(self, config, world, output, progress) -> None:
+        self.engine = config.run.engine
+        config = canaries.expanded(config)
         self.server = CentralServer(config, world.data, world.server, world.central_noise_secret())
+        self.initial = flat_weights(self.server.weights)
         self.strategy = central_strategy(self.server)  # the wrapper's own checks before Ray starts
         super().__init__(config, world, output, progress)
 
@@ -159,6 +168,9 @@ class CentralRun(TrustRun):
         return self.server.ledger
 
     def execute(self, verbose: bool, stop: StopRequest) -> None:
+        if self.engine == "local":
+            self.execute_local(stop)
+            return
         holder: dict = {}
 
         def on_round(server_round: int, metrics: dict) -> None:
@@ -167,6 +179,45 @@ class CentralRun(TrustRun):
         app = make_central_server_app(self.server, on_round, holder, stop=stop.event, on_stop=kill_client_actors)
         self.simulate(app, make_central_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
         self.strategy = holder.get("strategy", self.strategy)
+
+    def execute_local(self, stop: StopRequest) -> None:
+        """The rounds in this process: Poisson sampling, the clients' models, the noisy sum of the
+        updates clipped at the plan's clip, the record and the evaluation, as the wrapper runs them."""
+        if self.server.plan.clipping != "fixed":
+            raise LDPValueError("--engine local under central trust runs fixed clipping only (--clipping fixed)")
+        server, world, clients = self.server, self.world, {}
+        weights = server.weights
+        with showing(self.progress, None), stop.deferred():
+            for server_round in range(1, self.config.run.rounds + 1):
+                if stop.requested:
+                    return
+                sampled = server.sample(server_round)
+                models = []
+                for pid in sampled:
+                    if pid not in clients:
+                        clients[pid] = CentralClient(self.config, pid, world.data, world.secret(pid))
+                    models.append(clients[pid].train(weights, server_round)[0])
+                weights, record = server.aggregate(server_round, weights, models, server.plan.clip)
+                counts = {"clients_sampled": len(sampled), "clients_replied": len(models), "clients_failed": 0}
+                server.record_round(server_round, {**counts, **record})
+                metrics = server.evaluate(weights)
+                self.after_round({"round": server_round, **metrics, **server.rounds[-1]})
+
+    def summary(self, interrupted: bool) -> dict:
+        summary = super().summary(interrupted)
+        design = self.world.canaries
+        if design is None:
+            return summary
+        summary.update(canaries.counts(self.config))
+        final_delta = flat_weights(self.server.weights) - self.initial
+        summary["canary_audit"] = central_audit(design, final_delta, summary)
+        return summary
+
+    def finish(self, interrupted: bool) -> dict:
+        summary = super().finish(interrupted)
+        if self.world.canaries is not None and self.recorder.rows:
+            record_trust_audit(self.recorder, self.ledger, summary, self.world.canaries, self.initial.size)
+        return summary
 
     def figures(self) -> dict:
         rows = self.recorder.rows
@@ -256,6 +307,36 @@ class ShuffleRun(TrustRun):
             "bound": SHUFFLE_BOUND,
             "mean_mse": float(np.mean([row["mse"] for row in rows])) if rows else None,
         }
+
+
+def flat_weights(weights) -> np.ndarray:
+    return np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights])
+
+
+AGAINST_THE_MODEL = "the released model (final model delta)"
+
+
+def central_audit(design, final_delta: np.ndarray, summary: dict) -> dict:
+    """summary.json's `canary_audit` of a central run: the released model against its accounted eps."""
+    accounted = summary["epsilon_spent_max_per_client"]
+    if not summary["rounds_finished"] or accounted is None:
+        return canaries.summary_entry(None, AGAINST_THE_MODEL, "no finished round or no accounted eps to audit")
+    try:
+        verdict = canaries.central_verdict(design, final_delta, accounted, summary["delta_spent_max_per_client"])
+    except LDPValueError as error:
+        return canaries.summary_entry(None, AGAINST_THE_MODEL, str(error))
+    return canaries.summary_entry(verdict, AGAINST_THE_MODEL)
+
+
+def record_trust_audit(recorder, ledger, summary: dict, design, dims: int) -> None:
+    """privacy.json with the verdict, and the canaries' record (owner-only)."""
+    output = recorder.output
+    if not output.enabled:
+        return
+    state = ledger.state_dict(recorder.config.delta_target, per_client=False)
+    privacy = {**qualified(state, summary), "canary_audit": summary["canary_audit"]}
+    record = {"record": design.record(dims).to_dict(), **summary["canary_audit"]}
+    output.write({"privacy.json": privacy, canaries.RECORD: Secret(dumps(record))})
 
 
 # one harness per trust model but local's (simulations.federation); tests/test_trust_models.py

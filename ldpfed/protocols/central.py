@@ -42,7 +42,7 @@ from ldpfed.accounting.events import DiscreteGaussianVectorDpEvent
 from ldpfed.accounting.trust import get
 from ldpfed.config import Config
 from ldpfed.gradient_noise.inid_gaussian import InidGaussian
-from ldpfed.protocols import seeds
+from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.train import federated_data, new_model
 from ldpfed.samplers.safe_grid import gaussian_integers, gaussian_sampler_slack
 from ldpfed.training.local import evaluate, single_thread, train_local
@@ -213,14 +213,24 @@ def central_plan(config: Config, dims: int) -> CentralPlan:
 
 
 class CentralClient:
-    """One client: E local SGD steps from the broadcast model, minibatches from its secret."""
+    """One client: E local SGD steps from the broadcast model, minibatches from its secret. A canary
+    (ldpfed.protocols.canaries) trains nothing: its model is the broadcast one plus its design's
+    update (a zero update when its coin left it out: the release is then as without it)."""
 
     def __init__(self, config: Config, partition_id: int, data_seed: int, secret: int) -> None:
-        self.config, self.secret = config, secret
-        self.x, self.y = federated_data(config, data_seed).client(partition_id)
+        self.config, self.secret, self.partition_id = config, secret, partition_id
+        data = federated_data(config, data_seed)
+        self.design = None
+        if partition_id >= canaries.real_clients(config):
+            self.design = canaries.CanaryDesign.of(config, secret.design)
+            self.count = canaries.canary_count(secret, data.client_sizes)
+            return
+        self.x, self.y = data.client(partition_id)
         self.model = new_model(config, data_seed)
 
     def train(self, weights: list[np.ndarray], server_round: int) -> tuple[list[np.ndarray], int]:
+        if self.design is not None:
+            return self.canary_model(weights), self.count
         set_weights(self.model, weights)
         training = self.config.training
         with single_thread():
@@ -234,6 +244,12 @@ class CentralClient:
                 seed=seeds.torch_seed(self.secret, seeds.MINIBATCHES, server_round),
             )
         return get_weights(self.model), int(len(self.y))
+
+    def canary_model(self, weights: list[np.ndarray]) -> list[np.ndarray]:
+        flat = np.concatenate([w.ravel() for w in weights]).astype(np.float64)
+        flat = flat + self.design.updates([self.partition_id], flat.size, self.config.training.clip, 0.0)[0]
+        splits = np.cumsum([w.size for w in weights])[:-1]
+        return [part.reshape(w.shape).astype(w.dtype) for part, w in zip(np.split(flat, splits), weights)]
 
 
 class CentralServer:

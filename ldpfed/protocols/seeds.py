@@ -28,10 +28,13 @@ import numpy as np
 from ldpfed.validation import LDPValueError
 
 # children of the run seed (DATA, SERVER) and of the noise root (CLIENTS, CENTRAL: the trusted
-# server's noise under the central trust model, which no client and no analyst gets)
-DATA, SERVER, CLIENTS, CENTRAL = 0, 1, 2, 3
-# purposes under a client's secret: (purpose, round)
-NOISE, MINIBATCHES = 0, 1
+# server's noise under the central trust model, which no client and no analyst gets; CANARIES: the
+# in-run audit's canary design, their directions and secret inclusion coins, which the server never gets)
+DATA, SERVER, CLIENTS, CENTRAL, CANARIES = 0, 1, 2, 3, 4
+# purposes under a client's secret: (purpose, round); CANARY_COUNT: a canary client's public count n_k
+NOISE, MINIBATCHES, CANARY_COUNT = 0, 1, 2
+# purposes under the canary design secret: the directions' root and the coins
+DIRECTIONS, COINS = 0, 1
 # purposes under the server's seed (ROTATION: LDPVec's public Hadamard signs, round-keyed)
 SAMPLING, MODEL_INIT, ROTATION = 0, 1, 2
 SECRET_BITS = 128  # OS entropy in a noise root or a fresh client secret
@@ -69,6 +72,13 @@ def central_secret(noise_root: int) -> int:
     """The central trust model's server noise secret, spawned from the noise root (never from the
     run seed, which an analyst can enumerate)."""
     return _entropy(np.random.SeedSequence(noise_root, spawn_key=(CENTRAL,)))
+
+
+def canary_secret(noise_root: int) -> int:
+    """The in-run audit's canary design secret (directions and inclusion coins), spawned from the
+    noise root: never from the run seed, and one-way, so that the record of the canaries does not
+    reveal the root."""
+    return _entropy(np.random.SeedSequence(noise_root, spawn_key=(CANARIES,)))
 
 
 def qualification(private: bool, noise: str) -> str | None:

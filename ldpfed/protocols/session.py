@@ -19,10 +19,10 @@ import numpy as np
 
 from ldpfed.accounting import trust
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir
-from ldpfed.protocols import seeds
+from ldpfed.outputs import OutputDir, Secret, dumps
+from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.privacy import privacy_status
-from ldpfed.protocols.recorder import Recorder
+from ldpfed.protocols.recorder import Recorder, qualified
 from ldpfed.validation import LDPValueError
 
 
@@ -37,11 +37,14 @@ class World:
     secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
     noise_root: int | None = None
     noise: str = seeds.USER_CHOSEN  # secrets given directly (a deployment's node seeds in a test) are chosen
+    canaries: canaries.CanaryDesign | None = None  # the in-run audit's canaries (their coins: the world's only)
 
     @classmethod
     def from_config(cls, config: Config, noise_seed: int | None = None) -> World:
         """Data and server seeds from the run seed; the clients' secrets from `noise_seed` if given,
-        else from a noise root of 128 bits of OS entropy (per client with `fresh-noise`)."""
+        else from a noise root of 128 bits of OS entropy (per client with `fresh-noise`); with
+        canaries, one secret per client of the federation (canaries included, each wrapped with the
+        canary design's secret, ldpfed.protocols.canaries)."""
         run = config.run
         public = seeds.data_seed(run.seed), seeds.server_seed(run.seed)
         if run.fresh_noise:
@@ -50,7 +53,12 @@ class World:
             return cls(*public, None, None, seeds.FRESH_PER_CLIENT)
         root = seeds.fresh_secret() if noise_seed is None else noise_seed
         source = seeds.OS_ENTROPY if noise_seed is None else seeds.USER_CHOSEN
-        return cls(*public, seeds.client_secrets(root, config.federation.clients), root, source)
+        federation = canaries.expanded(config)
+        secrets = seeds.client_secrets(root, federation.federation.clients)
+        if not config.training.canaries:
+            return cls(*public, secrets, root, source)
+        design = canaries.CanaryDesign.of(federation, seeds.canary_secret(root))
+        return cls(*public, canaries.world_secrets(federation, secrets, root), root, source, design)
 
     def secret(self, partition_id: int) -> int:
         return seeds.fresh_secret() if self.secrets is None else self.secrets[partition_id]
@@ -77,14 +85,17 @@ class Session:
         engine: str,
         output: OutputDir | None = None,
         noise: str = seeds.NODES,
+        audit: canaries.LocalAudit | None = None,
     ) -> None:
         """`task`: the run's entry of `ldpfed.tasks` (its data, diagnostics and summary).
         `output`: the results directory checked before any work (default: `output.out`, checked now).
-        `noise`: where the clients' secrets came from (`World.noise`; under `flwr run`, the nodes)."""
-        config = task.bind(config, data_seed)
+        `noise`: where the clients' secrets came from (`World.noise`; under `flwr run`, the nodes).
+        `audit`: the canaries' audit (ldpfed.protocols.canaries), fed the server's view each round."""
+        config = task.bind(canaries.expanded(config), data_seed)
         self.task, self.config, self.server, self.engine, self.noise = task, config, server, engine, noise
+        self.audit = audit
         self.status = privacy_status(config, task.sends)
-        self.recorder = Recorder(config, output)
+        self.recorder = Recorder(canaries.user_config(config), output)
         self.started = time.perf_counter()
         self.round_started = self.started
         self.observed = task.observe(config, data_seed)
@@ -109,6 +120,8 @@ class Session:
                 ledger, range(self.config.federation.clients), self.server.round_event
             )
         self.round_started = now
+        if self.audit is not None:
+            self.audit.observe(self.server)
         self.recorder.add_round(row, self.server.ledger)
         return row
 
@@ -120,6 +133,7 @@ class Session:
         task_summary = self.task.summary(config, self.server, rows, reported) if rows else {}
         summary = {
             **run_header(config, self.engine, len(rows), interrupted),
+            **(canaries.counts(config) if config.training.canaries else {}),
             "mechanism": config.privacy.mechanism,
             **trust.get("local").record(),
             **self.status.record(),
@@ -144,8 +158,43 @@ class Session:
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
         summary["guarantees"] = trust.get("local").guarantees(summary, self.task.unit)
+        verdict = self.audit_verdict(summary) if self.audit is not None and rows else None
         self.recorder.finish(summary, self.server.ledger)
+        if verdict is not None:
+            record_audit(
+                self.recorder, self.server.ledger, summary, self.audit.design, self.server.weights.size, verdict
+            )
         return summary
+
+    def audit_verdict(self, summary: dict):
+        """The canaries' verdict against the server (local trust) beside the run's accounted eps, into
+        `summary["canary_audit"]`; None (and the reason there) when it cannot be made."""
+        accounted = summary["epsilon_spent_max_per_client"]
+        speaks_to = self.audit.speaks_to
+        if accounted is None or not summary.get("private"):
+            summary["canary_audit"] = canaries.summary_entry(None, speaks_to, "the run is not private: no eps to audit")
+            return None
+        try:
+            verdict = self.audit.verdict(accounted, summary["delta_spent_max_per_client"])
+        except LDPValueError as error:
+            summary["canary_audit"] = canaries.summary_entry(None, speaks_to, str(error))
+            return None
+        summary["canary_audit"] = canaries.summary_entry(verdict, speaks_to)
+        return verdict
+
+
+def record_audit(recorder: Recorder, ledger, summary: dict, audit: canaries.LocalAudit, verdict) -> None:
+    """The canaries' record (coins: owner-only, the run's local output) and privacy.json with the
+    verdict beside the accounted eps."""
+    output = recorder.output
+    if not output.enabled:
+        return
+    privacy = {
+        **qualified(ledger.state_dict(recorder.config.delta_target, per_client=False), summary),
+        "canary_audit": summary["canary_audit"],
+    }
+    record = canaries.audit_record(audit.design, audit.dims, verdict, audit.speaks_to)
+    output.write({"privacy.json": privacy, canaries.RECORD: Secret(dumps(record))})
 
 
 def budget_summary(config: Config, rows: list[dict]) -> dict:

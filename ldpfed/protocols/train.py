@@ -38,7 +38,7 @@ from ldpfed.config import FEDAVG, Config
 from ldpfed.data.federated import load_federated
 from ldpfed.directional.diagnostics import cosine, leading_energy_share
 from ldpfed.directional.privatizer import REFERENCE, ROTATION_SEED, DirectionalPrivatizer
-from ldpfed.protocols import seeds
+from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.base import (
     BudgetedServer,
     ClientReply,
@@ -78,11 +78,12 @@ def _federated(name: str, clients: int, partition: str, data_seed: int, data_dir
 
 
 def federated_data(config: Config, data_seed: int):
-    """The partitioned data set, from the data seed (the same on the server and every client)."""
+    """The partitioned data set, from the data seed (the same on the server and every client), over
+    the real clients (canaries hold no data: ldpfed.protocols.canaries)."""
     data = config.data
     return _federated(
         config.data_name,
-        config.federation.clients,
+        canaries.real_clients(config),
         data.partition,
         data_seed,
         data.data_dir,
@@ -181,23 +182,30 @@ class TrainNode:
     def __init__(self, config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]) -> None:
         self.config, self.secrets = config, secrets
         data = federated_data(config, data_seed)
-        self.partitions = list(partitions)
+        first_canary = canaries.real_clients(config)
+        self.partitions = [pid for pid in partitions if pid < first_canary]  # the clients with data
+        self.canaries = [pid for pid in partitions if pid >= first_canary]
         self.row = {pid: row for row, pid in enumerate(self.partitions)}
         self.sizes = {pid: data.client_sizes[pid] for pid in self.partitions}
+        if self.canaries:
+            self.design = canaries.CanaryDesign.of(config, secrets[self.canaries[0]].design)
+            self.sizes.update({pid: canaries.canary_count(secrets[pid], data.client_sizes) for pid in self.canaries})
         training = config.training
         self.width = min(training.batch_size, max(data.client_sizes))  # the federation's largest batch
         self.device = resolve_device(config.federation.device)
         model = new_model(config, data_seed)
         self.chunk = training.chunk_clients or chunk_size(model, data.input_shape, self.width)
         self.trainer = CohortTrainer(model, self.device, self.chunk)
-        self.x, self.y = (t.to(self.device) for t in padded_data([data.client(pid) for pid in self.partitions]))
+        self.x = self.y = None  # a node of canaries only trains nothing
+        if self.partitions:
+            self.x, self.y = (t.to(self.device) for t in padded_data([data.client(pid) for pid in self.partitions]))
         self.privatizer = privatizer(config)
         self.summing = config.federation.node_reply == "sum"
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int] | None = None) -> NodeReply:
         answer = NodeReply()
         todo = []
-        for pid in self.partitions if partitions is None else partitions:
+        for pid in [*self.partitions, *self.canaries] if partitions is None else partitions:
             if pid in self.config.failing_partitions:
                 answer.failures[pid] = short_reason(
                     f"InjectedFailure: injected failure of client {pid} in round {server_round}"
@@ -206,6 +214,9 @@ class TrainNode:
                 todo.append(pid)
         start = np.asarray(broadcast[GLOBAL], dtype=np.float64)
         total = np.zeros_like(start) if self.summing else None
+        hosted_canaries = set(self.canaries)
+        canary_chunk = [pid for pid in todo if pid in hosted_canaries]
+        todo = [pid for pid in todo if pid not in hosted_canaries]
         with single_thread():
             for first in range(0, len(todo), self.chunk):
                 chunk = todo[first : first + self.chunk]
@@ -215,6 +226,10 @@ class TrainNode:
                     answer.failures.update(dict.fromkeys(chunk, short_reason(f"{type(error).__name__}: {error}")))
                     continue
                 self._privatize(chunk, updates, losses, server_round, broadcast, answer, total)
+            if canary_chunk:  # no training: the design's updates, then the same clip and noise
+                updates = self.design.updates(canary_chunk, start.size, self.config.update_clip, left_out=-1.0)
+                losses = np.full(len(canary_chunk), np.nan)
+                self._privatize(canary_chunk, updates, losses, server_round, broadcast, answer, total)
         if total is not None and answer.replies:
             answer.summed[UPDATE] = total
         return answer
@@ -277,7 +292,7 @@ class TrainNode:
         have been."""
 
         def rngs(pids):
-            return [seeds.rng(self.secrets[pid], seeds.NOISE, server_round) for pid in pids]
+            return [seeds.rng(canaries.noise_secret(self.secrets[pid]), seeds.NOISE, server_round) for pid in pids]
 
         step = max(1, PRIVATIZE_BLOCK // updates.shape[1])
         try:

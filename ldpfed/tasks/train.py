@@ -37,6 +37,7 @@ OPTIONS = (
     "device",
     "deviation",
     "data_dir",
+    "canaries",
 )
 
 
@@ -87,6 +88,7 @@ class TrainTask(Task):
                 "client's update, which a summed reply does not carry (use --node-reply clients)"
             )
         _check_clip_applies(config)
+        _check_canaries(config)
 
     def server(self, config, data_seed, server_seed, fedavg=None):
         return train.TrainServer(self.public(config, data_seed), data_seed, server_seed, fedavg)
@@ -217,6 +219,21 @@ def _check_ldpvec(config: Config) -> None:
         )
     if privacy.report_dims:
         raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
+
+
+def _check_canaries(config: Config) -> None:
+    """Canaries (ldpfed.protocols.canaries) need the run's noise root: their directions and coins
+    derive from it, and fresh noise has none."""
+    if config.training.canaries and config.run.fresh_noise:
+        raise LDPValueError(
+            "--canaries needs the run's noise root (the canaries' directions and secret coins derive from it): "
+            "drop --fresh-noise"
+        )
+    if config.training.canaries and config.privacy.trust == "central" and config.privacy.clipping == "adaptive":
+        raise LDPValueError(
+            "--canaries under central trust needs --clipping fixed (a left-out canary must leave the release "
+            "as it would be without it; the adaptive clip's count would see its zero update)"
+        )
 
 
 def _check_clip_applies(config: Config) -> None:
