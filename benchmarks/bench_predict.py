@@ -2,14 +2,15 @@
 Monte Carlo repetition of the same configuration (not a test; numbers for the docs).
 
 1. Prediction from summary moments (ColumnMoments.from_summary) at d = 10^5 for every randomizer:
-   best of --repeats runs. Target: well under a second.
+   the median of --repeats runs. Target: >= 1,000x faster than one Monte Carlo repetition (CPU
+   medians), every mechanism.
 2. The same configuration (n users, d = 10^5, m) three ways, same process:
    - predict from summary moments (O(d));
    - predict from the raw (n, d) array (O(nd): moments plus exact Berry–Esseen third moments);
    - one Monte Carlo repetition: the actual mechanism with m-of-d sampling
      (perturb_tuples + summarize + mean_estimate), the baseline.
    n is chosen so that one repetition takes a few seconds.
-   Target: predict from raw data >= 10x faster than one repetition, every mechanism.
+   Target: predict from raw data >= 50x faster than one repetition (CPU medians), every mechanism.
    Predicting from raw data includes the data pass (ColumnMoments.from_array: one compiled kernel
    reads each value once and keeps the column sums of t, t^2, t^4 and the extremes, column strips
    on a thread pool) and the Berry–Esseen polynomial fit (cached per mechanism after the first
@@ -24,9 +25,10 @@ Every time is taken on two clocks at once: the CPU time of this process (time.pr
 every thread counted: other processes on a shared machine hardly inflate it) and the elapsed
 (wall) time, which is what a user waits for. The data pass runs its column strips on --workers
 threads (default: every usable core); the Monte Carlo repetition is ldpfed's own implementation
-and runs on one thread. The target must hold on both clocks; the CPU ratio is the conservative
-one (the pass's threads are all charged), the wall ratio what a user sees. Both are the best of
---repeats runs for the predictions and one run for the repetition.
+and runs on one thread. The targets are on the CPU clock, the conservative one (the pass's
+threads are all charged); the wall ratio is what a user sees. Times are medians of --repeats runs
+for the predictions and of --mc-repeats runs for the repetition (the machine is shared: medians,
+and ratios measured in one run). The last column says whether both targets hold.
 
     python benchmarks/bench_predict.py [--dims 100000] [--users 1000] [--report-dims 100] [--repeats 5] [--workers N]
 """
@@ -53,20 +55,26 @@ ESTIMATOR_VARIANTS = {"square-wave": ({"estimator": "raw"}, {"estimator": "debia
 DELTA = 1e-5
 
 
-def best_of(repeats: int, function) -> tuple[float, float]:
-    """(least CPU time, least wall time) of `repeats` calls, in seconds."""
+def median_of(repeats: int, function) -> tuple[float, float]:
+    """(median CPU time, median wall time) of `repeats` calls, in seconds."""
+    cpu, wall = timed(repeats, function)
+    return float(np.median(cpu)), float(np.median(wall))
+
+
+def timed(repeats: int, function) -> tuple[list[float], list[float]]:
     cpu, wall = [], []
     for _ in range(repeats):
         start_cpu, start_wall = time.process_time(), time.perf_counter()
         function()
         cpu.append(time.process_time() - start_cpu)
         wall.append(time.perf_counter() - start_wall)
-    return min(cpu), min(wall)
+    return cpu, wall
 
 
 def main() -> None:
     parser = script_parser(__doc__, dims=100_000, users=1000, report_dims=100, epsilon=4.0, repeats=5, seed=7)
     parser.add_argument("--workers", type=int, default=None, help="threads of the data pass (default: usable cores)")
+    parser.add_argument("--mc-repeats", type=int, default=3, help="Monte Carlo repetitions timed (median)")
     args = parser.parse_args()
     d, n, m = args.dims, args.users, args.report_dims
     data_rng = np.random.default_rng(args.seed)
@@ -77,29 +85,31 @@ def main() -> None:
 
     threads = args.workers or f"{usable_cores()} (usable cores)"
     table = Table(
-        title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: best of {args.repeats}, data pass on "
-        f"{threads} thread(s); MC: 1 repetition on 1 thread; load average {os.getloadavg()[0]:.1f}"
+        title=f"ldpfed predict: d = {d:,}, n = {n:,}, m = {m}; predict: median of {args.repeats}, data pass on "
+        f"{threads} thread(s); MC: median of {args.mc_repeats} repetitions on 1 thread; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     for column in (
         "mechanism",
-        "from summary [ms]",
+        "from summary, cpu [ms]",
         "raw, cpu [ms]",
         "raw, wall [ms]",
         "MC, cpu [s]",
         "MC, wall [s]",
-        "MC/summary wall",
+        "MC/summary cpu",
         "MC/raw cpu",
         "MC/raw wall",
+        "targets (1000x, 50x)",
     ):
         table.add_column(escape(column), justify="right")  # rich reads "[ms]" as markup otherwise
     for name in registry.available():
         for options in ESTIMATOR_VARIANTS.get(name, ({},)):
             delta = DELTA if registry.get_class(name).approximate else None
-            _, from_summary = best_of(
+            from_summary, _ = median_of(
                 args.repeats, lambda: predict(name, args.epsilon, n, d, m, summary, delta=delta, **options)
             )
             # predict(..., values) builds the moments with the default threads; the same call with --workers
-            from_data = best_of(
+            from_data = median_of(
                 args.repeats,
                 lambda: predict(
                     name,
@@ -113,15 +123,17 @@ def main() -> None:
                 ),
             )
             mechanism = per_value_mechanism(name, args.epsilon, m, delta, **options)
-            one_repetition = best_of(1, lambda: simulate_deviations(values, mechanism, m, 1, args.seed))
+            one_repetition = median_of(args.mc_repeats, lambda: simulate_deviations(values, mechanism, m, 1, args.seed))
+            met = one_repetition[0] >= 1000 * from_summary and one_repetition[0] >= 50 * from_data[0]
             label = name + "".join(f" ({v})" for v in options.values())
             table.add_row(
                 label,
                 f"{1e3 * from_summary:.2f}",
                 *(f"{1e3 * t:.0f}" for t in from_data),
                 *(f"{t:.2f}" for t in one_repetition),
-                f"{one_repetition[1] / from_summary:,.0f}x",
+                f"{one_repetition[0] / from_summary:,.0f}x",
                 *(f"{mc / t:,.1f}x" for mc, t in zip(one_repetition, from_data)),
+                "met" if met else "NOT met",
             )
     console = Console(width=max(132, Console().width))
     console.print(table)

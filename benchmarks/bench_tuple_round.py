@@ -11,8 +11,10 @@ writing its outputs (`--out`).
 The steady round is the median of rounds 2..R of the run's own `seconds` (each from the end of one
 round's record to the end of the next: the nodes' replies, the server's aggregation, the harness's
 diagnostics, the ledger and the per-round files). Round 1 includes building the nodes (the
-clients' data and premixed secrets). `--one-by-one` times the same node answering client after
-client (`ClientsNode.one_by_one`, the path before batching) for one round, on the node alone.
+clients' data and premixed secrets). The protocol round is the same median of `local_round` alone
+(nodes and server, no harness diagnostics, no files). `--one-by-one` times a protocol round with
+each node's clients answering client after client (`ClientsNode.one_by_one`, the path before
+batching).
 """
 
 from __future__ import annotations
@@ -86,19 +88,32 @@ def baseline(config: Config, repeats: int = 3) -> float:
     return float(np.median(times))
 
 
-def one_by_one(config: Config) -> float:
-    """Seconds of one round of one node answering client after client (the unbatched path)."""
-    from ldpfed.protocols import seeds
-    from ldpfed.protocols.session import World, bind_data, node_half
+def protocol_rounds(config: Config, rounds: int, one_by_one: bool = False) -> list[float]:
+    """Seconds of each of `rounds` rounds of the protocol alone (`local_round`: the nodes' replies
+    and the server's aggregation, participation record and ledger), without the harness's per-round
+    diagnostics (truth and CLT prediction) and files; `one_by_one`: each node's clients answering
+    client after client (the unbatched path), for one round."""
+    from ldpfed.protocols.nodes import NodeSet, local_round
+    from ldpfed.protocols.session import World
+    from ldpfed.tasks.run import bind_data, layout, node_half, server_half
 
     world = World.from_config(config, noise_seed=1)
     bound = bind_data(config, world.data)
-    pids = list(range(bound.federation.clients))
-    node = node_half(bound, pids, world.data, world.secrets_of(pids))
-    start = time.perf_counter()
-    node.one_by_one(1, {}, pids)
-    del seeds
-    return time.perf_counter() - start
+    server = server_half(bound, world.data, world.server)
+
+    def build(partitions):
+        node = node_half(bound, partitions, world.data, world.secrets_of(partitions))
+        if one_by_one:
+            node.reply = node.one_by_one
+        return node
+
+    nodes = NodeSet(layout(bound), build)
+    seconds = []
+    for server_round in range(1, rounds + 1):
+        start = time.perf_counter()
+        local_round(server, nodes, server_round)
+        seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 def run_task(task: str, args) -> dict:
@@ -127,10 +142,17 @@ def run_task(task: str, args) -> dict:
         "writing_s": writes[0],
         "writing_share": writes[0] / total,
     }
+    protocol = protocol_rounds(config, args.rounds)
+    result["protocol_round_s"] = float(np.median(protocol[1:]))
+    result["protocol_over_baseline"] = result["protocol_round_s"] / base
     if args.one_by_one:
-        result["one_by_one_round_s"] = one_by_one(config)
+        result["one_by_one_round_s"] = protocol_rounds(config, 2, one_by_one=True)[1]
         result["one_by_one_over_baseline"] = result["one_by_one_round_s"] / base
     return result
+
+
+def shown(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def main() -> None:
@@ -144,7 +166,7 @@ def main() -> None:
     args = parser.parse_args()
     for task in args.tasks.split(","):
         result = run_task(task, args)
-        print(" ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}" for key, value in result.items()))
+        print(" ".join(f"{key}={shown(value)}" for key, value in result.items()))
 
 
 if __name__ == "__main__":

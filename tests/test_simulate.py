@@ -116,7 +116,7 @@ def test_private_run_reports_finite_epsilon_and_mechanism_none_reports_not_priva
     assert rows["epsilon_spent"].isna().all()
     privacy = json.loads((tmp_path / "none" / "privacy.json").read_text())
     assert privacy["private"] is False
-    assert all(total["basic_epsilon"] is None for total in privacy["totals"].values())
+    assert all(total["basic_epsilon"] is None for total in privacy["distinct_totals"])
     frame = pd.read_csv(tmp_path / "none" / "privacy.csv")
     assert (~frame["private"]).all() and frame["basic_epsilon"].isna().all()
     assert json.loads((tmp_path / "none" / "summary.json").read_text())["private"] is False

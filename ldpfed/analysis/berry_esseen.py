@@ -89,16 +89,19 @@ def bound_from_moments(report_variance, third_moment, reports, source: str) -> B
     """Both bounds from per-dimension s^2, rho and r_j (vectorized)."""
     s2 = np.asarray(report_variance, float)
     rho = np.asarray(third_moment, float)
-    r = np.asarray(reports, float)
+    r = np.asarray(reports, float)  # one count for every dimension stays a scalar
     with np.errstate(divide="ignore", invalid="ignore"):
         lyapunov_fraction = rho / (s2 * np.sqrt(s2 * r))  # rho / (s^3 sqrt r), with square roots only (no pow)
         shevtsova = SHEVTSOVA_CONSTANT * (lyapunov_fraction + SHEVTSOVA_SHIFT / np.sqrt(r))
         lyapunov = LYAPUNOV_CONSTANT * lyapunov_fraction
     # A Kolmogorov distance never exceeds 1; s = 0 or r = 0 leaves nothing random to bound.
-    defined = (s2 > 0) & (r > 0)
-    shevtsova = np.where(defined, np.minimum(shevtsova, 1.0), 0.0)
-    lyapunov = np.where(defined, np.minimum(lyapunov, 1.0), 0.0)
-    return BerryEsseenBound(shevtsova, lyapunov, s2, rho, source)
+    if r.ndim == 0 and r > 0 and s2.size and s2.min() > 0:  # every dimension defined (one count r > 0)
+        shevtsova, lyapunov = np.minimum(shevtsova, 1.0, out=shevtsova), np.minimum(lyapunov, 1.0, out=lyapunov)
+    else:
+        defined = (s2 > 0) & (r > 0)
+        shevtsova = np.where(defined, np.minimum(shevtsova, 1.0), 0.0)
+        lyapunov = np.where(defined, np.minimum(lyapunov, 1.0), 0.0)
+    return BerryEsseenBound(shevtsova, lyapunov, np.broadcast_to(s2, shevtsova.shape), rho, source)
 
 
 def column_third_moment(mechanism: Mechanism, moments: ColumnMoments) -> tuple[np.ndarray, str]:
@@ -109,13 +112,16 @@ def column_third_moment(mechanism: Mechanism, moments: ColumnMoments) -> tuple[n
         return np.full(moments.dims, float(grid_values[0])), "exact (constant in t)"
     exponents = moments.exponents
     coefficients, excess = upper_polynomial(mechanism, exponents)
-    bound = sum(c * power for c, power in zip(coefficients, moments.power_means()))
-    rho = np.minimum(bound, grid_values.max())  # both are upper bounds
+    powers = moments.power_means()[1:]  # the power 0 (ones) adds its coefficient as a scalar
+    bound = coefficients[0] + coefficients[1] * powers[0]
+    for coefficient, power in zip(coefficients[2:], powers[1:]):
+        bound += coefficient * power
+    rho = np.minimum(bound, grid_values.max(), out=bound)  # both are upper bounds (bound: a fresh array)
     origin = "data" if moments.has_values else "summary moments"
     powers = ", ".join("1" if k == 0 else "t" if k == 1 else f"t^{k}" for k in exponents)
-    return np.broadcast_to(rho, (moments.dims,)).astype(float), (
-        f"{origin}: polynomial upper bound in {powers} (at most {excess:.2%} above the exact third moment)"
-    )
+    if not (isinstance(rho, np.ndarray) and rho.shape == (moments.dims,)):
+        rho = np.broadcast_to(rho, (moments.dims,)).astype(float)
+    return rho, (f"{origin}: polynomial upper bound in {powers} (at most {excess:.2%} above the exact third moment)")
 
 
 @lru_cache(maxsize=128)
@@ -147,9 +153,12 @@ def upper_polynomial(mechanism: Mechanism, exponents: tuple[int, ...]) -> tuple[
     return coefficients, excess
 
 
-def berry_esseen(mechanism: Mechanism, moments: ColumnMoments, reports) -> BerryEsseenBound:
-    """The bound per dimension for `mechanism` (per-value) on columns `moments` with r_j reports."""
-    v0, v1, v2 = mechanism.variance_coefficients
-    s2 = np.maximum(v0 + v1 * moments.mean + v2 * moments.mean_sq, 0.0)
+def berry_esseen(mechanism: Mechanism, moments: ColumnMoments, reports, report_variance=None) -> BerryEsseenBound:
+    """The bound per dimension for `mechanism` (per-value) on columns `moments` with r_j reports
+    (an array, or one count for every dimension); `report_variance`: s_j^2 if already computed
+    (max(v0 + v1 mean + v2 mean_sq, 0), as the predictor has it)."""
+    if report_variance is None:
+        v0, v1, v2 = mechanism.variance_coefficients
+        report_variance = np.maximum(v0 + v1 * moments.mean + v2 * moments.mean_sq, 0.0)
     rho, source = column_third_moment(mechanism, moments)
-    return bound_from_moments(s2, rho, reports, source)
+    return bound_from_moments(report_variance, rho, reports, source)

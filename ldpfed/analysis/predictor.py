@@ -201,13 +201,20 @@ def predict(
         if m < dims:
             data_source = "none: sampling term at its worst case S_j^2 = n/(n-1) (an upper bound)"
     moments = _match_shape(moments, users, dims)
-    r = _reports(counts, users, dims, m)
-    no_report, inverse_r = _report_count_law(counts, r, users, m / dims)
+    # Without counts, r_j, P(r_j = 0) and E[1/r_j | r_j > 0] are the same in every dimension: they
+    # stay scalars in the arithmetic below (the same floating-point operations per element, about
+    # half the array passes at d = 10^5) and are spread to arrays as read-only views.
+    if counts is None:
+        r = users * m / dims
+        no_report, inverse_r = inverse_report_moment(users, m / dims)
+    else:
+        r = _reports(counts, users, dims, m)
+        no_report, inverse_r = _report_count_law(counts, r, users, m / dims)
 
     b0, b1 = per_value.bias_coefficients
-    v0, v1, v2 = per_value.variance_coefficients
-    report_bias = np.broadcast_to(b0 + b1 * moments.mean, (dims,)).astype(float)  # delta_j, given r_j > 0
-    mean_variance = np.maximum(v0 + v1 * moments.mean + v2 * moments.mean_sq, 0.0)  # (1/n) sum_i V(t_ij)
+    mean = moments.mean
+    report_bias = _per_dimension(b0 + b1 * mean, dims)  # delta_j, given r_j > 0
+    mean_variance = mean_report_variance(per_value, moments)  # (1/n) sum_i V(t_ij)
     sampling_coefficient = (1.0 + b1) ** 2 * moments.variance
     reported = 1.0 - no_report  # P(r_j > 0)
     return Prediction(
@@ -217,19 +224,40 @@ def predict(
         users=users,
         dims=dims,
         report_dims=m,
-        r=r,
-        bias=reported * report_bias - no_report * moments.mean,
+        r=_spread(r, dims),
+        bias=reported * report_bias - no_report * mean,
         noise_variance=reported * mean_variance * inverse_r,
         sampling_variance=reported * sampling_coefficient * np.maximum(inverse_r - 1.0 / users, 0.0),
-        mean_report_variance=np.broadcast_to(mean_variance, (dims,)).astype(float),
+        mean_report_variance=_per_dimension(mean_variance, dims),
         sampling_coefficient=sampling_coefficient,
-        berry_esseen=berry_esseen(per_value, moments, r),  # 0 where r_j = 0 (nothing random)
+        berry_esseen=berry_esseen(per_value, moments, r, report_variance=mean_variance),  # 0 where r_j = 0
         data_source=data_source,
         report_bias=report_bias,
-        inverse_reports=inverse_r,
-        no_report_probability=no_report,
-        no_report_variance=no_report * reported * (report_bias + moments.mean) ** 2,
+        inverse_reports=_spread(inverse_r, dims),
+        no_report_probability=_spread(no_report, dims),
+        no_report_variance=no_report * reported * (report_bias + mean) ** 2,
     )
+
+
+def mean_report_variance(per_value: Mechanism, moments: ColumnMoments) -> np.ndarray:
+    """(1/n) sum_i V(t_ij) = max(v0 + v1 mean_j + v2 mean_sq_j, 0) per dimension (`predict`,
+    `berry_esseen`'s s_j^2)."""
+    v0, v1, v2 = per_value.variance_coefficients
+    variance = v1 * moments.mean
+    variance += v0  # the same sums as v0 + v1 mean + v2 mean_sq, in place
+    variance += v2 * moments.mean_sq
+    return np.maximum(variance, 0.0, out=variance)
+
+
+def _per_dimension(values, dims: int) -> np.ndarray:
+    """A (dims,) float array of `values` (a fresh result of the arithmetic above: not copied)."""
+    values = np.asarray(values, dtype=float)
+    return values if values.shape == (dims,) else np.broadcast_to(values, (dims,)).astype(float)
+
+
+def _spread(value, dims: int) -> np.ndarray:
+    """A per-dimension array: `value` itself, or a scalar as a read-only (dims,) view."""
+    return value if isinstance(value, np.ndarray) else np.broadcast_to(np.float64(value), (dims,))
 
 
 def inverse_report_moment(users: int, fraction: float) -> tuple[float, float]:

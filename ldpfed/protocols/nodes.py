@@ -164,9 +164,13 @@ class ClientsNode:
     def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False) -> None:
         self.client, self.summing = client, summing
         self._batch = None  # clients that answer together (`batched`), built on first use
+        self._unbatched = False  # building the batch failed: one by one from then on
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
-        batch = self.batched(partitions)
+        try:
+            batch = None if self._unbatched else self.batched(partitions)
+        except Exception:  # noqa: BLE001 - clients that cannot be batched answer one by one
+            batch, self._unbatched = None, True
         if batch is not None:
             try:
                 return batch.reply(server_round, broadcast, partitions, self.summing)

@@ -100,9 +100,9 @@ class ShuffleRound:
 
     def record(self, server_round: int, participants: list[int], reports: int) -> dict:
         guarantee = self.guarantee(reports)
-        for pid in participants:
-            self.ledger.record_event(pid, server_round, guarantee.event(), f"shuffled {self.config.privacy.mechanism}")
-            self.local_ledger.record_event(pid, server_round, pure_round(self.config.privacy.epsilon))
+        pids = np.asarray(participants, dtype=np.int64)
+        self.ledger.record_round(pids, server_round, guarantee.event(), f"shuffled {self.config.privacy.mechanism}")
+        self.local_ledger.record_round(pids, server_round, pure_round(self.config.privacy.epsilon))
         self.guarantees.append(guarantee.to_dict())
         return guarantee.to_dict()
 

@@ -42,14 +42,10 @@ def entropy_words(secrets) -> tuple[np.ndarray, np.ndarray]:
     key), and a boolean array of the secrets too long for POOL words (>= 2^128), which
     `StreamKeys` seeds through numpy instead."""
     secrets = [int(secret) for secret in secrets]
-    words = np.zeros((len(secrets), POOL), dtype=np.uint32)
-    long = np.zeros(len(secrets), dtype=bool)
-    for row, secret in enumerate(secrets):  # once per node: the secrets are Python integers
-        if secret >= 1 << (32 * POOL):
-            long[row] = True
-            continue
-        for column in range(POOL):
-            words[row, column] = (secret >> (32 * column)) & MASK32
+    limit = 1 << (32 * POOL)
+    long = np.fromiter((secret >= limit for secret in secrets), dtype=bool, count=len(secrets))
+    packed = b"".join((0 if secret >= limit else secret).to_bytes(4 * POOL, "little") for secret in secrets)
+    words = np.frombuffer(packed, dtype="<u4").reshape(len(secrets), POOL).astype(np.uint32)
     return words, long
 
 
@@ -141,7 +137,7 @@ class StreamKeys:
         keys = StreamKeys.__new__(StreamKeys)
         keys.mixers, keys._long = self.mixers[rows], self._long[rows]
         index = np.arange(len(self))[rows]
-        keys._long_secrets = {new: self._long_secrets[int(old)] for new, old in enumerate(index) if keys._long[new]}
+        keys._long_secrets = {int(new): self._long_secrets[int(index[new])] for new in np.flatnonzero(keys._long)}
         return keys
 
     def streams(self, spawn_key: tuple[int, ...]) -> RowStreams:
