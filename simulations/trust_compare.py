@@ -4,10 +4,12 @@ For every total eps of `--epsilons` (a client's total over the run, at the total
 default 1e-5) and every trust model, `ldpfed.planning.trust.equal_budget` gives the simulate
 options that spend that total against the model's adversary (local: the randomizer's per-round eps;
 shuffle: the largest eps0 whose shuffled rounds compose within it; central: the run's budget, to
-which Flower's noise is calibrated), and the run is the same `ldpfed simulate` run (the local
+which Flower's noise is calibrated; secagg: the budget, to which the clients' shares are calibrated),
+and the run is the same `ldpfed simulate` run (the local
 harness, or simulations.trust). Each row: the measured error (mean: MSE over the rounds; train:
 final accuracy), the noise the model adds (its standard deviation where it is added, and on the
-mean), what is spent against whom, and what must be trusted. Files: trust.csv, trust.json, trust.png.
+mean), the bits each value costs on the wire (secagg: its modulus; else the task's floats), what
+is spent against whom, and what must be trusted. Files: trust.csv, trust.json, trust.png.
 
 Wiring as `compare --task train`: ldpfed's compare finds this runner through the entry point
 `trust` of the group `ldpfed.compare_tasks`. The clients' noise root is the run seed (`--seed`), so
@@ -124,13 +126,13 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
     flags = {**base, "seed": seed, **setting.options}
     passed = LOCAL_ONLY if setting.trust == "local" else CENTRAL_ONLY if setting.trust == "central" else ()
     flags.update({name: options[name] for name in passed if options.get(name) is not None})
-    if setting.trust == "central":
-        flags.pop("mechanism", None)  # the noise is Flower's Gaussian
+    if setting.trust in ("central", "secagg"):
+        flags.pop("mechanism", None)  # the noise is Flower's Gaussian, or the clients' discrete Gaussian shares
     if setting.trust == "local":
         flags.update(max_epsilon=setting.total.epsilon, max_delta=setting.total.delta, accountant=setting.accountant)
     else:
         flags["trust"] = setting.trust
-    if setting.trust == "shuffle":
+    if setting.trust in ("shuffle", "secagg"):
         flags.update(engine=flags.get("engine") or "local")
     config = resolve(None, flags)
     summary = (
@@ -144,9 +146,31 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
 
 
 def figures(config, summary: dict, trust: str) -> dict:
-    """The measured figure, the noise added (the task's `Task.trust_figures`), and the eps each
-    run's own ledger states."""
-    return {**tasks.of(config).trust_figures(config, summary, trust), **spent_against(summary)}
+    """The measured figure, the noise added (the task's `Task.trust_figures`; secagg's from its
+    run), the bits each value costs on the wire, and the eps each run's own ledger states."""
+    measured = tasks.of(config).trust_figures(config, summary, trust)
+    if trust == "secagg":
+        measured.update(secagg_noise(summary))
+    bits = summary.get("bits_per_value") or FLOAT_BITS[config.run.task]
+    return {**measured, "bits_per_value": bits, **spent_against(summary)}
+
+
+# what a value costs on the wire where no modulus bounds it: the task's float arrays
+FLOAT_BITS = {"mean": 64, "train": 32, "frequency": 64}
+
+
+def secagg_noise(summary: dict) -> dict:
+    """The distributed discrete Gaussian's noise: a client's share (sd sigma, data units) and the
+    sd on each coordinate of the mean of n shares, sigma / sqrt(n) (the rounding's gamma^2/4 apart)."""
+    sigma, shares = (
+        summary["local_stddev"],
+        summary.get("fewest_shares_accounted") or summary["planned_shares_per_round"],
+    )
+    return {
+        "noise": f"discrete gaussian shares, {summary['bits_per_value']} bits per value",
+        "noise_sd": sigma,
+        "noise_sd_on_mean": sigma / math.sqrt(shares),
+    }
 
 
 def spent_against(summary: dict) -> dict:
@@ -172,6 +196,7 @@ def _table(frame: pd.DataFrame, task) -> Table:
         "noise sd on the mean",
         "eps spent (against)",
         "eps against the server",
+        "bits/value",
     ):
         table.add_column(column)
     grouped = frame.groupby(["total_epsilon", "trust"], sort=False)
@@ -186,12 +211,13 @@ def _table(frame: pd.DataFrame, task) -> Table:
             f"{group['noise_sd_on_mean'].iloc[0]:.4g}",
             f"{group['epsilon_spent_run'].max():.4g} ({AGAINST[trust]})",
             _shown(group["epsilon_against_server"].max()) if "epsilon_against_server" in group else "-",
+            f"{group['bits_per_value'].iloc[0]:g}",
         )
     return table
 
 
 # whom each trust model's `epsilon_spent_run` holds against, in the console table
-AGAINST = {"local": "everyone", "shuffle": "the analyst", "central": "the released models"}
+AGAINST = {"local": "everyone", "shuffle": "the analyst", "central": "the released models", "secagg": "everyone"}
 
 
 def _shown(value) -> str:

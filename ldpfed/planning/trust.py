@@ -11,7 +11,9 @@ that its guarantee against its adversary (ldpfed.accounting.trust) is that total
   bound's condition (eps0 <= log(n / (16 log(2/delta_r)))), and where the cap binds the run spends
   less than the total (`spent` says how much);
 - central: the total is the run's budget (`--max-epsilon`, `--max-delta`), to which the noise
-  multiplier is calibrated (ldpfed.accounting.central).
+  multiplier is calibrated (ldpfed.accounting.central);
+- secagg: the same, the budget to which the clients' discrete Gaussian shares are calibrated at
+  every client's share summed (ldpfed.accounting.ddgauss); a round with dropouts spends more.
 """
 
 from __future__ import annotations
@@ -125,9 +127,10 @@ def equal_budget(
             raise LDPValueError("--trust shuffle needs the number of reports per round (users)")
         return shuffle_setting(total, rounds, reports, accountant)
     if total.delta <= 0:
-        raise LDPValueError("--trust central's guarantee is (eps, delta): give the total's delta > 0")
+        raise LDPValueError(f"--trust {model.name}'s guarantee is (eps, delta): give the total's delta > 0")
     options = {"max_epsilon": total.epsilon, "max_delta": total.delta}
-    return TrustSetting("central", total, rounds, options, None, total.epsilon, "rdp")
+    note = "planned at every client's share summed; dropouts spend more" if model.name == "secagg" else ""
+    return TrustSetting(model.name, total, rounds, options, None, total.epsilon, "rdp", note)
 
 
 def worst_case_variance(mechanism) -> float:
