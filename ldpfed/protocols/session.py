@@ -161,9 +161,7 @@ class Session:
         verdict = self.audit_verdict(summary) if self.audit is not None and rows else None
         self.recorder.finish(summary, self.server.ledger)
         if verdict is not None:
-            record_audit(
-                self.recorder, self.server.ledger, summary, self.audit.design, self.server.weights.size, verdict
-            )
+            record_audit(self.recorder, self.server.ledger, summary, self.audit, verdict)
         return summary
 
     def audit_verdict(self, summary: dict):
