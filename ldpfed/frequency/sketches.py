@@ -95,6 +95,20 @@ class HadamardCountMeanSketch(FrequencyOracle):
         """c = 1/(2p - 1) = (e^eps + 1)/(e^eps - 1) for the realized p = 1 - flip."""
         return 1.0 / (1.0 - 2.0 * self._flip)
 
+    @property
+    def p(self) -> float:
+        """P(b agrees with category d's entry H[h_j(d), l]) for a user of category d: 1 - flip."""
+        return 1.0 - self._flip
+
+    @property
+    def q(self) -> float:
+        """The same for a user of another category, over the client's noise and the hash draw:
+        (1 + kappa / c) / 2. Each user's agreement bit is Bernoulli(p or q) and her contribution is
+        (bit - q) / (p - q) (`contributions`); only the shared hash functions correlate users, which
+        `variance` accounts for (the counting formula would not)."""
+        kappa, _ = residue_moments(self.columns)
+        return 0.5 * (1.0 + kappa / self.scale)
+
     def _sample(self, categories, rng):
         n = categories.size
         j = rng.integers(0, self.hashes, size=n)
