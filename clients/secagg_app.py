@@ -150,10 +150,9 @@ class SecAggNode:
         """Decrypt and keep the shares addressed to this node's clients (sender and addressee checked)."""
         publics = dict(zip(state["ids"], state["cipher-keys"]))
         held: dict[int, tuple[list, list, list]] = {pid: ([], [], []) for pid in request[PARTITION_IDS]}
+        own = {pid: bytes_to_private_key(state[f"c:{pid}"]) for pid in request[PARTITION_IDS]}  # parsed once
         for source, destination, blob in zip(request[SOURCES], request[DESTINATIONS], request[CIPHERTEXTS]):
-            key = generate_shared_key(
-                bytes_to_private_key(state[f"c:{destination}"]), bytes_to_public_key(publics[source])
-            )
+            key = generate_shared_key(own[destination], bytes_to_public_key(publics[source]))
             sender, addressee, b_share, s_share = _unpack(decrypt(key, blob))
             if int.from_bytes(sender, "little") != source or int.from_bytes(addressee, "little") != destination:
                 raise ValueError(f"a share for client {destination} was not from client {source}")
