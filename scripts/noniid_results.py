@@ -1,0 +1,144 @@
+"""The non-IID results page (docs/results/noniid.md): LDP training under label skew, by the CLI.
+
+For digits and mnist-5k, 20 clients, logistic regression, 5 rounds, each partition of the grid
+(Dirichlet alpha in {0.1, 0.5, 1, 100}, pathological k in {1, 2, 5} classes per client) runs
+`ldpfed simulate` three times: without noise (`--mechanism none`, the partition's own effect),
+under local DP (Laplace, eps 1.6 per client and round: a total of 8 over the 5 rounds, basic
+composition) and under central DP (`--trust central`, a total of (8, 1e-5) against the released
+models). Each run writes its directory under results/noniid/DATA/PARTITION/TRUST; the page is
+made from their metrics.csv: final test accuracy per trust model, and for local DP the aggregate
+noise measured against its CLT prediction (metrics.csv's `measured_squared_distance` and
+`predicted_squared_distance`, their ratio `noise_ratio`, 1 when the prediction holds).
+
+`python scripts/noniid_results.py [--data digits] [--page-only]`: runs what is missing (a run
+whose metrics.csv has all rounds is kept), then writes the page. Sizes fit a shared 2-core
+machine: a central run starts its own Ray (about 2 minutes there), a local one about 40 s.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from scripts.arguments import script_parser
+from scripts.provenance import run_stamp
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "results" / "noniid"
+PAGE = ROOT / "docs" / "results" / "noniid.md"
+DATA = ("digits", "mnist-5k")
+ALPHAS, CLASSES = ("0.1", "0.5", "1", "100"), ("1", "2", "5")
+PARTITIONS = {
+    **{f"dirichlet-{alpha}": ["--partition", "dirichlet", "--dirichlet-alpha", alpha] for alpha in ALPHAS},
+    **{f"pathological-{k}": ["--partition", "pathological", "--classes-per-client", k] for k in CLASSES},
+}
+ROUNDS, CLIENTS, TOTAL_EPSILON, DELTA = 5, 20, 8.0, "1e-5"
+COMMON = ["--task", "train", "--engine", "local", "--model", "logreg", "--clients", str(CLIENTS),
+          "--rounds", str(ROUNDS), "--seed", "0", "--json"]  # fmt: skip
+TRUST = {
+    "none": ["--mechanism", "none"],
+    "local": ["--mechanism", "laplace", "--epsilon", str(TOTAL_EPSILON / ROUNDS)],
+    "central": ["--trust", "central", "--nodes", "2", "--clip", "1", "--max-epsilon", str(TOTAL_EPSILON),
+                "--max-delta", DELTA],
+}  # fmt: skip
+
+
+def command(data: str, partition: str, trust: str) -> list[str]:
+    out = RUNS / data / partition / trust
+    return ["ldpfed", "simulate", *COMMON, "--data", data, *PARTITIONS[partition], *TRUST[trust],
+            "--out", str(out.relative_to(ROOT)), "--overwrite"]  # fmt: skip
+
+
+def finished(data: str, partition: str, trust: str) -> pd.DataFrame | None:
+    path = RUNS / data / partition / trust / "metrics.csv"
+    if not path.exists():
+        return None
+    frame = pd.read_csv(path)
+    return frame if len(frame) == ROUNDS else None
+
+
+def run_missing(data_sets) -> None:
+    for data in data_sets:
+        for partition in PARTITIONS:
+            for trust in TRUST:
+                if finished(data, partition, trust) is None:
+                    print(" ".join(command(data, partition, trust)), flush=True)
+                    subprocess.run(command(data, partition, trust), cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "-" if pd.isna(value) else f"{value:.3g}"
+    return str(value)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def table(data: str) -> pd.DataFrame:
+    """One row per partition: final accuracy per trust model; local DP's noise, measured vs predicted."""
+    rows = []
+    for partition in PARTITIONS:
+        runs = {trust: finished(data, partition, trust) for trust in TRUST}
+        local = runs["local"]
+        row = {"partition": partition}
+        row.update({f"accuracy {trust}": (frame["accuracy"].iloc[-1] if frame is not None else float("nan"))
+                    for trust, frame in runs.items()})  # fmt: skip
+        if local is not None:
+            measured, predicted = local["measured_squared_distance"], local["predicted_squared_distance"]
+            row["local noise measured (mean over rounds)"] = measured.mean()
+            row["predicted"] = predicted.mean()
+            row["measured / predicted"] = measured.mean() / predicted.mean()
+            row["noise_ratio range"] = f"{local['noise_ratio'].min():.2f}-{local['noise_ratio'].max():.2f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def page() -> str:
+    parts = [
+        "# LDP training under label skew (non-IID partitions)",
+        "",
+        run_stamp(),
+        "",
+        f"Generated by `python scripts/noniid_results.py`. {CLIENTS} clients, logistic regression, {ROUNDS} rounds, "
+        f"run seed 0. Per partition three runs of `ldpfed simulate`: no noise (`none`), local DP (Laplace, "
+        f"eps {TOTAL_EPSILON / ROUNDS:g} per client and round, {TOTAL_EPSILON:g} in total by basic composition) and "
+        f"central DP (`--trust central`, ({TOTAL_EPSILON:g}, {DELTA}) in total against the released models). "
+        "Partitions: `dirichlet-A` is Hsu et al.'s per-class Dirichlet(A) shares (small A: each class on few "
+        "clients; 100: close to iid); `pathological-K` gives each client K random classes, each class cut evenly "
+        "among its clients (flwr-datasets' PathologicalPartitioner; classes no client drew are left out).",
+        "",
+        "Local noise: the squared distance between the aggregated privatized update and the clean one, measured "
+        "and as the CLT predicts it from the clean updates (`measured_squared_distance`, "
+        "`predicted_squared_distance` of metrics.csv, averaged over the rounds), and the per-round ratio's range.",
+        "",
+    ]
+    parts += [
+        "How to read the tables: `accuracy none` is what the partition alone costs (the same model, rounds and "
+        "seed without noise; iid-like at dirichlet-100); `accuracy central` adds the central noise for the same "
+        "total budget; `accuracy local` is the local-DP run, which at this budget and 20 clients stays near "
+        "chance (0.1) whatever the partition: there the noise, not the skew, decides. The local noise columns "
+        "test the CLT prediction under skew: the prediction is an expectation and each round measures one "
+        "squared norm, so single rounds scatter (the range) around a mean ratio that should stay near 1 when "
+        "skew does not break the model.",
+        "",
+    ]
+    for data in DATA:
+        parts += [f"## {data}", "", markdown(table(data)), ""]
+        example = " ".join(command(data, "dirichlet-0.1", "local"))
+        parts += [f"Example command: `{example}`", ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    parser = script_parser(__doc__, data="", page_only=False)
+    arguments = parser.parse_args()
+    if not arguments.page_only:
+        run_missing([arguments.data] if arguments.data else DATA)
+    PAGE.write_text(page())
+    print(f"wrote {PAGE.relative_to(ROOT)}")
