@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from clients.secagg_app import SecAggNode
 from ldpfed.cli.main import app
+from ldpfed.planning.calibration import TotalBudget
+from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols import seeds
 from ldpfed.protocols.mean import bound, tuples
 from ldpfed.protocols.secagg import cohort_means, degree, mask, mean_clip, neighbours, plan_for, threshold
@@ -140,3 +143,18 @@ def test_flower_secagg_mean_with_a_node_dropping_mid_round(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["engine"] == "flower" and summary["fewest_shares_accounted"] == 5
+
+
+def test_equal_budget_gives_secagg_the_total_as_its_budget():
+    setting = equal_budget("secagg", TotalBudget(4.0, 1e-5), 5)
+    assert setting.options == {"max_epsilon": 4.0, "max_delta": 1e-5} and "dropouts" in setting.note
+
+
+def test_compare_trust_puts_secagg_beside_local_with_its_bits_per_value(tmp_path):
+    args = "compare --trust local,secagg --users 2000 --dims 2 --clients 4 --rounds 2 --engine local --epsilons 4"
+    result = CliRunner().invoke(app, [*args.split(), "--out", str(tmp_path / "cmp"), "--json"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "cmp" / "trust.csv").set_index("trust")
+    assert frame.loc["secagg", "bits_per_value"] == 16 and frame.loc["local", "bits_per_value"] == 64
+    assert frame.loc["secagg", "epsilon_spent_run"] <= 4.0 * (1 + 1e-9)
+    assert frame.loc["secagg", "epsilon_against_server"] == frame.loc["secagg", "epsilon_spent_run"]
