@@ -173,33 +173,38 @@ def audit_delta(delta: float | None) -> float:
     return delta if delta else AUDIT_DELTA
 
 
-def replacement_estimate(cosines: np.ndarray, coins: np.ndarray, dims: int, delta: float) -> CosineEstimate:
-    """eps of the two fitted Gaussians: the +direction canaries' cosines against the -direction
-    ones' (under local trust a left-out canary sends -c: the pair is a replacement, LDP's own)."""
+def _pooled(cosines: np.ndarray, coins: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(+c scores, -c scores, their pooled std (ddof 2)): both sides carry the same noise."""
     seen, unseen = cosines[coins], cosines[~coins]
-    mean1, std1, mean0, std0 = float(np.mean(seen)), float(np.std(seen)), float(np.mean(unseen)), float(np.std(unseen))
-    epsilon = math.inf if min(std0, std1) == 0.0 else epsilon_two_gaussians(mean0, std0, mean1, std1, delta)
-    return CosineEstimate(
-        epsilon, delta, REPLACEMENT, mean1, std1, mean0, std0, int(seen.size), int(unseen.size), int(dims)
-    )
+    squares = np.sum((seen - seen.mean()) ** 2) + np.sum((unseen - unseen.mean()) ** 2)
+    return seen, unseen, math.sqrt(squares / (seen.size + unseen.size - 2))
+
+
+def replacement_estimate(cosines: np.ndarray, coins: np.ndarray, dims: int, delta: float) -> CosineEstimate:
+    """eps of two Gaussians of one (pooled) std fitted to the +direction canaries' cosines and to
+    the -direction ones' (under local trust a left-out canary sends -c: the pair is a replacement,
+    LDP's own; the same noise on both sides, so one std: two separately fitted stds would put the
+    estimate's eps in the tails of their small difference)."""
+    seen, unseen, std = _pooled(cosines, coins)
+    mean1, mean0 = float(np.mean(seen)), float(np.mean(unseen))
+    epsilon = math.inf if std == 0.0 else epsilon_two_gaussians(mean0, std, mean1, std, delta)
+    return CosineEstimate(epsilon, delta, REPLACEMENT, mean1, std, mean0, std, int(seen.size), int(unseen.size), dims)
 
 
 def replacement_lower_limit(cosines: np.ndarray, coins: np.ndarray, delta: float, confidence: float) -> float:
-    """Lower confidence limit of `replacement_estimate` for two Gaussians of one std (the same
-    noise on both): the Gaussian mechanism's eps at mu = (lower t-limit of the mean gap) / (upper
-    chi-square limit of the pooled std), the level split evenly between the two."""
+    """Lower confidence limit of `replacement_estimate`: the Gaussian mechanism's eps at mu = (lower
+    t-limit of the mean gap) / (upper chi-square limit of the pooled std), the level split evenly
+    between the two."""
     alpha = 1.0 - confidence
-    seen, unseen = cosines[coins], cosines[~coins]
-    n1, n0 = seen.size, unseen.size
-    pooled = math.sqrt((np.sum((seen - seen.mean()) ** 2) + np.sum((unseen - unseen.mean()) ** 2)) / (n1 + n0 - 2))
+    seen, unseen, pooled = _pooled(cosines, coins)
+    freedom = seen.size + unseen.size - 2
     if pooled == 0.0:
         return math.inf
-    gap = float(seen.mean() - unseen.mean()) - t.ppf(1.0 - alpha / 2.0, n1 + n0 - 2) * pooled * math.sqrt(
-        1.0 / n1 + 1.0 / n0
-    )
+    spread = pooled * math.sqrt(1.0 / seen.size + 1.0 / unseen.size)
+    gap = float(seen.mean() - unseen.mean()) - t.ppf(1.0 - alpha / 2.0, freedom) * spread
     if gap <= 0.0:
         return 0.0
-    std_high = pooled * math.sqrt((n1 + n0 - 2) / chi2.ppf(alpha / 2.0, n1 + n0 - 2))
+    std_high = pooled * math.sqrt(freedom / chi2.ppf(alpha / 2.0, freedom))
     return epsilon_two_gaussians(0.0, std_high, gap, std_high, delta)
 
 
