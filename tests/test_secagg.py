@@ -158,3 +158,22 @@ def test_compare_trust_puts_secagg_beside_local_with_its_bits_per_value(tmp_path
     assert frame.loc["secagg", "bits_per_value"] == 16 and frame.loc["local", "bits_per_value"] == 64
     assert frame.loc["secagg", "epsilon_spent_run"] <= 4.0 * (1 + 1e-9)
     assert frame.loc["secagg", "epsilon_against_server"] == frame.loc["secagg", "epsilon_spent_run"]
+
+
+def test_simulate_train_local_under_secagg(tmp_path):
+    args = "simulate --task train --trust secagg --engine local --clients 4 --rounds 1 --max-epsilon 8 --bits 20"
+    result = CliRunner().invoke(app, [*args.split(), "--json", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["bits_per_value"] == 20 and summary["final_accuracy"] is not None
+    assert summary["epsilon_spent_max_per_client"] <= 8 * (1 + 1e-9) and summary["private"]
+
+
+@pytest.mark.slow  # a Flower federation (Ray) training a model
+def test_flower_secagg_train_with_a_node_dropping_mid_round(tmp_path):
+    args = "simulate --task train --trust secagg --clients 6 --nodes 3 --rounds 1 --max-epsilon 8"
+    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "2,3", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["engine"] == "flower" and summary["fewest_shares_accounted"] == 4
+    assert summary["clients_dropped_total"] == 2 and summary["spent_beyond_plan"] is True
