@@ -249,14 +249,20 @@ class CohortBatch:
         return self.pids.tolist()
 
     def covers(self, partitions: list[int]) -> bool:
-        asked = np.asarray(partitions, dtype=np.int64)
-        position = np.searchsorted(self.pids, asked)
-        return bool(
-            np.all(position < self.pids.size) and np.all(self.pids[np.minimum(position, self.pids.size - 1)] == asked)
-        )
+        return self.locate(partitions) is not None
 
     def positions(self, partitions: list[int]) -> np.ndarray:
-        return np.searchsorted(self.pids, np.asarray(partitions, dtype=np.int64))
+        located = self.locate(partitions)
+        if located is None:
+            raise KeyError("partitions not in this batch")
+        return located
+
+    def locate(self, partitions) -> np.ndarray | None:
+        """Where `partitions` sit among the batch's clients (None if one is not there)."""
+        asked = np.asarray(partitions, dtype=np.int64)
+        position = np.searchsorted(self.pids, asked)
+        found = self.pids[np.minimum(position, self.pids.size - 1)]
+        return position if np.all(position < self.pids.size) and np.all(found == asked) else None
 
     def groups(self, positions: np.ndarray):
         """(size, positions of the small clients with `size` users) for each size among `positions`."""
@@ -321,14 +327,20 @@ class BatchedClients:
         batch = self.batch
         count, total, total_sq = (np.zeros((positions.size, self.width)) for _ in range(3))
         for size, group in batch.groups(positions):
-            at = np.searchsorted(positions, group)  # both ascending
             keys = batch.keys if group.size == len(batch.keys) else batch.keys.take(group)
             streams = keys.streams((seeds.NOISE, server_round, 0))  # collect_sums' chunk 0
-            count[at], total[at], total_sq[at] = self.group_sums(batch.block(group, size), streams)
+            sums = self.group_sums(batch.block(group, size), streams)
+            if group.size == positions.size:  # one cohort size: the group is every position
+                count, total, total_sq = (np.asarray(column, dtype=float) for column in sums)
+                continue
+            at = np.searchsorted(positions, group)  # both ascending
+            count[at], total[at], total_sq[at] = sums
         for index in np.flatnonzero(batch.large[positions]):  # clients of more than one chunk
             alone = self.alone(batch.halves[positions[index]], server_round)
             count[index], total[index], total_sq[index] = alone.count, alone.total, alone.total_sq
-        return ReportSums(count + 0.0, total + 0.0, total_sq + 0.0, int(batch.sizes[positions].sum()))
+        for column in (count, total, total_sq):
+            column += 0.0  # -0.0 to 0.0, as a client's sums start from zeros
+        return ReportSums(count, total, total_sq, int(batch.sizes[positions].sum()))
 
     def group_sums(self, block: np.ndarray, streams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(count, total, total_sq), each (clients, width), of clients' (clients, users, ...) block."""

@@ -192,9 +192,8 @@ class ClientsNode:
         halves = [self.client(pid) for pid in pids]
         kind = type(halves[0])
         batch = getattr(kind, "batch", None)
-        if batch is None or any(type(half) is not kind for half in halves):
-            return None
-        self._batch = batch(halves, pids)
+        self._batch = None if any(type(half) is not kind for half in halves) or batch is None else batch(halves, pids)
+        self._unbatched = self._batch is None  # not asked again each round
         return self._batch
 
     def one_by_one(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:
