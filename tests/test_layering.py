@@ -60,7 +60,7 @@ PENDING: frozenset[tuple[str, str]] = frozenset()
 # ldpfed's packages and top-level modules, bottom floor first; one floor may hold several that do
 # not import each other.
 FLOORS = (
-    ("validation",),
+    ("validation", "manifest"),
     ("registry", "outputs"),
     ("samplers", "data"),
     ("mechanisms",),

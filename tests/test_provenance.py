@@ -11,13 +11,17 @@ def test_stamp_names_head_commit_and_date():
         ["git", "rev-parse", "--short", "HEAD"], cwd=provenance.ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
     stamp = provenance.run_stamp()
-    assert re.fullmatch(r"Run: \d{4}-\d{2}-\d{2}, commit [0-9a-f]{7,}( \+ uncommitted changes)?\.", stamp), stamp
+    assert re.fullmatch(
+        r"Run: \d{4}-\d{2}-\d{2}, commit [0-9a-f]{7,}( \+ uncommitted changes)?"
+        r"; ldpfed \S+, numpy \S+ \(\w+\)(, .*)?\.",
+        stamp,
+    ), stamp
     assert f"commit {head}" in stamp
 
 
 def test_stamp_outside_a_checkout_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(provenance, "ROOT", tmp_path)
-    assert re.fullmatch(r"Run: \d{4}-\d{2}-\d{2}, no git checkout\.", provenance.run_stamp())
+    assert re.fullmatch(r"Run: \d{4}-\d{2}-\d{2}, no git checkout; ldpfed .*\.", provenance.run_stamp())
 
 
 def test_stamp_counts_code_changes_not_the_results_being_written(tmp_path, monkeypatch):
@@ -35,4 +39,4 @@ def test_stamp_counts_code_changes_not_the_results_being_written(tmp_path, monke
     page.write_text("new\n")  # what a results script does while it runs
     assert "uncommitted" not in provenance.run_stamp()
     code.write_text("x = 2\n")
-    assert provenance.run_stamp().endswith(" + uncommitted changes.")
+    assert " + uncommitted changes; ldpfed " in provenance.run_stamp()
