@@ -91,7 +91,7 @@ class Session:
         `output`: the results directory checked before any work (default: `output.out`, checked now).
         `noise`: where the clients' secrets came from (`World.noise`; under `flwr run`, the nodes).
         `audit`: the canaries' audit (ldpfed.protocols.canaries), fed the server's view each round."""
-        config = task.bind(canaries.expanded(config), data_seed)
+        config = task.bind(config, data_seed)  # with canaries: the federation's (`canaries.expanded`)
         self.task, self.config, self.server, self.engine, self.noise = task, config, server, engine, noise
         self.audit = audit
         self.status = privacy_status(config, task.sends)
