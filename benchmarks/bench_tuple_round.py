@@ -49,21 +49,44 @@ def config_for(task: str, clients: int, dims: int, rounds: int, out: str, mechan
 
 
 def timed_writes():
-    """Patch OutputDir.write to add up its seconds; returns the running total (a one-item list)."""
-    from ldpfed.outputs import OutputDir
+    """Patch OutputDir.write to add up its seconds, and the writing of each file by name (the
+    manifest too); returns ([total], {name: seconds})."""
+    import ldpfed.outputs as outputs
 
-    spent = [0.0]
-    real = OutputDir.write
+    spent, by_file = [0.0], {}
+    real_write, real_content = outputs.OutputDir.write, outputs.write_content
 
     def write(self, files):
         start = time.perf_counter()
         try:
-            return real(self, files)
+            return real_write(self, files)
         finally:
             spent[0] += time.perf_counter() - start
 
-    OutputDir.write = write
-    return spent
+    def write_content(path, content, *, suffix=None):
+        start = time.perf_counter()
+        try:
+            return real_content(path, content, suffix=suffix)
+        finally:
+            name = Path(path).name.split(".tmp")[0].lstrip(".")
+            name = next((known for known in KNOWN if known in name), name)
+            by_file[name] = by_file.get(name, 0.0) + time.perf_counter() - start
+
+    outputs.OutputDir.write, outputs.write_content = write, write_content
+    return spent, by_file
+
+
+KNOWN = (
+    "metrics.csv",
+    "privacy_entries.csv",
+    "privacy.csv",
+    "privacy.json",
+    "summary.json",
+    "plot.png",
+    "config.toml",
+    "noise_secret",
+    "ldpfed-run.json",
+)
 
 
 def baseline(config: Config, repeats: int = 3) -> float:
@@ -122,7 +145,7 @@ def run_task(task: str, args) -> dict:
     with tempfile.TemporaryDirectory() as out:
         config = config_for(task, args.clients, args.dims, args.rounds, out, args.mechanism)
         base = baseline(config)
-        writes = timed_writes()
+        writes, by_file = timed_writes()
         start = time.perf_counter()
         run(config, noise_seed=1)
         total = time.perf_counter() - start
@@ -141,6 +164,7 @@ def run_task(task: str, args) -> dict:
         "run_s": total,
         "writing_s": writes[0],
         "writing_share": writes[0] / total,
+        "writing_by_file_s": ",".join(f"{name}:{seconds:.3f}" for name, seconds in sorted(by_file.items())),
     }
     protocol = protocol_rounds(config, args.rounds)
     result["protocol_round_s"] = float(np.median(protocol[1:]))
