@@ -29,6 +29,7 @@ from ldpfed.cli.common import (
 )
 from ldpfed.cli.options import json_option
 from ldpfed.config import option_default
+from ldpfed.data.partition import PARTITION_HELP
 from ldpfed.outputs import named_path
 from ldpfed.planning.run import plan_report
 from ldpfed.protocols import seeds
@@ -71,7 +72,7 @@ OPTION_HELP = {
     "header": "mean: " + HEADER_HELP,
     "out-of-domain": "mean: " + OUT_OF_DOMAIN_HELP,
     "categories": "frequency: a CSV's categories (K, K1,K2,... or 'a,b;x,y') or the synthetic counts.",
-    "partition": "train: iid | k-classes | dirichlet.",
+    "partition": PARTITION_HELP,
     "classes-per-client": "k for --partition k-classes.",
     "dirichlet-alpha": "alpha for --partition dirichlet.",
     # [federation]

@@ -31,6 +31,7 @@ from ldpfed.cli.options import (
     out_option,
     report_dims_option,
 )
+from ldpfed.data.partition import PARTITION_HELP
 from ldpfed.outputs import OutputDir
 from ldpfed.planning.run import DEFAULT_STUDY_ACCOUNTANT, StudyBudget
 from ldpfed.tasks import foreign_flags, foreign_options
@@ -140,7 +141,7 @@ def compare(
     batch_size: int | None = typer.Option(None, "--batch-size", help="train: client minibatch size (default 32)."),
     clip: float | None = CLIP,
     coordinate_clip: float | None = COORDINATE_CLIP,
-    partition: str | None = typer.Option(None, "--partition", help="train: iid | k-classes | dirichlet."),
+    partition: str | None = typer.Option(None, "--partition", help=PARTITION_HELP),
     fraction: float | None = typer.Option(None, "--fraction", help="train: fraction of clients sampled per round."),
     engine: str | None = typer.Option(
         None, "--engine", help="train: flower (default; Ray) | local (same code, no Flower; for big sweeps)."

@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 import ldpfed.data.mnist5k as mnist5k
-from ldpfed.data.partition import PARTITION_SCHEMES
+from ldpfed.data.partition import check_scheme, parse_scheme
 from ldpfed.data.partition import partition as split_labels
+from ldpfed.data.partition_counts import label_counts
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 FEDERATED_DATASETS = ("synthetic-fedprox", "digits", "mnist-5k", "mnist", "cifar10")
@@ -97,6 +98,10 @@ class FederatedDataset:
     def client_sizes(self) -> list[int]:
         return [int(part.size) for part in self.parts]
 
+    def label_counts(self):
+        """Each client's training examples per class (`ldpfed.data.partition_counts.label_counts`)."""
+        return label_counts(self._y_train, self.parts, classes=np.arange(self.num_classes))
+
     def _inputs(self, index) -> np.ndarray:
         x = self._x_train[index].astype(np.float32)
         if self._scale != 1.0:
@@ -158,15 +163,15 @@ def load_federated(
         raise LDPValueError(f"unknown federated data set {name!r}; available: {', '.join(FEDERATED_DATASETS)}")
     num_clients = check_positive_int(num_clients, "num_clients")
     seed = check_positive_int(seed, "seed", minimum=0)
-    scheme = canonical_name(partition)
+    scheme = str(partition).strip()  # NAME[:ARGS]: a column or flwr-datasets argument keeps its case
     if key == "synthetic-fedprox":
-        if scheme not in ("iid", "natural"):
+        if parse_scheme(scheme)[0] not in ("iid", "natural"):
             raise LDPValueError(
                 f"synthetic-fedprox has its own natural per-device partition (heterogeneity is set by "
                 f"fedprox_alpha and fedprox_beta); partition must be 'natural', got {partition!r}"
             )
-    elif scheme not in PARTITION_SCHEMES:
-        raise LDPValueError(f"unknown partition scheme {partition!r}; available: {', '.join(PARTITION_SCHEMES)}")
+    else:
+        check_scheme(scheme)
     if not (isinstance(test_fraction, (int, float)) and 0.0 < float(test_fraction) < 1.0):
         raise LDPValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
 
@@ -191,9 +196,10 @@ def load_federated(
         options = {"data_dir": str(data_dir)}
 
     parts = split_labels(y_train, num_clients, scheme, assignment, classes_per_client=classes_per_client, alpha=alpha)
-    if scheme == "k-classes":
+    scheme_name = parse_scheme(scheme)[0]
+    if scheme_name in ("k-classes", "pathological", "shard"):
         options["classes_per_client"] = int(classes_per_client)
-    if scheme == "dirichlet":
+    if scheme_name in ("dirichlet", "inner-dirichlet"):
         options["alpha"] = float(alpha)
     test = ((test_x.astype(np.float32) * np.float32(scale)).reshape((-1, *input_shape)), test_y.astype(np.int64))
     return FederatedDataset(

@@ -9,7 +9,7 @@ import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
 from ldpfed.config import FEDAVG, LDPVEC_AGGREGATORS, MODELS, TRAIN_DEVIATIONS, Config, TrainingConfig, choice
 from ldpfed.data.federated import FEDERATED_DATASETS
-from ldpfed.data.partition import PARTITION_SCHEMES
+from ldpfed.data.partition import check_scheme
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.planning.trust import update_noise
@@ -80,7 +80,7 @@ class TrainTask(Task):
         choice("aggregator", aggregator, (*aggregation.available("mean"), FEDAVG))
         choice("deviation", config.aggregation.deviation, TRAIN_DEVIATIONS)
         choice("data", config.data_name, FEDERATED_DATASETS)
-        choice("partition", config.data.partition, PARTITION_SCHEMES)
+        check_scheme(config.data.partition)  # NAME[:ARGS] or flwr:NAME[:ARGS] (ldpfed.data.partition)
         choice("model", config.training.model, MODELS)
         if config.federation.node_reply == "sum" and aggregator not in ("mean", FEDAVG):
             raise LDPValueError(
