@@ -13,7 +13,9 @@ process was started, from the arrival of its stderr lines (simulations.progress)
 - `nodes_up`: "K of K nodes up" (the nodes' Ray actors started, Flower and the ClientApp imported);
 - `round_1`: "round 1:" (the nodes built, round 1 run and recorded): the time to the first round;
 - `exit`: the process' end; `steady`: the median `seconds` of rounds 2..R in metrics.csv.
-The table shows the steps as differences (imports, Ray, nodes, round 1). Code from before the
+The table shows the steps as differences (imports, Ray, nodes, round 1), and `budget`: the time to
+round 1 over 3 steady rounds plus Ray's start (the Ray step), at most 1 when the start-up costs no
+more than that. Code from before the
 start-up lines existed reports `started`, `round_1` and `exit` only. `--checkout DIR` runs another
 checkout's code (its directory first on PYTHONPATH) alternately with this one, so that both see the
 same load. Numbers are reported, never asserted; the 1-minute load average is printed with them.
@@ -86,13 +88,20 @@ def simulate_options(args) -> list[str]:
     return options
 
 
+def budget(row: dict) -> float | None:
+    """Time to round 1 over (3 steady rounds + Ray's start); None without the marks."""
+    if None in (row["round_1"], row["steady"], row["ray_up"], row["started"]):
+        return None
+    return row["round_1"] / (3 * row["steady"] + row["ray_up"] - row["started"])
+
+
 def steps(row: dict) -> list[str]:
-    """imports, Ray, nodes, round 1 (differences of the marks), time to round 1, exit, steady."""
+    """imports, Ray, nodes, round 1 (differences of the marks), time to round 1, exit, steady, budget."""
     marks = [row[step] for step in STEPS]
     differences = [None if b is None or a is None else b - a for a, b in zip([0.0, *marks[:-1]], marks)]
     if row["ray_up"] is None:  # code without the start-up lines: imports, then all of it to round 1
         differences = [row["started"], None, None, None]
-    cells = [*differences, row["round_1"], row["exit"], row["steady"]]
+    cells = [*differences, row["round_1"], row["exit"], row["steady"], budget(row)]
     return ["-" if value is None else f"{value:.2f}" for value in cells]
 
 
@@ -118,7 +127,8 @@ def main() -> None:
         print(json.dumps({"stamp": run_stamp(), "simulate": options, "runs": rows}, indent=2))
         return
     print(f"{run_stamp()} simulate {' '.join(options)}")
-    header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "to round 1", "exit", "steady", "load"]
+    header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "to round 1", "exit", "steady", "budget"]
+    header.append("load")
     print(" ".join(f"{title:>10}" for title in header))
     for row in rows:
         cells = [row["code"], str(row["busy"]), str(row["repeat"]), *steps(row), f"{row['load_1min']:.1f}"]

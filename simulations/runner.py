@@ -118,7 +118,52 @@ def init_ray(backend: dict) -> None:
     init_args = dict(backend["init_args"])
     if init_args["address"] != LOCAL_RAY:
         init_args["runtime_env"] = {"env_vars": {"PYTHONPATH": pythonpath}}
-    ray.init(**init_args)
+        ray.init(**init_args)
+        return
+    with lean_head(forward_logs=init_args.get("log_to_driver", True)):
+        ray.init(**init_args)
+
+
+@contextlib.contextmanager
+def lean_head(forward_logs: bool):
+    """A local Ray's head without the services a simulation never uses, for the `ray.init` inside
+    the block. Of the seven processes a local `ray.init` starts (GCS, raylet, the raylet's dashboard
+    and runtime-env agents, the autoscaler's monitor, the log monitor and the dashboard's head),
+    three serve nothing here: the monitor scales a cluster (a local Ray has one fixed node), the log
+    monitor forwards workers' output to the driver (off unless `forward_logs`: `log_to_driver`), and
+    the dashboard's head (started even with `include_dashboard=False`, for usage statistics, which
+    the run turns off) serves the dashboard and job APIs, which nothing calls. On 2 cores their
+    start-up (Python processes importing Ray: 3.3-3.6 s of CPU against 0.4-0.6 s without them,
+    measured beside a loaded machine's other work) competed with the raylet, the nodes' actors and
+    the server half for the CPUs. `ray.init` takes no option for them: `ray start` does
+    (`--no-monitor`, `--include-log-monitor`), through the parameters the block sets on the head
+    `ray.init` builds; the dashboard's head is skipped as Ray does when it fails to start it (no URL,
+    no process). Ray versions whose internals differ get the full head, unchanged."""
+    import ray._private.parameter as parameter
+    import ray._private.services as services
+
+    plain_params, plain_api_server = getattr(parameter, "RayParams", None), getattr(services, "start_api_server", None)
+    if plain_params is None or plain_api_server is None:
+        yield
+        return
+
+    class LeanParams(plain_params):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("no_monitor", True)
+            if not forward_logs:
+                kwargs.setdefault("include_log_monitor", False)
+            super().__init__(*args, **kwargs)
+
+    parameter.RayParams, services.start_api_server = LeanParams, _no_api_server
+    try:
+        yield
+    finally:
+        parameter.RayParams, services.start_api_server = plain_params, plain_api_server
+
+
+def _no_api_server(*args, **kwargs) -> tuple[None, None]:
+    """What Ray's `start_api_server` returns when the dashboard's head did not start."""
+    return None, None
 
 
 def probe_cluster(address: str, timeout: float) -> None:
