@@ -148,9 +148,11 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
 def figures(config, summary: dict, trust: str) -> dict:
     """The measured figure, the noise added (the task's `Task.trust_figures`; secagg's from its
     run), the bits each value costs on the wire, and the eps each run's own ledger states."""
-    measured = tasks.of(config).trust_figures(config, summary, trust)
-    if trust == "secagg":
-        measured.update(secagg_noise(summary))
+    if trust == "secagg":  # the task's figures describe its local or central noise
+        metric = tasks.of(config).metric
+        measured = {metric: summary.get("mean_mse" if metric == "mse" else metric), **secagg_noise(summary)}
+    else:
+        measured = tasks.of(config).trust_figures(config, summary, trust)
     bits = summary.get("bits_per_value") or FLOAT_BITS[config.run.task]
     return {**measured, "bits_per_value": bits, **spent_against(summary)}
 
