@@ -71,8 +71,10 @@ def test_the_unmasked_sum_is_exactly_the_survivors_modular_sum(fail):
 
 
 def test_the_server_view_holds_masked_vectors_only():
-    """What reaches the server: masked rows, none equal to (or near) a client's encoding, spread
-    uniformly over [0, m): the mean of n D uniform values is m/2 with sd m / sqrt(12 n D); 5 sd."""
+    """What reaches the server: masked rows, none equal to a client's encoding (chance m^-D per
+    pair), spread uniformly over [0, m) although the encodings crowd near 0 and m (small sums
+    wrapped): the mean of n D uniform values is m/2 with sd m / sqrt(12 n D); 5 sd. The masks are
+    OS entropy (a client's secret), so these bounds are probabilistic: failure below 1e-6."""
     config = _config()
     plan, secagg, result, seen = _round(config)
     masked = np.vstack(secagg.view)
@@ -80,7 +82,6 @@ def test_the_server_view_holds_masked_vectors_only():
     m = plan.ddg.modulus
     for row in encodings:
         assert not np.any(np.all(masked == row, axis=1))
-        assert np.min(np.abs(masked - row).sum(axis=1)) > m  # far from every client's own encoding
     assert abs(masked.mean() - m / 2) < 5 * m / np.sqrt(12 * masked.size)
     arrays = [name for record in seen for name in record.array_records]
     assert set(arrays) == {MASKED}  # the only arrays a node ever sends the server
