@@ -227,7 +227,11 @@ class LocalAudit:
     """The audit against the server under local trust: each canary's privatized replies summed over
     the rounds (what the server holds of that client), from the server half's round outcome."""
 
-    speaks_to = "the server (each client's privatized replies)"
+    @property
+    def speaks_to(self) -> str:
+        if self.per_client:
+            return "the server (each client's privatized replies)"
+        return "the server (summed node replies: the model's steps only)"
 
     def __init__(self, design: CanaryDesign, dims: int) -> None:
         self.design, self.dims = design, dims
