@@ -249,7 +249,7 @@ class CohortBatch:
         return self.pids.tolist()
 
     def covers(self, partitions: list[int]) -> bool:
-        return self.locate(partitions) is not None
+        return self.locate(partitions, keep=True) is not None
 
     def positions(self, partitions: list[int]) -> np.ndarray:
         located = self.locate(partitions)
@@ -257,12 +257,19 @@ class CohortBatch:
             raise KeyError("partitions not in this batch")
         return located
 
-    def locate(self, partitions) -> np.ndarray | None:
-        """Where `partitions` sit among the batch's clients (None if one is not there)."""
+    def locate(self, partitions, keep: bool = False) -> np.ndarray | None:
+        """Where `partitions` sit among the batch's clients (None if one is not there); `keep`: for
+        the next call with the very same list only (`covers`, then `positions`, in one reply)."""
+        last = getattr(self, "_located", None)
+        if last is not None and last[0] is partitions:
+            self._located = None
+            return last[1]
         asked = np.asarray(partitions, dtype=np.int64)
         position = np.searchsorted(self.pids, asked)
         found = self.pids[np.minimum(position, self.pids.size - 1)]
-        return position if np.all(position < self.pids.size) and np.all(found == asked) else None
+        located = position if np.all(position < self.pids.size) and np.all(found == asked) else None
+        self._located = (partitions, located) if keep else None
+        return located
 
     def groups(self, positions: np.ndarray):
         """(size, positions of the small clients with `size` users) for each size among `positions`."""
@@ -351,7 +358,11 @@ class BatchedClients:
 
 
 def client_sums(mask: np.ndarray, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`summarize` of each client's (users, width) mask and reports: (clients, width) each."""
+    """`summarize` of each client's (users, width) mask and reports: (clients, width) each (one user
+    each: the user's own row, and its square, which is what the sums of one term are)."""
+    if mask.shape[1] == 1:
+        row = reports[:, 0, :]
+        return mask[:, 0, :].astype(float), row, row * row
     return mask.sum(axis=1), reports.sum(axis=1), np.einsum("gij,gij->gj", reports, reports)
 
 
@@ -470,15 +481,17 @@ class TupleServer(BudgetedServer):
         self.clients, self.deviation = clients, deviation
 
     def configure_round(self, server_round: int) -> RoundPlan:
-        return RoundPlan(self.admit(range(self.clients)), {})
+        planned = self.admit(range(self.clients))
+        self._planned_ids = np.arange(self.clients) if self.budget is None else np.asarray(planned, dtype=np.int64)
+        return RoundPlan(planned, {})
 
     def aggregate(self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None) -> dict:
         """`sums`: the nodes' pre-added report sums (node-reply sum; `total_sums`). `replies`: a
         dict, or columns (`Replies`: the local engine's batched nodes)."""
-        pids = replies.pids.tolist() if isinstance(replies, Replies) else sorted(replies)
+        ids = replies.pids if isinstance(replies, Replies) else np.array(sorted(replies), dtype=np.int64)
         sums = total_sums(replies, sums, self.width)
-        self.outcome = self.estimate(pids, sums)
-        self.charge(server_round, pids, self.mechanism_name)
+        self.outcome = self.estimate(ids.tolist(), sums)
+        self.charge(server_round, ids, self.mechanism_name)
         return {**self.round_record(replies, failures), "users_reported": int(sums.users)}
 
     def charge(self, server_round: int, partitions, mechanism: str) -> None:
@@ -490,7 +503,10 @@ class TupleServer(BudgetedServer):
         """Participation (`ldpfed.protocols.base.participation`) by array work: a planned client
         without a reply or error failed ("no reply")."""
         replied = replies.pids if isinstance(replies, Replies) else np.array(sorted(replies), dtype=np.int64)
-        missing = absent(np.asarray(self._planned, dtype=np.int64), replied).tolist()
+        planned = getattr(self, "_planned_ids", None)
+        if planned is None or planned.size != len(self._planned):
+            planned = np.asarray(self._planned, dtype=np.int64)
+        missing = absent(planned, replied).tolist()
         failed = {**dict.fromkeys(missing, "no reply"), **failures}
         record = {
             "clients_sampled": len(self._planned),
