@@ -163,6 +163,8 @@ def test_replayed_noise_seed_gives_the_same_coins_and_verdict(tmp_path):
         ("simulate --task mean --canaries 5", "--canaries"),
         ("simulate --task train --canaries 5 --fresh-noise", "noise root"),
         ("simulate --task train --canaries -1", "canaries"),
+        ("simulate --task train --trust secagg --max-epsilon 4 --canaries 5", "local or central"),
+        ("simulate --task train --trust central --max-epsilon 4 --clipping adaptive --canaries 5", "zero update"),
     ],
 )
 def test_bad_canary_options_exit_2(arguments, message):

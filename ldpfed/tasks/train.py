@@ -221,9 +221,17 @@ def _check_ldpvec(config: Config) -> None:
         raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
 
 
+CANARY_TRUST = ("local", "central")  # the trust models whose harness hosts canary clients
+
+
 def _check_canaries(config: Config) -> None:
     """Canaries (ldpfed.protocols.canaries) need the run's noise root: their directions and coins
     derive from it, and fresh noise has none."""
+    if config.training.canaries and config.privacy.trust not in CANARY_TRUST:
+        raise LDPValueError(
+            f"--canaries runs under --trust {' or '.join(CANARY_TRUST)} (its canary clients are not built for "
+            f"{config.privacy.trust} yet)"
+        )
     if config.training.canaries and config.run.fresh_noise:
         raise LDPValueError(
             "--canaries needs the run's noise root (the canaries' directions and secret coins derive from it): "
