@@ -12,12 +12,12 @@ from conftest import run_collecting_rows
 from helpers import ldpfed, ldpfed_json
 
 from ldpfed.config import Config
-from ldpfed.tasks import preflight
+from ldpfed.tasks import preflight, validated
 from ldpfed.validation import LDPValueError
 
 
 def config_of(**options) -> Config:
-    return Config().with_options({"engine": "local", **options}).validated()
+    return validated(Config().with_options({"engine": "local", **options}))
 
 
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:

@@ -351,11 +351,12 @@ def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
     """The two bounds of a client update are different options; one set where the other applies
     (e.g. an old `--clip 0.1` with a scalar mechanism) is an error, not silently ignored."""
     from ldpfed.config import Config
+    from ldpfed.tasks import validated
 
     train = {"task": "train", "mechanism": "laplace"}
-    assert Config().with_options({**train, "coordinate-clip": 0.1}).validated().update_clip == 0.1
+    assert validated(Config().with_options({**train, "coordinate-clip": 0.1})).update_clip == 0.1
     noise = {"task": "train", "mechanism": "inid-gaussian", "delta": 1e-5, "aggregator": "fedavg"}
-    assert Config().with_options({**noise, "clip": 2.0}).validated().update_clip == 2.0
+    assert validated(Config().with_options({**noise, "clip": 2.0})).update_clip == 2.0
     for arguments, message in (
         (["--task", "train", "--clip", "0.1"], "use coordinate-clip"),
         (

@@ -17,6 +17,7 @@ from flwr.supercore.task_identity import TaskIdentity
 import clients.client_app as client_app
 from ldpfed.config import Config
 from ldpfed.protocols.mean import cohort
+from ldpfed.tasks import validated
 from wire.records import node_round_record
 
 
@@ -93,8 +94,8 @@ def test_under_flower_a_node_is_built_once_per_actor_not_per_round():
     whichever actor is idle, so a node may be built once in each actor: K x A builds at most over
     the run (here 2 x 2), against K per round (8 in 4 rounds) when every message rebuilds."""
     options = {"task": "mean", "clients": 4, "nodes": 2, "users": 400, "dims": 3, "rounds": 4, "seed": 5}
-    flower = Config().with_options({**options, "engine": "flower", "cpus": 2, "cpus-per-client": 1}).validated()
-    local = Config().with_options({**options, "engine": "local"}).validated()
+    flower = validated(Config().with_options({**options, "engine": "flower", "cpus": 2, "cpus-per-client": 1}))
+    local = validated(Config().with_options({**options, "engine": "local"}))
     (summary, rows), (_, local_rows) = (run_collecting_rows(config, noise_seed=5) for config in (flower, local))
     assert summary["clients_failed_total"] == 0, summary["failure_reasons"]
     assert local_rows["node_builds"].tolist() == [2, 0, 0, 0]

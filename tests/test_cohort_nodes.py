@@ -21,7 +21,7 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import Layout, NodeReply, NodeSet, default_nodes, hosted, local_round
 from ldpfed.protocols.session import World
 from ldpfed.protocols.train import federated_data, new_model
-from ldpfed.tasks import node_half, server_half
+from ldpfed.tasks import node_half, server_half, validated
 from ldpfed.validation import LDPValueError
 
 CLIENTS = 6
@@ -45,7 +45,7 @@ def train_config(**options) -> Config:
         "partition": "dirichlet",
         "fraction": 0.7,
     }
-    return Config().with_options({**base, **options}).validated()
+    return validated(Config().with_options({**base, **options}))
 
 
 def per_client_run(config: Config, nodes: int) -> dict:
@@ -96,7 +96,7 @@ def test_per_client_results_do_not_depend_on_the_nodes(task):
         config = train_config(**{"chunk-clients": 2})
     else:
         options = {"task": "mean", "clients": CLIENTS, "users": 120, "rounds": 2, "engine": "local", "seed": 3}
-        config = Config().with_options(options).validated()
+        config = validated(Config().with_options(options))
     runs = {
         nodes: per_client_run(config, nodes) if task.startswith("train") else _mean_replies(config, nodes)
         for nodes in (1, 2, CLIENTS)

@@ -49,7 +49,7 @@ import ldpfed.tasks as tasks
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, World
-from ldpfed.tasks import server_half
+from ldpfed.tasks import server_half, validated
 from simulations.deploy_certs import make_certificates
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,7 +285,7 @@ def local_rounds(config: Config, node_secrets: dict[int, int], out: Path) -> pd.
     from simulations.federation import run_local
     from simulations.stopping import StopRequest
 
-    config = config.with_options({"engine": "local", "out": str(out)}).validated()
+    config = validated(config.with_options({"engine": "local", "out": str(out)}))
     run_seed = config.run.seed
     world = World(seeds.data_seed(run_seed), seeds.server_seed(run_seed), node_secrets)
     half = server_half(config, world.data, world.server, flower_fedavg)

@@ -22,7 +22,7 @@ from ldpfed.protocols.nodes import local_round
 from ldpfed.protocols.privacy import privacy_status
 from ldpfed.protocols.session import World
 from ldpfed.protocols.train import client_round_event, privatize
-from ldpfed.tasks import client_half, resolve, server_half, without_seed
+from ldpfed.tasks import client_half, resolve, server_half, validated, without_seed
 from ldpfed.validation import LDPValueError
 
 runner = CliRunner()
@@ -49,7 +49,7 @@ def config_of(**options) -> Config:
     base = dict(LDPVEC)
     if options.get("perturbation") == "numeric":
         base["coordinate-clip"] = base.pop("clip")
-    return Config().with_options({**base, **options}).validated()
+    return validated(Config().with_options({**base, **options}))
 
 
 def run_rows(config: Config, out=None) -> tuple[dict, pd.DataFrame]:
@@ -70,7 +70,7 @@ def test_the_ldpvec_options_reach_the_client(source):
             if key in ("perturbation", "beta", "window", "magnitude", "rotation", "clip")
         }
         flat.update({"run.task": "train", "privacy.mechanism": "laplace", "privacy.epsilon": 8.0})
-        config = from_flat(flat, source="run config").validated()
+        config = validated(from_flat(flat, source="run config"))
     world = World.from_config(config)
     client = client_half(config, 0, world.data, world.secret(0))
     assert isinstance(client.privatizer, DirectionalPrivatizer)

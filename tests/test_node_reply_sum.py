@@ -27,7 +27,7 @@ from helpers import ldpfed
 from ldpfed.config import Config
 from ldpfed.protocols.nodes import Layout, NodeSet, local_round
 from ldpfed.protocols.session import World
-from ldpfed.tasks import node_half, server_half
+from ldpfed.tasks import node_half, server_half, validated
 from ldpfed.validation import LDPValueError
 from tests.conftest import run_collecting_rows
 
@@ -66,7 +66,7 @@ def train_config(reply: str, **options) -> Config:
         "max-epsilon": 8.0,
         "node-reply": reply,
     }
-    return Config().with_options({**base, **options}).validated()
+    return validated(Config().with_options({**base, **options}))
 
 
 def global_model(config: Config) -> tuple[np.ndarray, float, dict]:
@@ -251,7 +251,7 @@ def test_sum_replies_give_the_per_client_replies_summary_under_flower():
         "fail-clients": "4",
     }
     clients_summary, sum_summary = (
-        run(Config().with_options({**mean, "engine": engine, "node-reply": reply}).validated(), noise_seed=NOISE_SEED)
+        run(validated(Config().with_options({**mean, "engine": engine, "node-reply": reply})), noise_seed=NOISE_SEED)
         for engine, reply in (("local", "clients"), ("flower", "sum"))
     )
     for key in EXACT_KEYS:

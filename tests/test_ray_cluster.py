@@ -31,6 +31,7 @@ from helpers import StartedProcesses
 from test_deployment import free_ports, poll, port_open, signal_all
 
 from ldpfed.config import Config
+from ldpfed.tasks import validated
 from ldpfed.validation import LDPValueError
 from simulations.runner import backend_config, cluster_address
 
@@ -43,9 +44,9 @@ STOP_GRACE_SECONDS = 3
 
 def test_a_cluster_address_joins_the_cluster_instead_of_sizing_a_local_ray(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "head.example:6380")  # a plain ray.init() would join it
-    local = backend_config(Config().with_options({"task": "train", "clients": 4, "nodes": 2}).validated(), nodes=2)
+    local = backend_config(validated(Config().with_options({"task": "train", "clients": 4, "nodes": 2})), nodes=2)
     assert local["init_args"]["num_cpus"] == 2 and local["init_args"]["address"] == "local"  # a Ray of its own
-    joined = Config().with_options({"task": "train", "clients": 4, "ray-address": "10.0.0.5:6379"}).validated()
+    joined = validated(Config().with_options({"task": "train", "clients": 4, "ray-address": "10.0.0.5:6379"}))
     backend = backend_config(joined, nodes=2)
     assert backend["init_args"]["address"] == "10.0.0.5:6379"
     assert not {"num_cpus", "num_gpus", "include_dashboard"} & set(backend["init_args"])  # the cluster's own
@@ -67,7 +68,7 @@ def test_a_cluster_address_joins_the_cluster_instead_of_sizing_a_local_ray(monke
 )
 def test_a_bad_ray_address_is_refused(options, message):
     with pytest.raises(LDPValueError, match=message):
-        Config().with_options(options).validated()
+        validated(Config().with_options(options))
 
 
 class RayCluster(StartedProcesses):

@@ -12,7 +12,7 @@ import pytest
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.tasks import bind_data, layout
+from ldpfed.tasks import bind_data, layout, validated
 from simulations.runner import backend_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def actors(options: dict, nodes: int) -> int:
     """The actor pool Flower builds from these resources (flwr's `pool_size_from_resources`)."""
-    config = Config().with_options({"task": "mean", **options}).validated()
+    config = validated(Config().with_options({"task": "mean", **options}))
     backend = backend_config(config, nodes=nodes)
     return int(backend["init_args"]["num_cpus"] / backend["client_resources"]["num_cpus"])
 
@@ -40,7 +40,7 @@ def test_no_more_actors_than_nodes_nor_than_the_cpus_hold(options, nodes, expect
 
 
 def layout_of(options: dict):
-    config = Config().with_options(options).validated()
+    config = validated(Config().with_options(options))
     return layout(bind_data(config, seeds.data_seed(config.run.seed)))
 
 

@@ -27,7 +27,7 @@ from ldpfed.protocols.mean import MeanClient
 from ldpfed.protocols.nodes import ClientsNode, Layout, NodeSet, local_round
 from ldpfed.protocols.session import World
 from ldpfed.protocols.train import privatizer
-from ldpfed.tasks import client_half, server_half, without_seed
+from ldpfed.tasks import client_half, server_half, validated, without_seed
 
 CLIENTS, ROUNDS = 3, 2
 
@@ -48,7 +48,7 @@ def observed_run(task: str, noise_seed: int | None = None):
         options.update({"report-dims": 650, "local-steps": 2, "coordinate-clip": 0.05})
     else:
         options.update({"users": 60, "dims": 40})
-    config = Config().with_options(options).validated()
+    config = validated(Config().with_options(options))
     world = World.from_config(config) if noise_seed is None else World.from_config(config, noise_seed)
     half = server_half(config, world.data, world.server)
     clients = {pid: client_half(config, pid, world.data, world.secret(pid)) for pid in range(CLIENTS)}

@@ -21,7 +21,7 @@ from ldpfed.cli.main import app
 from ldpfed.config import Config, load_file
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import World
-from ldpfed.tasks import client_half, server_half
+from ldpfed.tasks import client_half, server_half, validated
 from ldpfed.validation import LDPValueError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ runner = CliRunner()
 
 
 def config_of(**options) -> Config:
-    return Config().with_options({"engine": "local", **options}).validated()
+    return validated(Config().with_options({"engine": "local", **options}))
 
 
 # ---- seeds: who knows what ---------------------------------------------------------------------

@@ -16,12 +16,13 @@ from ldpfed.config import DEFAULT_DATA, Config
 from ldpfed.data.categorical import read_categorical
 from ldpfed.experiments.frequency import run_frequency_experiment
 from ldpfed.protocols import seeds
+from ldpfed.tasks import validated
 
 runner = CliRunner()
 
 
 def _config(**options) -> Config:
-    return Config().with_options({"task": "frequency", "engine": "local", **options}).validated()
+    return validated(Config().with_options({"task": "frequency", "engine": "local", **options}))
 
 
 def test_simulate_frequency_with_one_client_is_compare():

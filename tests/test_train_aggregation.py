@@ -21,7 +21,7 @@ from ldpfed.aggregation.updates import aggregate_updates
 from ldpfed.cli.main import app
 from ldpfed.config import Config
 from ldpfed.protocols.session import World
-from ldpfed.tasks import client_half, server_half
+from ldpfed.tasks import client_half, server_half, validated
 from ldpfed.validation import LDPValueError
 
 runner = CliRunner()
@@ -41,7 +41,7 @@ def train_config(**options) -> Config:
         "engine": "local",
         "seed": 5,
     }
-    return Config().with_options({**base, **options}).validated()
+    return validated(Config().with_options({**base, **options}))
 
 
 NOISE_SEED = 5  # runs and replies compared with each other get the same noise root, so the same noise
@@ -85,7 +85,7 @@ def test_bad_train_options_are_clear_errors(options, message):
 
 def test_fedavg_is_a_train_aggregator_only():
     with pytest.raises(LDPValueError, match="unknown aggregator"):
-        Config().with_options({"aggregator": "fedavg"}).validated()
+        validated(Config().with_options({"aggregator": "fedavg"}))
 
 
 def test_simulate_unknown_aggregator_exits_2_and_writes_nothing(tmp_path):
