@@ -242,7 +242,14 @@ def page(table: pd.DataFrame, crossings: pd.DataFrame, args, seconds: float) -> 
         run_stamp(),
         "",
         "Command: `python scripts/frequency_variance.py "
-        f"--users {args.users} --seed {args.seed} --pooled {args.pooled}` ({seconds / 60:.1f} min).",
+        f"--users {args.users} --seed {args.seed} --pooled {args.pooled}` ({seconds / 60:.1f} min of wall-clock time "
+        "summed over the cells, on a shared machine; parts of the grid can run as separate processes with "
+        "`--oracles`, `--skip-crossover` and `--resume` into one `--out`, and `--page-only` writes this page "
+        "from their tables).",
+        "",
+        "HCMS's expected value is its exact variance over the client's noise and the public hash draw: at small d "
+        "(concentrated data) its hash-collision term n sum f^2 / (s m) adds to the one-bit noise "
+        "((e^eps + 1)/(e^eps - 1))^2 (s = 256 hash functions, m = 1024 columns).",
         "",
         __doc__.split("\n\n", 2)[2].split("\n\nThe GRR/OLH")[0],
         "",
@@ -310,7 +317,11 @@ def main() -> None:
     start = time.perf_counter()
     out = Path(args.out)
     if args.page_only:  # the page from the tables a run (or runs, merged) left in OUT
-        table, cross_rows = pd.read_csv(out / "variance.csv"), pd.read_csv(out / "crossover.csv")
+        table = pd.read_csv(out / "variance.csv")
+        if (out / "crossover.csv").exists():
+            cross_rows = pd.read_csv(out / "crossover.csv")
+        else:  # the crossover from the main grid alone (eps = 4, d = 2^2..2^14)
+            cross_rows = table[table.oracle.isin(["grr", "olh"]) & (table.epsilon == GRID_EPSILON)]
         crossings = crossover_summary(cross_rows)
         write_table(out / "crossover_summary.csv", crossings)
         save_figure(out / "variance.png", figure(table))
