@@ -180,6 +180,8 @@ RESULT_FILES = frozenset(
         "metrics.csv",
         "privacy.csv",
         "privacy.json",
+        "privacy_entries.csv",
+        "canaries.json",
         "config.toml",
         "trust.csv",
         "trust.json",

@@ -13,7 +13,6 @@ twice or for a round it did not reply in, and take node 1's clients again in rou
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import timedelta
@@ -136,9 +135,8 @@ def test_a_node_lost_mid_round_fails_that_round_only_and_rejoins_the_next(tmp_pa
     # the ledger: each client charged once per round it replied in, node 1's clients not for round 2
     privacy = pd.read_csv(tmp_path / "out" / "privacy.csv").set_index("client_id")
     assert privacy["rounds"].to_dict() == {0: 3, 1: 3, 2: 2, 3: 2}
-    entries = json.loads((tmp_path / "out" / "privacy.json").read_text())[
-        "entries"
-    ]  # one per client and round replied in
+    # the ledger's inputs: one row per client and round replied in
+    entries = pd.read_csv(tmp_path / "out" / "privacy_entries.csv", dtype={"client_id": str}).to_dict("records")
     assert sorted((entry["client_id"], entry["round"]) for entry in entries) == [
         ("0", 1),
         ("0", 2),

@@ -425,6 +425,8 @@ def describe_event(event: dp_event.DpEvent) -> str:
         return f"Poisson q={event.sampling_probability:g} of {describe_event(event.event)}"
     if isinstance(event, SelfComposedDpEvent):
         return f"{event.count} x {describe_event(event.event)}"
+    if isinstance(event, dp_event.ComposedDpEvent):  # e.g. LDPVec's angle and norm
+        return " + ".join(describe_event(part) for part in event.events)
     if isinstance(event, NotPrivateDpEvent):
         return f"not private: {event.reason}"
     if isinstance(event, PlrvoDpEvent):

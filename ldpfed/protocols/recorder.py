@@ -108,7 +108,7 @@ def plot_rounds(frame: pd.DataFrame, config: Config):
     else:
         title += config.privacy.mechanism + (f" eps={config.privacy.epsilon:g}" if config.noisy else "")
         title += ", shuffle trust" if config.privacy.trust == "shuffle" else ""
-    if config.run.task == "train":
+    if "accuracy" in frame:  # a training run
         panels = (
             ("test accuracy", (("accuracy", "o", "-", None),)),
             (
