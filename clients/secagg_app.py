@@ -39,12 +39,11 @@ from flwr.supercore.primitives.asymmetric import (
     public_key_to_bytes,
 )
 
+import ldpfed.tasks as tasks
 from clients.client_app import answer_query
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
-from ldpfed.protocols.central import CentralClient
-from ldpfed.protocols.mean import tuples
-from ldpfed.protocols.secagg import SEED_BYTES, SecAggPlan, cohort_means, mask, neighbours, pair_sign, threshold
+from ldpfed.protocols.secagg import SEED_BYTES, SecAggPlan, mask, neighbours, pair_sign, threshold
 from wire.records import (
     CIPHER_KEYS,
     CIPHERTEXTS,
@@ -164,19 +163,11 @@ class SecAggNode:
             state[f"from:{pid}"], state[f"bs:{pid}"], state[f"ss:{pid}"] = owners, b_shares, s_shares
 
     def vectors(self, request: dict, pids: list[int], state) -> np.ndarray:
-        """What each client encodes: its cohort's mean (mean) or its local model's update (train)."""
-        if self.config.run.task == "train":
-            weights = request[MODEL]
-            flat = np.concatenate([w.ravel() for w in weights]).astype(np.float64)
-            rows = []
-            for pid in pids:
-                client = CentralClient(self.config, pid, self.data_seed, self.secret(pid, state))
-                model, _ = client.train(weights, request[SERVER_ROUND])
-                rows.append(np.concatenate([m.ravel() for m in model]).astype(np.float64) - flat)
-            return np.stack(rows)
-        data = self.config.data
-        values = tuples(self.config, self.data_seed)
-        return cohort_means(values, data.users, self.config.federation.clients, pids)
+        """What each client encodes, as its task says (`Task.secure_sum_vectors`)."""
+        weights = request.get(MODEL)
+        return tasks.of(self.config).secure_sum_vectors(
+            self.config, self.data_seed, pids, weights, request[SERVER_ROUND], lambda pid: self.secret(pid, state)
+        )
 
     def masked(self, request: dict, state) -> tuple[dict, np.ndarray, dict[int, str]]:
         self.receive(request, state)

@@ -20,18 +20,17 @@ import time
 
 import numpy as np
 
+import ldpfed.tasks as tasks
 from clients.secagg_app import SecAggNode, make_secagg_client_app
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.accounting.ddgauss import ddgauss_epsilon
 from ldpfed.accounting.trust import get
 from ldpfed.protocols import seeds
-from ldpfed.protocols.mean import bound, tuples
 from ldpfed.protocols.recorder import Recorder
-from ldpfed.protocols.secagg import NEIGHBOURHOOD, mean_clip, plan_for
+from ldpfed.protocols.secagg import NEIGHBOURHOOD, plan_for
 from ldpfed.protocols.session import run_header
-from ldpfed.protocols.train import federated_data, new_model
 from ldpfed.training.local import evaluate
-from ldpfed.training.parameters import get_weights, set_weights
+from ldpfed.training.parameters import set_weights
 from server.secagg import SecAggAborted, SecAggRound, make_secagg_server_app, run_round
 from simulations.runner import kill_client_actors, run_simulation, showing
 from wire.records import read_secagg, secagg_reply
@@ -59,16 +58,9 @@ class SecAggRun:
         self.engine = config.run.engine
         self.aborted: list[str] = []
         self.views: list[SecAggRound] = []  # engine local: every round's server view (tests)
-        if config.run.task == "train":
-            self.data = federated_data(config, world.data)
-            self.model = new_model(config, world.data, seeds.torch_seed(world.server, seeds.MODEL_INIT))
-            self.weights = get_weights(self.model)
-            dims, clip = int(sum(w.size for w in self.weights)), config.training.clip
-        else:
-            config = bound(config, world.data)
-            self.truth = tuples(config, world.data).mean(axis=0)
-            self.weights, dims = None, config.data.dims
-            clip = mean_clip(dims)
+        start = tasks.of(config).secure_sum_start(config, world.data, world.server)
+        config, dims, clip, self.weights = start["config"], start["dims"], start["clip"], start["weights"]
+        self.truth, self.model, self.data = start.get("truth"), start.get("model"), start.get("data")
         self.plan = plan_for(config, dims, clip, world.server)
         self.ledger = PrivacyLedger()
         self.config, self.world, self.progress = config, world, progress

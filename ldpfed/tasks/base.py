@@ -109,3 +109,14 @@ class Task:
         """compare --trust: the run's measured figure and the noise its trust model added (sd where it
         is added and on the mean)."""
         raise NotImplementedError
+
+    def secure_sum_start(self, config: Config, data_seed: int, server_seed: int) -> dict:
+        """--trust secagg: what the run starts from: the config bound to the data, the dims and clip
+        of the vectors the clients encode, and the task's own state (`weights`: the initial model,
+        None where the task trains none)."""
+        raise NotImplementedError
+
+    def secure_sum_vectors(self, config: Config, data_seed: int, pids, weights, server_round: int, secret_of):
+        """--trust secagg: the (clients, dims) vectors the clients `pids` encode this round
+        (`secret_of(pid)`: a client's noise secret)."""
+        raise NotImplementedError

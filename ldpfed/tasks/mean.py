@@ -13,6 +13,7 @@ from ldpfed.data.federated import FEDERATED_DATASETS
 from ldpfed.planning.trust import report_noise
 from ldpfed.protocols import diagnostics, mean, seeds
 from ldpfed.protocols.privacy import round_event
+from ldpfed.protocols.secagg import cohort_means, mean_clip
 from ldpfed.tasks.tuples import TupleTask
 from ldpfed.validation import LDPValueError
 
@@ -78,3 +79,14 @@ class MeanTask(TupleTask):
             "noise_sd": sd,
             "noise_sd_on_mean": on_mean,
         }
+
+    def secure_sum_start(self, config: Config, data_seed: int, server_seed: int) -> dict:
+        config = self.bind(config, data_seed)
+        dims = config.data.dims
+        truth = mean.tuples(config, data_seed).mean(axis=0)
+        return {"config": config, "dims": dims, "clip": mean_clip(dims), "weights": None, "truth": truth}
+
+    def secure_sum_vectors(self, config: Config, data_seed: int, pids, weights, server_round: int, secret_of):
+        """Each client's cohort mean (its users' tuples averaged)."""
+        values = mean.tuples(config, data_seed)
+        return cohort_means(values, config.data.users, config.federation.clients, pids)

@@ -14,7 +14,9 @@ from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.planning.trust import update_noise
 from ldpfed.protocols import diagnostics, seeds, train
+from ldpfed.protocols.central import CentralClient
 from ldpfed.tasks.base import Task, nanmean
+from ldpfed.training.parameters import get_weights
 from ldpfed.validation import LDPValueError, check_epsilon
 
 OPTIONS = (
@@ -122,6 +124,29 @@ class TrainTask(Task):
 
     def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
         return _trust_figures(config, summary, trust)
+
+    def secure_sum_start(self, config: Config, data_seed: int, server_seed: int) -> dict:
+        model = train.new_model(config, data_seed, seeds.torch_seed(server_seed, seeds.MODEL_INIT))
+        weights = get_weights(model)
+        dims = int(sum(w.size for w in weights))
+        data = train.federated_data(config, data_seed)
+        return {
+            "config": config,
+            "dims": dims,
+            "clip": config.training.clip,
+            "weights": weights,
+            "model": model,
+            "data": data,
+        }
+
+    def secure_sum_vectors(self, config: Config, data_seed: int, pids, weights, server_round: int, secret_of):
+        """Each client's update: its local model after training from `weights`, minus `weights`."""
+        flat = np.concatenate([w.ravel() for w in weights]).astype(np.float64)
+        rows = []
+        for pid in pids:  # each client trains its own model (CentralClient): one at a time
+            model, _ = CentralClient(config, pid, data_seed, secret_of(pid)).train(weights, server_round)
+            rows.append(np.concatenate([m.ravel() for m in model]).astype(np.float64) - flat)
+        return np.stack(rows)
 
     def joined(self, config, server, observed, diagnostics_of_clients):
         return diagnostics.train_round(server.outcome, diagnostics_of_clients, server.privatizer)
