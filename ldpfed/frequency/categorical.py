@@ -30,9 +30,16 @@ from ldpfed.frequency.oracles import FrequencyOracle, GeneralizedRR, HistogramEn
 from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
 from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
 
-# The oracles that report a category directly; the registry's other entry, "histogram", encodes one
-# with a scalar mechanism, named by that mechanism.
-COUNTING_ORACLES = tuple(name for name in frequency_oracles.available() if name != "histogram")
+# The longitudinal oracles (a permanent report memoized over rounds, ldpfed.frequency.longitudinal):
+# the one-round collection of the frequency task does not run them.
+LONGITUDINAL_ORACLES = tuple(
+    name for name in frequency_oracles.available() if hasattr(frequency_oracles.get_class(name), "epsilon_inf")
+)
+# The oracles that report a category (or its encoding) in one round; the registry's entry
+# "histogram" encodes one with a scalar mechanism, named by that mechanism.
+COUNTING_ORACLES = tuple(
+    name for name in frequency_oracles.available() if name != "histogram" and name not in LONGITUDINAL_ORACLES
+)
 
 
 def oracle_kind(name: str) -> str:
@@ -42,6 +49,11 @@ def oracle_kind(name: str) -> str:
         return key
     if key == "histogram":
         raise LDPValueError("name the histogram encoding by its mechanism (e.g. laplace, piecewise), not 'histogram'")
+    if key in LONGITUDINAL_ORACLES:
+        raise LDPValueError(
+            f"{key} is a longitudinal oracle (a permanent report memoized over rounds, ldpfed.frequency.longitudinal); "
+            f"a one-round collection takes {', '.join(COUNTING_ORACLES)} or a scalar mechanism"
+        )
     mechanisms.get_class(key)  # an unknown name fails here, naming the choices
     return "histogram"
 
@@ -153,8 +165,17 @@ class AttributeOracles:
             report = np.where(keep, codes, other)
             supports = self.one_hot(report)
             out[entry_mask] = ((supports - q[self.attribute_of_entry]) / (p - q)[self.attribute_of_entry])[entry_mask]
-        else:  # pragma: no cover - frequency_oracles.get builds only the three kinds
-            raise LDPValueError(f"unsupported oracle {first!r}")
+        elif hasattr(first, "epsilon_inf"):  # a longitudinal oracle reports from its memo, round after round
+            raise LDPValueError(
+                f"{first.name} collects over rounds from a permanent report (its memo); a one-round collection "
+                "would redraw it every round and spend eps_inf each time"
+            )
+        else:  # any other oracle of the registry: its own sampler and per-user contributions
+            for j, oracle in enumerate(self.oracles):  # a loop over attributes, each vectorized over users
+                rows = np.flatnonzero(reported[:, j])
+                if rows.size:
+                    columns = slice(self.offsets[j], self.offsets[j + 1])
+                    out[rows, columns] = oracle.contributions(oracle.perturb(codes[rows, j], rng))
         return out
 
     def report_sums(self, codes: np.ndarray, rng: np.random.Generator) -> ReportSums:
