@@ -58,6 +58,22 @@ def check_report_rows(reports, columns: int | None, name: str, dtype=np.int64) -
     return array.astype(dtype, copy=False)
 
 
+def check_bit_rows(reports, k: int) -> np.ndarray:
+    """Unary-encoded reports as a float (n, k) matrix of 0/1 entries, one row per user."""
+    bits = check_report_rows(reports, k, "unary", dtype=float)
+    if not np.isin(bits, (0.0, 1.0)).all():
+        raise LDPValueError("unary reports must contain only bits 0/1")
+    return bits
+
+
+def unary_bits(categories: np.ndarray, k: int, p: float, q: float, rng: np.random.Generator) -> np.ndarray:
+    """One row of k bits per user: the bit of her category is 1 w.p. p, every other bit w.p. q."""
+    n = categories.size
+    bits = rng.random((n, k)) < q
+    bits[np.arange(n), categories] = rng.random(n) < p
+    return bits
+
+
 def dyadic_up(probability: float) -> float:
     """The smallest multiple of 2^-53 >= probability (with a 2^-50 relative margin for the
     rounding of the float that computed it), at least 2^-53: P(rng.random() < result) = result."""
@@ -171,6 +187,34 @@ class CountingOracle(FrequencyOracle):
 
     def _supports_first_two(self, reports) -> np.ndarray:
         return self._supports(reports)[:, :2]
+
+
+def randomized_response(values: np.ndarray, domain: int, move: float, rng: np.random.Generator) -> np.ndarray:
+    """Each value kept w.p. 1 - move (exactly, for a multiple of 2^-53), else replaced by a
+    uniform one of the other domain - 1 values of 0..domain-1."""
+    keep = rng.random(values.shape) >= move
+    other = (values + rng.integers(1, domain, size=values.shape)) % domain
+    return np.where(keep, values, other)
+
+
+class RandomizedResponseOracle(CountingOracle):
+    """A counting oracle whose report is randomized response over `domain` values: the moving
+    probability (domain - 1)/(e^eps + domain - 1) is rounded up to a multiple of 2^-53, p = 1 - it."""
+
+    @property
+    def domain(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def _move(self) -> float:
+        return other_share(self.epsilon, self.domain - 1)
+
+    @property
+    def p(self) -> float:
+        return 1.0 - self._move  # exact: 1 minus a multiple of 2^-53
+
+    def _respond(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return randomized_response(values, self.domain, self._move, rng)
 
 
 CHUNK_ENTRIES = 1 << 22  # report numbers per chunk of `estimate_in_chunks` (32 MiB of float64)

@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldpfed.frequency.base import CountingOracle, check_categories, check_report_rows, other_share
+from ldpfed.frequency.base import RandomizedResponseOracle, check_categories, check_report_rows
 from ldpfed.samplers.words import compiled, kernel
 from ldpfed.validation import LDPValueError
 
@@ -53,7 +53,7 @@ def hash_values(a, b, categories, g: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class LocalHashing(CountingOracle):
+class LocalHashing(RandomizedResponseOracle):
     """Local hashing with g hash values (module docstring); subclasses fix g."""
 
     name: ClassVar[str]
@@ -68,12 +68,8 @@ class LocalHashing(CountingOracle):
         raise NotImplementedError
 
     @property
-    def _move(self) -> float:
-        return other_share(self.epsilon, self.g - 1)  # (g-1)/(e^eps + g - 1), rounded up
-
-    @property
-    def p(self) -> float:
-        return 1.0 - self._move  # exact: 1 minus a multiple of 2^-53
+    def domain(self) -> int:
+        return self.g
 
     @property
     def q(self) -> float:
@@ -85,9 +81,7 @@ class LocalHashing(CountingOracle):
         a = rng.integers(1, PRIME, size=n)
         b = rng.integers(0, PRIME, size=n)
         hashed = hash_values(a, b, categories, self.g)
-        keep = rng.random(n) >= self._move  # P = 1 - move exactly
-        other = (hashed + rng.integers(1, self.g, size=n)) % self.g  # uniform among the g - 1 others
-        return np.stack([a, b, np.where(keep, hashed, other)], axis=1)
+        return np.stack([a, b, self._respond(hashed, rng)], axis=1)
 
     def _checked(self, reports) -> np.ndarray:
         reports = check_report_rows(reports, 3, self.name)

@@ -59,10 +59,13 @@ import numpy as np
 from ldpfed.frequency.base import (
     CountingOracle,
     FrequencyOracle,
+    check_bit_rows,
     check_categories,
     check_frequencies,
     dyadic_up,
     other_share,
+    randomized_response,
+    unary_bits,
 )
 from ldpfed.validation import LDPValueError, check_epsilon, check_generator, check_positive_int
 
@@ -325,22 +328,14 @@ class _ChainedUnary(_ChainedOracle):
 
     def _permanent(self, categories, rng):
         p1, q1 = self._first
-        n = categories.size
-        bits = rng.random((n, self.k)) < q1
-        bits[np.arange(n), categories] = rng.random(n) < p1
-        return bits
+        return unary_bits(categories, self.k, p1, q1, rng)
 
     def _instantaneous(self, permanent, rng):
         p2, q2 = self._second
         return rng.random(permanent.shape) < np.where(permanent, p2, q2)
 
     def _supports(self, reports):
-        bits = np.asarray(reports)
-        if bits.ndim != 2 or bits.shape[1] != self.k or bits.shape[0] == 0:
-            raise LDPValueError(f"reports must be an (n, k={self.k}) bit matrix, got shape {bits.shape}")
-        if not np.isin(bits, (0, 1)).all():
-            raise LDPValueError("reports must contain only bits 0/1")
-        return bits.astype(float)
+        return check_bit_rows(reports, self.k)
 
     def _bits_log_probability(self, bits, category: int, p: float, q: float) -> np.ndarray:
         bits = np.asarray(bits, dtype=bool)
@@ -405,16 +400,11 @@ class LongitudinalGRR(_ChainedOracle):
     def _move(self, probabilities: tuple[float, float]) -> float:
         return 1.0 - probabilities[0]  # exact: p = 1 - a multiple of 2^-53
 
-    def _randomize(self, values, move, rng):
-        keep = rng.random(values.shape) >= move
-        other = (values + rng.integers(1, self.k, size=values.shape)) % self.k  # uniform among the others
-        return np.where(keep, values, other)
-
     def _permanent(self, categories, rng):
-        return self._randomize(categories, self._move(self._first), rng)
+        return randomized_response(categories, self.k, self._move(self._first), rng)
 
     def _instantaneous(self, permanent, rng):
-        return self._randomize(np.asarray(permanent), self._move(self._second), rng)
+        return randomized_response(np.asarray(permanent), self.k, self._move(self._second), rng)
 
     def _supports(self, reports):
         reports = check_categories(reports, self.k, name="reports")

@@ -38,10 +38,13 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.frequency.base import (
     CountingOracle,
     FrequencyOracle,
+    RandomizedResponseOracle,
+    check_bit_rows,
     check_categories,
     check_frequencies,
     dyadic_up,
     other_share,
+    unary_bits,
 )
 from ldpfed.frequency.hadamard import HadamardResponse
 from ldpfed.frequency.hashing import BinaryLocalHashing, OptimizedLocalHashing
@@ -65,7 +68,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class GeneralizedRR(CountingOracle):
+class GeneralizedRR(RandomizedResponseOracle):
     """k-ary randomized response: keep the value w.p. p = e^eps/(e^eps + k - 1), else a uniform other.
 
     The probability of moving, (k - 1)/(e^eps + k - 1), is rounded up to a multiple of 2^-53
@@ -75,21 +78,15 @@ class GeneralizedRR(CountingOracle):
     name = "grr"
 
     @property
-    def _move(self) -> float:
-        return other_share(self.epsilon, self.k - 1)  # (k-1)/(e^eps + k - 1), rounded up
-
-    @property
-    def p(self) -> float:
-        return 1.0 - self._move  # exact: 1 minus a multiple of 2^-53
+    def domain(self) -> int:
+        return self.k
 
     @property
     def q(self) -> float:
         return self._move / (self.k - 1)
 
     def _sample(self, categories, rng):
-        keep = rng.random(categories.shape) >= self._move  # P = 1 - move exactly
-        other = (categories + rng.integers(1, self.k, size=categories.shape)) % self.k  # uniform != c
-        return np.where(keep, categories, other)
+        return self._respond(categories, rng)
 
     def _supports(self, reports):
         reports = check_categories(reports, self.k, name="reports")
@@ -118,18 +115,10 @@ class OptimizedUnaryEncoding(CountingOracle):
         return other_share(self.epsilon, 1.0)
 
     def _sample(self, categories, rng):
-        n = categories.size
-        bits = rng.random((n, self.k)) < self.q
-        bits[np.arange(n), categories] = rng.random(n) < self.p
-        return bits
+        return unary_bits(categories, self.k, self.p, self.q, rng)
 
     def _supports(self, reports):
-        bits = np.asarray(reports)
-        if bits.ndim != 2 or bits.shape[1] != self.k or bits.shape[0] == 0:
-            raise LDPValueError(f"reports must be an (n, k={self.k}) bit matrix, got shape {bits.shape}")
-        if not np.isin(bits, (0, 1)).all():
-            raise LDPValueError("reports must contain only bits 0/1")
-        return bits.astype(float)
+        return check_bit_rows(reports, self.k)
 
     def log_probability(self, reports, category):
         bits = np.asarray(reports, dtype=bool)

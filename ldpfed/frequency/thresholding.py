@@ -25,9 +25,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 import ldpfed.mechanisms as mechanisms
-from ldpfed.frequency.base import CountingOracle, check_categories
+from ldpfed.frequency.base import CountingOracle, check_bit_rows, check_categories
 from ldpfed.frequency.histogram import HistogramEncoding
-from ldpfed.validation import LDPValueError, check_epsilon
+from ldpfed.validation import check_epsilon
 
 _TAIL_DEVIATIONS = 50  # sum the exact mass over 50 noise standard deviations (the rest is below e^-70)
 
@@ -108,12 +108,7 @@ class ThresholdingHistogramEncoding(CountingOracle):
         return self.entry.perturb(signs, rng) > 2.0 * self.theta - 1.0
 
     def _supports(self, reports):
-        bits = np.asarray(reports)
-        if bits.ndim != 2 or bits.shape[1] != self.k or bits.shape[0] == 0:
-            raise LDPValueError(f"the reports must be an (n, k={self.k}) bit matrix, got shape {bits.shape}")
-        if not np.isin(bits, (0, 1)).all():
-            raise LDPValueError("the reports must contain only bits 0/1")
-        return bits.astype(float)
+        return check_bit_rows(reports, self.k)
 
     def _supports_first_two(self, reports):
         return np.asarray(reports, dtype=bool)[:, :2]
