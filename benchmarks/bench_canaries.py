@@ -25,8 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from digits_config import digits_train_config  # noqa: E402
+
 from ldpfed.config import Config  # noqa: E402
-from ldpfed.tasks import validated  # noqa: E402
 from scripts.arguments import script_parser  # noqa: E402
 
 NOISE_SEED = 20261128
@@ -34,25 +35,19 @@ TARGET = 1.3
 
 
 def config_for(clients: int, canaries: int, rounds: int) -> Config:
-    return validated(
-        Config().with_options(
-            {
-                "task": "train",
-                "data": "digits",
-                "model": "logreg",
-                "engine": "local",
-                "clients": clients,
-                "canaries": canaries,
-                "rounds": rounds,
-                "mechanism": "inid-gaussian",
-                "epsilon": 4.0,
-                "delta": 1e-5,
-                "clip": 1.0,
-                "accountant": "rdp",
-                "aggregator": "fedavg",
-                "seed": 0,
-            }
-        )
+    return digits_train_config(
+        {
+            "engine": "local",
+            "clients": clients,
+            "canaries": canaries,
+            "rounds": rounds,
+            "mechanism": "inid-gaussian",
+            "epsilon": 4.0,
+            "delta": 1e-5,
+            "clip": 1.0,
+            "accountant": "rdp",
+            "aggregator": "fedavg",
+        }
     )
 
 

@@ -19,23 +19,14 @@ Skips the comparison with a message when pure-LDP is not installed (`pip install
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
+from timing import best
 
 import ldpfed.frequency as frequency
 from scripts.arguments import script_parser
 
 LINEAR_ORACLES = ("grr", "olh", "blh", "hadamard", "subset-selection", "hcms")
-
-
-def best(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def ldpfed_olh(categories: np.ndarray, epsilon: float, d: int) -> np.ndarray:

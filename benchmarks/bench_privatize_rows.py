@@ -14,9 +14,9 @@ instead of once per client. The draws themselves stay one per row until a sample
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
+from timing import best
 
 from ldpfed.directional.privatizer import DirectionalPrivatizer
 from ldpfed.training.noise_privatizer import NoisePrivatizer
@@ -29,15 +29,6 @@ CASES = {  # name: privatizer for updates of d coordinates
     "inid-gaussian (safe)": lambda dims: NoisePrivatizer("inid-gaussian", epsilon=2.0, delta=1e-5, clip=0.05),
     "ldpvec laplace, eps 8": lambda dims: DirectionalPrivatizer("laplace", 8.0, 0.05),
 }
-
-
-def best(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -22,30 +22,24 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ldpfed.config import Config  # noqa: E402
-from ldpfed.tasks import validated
+from digits_config import digits_train_config  # noqa: E402
+
 from scripts.arguments import script_parser  # noqa: E402
 
 
 def options_for(clients: int, rounds: int, cpus: int) -> dict:
-    return validated(
-        Config().with_options(
-            {
-                "task": "train",
-                "data": "digits",
-                "model": "logreg",
-                "clients": clients,
-                "rounds": rounds,
-                "mechanism": "none",
-                "coordinate-clip": 1e9,
-                "local-steps": 10,
-                "lr": 0.1,
-                "batch-size": 32,
-                "cpus": cpus,
-                "cpus-per-client": 1.0,
-                "seed": 0,
-            }
-        )
+    return digits_train_config(
+        {
+            "clients": clients,
+            "rounds": rounds,
+            "mechanism": "none",
+            "coordinate-clip": 1e9,
+            "local-steps": 10,
+            "lr": 0.1,
+            "batch-size": 32,
+            "cpus": cpus,
+            "cpus-per-client": 1.0,
+        }
     )
 
 
