@@ -346,8 +346,31 @@ def _grid_kernel(t, out, rows, block, scale, offset, total, constants):
 
 
 # --- a whole safe mechanism: rounding + window law + report values ------------------------------
+class RowSampler:
+    """Reports drawn row by row from per-row streams by one compiled pass: a subclass defines
+    `_sample_rows_kernel(t, out, row_handles, block)`, filling out from t in the streams' order."""
+
+    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Reports for the inputs t (one block)."""
+        return self.sample_rows(t.reshape(1, -1), [rng], max(t.size, 1)).reshape(t.shape)
+
+    def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
+        """Reports for the rows of t (c, k), row i from rngs[i], in blocks of `block` values."""
+        with locked(rngs):
+            return self.sample_handles(t, handles(rngs), block)
+
+    def sample_handles(self, t: np.ndarray, row_handles: np.ndarray, block: int) -> np.ndarray:
+        """`sample_rows` with each row's stream given as a kernel handle (`words.handles`, or
+        ldpfed.samplers.streams.RowStreams.handles); the caller holds whatever locks they need."""
+        compiled()
+        t = np.ascontiguousarray(t, dtype=float)
+        out = np.empty(t.shape)
+        self._sample_rows_kernel(t, out, row_handles, block)
+        return out
+
+
 @dataclass(frozen=True)
-class GridSampler:
+class GridSampler(RowSampler):
     """The safe sampler of PM, SW and Hybrid with its exact statistics on the report scale.
 
     Report = code * step for window codes, +-atom_value for the atom codes. `law.window_share` is
@@ -372,23 +395,9 @@ class GridSampler:
     def epsilon(self) -> float:
         return self.law.log_ratio
 
-    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Reports for the inputs t (one block: all dither words, then all draws r)."""
-        return self.sample_rows(t.reshape(1, -1), [rng], max(t.size, 1)).reshape(t.shape)
-
-    def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
-        """Reports for the rows of t (c, k), row i from rngs[i], each row in blocks of `block`
-        values: per block the dither words of all its values, then their draws r (with the rare
-        redraws r >= T), as the numpy sampler drew them; one compiled pass (`_grid_kernel`)."""
-        with locked(rngs):
-            return self.sample_handles(t, handles(rngs), block)
-
-    def sample_handles(self, t: np.ndarray, row_handles: np.ndarray, block: int) -> np.ndarray:
-        """`sample_rows` with each row's stream given as a kernel handle (`words.handles`, or
-        ldpfed.samplers.streams.RowStreams.handles); the caller holds whatever locks they need."""
-        compiled()
-        t = np.ascontiguousarray(t, dtype=float)
-        out = np.empty(t.shape)
+    def _sample_rows_kernel(self, t: np.ndarray, out: np.ndarray, row_handles: np.ndarray, block: int) -> None:
+        """Per row and block of `block` values: the dither words of all its values, then their
+        draws r (with the rare redraws r >= T), as the numpy sampler drew them (`_grid_kernel`)."""
         constants = self.law.map_constants(self.step, self.atom_value)
         _grid_kernel(
             t,
@@ -400,7 +409,6 @@ class GridSampler:
             self.law.total,
             constants,
         )
-        return out
 
     @cached_property
     def _shares(self) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ldpfed.samplers.grid import rounding_weights, tpdf_round
+from ldpfed.samplers.grid import RowSampler, rounding_weights, tpdf_round
 from ldpfed.samplers.words import compiled, draw_words, handles, kernel, locked, next_word
 
 Q_BITS = 8  # raw word bits 0-7 count Q through a 256-entry table
@@ -71,31 +71,13 @@ def add_noise(out, first, count, noise, scale) -> None:
         out[first + i] = (out[first + i] + noise[i]) * (1.0 / scale)
 
 
-class GridNoiseSampler:
+class GridNoiseSampler(RowSampler):
     """Report (K + N) / J and its exact statistics, from the noise's law (module docstring).
 
     A subclass compiles `_sample_rows_kernel(t, out, rows, block)` (per row and block: the dither
     words of the block, then its noise words, report (K + N) * (1/J)) and
     `_noise_kernel(out, handle)` (noise alone), in the order the numpy samplers drew the words.
     """
-
-    def sample(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Reports for the inputs t (one block)."""
-        return self.sample_rows(t.reshape(1, -1), [rng], max(t.size, 1)).reshape(t.shape)
-
-    def sample_rows(self, t: np.ndarray, rngs, block: int) -> np.ndarray:
-        """Reports for the rows of t (c, k), row i from rngs[i], in blocks of `block` values."""
-        with locked(rngs):
-            return self.sample_handles(t, handles(rngs), block)
-
-    def sample_handles(self, t: np.ndarray, row_handles: np.ndarray, block: int) -> np.ndarray:
-        """`sample_rows` with each row's stream given as a kernel handle (`words.handles`, or
-        ldpfed.samplers.streams.RowStreams.handles); the caller holds whatever locks they need."""
-        compiled()
-        t = np.ascontiguousarray(t, dtype=float)
-        out = np.empty(t.shape)
-        self._sample_rows_kernel(t, out, row_handles, block)
-        return out
 
     def noise(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """`size` draws of N (floats holding integers)."""
