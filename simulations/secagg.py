@@ -16,7 +16,6 @@ their messages through the same records.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -24,15 +23,12 @@ import ldpfed.tasks as tasks
 from clients.secagg_app import SecAggNode, make_secagg_client_app
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.accounting.ddgauss import ddgauss_epsilon
-from ldpfed.accounting.trust import get
-from ldpfed.protocols import seeds
-from ldpfed.protocols.recorder import Recorder
 from ldpfed.protocols.secagg import NEIGHBOURHOOD, plan_for
-from ldpfed.protocols.session import run_header
 from ldpfed.training.local import evaluate
 from ldpfed.training.parameters import set_weights
 from server.secagg import SecAggAborted, SecAggRound, make_secagg_server_app, run_round
-from simulations.runner import kill_client_actors, run_simulation, showing
+from simulations.runner import kill_client_actors, showing
+from simulations.trust_run import TrustRun
 from wire.records import read_secagg, secagg_reply
 
 MECHANISM = "distributed discrete gaussian (Kairouz, Liu & Steinke 2021) under SecAgg+"
@@ -46,11 +42,9 @@ THREAT_MODEL = (
 LOCAL_NODE = 0  # engine local: one node hosting every client
 
 
-class SecAggRun:
-    """The run of `--trust secagg`, with the interface of simulations/trust.py's runs (`recorder`,
-    `execute`, `finish`), which registers it in TRUST_RUNS: it does not import that module (it
-    imports this one), so the shared steps (`simulate`, `after_round`, `finish`, `summary`) are
-    written here in the same shape."""
+class SecAggRun(TrustRun):
+    """The run of `--trust secagg` (simulations/trust.py registers it in TRUST_RUNS): the shared
+    steps come from `TrustRun`; its own are the rounds, the progress line and the figures."""
 
     accountant = "rdp"  # the event's RDP curve (KLS Proposition 14) in ldpfed's rdp accountant
 
@@ -62,23 +56,16 @@ class SecAggRun:
         config, dims, clip, self.weights = start["config"], start["dims"], start["clip"], start["weights"]
         self.truth, self.model, self.data = start.get("truth"), start.get("model"), start.get("data")
         self.plan = plan_for(config, dims, clip, world.server)
-        self.ledger = PrivacyLedger()
-        self.config, self.world, self.progress = config, world, progress
-        self.started = self.round_started = time.perf_counter()
-        self.recorder = Recorder(config, output)
+        self._ledger = PrivacyLedger()
+        super().__init__(config, world, output, progress)
 
-    def simulate(self, server_app, client_app, verbose: bool, stop) -> None:
-        with stop.deferred():
-            nodes = self.config.federation.nodes or None
-            run_simulation(self.config, server_app, client_app, self.progress, verbose=verbose, nodes=nodes, stop=stop)
+    @property
+    def ledger(self) -> PrivacyLedger:
+        return self._ledger
 
-    def after_round(self, row: dict) -> None:
-        spent = self.ledger.max_spent(self.accountant, self.config.delta_target)
-        now = time.perf_counter()
-        row.update(epsilon_spent=spent.epsilon, delta_spent=spent.delta, seconds=now - self.round_started)
-        self.round_started = now
-        self.recorder.add_round(row, self.ledger)
-        self.show(row)
+    @property
+    def privacy_unit(self) -> str:
+        return PRIVACY_UNIT
 
     def show(self, row: dict) -> None:
         """The round's progress line (TrustProgress's console; its `update` knows shuffle's rows only)."""
@@ -101,11 +88,6 @@ class SecAggRun:
             highlight=False,
         )
         bar.update(self.progress.task_id, advance=1, last="")
-
-    def finish(self, interrupted: bool) -> dict:
-        summary = self.summary(interrupted)
-        self.recorder.finish(summary, self.ledger)
-        return summary
 
     def next_round(self, server_round: int):
         return list(range(self.config.federation.clients)), self.weights
@@ -219,26 +201,8 @@ class SecAggRun:
         }
 
     def summary(self, interrupted: bool) -> dict:
-        config, rows = self.config, self.recorder.rows
-        model = get(config.privacy.trust)
-        spent = self.ledger.max_spent(self.accountant, config.delta_target) if rows else None
-        private = spent is None or spent.private
-        summary = {
-            **run_header(config, self.engine, len(rows), interrupted),
-            **model.record(),
-            "private": private,
-            "privacy_reasons": [] if spent is None else list(spent.reasons),
-            "privacy_qualification": seeds.qualification(private, self.world.noise),
-            "seed": config.run.seed,
-            "fresh_noise": config.run.fresh_noise,
-            "noise_seed": self.world.noise,
-            **self.figures(),
-            "accountant": self.accountant,
-            "epsilon_spent_max_per_client": spent.epsilon if spent is not None else None,
-            "delta_spent_max_per_client": spent.delta if spent is not None else None,
-            "seconds": time.perf_counter() - self.started,
-        }
-        summary["guarantees"] = model.guarantees(summary, PRIVACY_UNIT)
+        """The shared summary, and whether dropouts made the run spend more than planned."""
+        summary = super().summary(interrupted)
         if math.isfinite(summary.get("planned_epsilon") or math.inf) and summary["epsilon_spent_max_per_client"]:
             summary["spent_beyond_plan"] = summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"] * (
                 1 + 1e-9

@@ -23,30 +23,28 @@ finished rounds (summary marked interrupted) and exits 130 (143).
 from __future__ import annotations
 
 import signal
-import time
 
 import numpy as np
 
-import ldpfed.tasks as tasks
 from clients.central_app import make_central_client_app
 from clients.shuffle_app import make_shuffle_client_app
 from ldpfed.accounting.central import ACCOUNTANT as CENTRAL_ACCOUNTANT
-from ldpfed.accounting.trust import get
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret, dumps
-from ldpfed.protocols import canaries, seeds
+from ldpfed.protocols import canaries
 from ldpfed.protocols.central import CentralClient, CentralServer
 from ldpfed.protocols.mean import bound, tuples
-from ldpfed.protocols.recorder import Recorder, qualified
-from ldpfed.protocols.session import World, run_header
+from ldpfed.protocols.recorder import qualified
+from ldpfed.protocols.session import World
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, ShuffleRound, client_reports
 from ldpfed.validation import LDPValueError
 from server.central import central_strategy, make_central_server_app
 from server.shuffle import make_shuffle_server_app
 from simulations.federation import Interrupted, save_noise_root
-from simulations.runner import kill_client_actors, run_simulation, showing
+from simulations.runner import kill_client_actors, showing
 from simulations.secagg import SecAggRun
 from simulations.stopping import Stopped, StopRequest
+from simulations.trust_run import TrustRun
 
 SHUFFLE_BOUND = "Feldman, McMillan & Talwar 2021, numerical (Section 4), within Thm 3.1's condition"
 
@@ -78,73 +76,6 @@ def run_trust(
     if stop.requested:
         raise Interrupted(summary, stop)
     return summary
-
-
-class TrustRun:
-    """The rows of the finished rounds (written after each round through the run's `Recorder`)
-    and the summary, in the shape of a local run's."""
-
-    engine = "flower"
-    accountant: str  # the accountant of the run's figures
-
-    def __init__(self, config: Config, world: World, output: OutputDir | None, progress) -> None:
-        self.config, self.world, self.progress = config, world, progress
-        self.started = self.round_started = time.perf_counter()
-        self.recorder = Recorder(canaries.user_config(config), output)
-
-    @property
-    def ledger(self):
-        raise NotImplementedError
-
-    def simulate(self, server_app, client_app, verbose: bool, stop: StopRequest) -> None:
-        """The two apps in a Flower simulation on the run's nodes; a stop request ends it after the round."""
-        with stop.deferred():
-            run_simulation(
-                self.config,
-                server_app,
-                client_app,
-                self.progress,
-                verbose=verbose,
-                nodes=self.config.federation.nodes or None,
-                stop=stop,
-            )
-
-    def after_round(self, row: dict) -> None:
-        spent = self.ledger.max_spent(self.accountant, self.config.delta_target)
-        now = time.perf_counter()
-        row.update(epsilon_spent=spent.epsilon, delta_spent=spent.delta, seconds=now - self.round_started)
-        self.round_started = now
-        self.recorder.add_round(row, self.ledger)
-        if self.progress is not None:
-            self.progress.update(row)
-
-    def finish(self, interrupted: bool) -> dict:
-        summary = self.summary(interrupted)
-        self.recorder.finish(summary, self.ledger)
-        return summary
-
-    def summary(self, interrupted: bool) -> dict:
-        config, rows = self.config, self.recorder.rows
-        model = get(config.privacy.trust)
-        spent = self.ledger.max_spent(self.accountant, config.delta_target) if rows else None
-        private = spent is None or spent.private
-        summary = {
-            **run_header(config, self.engine, len(rows), interrupted),
-            **model.record(),
-            "private": private,
-            "privacy_reasons": [] if spent is None else list(spent.reasons),
-            "privacy_qualification": seeds.qualification(private, self.world.noise),
-            "seed": config.run.seed,
-            "fresh_noise": config.run.fresh_noise,
-            "noise_seed": self.world.noise,
-            **self.figures(),
-            "accountant": self.accountant,
-            "epsilon_spent_max_per_client": spent.epsilon if spent is not None else None,
-            "delta_spent_max_per_client": spent.delta if spent is not None else None,
-            "seconds": time.perf_counter() - self.started,
-        }
-        summary["guarantees"] = model.guarantees(summary, tasks.of(config).unit)
-        return summary
 
 
 class CentralRun(TrustRun):
