@@ -266,3 +266,25 @@ def test_bad_arguments_of_the_new_schemes_raise_one_line(scheme, kwargs, match):
     with pytest.raises(LDPValueError, match=match) as error:
         partition(_labels(), scheme=scheme, rng=np.random.default_rng(0), **arguments)
     assert "\n" not in str(error.value)
+
+
+def test_a_training_run_writes_each_clients_label_counts(tmp_path):
+    """`--partition pathological:2`: label_counts.csv (and its plot) in the run's output, each client
+    holding at most 2 classes, the counts adding up to the clients' training examples."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+    from ldpfed.data.federated import load_federated
+    from ldpfed.protocols.seeds import data_seed
+
+    out = tmp_path / "run"
+    arguments = ["simulate", "--task", "train", "--engine", "local", "--rounds", "1", "--clients", "4"]
+    arguments += ["--mechanism", "none", "--partition", "pathological:2", "--out", str(out)]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    counts = pd.read_csv(out / "label_counts.csv").pivot(index="partition_id", columns="label", values="count")
+    assert (out / "label_counts.png").stat().st_size > 0
+    assert ((counts > 0).sum(axis=1) <= 2).all()
+    data = load_federated("digits", 4, partition="pathological:2", seed=data_seed(0))  # the run seed's data
+    assert counts.sum(axis=1).tolist() == data.client_sizes

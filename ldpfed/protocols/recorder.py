@@ -50,7 +50,8 @@ class Recorder:
             privacy = privacy_table(ledger, self.config)
             self.output.write({"metrics.csv": pd.DataFrame(self.rows), "privacy.csv": privacy})
 
-    def finish(self, summary: dict, ledger) -> None:
+    def finish(self, summary: dict, ledger, data_files: dict | None = None) -> None:
+        """The end-of-run files; `data_files`: the task's files about its data (e.g. label counts)."""
         import pandas as pd
 
         if not self.output.enabled:
@@ -64,6 +65,7 @@ class Recorder:
                 "privacy.json": qualified(ledger.state_dict(self.config.delta_target, per_client=False), summary),
                 ENTRIES: ledger.entries_csv() if hasattr(ledger, "entries_csv") else ledger.entries_frame(),
                 "plot.png": plot_rounds(pd.DataFrame(self.rows), self.config),
+                **(data_files or {}),
             }
         )
 

@@ -93,6 +93,7 @@ class Session:
         `audit`: the canaries' audit (ldpfed.protocols.canaries), fed the server's view each round."""
         config = task.bind(config, data_seed)  # with canaries: the federation's (`canaries.expanded`)
         self.task, self.config, self.server, self.engine, self.noise = task, config, server, engine, noise
+        self.data_seed = data_seed
         self.audit = audit
         self.status = privacy_status(config, task.sends)
         self.recorder = Recorder(canaries.user_config(config), output)
@@ -159,7 +160,7 @@ class Session:
         }
         summary["guarantees"] = trust.get("local").guarantees(summary, self.task.unit)
         verdict = self.audit_verdict(summary) if self.audit is not None and rows else None
-        self.recorder.finish(summary, self.server.ledger)
+        self.recorder.finish(summary, self.server.ledger, self.task.data_files(config, self.data_seed))
         if verdict is not None:
             record_audit(self.recorder, self.server.ledger, summary, self.audit, verdict)
         return summary

@@ -93,6 +93,10 @@ class Task:
         """The diagnostics of a round, joined with what the server holds after it."""
         return {}
 
+    def data_files(self, config: Config, data_seed: int) -> dict:
+        """Files about the run's data for its output directory ({name: content}; none by default)."""
+        return {}
+
     def data_summary(self, config: Config) -> dict:
         """The data's shape in the summary (also of a run that finished no round)."""
         return {}

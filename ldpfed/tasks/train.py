@@ -10,6 +10,7 @@ import ldpfed.mechanisms as mechanisms
 from ldpfed.config import FEDAVG, LDPVEC_AGGREGATORS, MODELS, TRAIN_DEVIATIONS, Config, TrainingConfig, choice
 from ldpfed.data.federated import FEDERATED_DATASETS
 from ldpfed.data.partition import check_scheme
+from ldpfed.data.partition_counts import label_count_files
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.planning.trust import update_noise
@@ -121,6 +122,11 @@ class TrainTask(Task):
                 f"give --accountant {round_budget.accountant}"
             )
         return round_budget
+
+    def data_files(self, config: Config, data_seed: int) -> dict:
+        """Each client's training examples per class (label_counts.csv) and their plot."""
+        data = train.federated_data(config, data_seed)
+        return label_count_files(data.label_counts(), title=f"{data.name}, partition {data.partition}")
 
     def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
         return _trust_figures(config, summary, trust)
