@@ -127,11 +127,8 @@ class SecAggRun(TrustRun):
         loss, accuracy = evaluate(self.model, *self.data.test)
         return {"loss": float(loss), "accuracy": float(accuracy)}
 
-    def execute(self, verbose: bool, stop) -> None:
-        if self.engine == "local":
-            self.execute_local(stop)
-            return
-        app = make_secagg_server_app(
+    def server_app(self, stop):
+        return make_secagg_server_app(
             self.plan,
             self.config.federation.clients,
             self.config.run.rounds,
@@ -140,8 +137,9 @@ class SecAggRun(TrustRun):
             stop=stop.event,
             on_stop=kill_client_actors,
         )
-        client_app = make_secagg_client_app(self.config, self.plan, self.world.data, self.world.secrets)
-        self.simulate(app, client_app, verbose, stop)
+
+    def client_app(self):
+        return make_secagg_client_app(self.config, self.plan, self.world.data, self.world.secrets)
 
     def execute_local(self, stop) -> None:
         node = SecAggNode(self.config, self.plan, self.world.data, self.world.secrets)

@@ -92,6 +92,7 @@ class CentralRun(TrustRun):
         self.server = CentralServer(config, world.data, world.server, world.central_noise_secret())
         self.initial = flat_weights(self.server.weights)
         self.strategy = central_strategy(self.server)  # the wrapper's own checks before Ray starts
+        self.holder: dict = {}  # the ServerApp's strategy, once a Flower run built it
         super().__init__(config, world, output, progress)
 
     @property
@@ -99,17 +100,17 @@ class CentralRun(TrustRun):
         return self.server.ledger
 
     def execute(self, verbose: bool, stop: StopRequest) -> None:
-        if self.engine == "local":
-            self.execute_local(stop)
-            return
-        holder: dict = {}
+        super().execute(verbose, stop)
+        self.strategy = self.holder.get("strategy", self.strategy)  # the wrapper's, after a Flower run
 
+    def server_app(self, stop: StopRequest):
         def on_round(server_round: int, metrics: dict) -> None:
             self.after_round({"round": server_round, **metrics})
 
-        app = make_central_server_app(self.server, on_round, holder, stop=stop.event, on_stop=kill_client_actors)
-        self.simulate(app, make_central_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
-        self.strategy = holder.get("strategy", self.strategy)
+        return make_central_server_app(self.server, on_round, self.holder, stop=stop.event, on_stop=kill_client_actors)
+
+    def client_app(self):
+        return make_central_client_app(self.config, self.world.data, self.world.secrets)
 
     def execute_local(self, stop: StopRequest) -> None:
         """The rounds in this process: Poisson sampling, the clients' models, the noisy sum of the
@@ -189,11 +190,8 @@ class ShuffleRun(TrustRun):
         row.update(clients_replied=len(reported), clients_failed=len(failed), clients_stopped_by_budget=len(stopped))
         self.after_round(row)
 
-    def execute(self, verbose: bool, stop: StopRequest) -> None:
-        if self.engine == "local":
-            self.execute_local(stop)
-            return
-        app = make_shuffle_server_app(
+    def server_app(self, stop: StopRequest):
+        return make_shuffle_server_app(
             self.accounting,
             self.config.federation.clients,
             self.config.run.rounds,
@@ -201,7 +199,9 @@ class ShuffleRun(TrustRun):
             stop=stop.event,
             on_stop=kill_client_actors,
         )
-        self.simulate(app, make_shuffle_client_app(self.config, self.world.data, self.world.secrets), verbose, stop)
+
+    def client_app(self):
+        return make_shuffle_client_app(self.config, self.world.data, self.world.secrets)
 
     def execute_local(self, stop: StopRequest) -> None:
         shuffler = Shuffler()  # OS entropy: neither the server half nor the run seed knows the permutation

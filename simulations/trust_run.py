@@ -20,7 +20,7 @@ from simulations.stopping import StopRequest
 
 class TrustRun:
     """The shared steps of a trust model's run; a subclass gives `ledger`, `accountant`,
-    `figures()` and `execute(verbose, stop)`."""
+    `figures()`, its two Flower apps and its rounds in this process (`execute_local`)."""
 
     engine = "flower"
     accountant: str  # the accountant of the run's figures
@@ -38,6 +38,25 @@ class TrustRun:
     def privacy_unit(self) -> str:
         """Who a guarantee protects (the summary's `guarantees`)."""
         return tasks.of(self.config).unit
+
+    def execute(self, verbose: bool, stop: StopRequest) -> None:
+        """Engine local: both halves in this process (`execute_local`); otherwise the run's two
+        apps in a Flower simulation."""
+        if self.engine == "local":
+            self.execute_local(stop)
+        else:
+            self.simulate(self.server_app(stop), self.client_app(), verbose, stop)
+
+    def execute_local(self, stop: StopRequest) -> None:
+        raise NotImplementedError
+
+    def server_app(self, stop: StopRequest):
+        """The Flower ServerApp of the run's server half (a stop request ends it after the round)."""
+        raise NotImplementedError
+
+    def client_app(self):
+        """The Flower ClientApp of the run's clients."""
+        raise NotImplementedError
 
     def simulate(self, server_app, client_app, verbose: bool, stop: StopRequest) -> None:
         """The two apps in a Flower simulation on the run's nodes; a stop request ends it after the round."""
