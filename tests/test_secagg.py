@@ -26,6 +26,13 @@ SECRETS = {pid: 1000 + pid for pid in range(12)}
 FLAGS = {"trust": "secagg", "clients": 12, "users": 240, "dims": 6, "max_epsilon": 4.0, "rounds": 1}
 
 
+def _simulated(tmp_path, args: str) -> dict:
+    """The summary.json of `ldpfed simulate <args> --out tmp_path/o`, which must exit 0."""
+    result = CliRunner().invoke(app, ["simulate", *args.split(), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    return json.loads((tmp_path / "o" / "summary.json").read_text())
+
+
 def _config(clients: int = 12, fail: str = ""):
     return bound(resolve(None, {**FLAGS, "clients": clients, "fail_clients": fail}), seeds.data_seed(0))
 
@@ -127,10 +134,8 @@ def test_simulate_exits_2_with_one_line_on_too_few_bits(tmp_path):
 
 
 def test_simulate_mean_local_with_a_dropout_accounts_the_survivors(tmp_path):
-    args = "simulate --task mean --trust secagg --engine local --clients 8 --rounds 2 --max-epsilon 4"
-    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "5", "--json", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    args = "--task mean --trust secagg --engine local --clients 8 --rounds 2 --max-epsilon 4 --fail-clients 5 --json"
+    summary = _simulated(tmp_path, args)
     assert summary["fewest_shares_accounted"] == 7 and summary["clients_dropped_total"] == 2
     assert summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"]  # 7 shares: less noise than 8
     assert summary["bits_per_value"] == 16 and "zero-out" in summary["adjacency"]
@@ -139,10 +144,9 @@ def test_simulate_mean_local_with_a_dropout_accounts_the_survivors(tmp_path):
 
 
 def test_flower_secagg_mean_with_a_node_dropping_mid_round(tmp_path):
-    args = "simulate --task mean --trust secagg --clients 6 --nodes 2 --rounds 1 --max-epsilon 4"
-    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "4", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    summary = _simulated(
+        tmp_path, "--task mean --trust secagg --clients 6 --nodes 2 --rounds 1 --max-epsilon 4 --fail-clients 4"
+    )
     assert summary["engine"] == "flower" and summary["fewest_shares_accounted"] == 5
 
 
@@ -162,19 +166,17 @@ def test_compare_trust_puts_secagg_beside_local_with_its_bits_per_value(tmp_path
 
 
 def test_simulate_train_local_under_secagg(tmp_path):
-    args = "simulate --task train --trust secagg --engine local --clients 4 --rounds 1 --max-epsilon 8 --bits 20"
-    result = CliRunner().invoke(app, [*args.split(), "--json", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    summary = _simulated(
+        tmp_path, "--task train --trust secagg --engine local --clients 4 --rounds 1 --max-epsilon 8 --bits 20 --json"
+    )
     assert summary["bits_per_value"] == 20 and summary["final_accuracy"] is not None
     assert summary["epsilon_spent_max_per_client"] <= 8 * (1 + 1e-9) and summary["private"]
 
 
 @pytest.mark.slow  # a Flower federation (Ray) training a model
 def test_flower_secagg_train_with_a_node_dropping_mid_round(tmp_path):
-    args = "simulate --task train --trust secagg --clients 6 --nodes 3 --rounds 1 --max-epsilon 8"
-    result = CliRunner().invoke(app, [*args.split(), "--fail-clients", "2,3", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    summary = _simulated(
+        tmp_path, "--task train --trust secagg --clients 6 --nodes 3 --rounds 1 --max-epsilon 8 --fail-clients 2,3"
+    )
     assert summary["engine"] == "flower" and summary["fewest_shares_accounted"] == 4
     assert summary["clients_dropped_total"] == 2 and summary["spent_beyond_plan"] is True
