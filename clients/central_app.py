@@ -10,7 +10,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import fixedclipping_mod
 
-from clients.client_app import answer_query, built_node
+from clients.client_app import answering_app, built_node
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.central import CentralClient
@@ -19,12 +19,8 @@ from wire.records import central_reply, read_central_request
 
 def make_central_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None) -> ClientApp:
     mods = [fixedclipping_mod] if config.privacy.clipping_side == "client" else []
-    app = ClientApp(mods=mods)
+    app = answering_app(config.federation.clients, mods)
     token = uuid.uuid4().hex  # this run's clients in the worker's one cache (`built_node`)
-
-    @app.query()
-    def query(message: Message, context: Context) -> Message:
-        return answer_query(message, context, config.federation.clients)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:

@@ -43,6 +43,18 @@ def answer_query(message: Message, context: Context, clients: int) -> Message:
     return Message(partition_record(hosted_partitions(context, clients)), reply_to=message)
 
 
+def answering_app(clients: int, mods: list | None = None) -> ClientApp:
+    """A ClientApp (with Flower's `mods`) that answers the server's `query` with the partition ids
+    its node hosts; every harness's ClientApp starts from one and adds its own handlers."""
+    app = ClientApp(mods=mods or [])
+
+    @app.query()
+    def query(message: Message, context: Context) -> Message:
+        return answer_query(message, context, clients)
+
+    return app
+
+
 def diagnostics_path(directory: str | Path, server_round: int, node: int) -> Path:
     return Path(directory) / f"round-{server_round:05d}-node-{node}.npz"
 
@@ -89,7 +101,7 @@ def make_client_app(
     config: Config, data_seed: int, secrets: dict[int, int] | None, diagnostics_dir: str | None = None
 ) -> ClientApp:
     """The ClientApp of `ldpfed simulate`: options and secrets given by the harness."""
-    app = ClientApp()
+    app = answering_app(config.federation.clients)
     token = uuid.uuid4().hex
 
     def half(context: Context):
@@ -99,10 +111,6 @@ def make_client_app(
             return node_half(config, pids, data_seed, node_secrets)
 
         return built_node(token, int(context.node_config["partition-id"]), build)
-
-    @app.query()
-    def query(message: Message, context: Context) -> Message:
-        return answer_query(message, context, config.federation.clients)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:

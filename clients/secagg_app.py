@@ -40,7 +40,7 @@ from flwr.supercore.primitives.asymmetric import (
 )
 
 import ldpfed.tasks as tasks
-from clients.client_app import answer_query
+from clients.client_app import answering_app
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.secagg import SEED_BYTES, SecAggPlan, mask, neighbours, pair_sign, threshold
@@ -221,12 +221,8 @@ class SecAggNode:
 def make_secagg_client_app(
     config: Config, plan: SecAggPlan, data_seed: int, secrets: dict[int, int] | None
 ) -> ClientApp:
-    app = ClientApp()
+    app = answering_app(config.federation.clients)
     node = SecAggNode(config, plan, data_seed, secrets)
-
-    @app.query()
-    def query(message: Message, context: Context) -> Message:
-        return answer_query(message, context, config.federation.clients)
 
     def handler(stage: str):
         def handle(message: Message, context: Context) -> Message:

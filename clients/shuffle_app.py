@@ -9,7 +9,7 @@ import numpy as np
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from clients.client_app import answer_query
+from clients.client_app import answering_app
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.shuffle import client_reports
@@ -17,17 +17,13 @@ from wire.records import read_shuffle_request, reports_record
 
 
 def make_shuffle_client_app(config: Config, data_seed: int, secrets: dict[int, int] | None) -> ClientApp:
-    app = ClientApp()
+    app = answering_app(config.federation.clients)
     fresh: dict[int, int] = {}  # --fresh-noise: each client's OS entropy, drawn once on this node
 
     def secret(pid: int) -> int:
         if secrets is not None:
             return secrets[pid]
         return fresh.setdefault(pid, seeds.fresh_secret())
-
-    @app.query()
-    def query(message: Message, context: Context) -> Message:
-        return answer_query(message, context, config.federation.clients)
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
