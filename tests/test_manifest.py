@@ -104,3 +104,19 @@ def test_the_record_is_json_and_its_summaries_name_every_version():
         if version:
             assert f"{name}: {version}" in text and f"{name} {version}" in line
     assert f"({env['numpy_simd']['level']})" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("order", [["--version", "--verbose"], ["--verbose", "--version"]])
+def test_version_verbose_prints_what_a_manifest_records(order):
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+
+    result = CliRunner().invoke(app, order)
+    assert result.exit_code == 0, result.output
+    first, *rest = result.output.splitlines()
+    assert first.startswith("ldpfed ") and "\n".join(rest).strip() == manifest.describe(
+        manifest.environment(load_torch=True)
+    )
+    plain = CliRunner().invoke(app, ["--version"])
+    assert plain.output.strip() == first

@@ -24,6 +24,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
+import ldpfed.manifest as manifest
+
 PLUGIN_GROUP = "ldpfed.commands"
 # The core commands in listing order, each the name of its module in ldpfed.cli (which has
 # `register(app)`, like a plugin entry point).
@@ -127,16 +129,22 @@ app = typer.Typer(
 )
 
 
-def _show_version(value: bool) -> None:
+def _show_version(context: typer.Context, value: bool) -> None:
+    """--version: ldpfed's version; with --verbose also what an output directory's manifest records
+    (ldpfed.manifest: versions, commit, numpy's SIMD level, torch, Python, OS)."""
     if value:
         typer.echo(f"ldpfed {version('ldpfed')}")
+        if context.params.get("verbose"):
+            typer.echo(manifest.describe(manifest.environment(load_torch=True)))
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
-    _version: bool = typer.Option(
-        False, "--version", callback=_show_version, is_eager=True, help="Print ldpfed's version and exit."
+    # eager, so that it is read before --version's callback runs, in either order on the command line
+    verbose: bool = typer.Option(
+        False, "--verbose", is_eager=True, help="With --version: also the environment a run's manifest records."
     ),
+    _version: bool = typer.Option(False, "--version", callback=_show_version, help="Print ldpfed's version and exit."),
 ) -> None:
     """Local differential privacy in federated settings."""
