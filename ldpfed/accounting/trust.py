@@ -189,16 +189,21 @@ def shuffle_round_delta(delta_target: float, rounds: int) -> float:
     return delta_target / (2.0 * rounds)
 
 
-def _check_secagg(config) -> None:
-    """--trust secagg: every client each round, a budget to calibrate the shares to, no local randomizer."""
+def _check_calibrated(config, trust: str, noise: str) -> None:
+    """central and secagg: no local randomizer's option, and a per-client budget that `noise` (who
+    adds what) is calibrated to."""
     for option, path in _LOCAL_ONLY:
         if _value(config, path) != _default(config, path):
             raise LDPValueError(
-                f"--{option} has no meaning under --trust secagg: the clients add distributed discrete Gaussian "
-                "shares calibrated to --max-epsilon/--max-delta"
+                f"--{option} has no meaning under --trust {trust}: {noise} calibrated to --max-epsilon/--max-delta"
             )
     if config.privacy.max_epsilon == 0.0:
-        raise LDPValueError("--trust secagg needs the run's per-client budget: give --max-epsilon (and --max-delta)")
+        raise LDPValueError(f"--trust {trust} needs the run's per-client budget: give --max-epsilon (and --max-delta)")
+
+
+def _check_secagg(config) -> None:
+    """--trust secagg: every client each round, a budget to calibrate the shares to, no local randomizer."""
+    _check_calibrated(config, "secagg", "the clients add distributed discrete Gaussian shares")
     if config.federation.fraction != 1.0:
         raise LDPValueError(
             "--trust secagg takes every client in every round (--fraction 1): the server runs the protocol, so a "
@@ -223,16 +228,7 @@ def check_config(config) -> None:
     if model.name == "secagg":
         _check_secagg(config)
     if model.name == "central":
-        for option, path in _LOCAL_ONLY:
-            if _value(config, path) != _default(config, path):
-                raise LDPValueError(
-                    f"--{option} has no meaning under --trust central: the server adds Flower's Gaussian noise, "
-                    "calibrated to --max-epsilon/--max-delta"
-                )
-        if config.privacy.max_epsilon == 0.0:
-            raise LDPValueError(
-                "--trust central needs the run's per-client budget: give --max-epsilon (and --max-delta)"
-            )
+        _check_calibrated(config, "central", "the server adds Flower's Gaussian noise,")
         if config.privacy.clipping == "adaptive" and config.privacy.clipping_side == "client":
             raise LDPValueError("--clipping adaptive is server-side only here: use --clipping-side server")
     if model.name == "shuffle":
