@@ -40,11 +40,10 @@ from ldpfed.accounting.ddgauss import (
     MAX_BITS,
     DistributedDiscreteGaussianDpEvent,
     ddgauss_params,
-    rounded_l2_norm_bound,
 )
 from ldpfed.directional.rotation import padded_dims, random_signs, rotate, unrotate
 from ldpfed.samplers.discrete_gaussian import _Proposal
-from ldpfed.validation import LDPValueError, check_generator, check_positive, check_positive_int
+from ldpfed.validation import LDPValueError, check_generator, check_positive_int
 
 MAX_NORM_STEPS = 2**31  # a rounded vector's squared norm (int64) stays below 2^62 for D <= 2^30
 MAX_ROUNDING_TRIES = 1000  # the rounding is redrawn with probability <= beta (< 1) each time
@@ -79,12 +78,9 @@ class DistributedDiscreteGaussian:
 
     def __post_init__(self) -> None:
         check_positive_int(self.dims, "dims")
-        check_positive(self.clip, "clip norm c")
-        check_positive(self.gamma, "gamma")
-        check_positive(self.local_stddev, "local_stddev")
         if check_positive_int(self.bits, "bits") > MAX_BITS:
             raise LDPValueError(f"bits must be at most {MAX_BITS} (the modular sum is int64), got {self.bits}")
-        self.event(1)  # the accountant's checks of beta and the rest
+        # norm_bound builds the accountant's one-share event, whose checks cover clip, gamma, local_stddev, beta
         if self.norm_bound >= MAX_NORM_STEPS:  # the squared norms are summed in int64
             raise LDPValueError(
                 f"gamma = {self.gamma:g} is too fine for clip norm {self.clip:g}: the rounded norm bound "
@@ -133,15 +129,20 @@ class DistributedDiscreteGaussian:
     def modulus(self) -> int:
         return 1 << self.bits
 
+    @cached_property
+    def _one_share(self) -> DistributedDiscreteGaussianDpEvent:
+        """The accountant's event of one share: the grid quantities below are its own."""
+        return self.event(1)
+
     @property
     def share_steps(self) -> float:
         """s = sigma / gamma, a share's standard deviation in grid steps."""
-        return self.local_stddev / self.gamma
+        return self._one_share.share_steps
 
-    @cached_property
+    @property
     def norm_bound(self) -> float:
         """The rounded vector's L2 bound in grid steps (KLS Theorem 1), the accounted sensitivity."""
-        return rounded_l2_norm_bound(self.clip / self.gamma, self.beta, self.padded_dims)
+        return self._one_share.l2_sensitivity
 
     @cached_property
     def _squared_bound(self) -> int:
