@@ -36,7 +36,6 @@ import numpy as np
 
 from ldpfed.accounting.ddgauss import (
     DEFAULT_BETA,
-    DEFAULT_K_STDDEVS,
     MAX_BITS,
     DistributedDiscreteGaussianDpEvent,
     ddgauss_params,
@@ -96,29 +95,14 @@ class DistributedDiscreteGaussian:
         epsilon: float,
         delta: float,
         clients: int,
-        *,
-        sampling_prob: float = 1.0,
-        rounds: int = 1,
-        beta: float = DEFAULT_BETA,
-        k_stddevs: float = DEFAULT_K_STDDEVS,
-        sqrtn_norm_growth: bool = False,
+        **options,
     ) -> DistributedDiscreteGaussian:
         """The setting whose `rounds` rounds of `clients` shares meet (epsilon, delta) at `bits`
-        bits (ldpfed.accounting.ddgauss.ddgauss_params at the padded dimension)."""
-        params = ddgauss_params(
-            epsilon,
-            delta,
-            clients,
-            padded_dims(check_positive_int(dims, "dims")),
-            bits,
-            clip,
-            sampling_prob=sampling_prob,
-            rounds=rounds,
-            beta=beta,
-            k_stddevs=k_stddevs,
-            sqrtn_norm_growth=sqrtn_norm_growth,
-        )
-        return cls(dims, clip, params.gamma, params.local_stddev, bits, beta)
+        bits: ldpfed.accounting.ddgauss.ddgauss_params at the padded dimension, with its keyword
+        `options` (sampling_prob, rounds, beta, k_stddevs, sqrtn_norm_growth) and their defaults."""
+        padded = padded_dims(check_positive_int(dims, "dims"))
+        params = ddgauss_params(epsilon, delta, clients, padded, bits, clip, **options)
+        return cls(dims, clip, params.gamma, params.local_stddev, bits, options.get("beta", DEFAULT_BETA))
 
     # --- derived -----------------------------------------------------------------------------------
     @property
