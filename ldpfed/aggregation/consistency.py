@@ -166,27 +166,23 @@ class BasePos(_Consistency):
 
 
 @dataclass(frozen=True)
-class Norm(_Consistency):
-    name: ClassVar[str] = "norm"
+class _Blockwise(_Consistency):
+    """A consistency step that is one function fix(theta_hat, blocks) of the estimates."""
+
+    fix: ClassVar[staticmethod]
 
     def _recalibrate(self, theta_hat, deviation, halfwidth):
-        return norm(theta_hat, self.blocks(theta_hat)), {}
+        return self.fix(theta_hat, self.blocks(theta_hat)), {}
 
 
-@dataclass(frozen=True)
-class NormMul(_Consistency):
-    name: ClassVar[str] = "norm-mul"
-
-    def _recalibrate(self, theta_hat, deviation, halfwidth):
-        return norm_mul(theta_hat, self.blocks(theta_hat)), {}
+def _blockwise(class_name: str, name: str, fix) -> type[_Blockwise]:
+    """The aggregator `name` that applies `fix` per attribute block (a row of the table below)."""
+    namespace = {"name": name, "fix": staticmethod(fix), "__module__": __name__, "__qualname__": class_name}
+    return dataclass(frozen=True)(type(class_name, (_Blockwise,), namespace))
 
 
-@dataclass(frozen=True)
-class NormCut(_Consistency):
-    name: ClassVar[str] = "norm-cut"
-
-    def _recalibrate(self, theta_hat, deviation, halfwidth):
-        return norm_cut(theta_hat, self.blocks(theta_hat)), {}
+_BLOCKWISE = (("Norm", "norm", norm), ("NormMul", "norm-mul", norm_mul), ("NormCut", "norm-cut", norm_cut))
+Norm, NormMul, NormCut = (_blockwise(*row) for row in _BLOCKWISE)
 
 
 @dataclass(frozen=True)
