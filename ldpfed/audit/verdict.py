@@ -38,6 +38,11 @@ class AuditVerdict:
     estimate_lower: float | None = None  # the cosine estimate's lower confidence limit
     estimate_confidence: float | None = None
 
+    def __post_init__(self) -> None:
+        if (self.estimate_lower is None) != (self.estimate_confidence is None):
+            raise LDPValueError("estimate_lower and estimate_confidence go together")
+        object.__setattr__(self, "accounted_epsilon", check_positive(self.accounted_epsilon, "accounted_epsilon"))
+
     @property
     def failed(self) -> bool:
         return self.lower_bound is not None and self.lower_bound.epsilon_lower > self.accounted_epsilon
@@ -90,15 +95,4 @@ class AuditVerdict:
         }
 
 
-def audit_verdict(
-    accounted_epsilon: float,
-    lower_bound: OneRunBound | None = None,
-    estimate: CosineEstimate | None = None,
-    estimate_lower: float | None = None,
-    estimate_confidence: float | None = None,
-) -> AuditVerdict:
-    """The verdict from whichever of the one-run bound and the cosine estimate the run computed."""
-    if (estimate_lower is None) != (estimate_confidence is None):
-        raise LDPValueError("estimate_lower and estimate_confidence go together")
-    accounted = check_positive(accounted_epsilon, "accounted_epsilon")
-    return AuditVerdict(accounted, lower_bound, estimate, estimate_lower, estimate_confidence)
+audit_verdict = AuditVerdict  # the verdict from whichever of the one-run bound and the cosine estimate the run computed
