@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from digits_config import digits_train_config  # noqa: E402
-
+from benchmarks.digits_config import digits_train_config  # noqa: E402
 from ldpfed.config import Config  # noqa: E402
 from scripts.arguments import script_parser  # noqa: E402
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from timing import best
 
 import ldpfed.frequency as frequency
+from benchmarks.timing import best
 from scripts.arguments import script_parser
 
 LINEAR_ORACLES = ("grr", "olh", "blh", "hadamard", "subset-selection", "hcms")

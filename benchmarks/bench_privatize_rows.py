@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from timing import best
 
+from benchmarks.timing import best
 from ldpfed.directional.privatizer import DirectionalPrivatizer
 from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.privatize import UpdatePrivatizer

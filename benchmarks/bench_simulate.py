@@ -22,8 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from digits_config import digits_train_config  # noqa: E402
-
+from benchmarks.digits_config import digits_train_config  # noqa: E402
 from scripts.arguments import script_parser  # noqa: E402
 
 
