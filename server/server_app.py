@@ -6,6 +6,13 @@ secret), plus the harness's per-round callback. Under `flwr run .` the options c
 `[tool.flwr.app.config]` and `--run-config` (`context.run_config`, read once); the server derives
 its seed and the data seed from `run.seed`, while the nodes draw their own noise (client_app.py).
 A bad run config fails the ServerApp with one line (`RunFailed`; see below for what Flower shows).
+
+The deployed ServerApp runs the local trust model only, and refuses (`RunFailed`, before any
+message goes out) a run config it cannot host soundly: another trust model (shuffle, central and
+secagg run under `ldpfed simulate`, whose harnesses build their own ServerApp and ClientApp; the
+deployed ClientApp answers the local model's rounds only, so a secagg run would have no client
+taking part in SecAgg+, and running the local model instead would state a guarantee nobody asked
+for), and canaries (their inclusion coins live with the simulation harness, not on a deployment).
 """
 
 from __future__ import annotations
@@ -119,9 +126,28 @@ def run_config(context: Context) -> Config:
         raise RunFailed(f"invalid run config: {error}") from None
 
 
+def check_deployable(config: Config) -> None:
+    """`RunFailed` for what the deployed ServerApp cannot host (module docstring): a trust model
+    other than local, canaries."""
+    trust = config.privacy.trust
+    if trust != "local":
+        raise RunFailed(
+            f"trust = {trust!r} is not available under flwr run: the deployed ServerApp and ClientApp run the local "
+            f"trust model only, and would not run {trust} (nor state its guarantee); run it with `ldpfed simulate "
+            f'--trust {trust}`, or set trust = "local"'
+        )
+    if config.training.canaries > 0:
+        raise RunFailed(
+            f"canaries = {config.training.canaries} is not available under flwr run: the canaries' inclusion coins "
+            "live with the simulation harness, not on a deployment; run the audit with `ldpfed simulate --canaries`, "
+            "or set canaries = 0"
+        )
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     config = run_config(context)
+    check_deployable(config)
     data_seed = seeds.data_seed(config.run.seed)
     try:
         config, _ = preflight(config)
