@@ -87,6 +87,22 @@ def user_config(config: Config) -> Config:
     return replace(config, federation=FederationConfig(**{**values, "clients": federation.real_clients}))
 
 
+WORLD_ONLY = (
+    "--canaries runs under `ldpfed simulate` only (either engine): its harness plays the world, which holds "
+    "the canary design secret (the canaries' directions and secret coins) and hosts the canary clients. A "
+    "deployment (`flwr run`) has no such party: its nodes draw their own secrets and its server must never "
+    "hold the coins, so no node could host a canary and nothing could score one; set training.canaries = 0"
+)
+
+
+def check_world(config: Config) -> None:
+    """A half of a run with canaries must come from a harness that played the world: its config is
+    the federation's (`expanded`). A config with canaries that is not (a deployment's run config,
+    read by the ServerApp and the ClientApps of `flwr run`) is refused with `WORLD_ONLY`."""
+    if config.training.canaries and not isinstance(config.federation, AuditedFederation):
+        raise LDPValueError(WORLD_ONLY)
+
+
 def real_clients(config: Config) -> int:
     """The clients that hold data (the partition of the data is over these)."""
     federation = config.federation

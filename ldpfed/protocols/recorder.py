@@ -83,13 +83,17 @@ def privacy_table(ledger, config: Config):
 
 def qualified(state: dict, summary: dict) -> dict:
     """The ledger's record with the summary's qualification of `private` and the noise's source next
-    to `private` (a user-chosen noise seed: private only against a server that cannot guess it)."""
+    to `private` (a user-chosen noise seed: private only against a server that cannot guess it),
+    and, in a run with canaries, the in-run audit's verdict beside the accounted eps (`canary_audit`:
+    the verdict the summary holds, so privacy.json says what summary.json says)."""
     keys = ("privacy_qualification", "noise_seed")
     record = {}
     for key, value in state.items():
         record[key] = value
         if key == "private":
             record.update({name: summary.get(name) for name in keys})
+    if "canary_audit" in summary:
+        record["canary_audit"] = summary["canary_audit"]
     return record
 
 

@@ -15,6 +15,7 @@ from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.train import PLRVO, calibrate_train_round, update_dims
 from ldpfed.planning.trust import update_noise
 from ldpfed.protocols import diagnostics, seeds, train
+from ldpfed.protocols.canaries import check_world, real_clients
 from ldpfed.protocols.central import CentralClient
 from ldpfed.tasks.base import Task, nanmean
 from ldpfed.training.parameters import get_weights
@@ -94,6 +95,7 @@ class TrainTask(Task):
         _check_canaries(config)
 
     def server(self, config, data_seed, server_seed, fedavg=None):
+        check_world(config)  # canaries: `ldpfed simulate` only, never a deployment's halves
         return train.TrainServer(self.public(config, data_seed), data_seed, server_seed, fedavg)
 
     def client(self, public, partition_id, data_seed, secret):
@@ -101,6 +103,7 @@ class TrainTask(Task):
 
     def node(self, public, partitions, data_seed, secrets):
         """The node trains its clients at once (`TrainNode`)."""
+        check_world(public)
         return train.TrainNode(public, partitions, data_seed, secrets)
 
     def preflight(self, config: Config, data_seed: int):
@@ -155,7 +158,10 @@ class TrainTask(Task):
         return np.stack(rows)
 
     def joined(self, config, server, observed, diagnostics_of_clients):
-        return diagnostics.train_round(server.outcome, diagnostics_of_clients, server.privatizer)
+        metrics = diagnostics.train_round(server.outcome, diagnostics_of_clients, server.privatizer)
+        if config.training.canaries:  # a canary trains nothing: its loss is NaN, the real clients' is the run's
+            metrics["train_loss"] = real_train_loss(server.outcome, diagnostics_of_clients, real_clients(config))
+        return metrics
 
     def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
         measured = np.array([row["measured_squared_distance"] for row in rows], dtype=float)
@@ -195,6 +201,21 @@ class TrainTask(Task):
                 else None
             ),
         }
+
+
+def real_train_loss(outcome, diagnostics_of_clients: dict[int, dict], first_canary: int) -> float:
+    """The count-weighted mean training loss of the replying clients that hold data (partition ids
+    below `first_canary`); NaN when none replied or one's diagnostics are missing (as
+    `diagnostics.train_round`)."""
+    if outcome is None:
+        return float("nan")
+    pids = np.asarray(outcome.partitions)
+    real = pids < first_canary
+    if not real.any() or not all(int(pid) in diagnostics_of_clients for pid in pids[real]):
+        return float("nan")
+    losses = np.array([diagnostics_of_clients[int(pid)]["loss"] for pid in pids[real]], dtype=float)
+    weights = outcome.sizes[real] / outcome.sizes[real].sum()
+    return float(weights @ losses) if np.all(np.isfinite(losses)) else float("nan")
 
 
 def deviation_used(config: Config) -> str:
