@@ -3,9 +3,9 @@
 The top-level packages, bottom first (`TIERS`): ldpfed < wire < clients, server < simulations <
 scripts < benchmarks. A module imports only its own package and packages on lower tiers; the two
 packages of one tier (Flower's client and server halves) never import each other. `ldpfed` imports
-neither Flower nor Ray (`THIRD_PARTY`); `wire` (the message keys and record codecs both Flower halves
-share) may import Flower. `tests/` and `.ci/` are outside the order: they exercise everything. Every
-other folder that holds Python code must be on a tier.
+neither Flower (flwr, flwr-datasets) nor Ray (`THIRD_PARTY`); `wire` (the message keys and record
+codecs both Flower halves share) may import Flower. `tests/` and `.ci/` are outside the order: they
+exercise everything. Every other folder that holds Python code must be on a tier.
 
 The arrows, all read with `ast` (nothing is imported):
 - `import a.b` and `from a.b import c` (a.b.c when it is a module), at top level or in a function;
@@ -53,7 +53,7 @@ TIERS = (("ldpfed",), ("wire",), ("clients", "server"), ("simulations",), ("scri
 PACKAGES = tuple(package for tier in TIERS for package in tier)
 TIER = {package: level for level, tier in enumerate(TIERS) for package in tier}
 OUTSIDE = ("tests",)  # folders that may import anything (hidden ones such as .ci/ are not scanned)
-THIRD_PARTY = {"ldpfed": {"flwr", "ray"}}  # third-party packages a package never imports
+THIRD_PARTY = {"ldpfed": {"flwr", "flwr_datasets", "ray"}}  # third-party packages a package never imports
 # Sideways arrows that the `wire` package removes (the Flower server half reads the client half's
 # message keys and record codec today); each must still exist, so the list only shrinks.
 PENDING: frozenset[tuple[str, str]] = frozenset()

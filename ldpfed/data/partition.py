@@ -3,8 +3,10 @@
 `partition(labels, num_clients, scheme, rng)` returns one index array per client: disjoint, every
 client non-empty, and the same for the same rng seed. `scheme` is a name of `PARTITIONERS`, with
 optional arguments after a colon: "NAME[:VALUE][,KEY=VALUE...]" (a bare VALUE sets the scheme's
-main argument: "pathological:3", "size:square", "natural-id:writer"), or "flwr:NAME[:ARGS]" for a
-partitioner of flwr-datasets (`ldpfed.data.flwr_partition`, the optional extra `flwr-datasets`).
+main argument: "pathological:3", "size:square", "natural-id:writer"), or "PREFIX:NAME[:ARGS]" for a
+family of foreign partitioners registered as a plugin (entry-point group `ldpfed.partitioners`):
+"flwr:NAME[:ARGS]" is any partitioner of flwr-datasets (`simulations.flwr_partition`, the optional
+extra `flwr-datasets`), so this module never imports a Flower package.
 
 ldpfed's own schemes, which cover every sample:
 - "iid": a uniform random permutation cut into near-equal parts.
@@ -43,16 +45,17 @@ definition draws one random number after another: the same stream needs the same
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 import numpy as np
 
-from ldpfed.data.flwr_partition import check_flwr_scheme, flwr_partition
 from ldpfed.registry import Registry
 from ldpfed.validation import LDPValueError, canonical_name, check_generator, check_positive, check_positive_int
 
-FLWR_PREFIX = "flwr"
+PLUGIN_GROUP = "ldpfed.partitioners"
 SIZE_FUNCTIONS = {"linear": lambda ids: ids, "square": np.square, "exponential": np.exp}
 CLASS_MODES = ("random", "deterministic", "first-deterministic")
 
@@ -70,17 +73,38 @@ class Scheme:
     takes: tuple[str, ...] = ()  # the keywords of `partition` it uses (classes_per_client as "classes", ...)
 
 
+@dataclass(frozen=True)
+class ForeignPartitioners:
+    """A plugin family of partitioners named "PREFIX:NAME[:ARGS]" (entry-point group `ldpfed.partitioners`,
+    the entry's name is PREFIX): `check(name, args)` before any data is read, and
+    `split(labels, num_clients, name, args, rng, *, columns)` giving each client's indices."""
+
+    check: Callable[[str, str], None]
+    split: Callable[..., list[np.ndarray]]
+    summary: str
+
+
+@functools.cache
+def foreign_partitioners() -> dict[str, ForeignPartitioners]:
+    """{prefix: family} of the installed plugins (looked up once, only for a name not native here)."""
+    return {canonical_name(point.name): point.load() for point in entry_points(group=PLUGIN_GROUP)}
+
+
+def _foreign(name: str) -> ForeignPartitioners | None:
+    return None if name in PARTITIONERS else foreign_partitioners().get(name)
+
+
 def parse_scheme(spec) -> tuple[str, dict[str, str]]:
-    """("name", {argument: text}) of "NAME[:VALUE][,KEY=VALUE...]"; "flwr:NAME[:ARGS]" gives
-    ("flwr", {"name": NAME, "args": ARGS})."""
+    """("name", {argument: text}) of "NAME[:VALUE][,KEY=VALUE...]"; a plugin's "PREFIX:NAME[:ARGS]"
+    gives ("PREFIX", {"name": NAME, "args": ARGS})."""
     text = str(spec).strip()
     head, _, rest = text.partition(":")
     name = canonical_name(head)
-    if name == FLWR_PREFIX:
-        flwr_name, _, flwr_args = rest.partition(":")
-        if not flwr_name.strip():
-            raise LDPValueError(f"partition {text!r}: give a flwr-datasets partitioner, flwr:NAME[:KEY=VALUE,...]")
-        return name, {"name": flwr_name.strip(), "args": flwr_args.strip()}
+    if (family := _foreign(name)) is not None:
+        foreign_name, _, foreign_args = rest.partition(":")
+        if not foreign_name.strip():
+            raise LDPValueError(f"partition {text!r}: give {family.summary}, {name}:NAME[:KEY=VALUE,...]")
+        return name, {"name": foreign_name.strip(), "args": foreign_args.strip()}
     arguments: dict[str, str] = {}
     for item in filter(None, (piece.strip() for piece in rest.split(","))):
         key, equals, value = item.partition("=")
@@ -108,8 +132,8 @@ def _typed(scheme: Scheme, given: dict[str, str], spec) -> dict[str, object]:
 def check_scheme(spec) -> str:
     """`spec` checked before any data is read (the name, its arguments' names and types); returns it."""
     name, given = parse_scheme(spec)
-    if name == FLWR_PREFIX:
-        check_flwr_scheme(given["name"], given["args"])
+    if (family := _foreign(name)) is not None:
+        family.check(given["name"], given["args"])
         return str(spec).strip()
     _typed(PARTITIONERS.get_class(name), given, spec)
     return str(spec).strip()
@@ -142,8 +166,8 @@ def partition(
         )
     check_generator(rng)
     name, given = parse_scheme(scheme)
-    if name == FLWR_PREFIX:
-        parts = flwr_partition(labels, num_clients, given["name"], given["args"], rng, columns=columns)
+    if (family := _foreign(name)) is not None:
+        parts = family.split(labels, num_clients, given["name"], given["args"], rng, columns=columns)
     else:
         entry = PARTITIONERS.get_class(name)
         defaults = {"classes": classes_per_client, "shards": classes_per_client, "alpha": alpha}

@@ -1,7 +1,8 @@
 """Any flwr-datasets partitioner over ldpfed's data ("flwr:NAME[:KEY=VALUE,...]"), offline.
 
-flwr-datasets (the optional extra `flwr-datasets`) is imported only when such a scheme is used:
-ldpfed's core never needs it. Its partitioners read a Hugging Face `datasets.Dataset`; one is
+A plugin of `ldpfed.data.partition` (entry-point group `ldpfed.partitioners`, name "flwr"), so the
+core library never imports a Flower package. flwr-datasets (the optional extra `flwr-datasets`) is
+imported only when such a scheme is used. Its partitioners read a Hugging Face `datasets.Dataset`; one is
 built in memory from the labels (column "label"), any other columns given (natural-id's client
 column) and each sample's position, so nothing is downloaded or cached and the partition comes
 back as index arrays like ldpfed's own (`ldpfed.data.partition`).
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ldpfed.data.partition import ForeignPartitioners
 from ldpfed.validation import LDPValueError, canonical_name
 
 EXTRA_HELP = "needs flwr-datasets, the optional extra: pip install 'ldpfed[flwr-datasets]'"
@@ -77,12 +79,12 @@ def _keywords(cls, name: str, text: str) -> tuple[dict[str, object], set[str]]:
     return arguments, accepted
 
 
-def check_flwr_scheme(name: str, text: str) -> None:
+def check(name: str, text: str) -> None:
     """The partitioner exists and takes the keywords given (flwr-datasets must be installed)."""
     _keywords(partitioner_class(name), name, text)
 
 
-def flwr_partition(
+def split(
     labels: np.ndarray,
     num_clients: int,
     name: str,
@@ -124,3 +126,6 @@ def flwr_partition(
     if any(part.size == 0 for part in parts):
         raise LDPValueError(f"partition flwr:{name} leaves a client without samples; use fewer clients")
     return parts
+
+
+FLWR = ForeignPartitioners(check=check, split=split, summary="a flwr-datasets partitioner")
