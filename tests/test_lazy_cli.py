@@ -54,6 +54,7 @@ def test_one_command_loads_its_own_module_only():
 def test_an_unknown_command_is_refused_with_a_suggestion_without_loading_commands(typo, meant):
     code, modules, _, errors = run(typo)
     assert code == 2 and f"No such command '{typo}'. Did you mean '{meant}'?" in errors
+    assert errors.count("Did you mean") == 1  # click suggests; typer's second suggestion is off
     assert [name for name in modules if name.startswith(("ldpfed.cli.", "simulations"))] == ["ldpfed.cli.main"]
 
 

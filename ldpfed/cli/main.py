@@ -126,6 +126,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    suggest_commands=False,  # click already suggests the closest command; typer would repeat it
 )
 
 
