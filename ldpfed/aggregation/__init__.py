@@ -9,8 +9,8 @@
 
 Names: mean, l1, l2, hdr4me (HDR4ME*), james-stein, and for the frequency task only simplex (alias
 norm-sub) and Wang et al.'s consistency family base-pos, norm, norm-mul, norm-cut, mle-apx, power,
-power-ns (`consistency`). `IterativeBayesianUpdate` (`ibu`) needs each attribute's channel (p, q)
-from the server's counting oracles, so it is built directly until the frequency server gives it.
+power-ns (`consistency`), and ibu (`IterativeBayesianUpdate`), which needs each attribute's channel
+(p, q): the frequency server builds it with its counting oracles' channels (`needs_channel`).
 `plugin_deviation(sums, mechanism)` builds the deviation model from the reports alone.
 """
 
@@ -41,6 +41,7 @@ _REGISTRY: Registry[type[Aggregator]] = Registry(
         JamesStein,
         SimplexProjection,
         *CONSISTENCY_AGGREGATORS,
+        IterativeBayesianUpdate,
     ),
 )
 _ALIASES = {

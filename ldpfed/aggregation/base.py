@@ -55,6 +55,12 @@ class Aggregator(ABC):
     name: ClassVar[str]
     tasks: ClassVar[tuple[str, ...]] = ("mean", "frequency")  # the tasks whose estimates it applies to
     uses_deviation: ClassVar[bool] = True  # False: the estimate ignores the deviation model (the plain mean)
+    # True: each entry's output depends on that entry (and its deviation) alone, so its error can be
+    # predicted entry by entry (`ldpfed.analysis.frequency.recalibrated_mse`); False for the steps
+    # that couple an attribute's categories (simplex projection, the consistency family, IBU)
+    elementwise: ClassVar[bool] = True
+    # True: built by the frequency server with each attribute's channel (p, q) of its oracles (IBU)
+    needs_channel: ClassVar[bool] = False
 
     def __call__(self, theta_hat, deviation: DeviationModel, halfwidth: float = 1.0) -> Recalibrated:
         """Re-calibrate `theta_hat` (shape (d,)) given the deviation model of its d dimensions."""

@@ -148,6 +148,7 @@ class _Consistency(Aggregator):
 
     tasks: ClassVar[tuple[str, ...]] = ("frequency",)
     uses_deviation: ClassVar[bool] = False
+    elementwise: ClassVar[bool] = False
     categories: tuple[int, ...] = ()
 
     def blocks(self, theta_hat: np.ndarray) -> tuple[int, ...]:
@@ -160,6 +161,7 @@ class _Consistency(Aggregator):
 @dataclass(frozen=True)
 class BasePos(_Consistency):
     name: ClassVar[str] = "base-pos"
+    elementwise: ClassVar[bool] = True
 
     def _recalibrate(self, theta_hat, deviation, halfwidth):
         return base_pos(theta_hat), {}

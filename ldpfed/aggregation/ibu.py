@@ -132,11 +132,14 @@ def observed_frequencies(f_hat, p, q, categories) -> np.ndarray:
 @dataclass(frozen=True)
 class IterativeBayesianUpdate(Aggregator):
     """IBU per attribute from the plain estimate (frequency task only). `categories`: the attributes'
-    sizes (empty: one attribute); `channel`: each attribute's (p, q), from `channel_of(oracle)`."""
+    sizes (empty: one attribute); `channel`: each attribute's (p, q), from `channel_of(oracle)`; the
+    frequency server gives both from its oracles (`AttributeOracles.categories`, `.channels`)."""
 
     name: ClassVar[str] = "ibu"
     tasks: ClassVar[tuple[str, ...]] = ("frequency",)
     uses_deviation: ClassVar[bool] = False
+    elementwise: ClassVar[bool] = False
+    needs_channel: ClassVar[bool] = True
     categories: tuple[int, ...] = ()
     channel: tuple[tuple[float, float], ...] = ()
     iterations: int = 10_000
@@ -148,6 +151,14 @@ class IterativeBayesianUpdate(Aggregator):
         object.__setattr__(self, "iterations", iterations)
         object.__setattr__(self, "tolerance", tolerance)
         object.__setattr__(self, "stop", stop)
+        channel = tuple((float(p), float(q)) for p, q in self.channel)
+        if any(not 0.0 <= q < p <= 1.0 for p, q in channel):
+            raise LDPValueError(f"ibu's channel is (p, q) per attribute with 0 <= q < p <= 1, got {self.channel}")
+        if self.categories and channel and len(channel) != len(self.categories):
+            raise LDPValueError(
+                f"ibu needs one channel (p, q) per attribute: {len(self.categories)} attributes, {len(channel)} given"
+            )
+        object.__setattr__(self, "channel", channel)
 
     def _recalibrate(self, theta_hat: np.ndarray, deviation: DeviationModel, halfwidth: float):
         blocks = self.categories or (theta_hat.size,)

@@ -46,6 +46,7 @@ class SimplexProjection(Aggregator):
     name: ClassVar[str] = "simplex"
     tasks: ClassVar[tuple[str, ...]] = ("frequency",)
     uses_deviation: ClassVar[bool] = False
+    elementwise: ClassVar[bool] = False
     categories: tuple[int, ...] = ()
 
     def _recalibrate(self, theta_hat: np.ndarray, deviation: DeviationModel, halfwidth: float):

@@ -26,7 +26,13 @@ import numpy as np
 
 import ldpfed.frequency.oracles as frequency_oracles
 import ldpfed.mechanisms as mechanisms
-from ldpfed.frequency.oracles import FrequencyOracle, GeneralizedRR, HistogramEncoding, OptimizedUnaryEncoding
+from ldpfed.frequency.oracles import (
+    CountingOracle,
+    FrequencyOracle,
+    GeneralizedRR,
+    HistogramEncoding,
+    OptimizedUnaryEncoding,
+)
 from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
 from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
 
@@ -56,6 +62,18 @@ def oracle_kind(name: str) -> str:
         )
     mechanisms.get_class(key)  # an unknown name fails here, naming the choices
     return "histogram"
+
+
+def has_channel(name: str) -> bool:
+    """Does the frequency mechanism `name` report through a two-level channel (p, q) (a support-
+    counting oracle), which IBU needs?"""
+    kind = oracle_kind(name)
+    return kind != "histogram" and issubclass(frequency_oracles.get_class(kind), CountingOracle)
+
+
+def channel_oracles() -> list[str]:
+    """The one-round oracles with a two-level channel (`has_channel`)."""
+    return [name for name in COUNTING_ORACLES if has_channel(name)]
 
 
 def is_approximate(name: str) -> bool:
@@ -124,6 +142,15 @@ class AttributeOracles:
     def attribute_of_entry(self) -> np.ndarray:
         """Attribute index j of every one-hot entry (length D)."""
         return np.repeat(np.arange(self.attributes), self.categories)
+
+    @property
+    def channels(self) -> tuple[tuple[float, float], ...] | None:
+        """Each attribute's two-level channel (p, q): the probability that a report supports its
+        user's category and another one (`CountingOracle`); what IBU inverts. None when the oracles
+        report otherwise (histogram encoding, hcms, dbitflippm): no such channel."""
+        if not all(isinstance(oracle, CountingOracle) for oracle in self.oracles):
+            return None
+        return tuple((float(oracle.p), float(oracle.q)) for oracle in self.oracles)
 
     def entry_variances(self) -> tuple[np.ndarray, np.ndarray]:
         """(V_in, V_out) per entry: the variance of one user's contribution when the entry is her

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import ldpfed.aggregation as aggregation
 from ldpfed.aggregation.base import Recalibrated
 from ldpfed.aggregation.deviation import DeviationModel
 from ldpfed.config import HEADERS, Config
 from ldpfed.data.categorical import CategoricalData, read_categorical, synthetic_shape
-from ldpfed.frequency.categorical import AttributeOracles
+from ldpfed.frequency.categorical import AttributeOracles, channel_oracles, has_channel
 from ldpfed.frequency.oracles import HistogramEncoding, OptimizedUnaryEncoding
 from ldpfed.mechanisms.multidim import ReportSums, _mask_of_smallest, mean_estimate
 from ldpfed.protocols import seeds
@@ -164,6 +165,16 @@ def ragged_rows(flat: np.ndarray, lengths: np.ndarray, streams, draw) -> np.ndar
 
 
 # ---- server half -----------------------------------------------------------------------------
+def check_channel(aggregators, mechanism: str) -> None:
+    """An aggregator that inverts the oracles' channel (IBU) needs a frequency mechanism that has one."""
+    needing = [name for name in aggregators if aggregation.get_class(name).needs_channel]
+    if needing and not has_channel(mechanism):
+        raise LDPValueError(
+            f"aggregator {needing[0]} needs a support-counting oracle's channel (p, q); {mechanism} has none "
+            f"(choose one of {', '.join(channel_oracles())})"
+        )
+
+
 @dataclass(frozen=True)
 class FrequencyOutcome:
     """What the server holds after a round: who replied, the summed contributions, the estimates."""
@@ -183,8 +194,11 @@ class FrequencyServer(TupleServer):
     """The frequency task's server half: f_hat and its re-calibrations."""
 
     def __init__(self, oracles: AttributeOracles, clients: int, aggregators: list[str], **options) -> None:
-        """`options`: TupleServer's (alpha, l2_reference, deviation, round_event, budget)."""
-        super().__init__("frequency", clients, aggregators, categories=tuple(oracles.categories), **options)
+        """`options`: TupleServer's (alpha, l2_reference, deviation, round_event, budget). Aggregators
+        that act per attribute get the layout (`categories`), IBU each attribute's channel (p, q)."""
+        check_channel(aggregators, oracles.name)
+        layout = {"categories": tuple(int(k) for k in oracles.categories), "channel": oracles.channels or ()}
+        super().__init__("frequency", clients, aggregators, **layout, **options)
         self.oracles = oracles
         self.width, self.mechanism_name = oracles.entries, oracles.name
         self.outcome: FrequencyOutcome | None = None

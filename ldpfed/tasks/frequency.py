@@ -18,6 +18,7 @@ class FrequencyTask(TupleTask):
 
     def check_mechanism(self, config: Config) -> None:
         oracle_kind(config.privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
+        frequency.check_channel([config.aggregation.aggregator], config.privacy.mechanism)  # ibu: a channel
 
     def bind(self, config: Config, data_seed: int) -> Config:
         return frequency.bound(config, data_seed)
