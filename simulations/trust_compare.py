@@ -15,6 +15,15 @@ Wiring as `compare --task train`: ldpfed's compare finds this runner through the
 `trust` of the group `ldpfed.compare_tasks`. The clients' noise root is the run seed (`--seed`), so
 a comparison is reproducible and the models see the same data and partition; it compares utility
 and makes no privacy statement of its own (every run's summary makes its own).
+
+`--canaries M` (train): each run hosts M canary clients (ldpfed.protocols.canaries) where its trust
+model's harness can (local: the audit speaks to the server, from each client's privatized replies;
+central: to the released model), and its row gains the audit beside the accounted eps: the one-run
+lower bound (Steinke et al.), the cosine estimate and its lower limit (Andrew et al.), the verdict
+(AUDIT_COLUMNS). A trust model that cannot host canaries (secagg: the server sees only the sum of
+masked shares and no harness plays canary clients there) runs without them, and its row and the
+console say so (`canary_audit`: "not hosted: ..."), never an empty cell that reads as a pass. The
+shuffle model has no train harness: `--trust shuffle --task train` is refused, canaries or not.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from ldpfed.outputs import OutputDir, dumps
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
 from ldpfed.tasks import resolve
+from ldpfed.tasks.train import CANARY_TRUST
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
 from simulations.federation import Interrupted, run
 from simulations.stopping import Stopped, StopRequest, sigint_ignored_notice
@@ -57,9 +67,15 @@ def compare_trust(options: dict) -> None:
     if wrong:
         raise LDPValueError(f"{', '.join(wrong)} do(es) not apply to compare --trust")
     models = [get_class(name).name for name in parse_list(options["trust"], str, "--trust")]
+    canaries = check_positive_int(options.get("canaries") or 0, "--canaries", minimum=0)
+    if canaries and task != "train":
+        raise LDPValueError(f"--canaries audits training runs (--task train), not --task {task}")
     for name in models:
         if task not in get_class(name).tasks:
-            raise LDPValueError(f"--trust {name} applies to --task {', '.join(get_class(name).tasks)}; got {task}")
+            hosted = f" (no {name} run of --task {task}, so no canaries under it either)" if canaries else ""
+            raise LDPValueError(
+                f"--trust {name} applies to --task {', '.join(get_class(name).tasks)}; got {task}{hosted}"
+            )
     totals = [
         check_epsilon(e, "--epsilons") for e in parse_list(options.get("epsilons") or "1,2,4,8", float, "--epsilons")
     ]
@@ -90,6 +106,7 @@ def compare_trust(options: dict) -> None:
         if output.enabled and rows:
             frame = pd.DataFrame(rows)
             record = {"task": task, "mechanism": mechanism, "runs_planned": planned, "runs_finished": len(rows)}
+            record.update({"canaries": canaries} if canaries else {})
             output.write(
                 {
                     "trust.csv": frame.to_csv(index=False),
@@ -108,7 +125,7 @@ def compare_trust(options: dict) -> None:
         try:
             for setting in settings:
                 for repeat in range(repeats):
-                    rows.append(_run(setting, base, options, seed + repeat, repeat))
+                    rows.append(_run(setting, base, options, seed + repeat, repeat, canaries))
                     write()
                     advance(f"total eps {setting.total.epsilon:g}, {setting.trust}, repeat {repeat}")
         except (Interrupted, KeyboardInterrupt) as stopped:
@@ -119,11 +136,15 @@ def compare_trust(options: dict) -> None:
             raise Stopped(signum) from None
     frame = pd.DataFrame(rows)
     out = output.path if output.enabled else None
-    show_results(rows, lambda: _table(frame, entry), as_json=options.get("as_json", False), out=out, files=FILES)
+    show_results(
+        rows, lambda: _table(frame, entry, bool(canaries)), as_json=options.get("as_json", False), out=out, files=FILES
+    )
 
 
-def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
+def _run(setting, base: dict, options: dict, seed: int, repeat: int, canaries: int = 0) -> dict:
     flags = {**base, "seed": seed, **setting.options}
+    if canaries and setting.trust in CANARY_TRUST:
+        flags["canaries"] = canaries
     passed = LOCAL_ONLY if setting.trust == "local" else CENTRAL_ONLY if setting.trust == "central" else ()
     flags.update({name: options[name] for name in passed if options.get(name) is not None})
     if setting.trust in ("central", "secagg"):
@@ -142,6 +163,57 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int) -> dict:
     row.update(figures(config, summary, setting.trust))
     row["must_be_trusted"] = get_class(setting.trust).trusted
     row["private_against_server"] = get_class(setting.trust).private_against_server
+    if canaries:
+        row.update(audit_figures(summary, setting.trust))
+        error_console.print(
+            f"total eps {setting.total.epsilon:g}, {setting.trust}: canary audit: {row['canary_audit']}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    return row
+
+
+# the audit's columns of a row with --canaries (None where the run has no such figure)
+AUDIT_COLUMNS = (
+    "canary_audit",  # "passed", "FAILED", "SUSPECT" (audit.md), or why no audit was made
+    "audit_speaks_to",
+    "audit_accounted_epsilon",
+    "one_run_lower_bound",
+    "one_run_confidence",
+    "cosine_estimate",
+    "cosine_lower_limit",
+    "cosine_confidence",
+    "cosine_note",  # why the estimate has no lower limit (a Gaussian fit to non-Gaussian noise)
+)
+NOT_HOSTED = {
+    "secagg": "not hosted: under secure aggregation the server sees only the sum of masked shares and no harness "
+    "plays canary clients (canaries run under local and central trust)",
+}
+
+
+def audit_figures(summary: dict, trust: str) -> dict:
+    """The row's audit columns from the run's `canary_audit` (ldpfed.protocols.canaries.summary_entry)."""
+    row = dict.fromkeys(AUDIT_COLUMNS)
+    if trust not in CANARY_TRUST:
+        row["canary_audit"] = NOT_HOSTED.get(trust, f"not hosted: --trust {trust} runs no canary clients")
+        return row
+    audit = summary.get("canary_audit")
+    if not audit or audit.get("error"):
+        row["canary_audit"] = f"not made: {(audit or {}).get('error') or 'the run finished no round'}"
+        return row
+    bound, cosine = audit.get("one_run") or {}, audit.get("cosine") or {}
+    row.update(
+        canary_audit="FAILED" if audit["failed"] else "SUSPECT" if audit["suspect"] else "passed",
+        audit_speaks_to=audit["audit_speaks_to"],
+        audit_accounted_epsilon=audit["accounted_epsilon"],
+        one_run_lower_bound=bound.get("epsilon_lower"),
+        one_run_confidence=bound.get("confidence"),
+        cosine_estimate=cosine.get("epsilon"),
+        cosine_lower_limit=audit.get("cosine_lower_limit"),
+        cosine_confidence=audit.get("cosine_confidence"),
+        cosine_note=audit.get("cosine_note"),
+    )
     return row
 
 
@@ -186,10 +258,10 @@ def spent_against(summary: dict) -> dict:
     return {**spent, "epsilon_against_server": server["epsilon"], "epsilon_against": (others or [server])[-1]["party"]}
 
 
-def _table(frame: pd.DataFrame, task) -> Table:
+def _table(frame: pd.DataFrame, task, audited: bool = False) -> Table:
     metric = task.metric
     table = Table(title=f"trust models at equal total (eps, delta) per client ({task.name})")
-    for column in (
+    columns = [
         "total eps",
         "trust",
         "local eps/round",
@@ -199,12 +271,15 @@ def _table(frame: pd.DataFrame, task) -> Table:
         "eps spent (against)",
         "eps against the server",
         "bits/value",
-    ):
+    ]
+    if audited:  # --canaries: the audit beside the accounted eps (the largest over the repeats)
+        columns += ["one-run lower bound", "cosine estimate", "canary audit"]
+    for column in columns:
         table.add_column(column)
     grouped = frame.groupby(["total_epsilon", "trust"], sort=False)
     for (total, trust), group in grouped:
         local = group["local_epsilon_per_round"].iloc[0]
-        table.add_row(
+        cells = [
             f"{total:g}",
             trust,
             "-" if local is None or (isinstance(local, float) and math.isnan(local)) else f"{local:.4g}",
@@ -214,7 +289,12 @@ def _table(frame: pd.DataFrame, task) -> Table:
             f"{group['epsilon_spent_run'].max():.4g} ({AGAINST[trust]})",
             _shown(group["epsilon_against_server"].max()) if "epsilon_against_server" in group else "-",
             f"{group['bits_per_value'].iloc[0]:g}",
-        )
+        ]
+        if audited:
+            verdicts = sorted(set(group["canary_audit"]))
+            cells += [_shown(group["one_run_lower_bound"].max()), _shown(group["cosine_estimate"].max())]
+            cells.append("; ".join(verdicts))
+        table.add_row(*cells)
     return table
 
 

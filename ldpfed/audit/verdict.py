@@ -37,6 +37,7 @@ class AuditVerdict:
     estimate: CosineEstimate | None = None
     estimate_lower: float | None = None  # the cosine estimate's lower confidence limit
     estimate_confidence: float | None = None
+    estimate_note: str | None = None  # why the estimate has no lower limit (its fit does not model the noise)
 
     def __post_init__(self) -> None:
         if (self.estimate_lower is None) != (self.estimate_confidence is None):
@@ -66,6 +67,8 @@ class AuditVerdict:
             text = f"cosine estimate {_number(self.estimate.epsilon)}"
             if self.estimate_lower is not None:
                 text += f" ({_percent(self.estimate_confidence)} lower limit {_number(self.estimate_lower)})"
+            if self.estimate_note:
+                text += f" ({self.estimate_note})"
             parts.append(text)
         lines = ["; ".join(parts)]
         if self.failed:
@@ -89,6 +92,7 @@ class AuditVerdict:
             "cosine": None if self.estimate is None else self.estimate.to_dict(),
             "cosine_lower_limit": self.estimate_lower,
             "cosine_confidence": self.estimate_confidence,
+            "cosine_note": self.estimate_note,
             "failed": self.failed,
             "suspect": self.suspect,
             "lines": self.lines,

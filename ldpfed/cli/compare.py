@@ -161,6 +161,12 @@ def compare(
         help="Trust models side by side, comma-separated (local,shuffle for mean; local,central for train): "
         "--epsilons are then each client's totals over the run, per client, at the total's --delta (default 1e-5).",
     ),
+    canaries: int | None = typer.Option(
+        None,
+        "--canaries",
+        help="With --trust, train: canary clients of each run's in-run privacy audit (the trust models that host "
+        "them: local, central); beside each run's accounted eps, its one-run lower bound and cosine estimate.",
+    ),
     budget: str | None = typer.Option(
         None,
         "--budget",
@@ -190,6 +196,8 @@ def compare(
     task = options.pop("task")
     if task not in TASKS:
         raise LDPValueError(f"--task must be one of {TASKS}, got {task!r}")
+    if trust is None and options.pop("canaries") is not None:
+        raise LDPValueError("--canaries audits the runs of compare --trust (--task train); give --trust")
     if options.pop("trust") is not None:  # the runs are simulate's (Flower, the trust harness)
         _refuse_budget(planned, "compare --trust (its --epsilons are each client's totals over the run)")
         with OutputDir.prepare(out, overwrite=overwrite, command="compare --trust") as output:

@@ -225,18 +225,43 @@ def replacement_lower_limit(cosines: np.ndarray, coins: np.ndarray, delta: float
 
 
 def replacement_verdict(
-    accounted: float, cosines: np.ndarray, coins: np.ndarray, dims: int, delta: float, confidence: float = CONFIDENCE
+    accounted: float,
+    cosines: np.ndarray,
+    coins: np.ndarray,
+    dims: int,
+    delta: float,
+    confidence: float = CONFIDENCE,
+    not_gaussian: str | None = None,
 ) -> AuditVerdict:
     """The verdict from each canary's own score: the one-run bound and the estimate's lower limit,
-    each at half the level (as `canary_audit` splits it)."""
+    each at half the level (as `canary_audit` splits it). `not_gaussian`: the name of a noise that
+    is not Gaussian; the estimate's fit of two Gaussians then models neither its law nor its tails
+    (a Laplace sum's privacy loss is bounded, a Gaussian's is not: the fit overstates its eps at a
+    small delta), so the estimate is shown with that note and no lower limit, and only the one-run
+    bound, valid for any noise, can fail the run."""
     coins = np.asarray(coins, dtype=bool)
     if coins.sum() < 2 or (~coins).sum() < 2:
         raise LDPValueError("the audit needs at least 2 inserted and 2 left-out canaries (give more canaries)")
     level = (1.0 - confidence) / 2.0
     estimate = replacement_estimate(cosines, coins, dims, delta)
-    lower = replacement_lower_limit(cosines, coins, delta, 1.0 - level)
     bound = one_run_audit(cosines, coins, delta=delta, confidence=1.0 - level)
+    if not_gaussian:
+        note = f"a fit of Gaussians to {not_gaussian} noise: no limit, no flag"
+        return audit_verdict(accounted, bound, estimate, estimate_note=note)
+    lower = replacement_lower_limit(cosines, coins, delta, 1.0 - level)
     return audit_verdict(accounted, bound, estimate, lower, 1.0 - level)
+
+
+GAUSSIAN_NOISES = ("gaussian", "inid-gaussian")  # per coordinate, or on the L2-clipped update
+
+
+def non_gaussian_noise(privatizer) -> str | None:
+    """The name of the privatizer's noise when it is not Gaussian (LDPVec's directional noise
+    included), None when it is."""
+    name = getattr(privatizer, "mechanism", None)
+    if name in GAUSSIAN_NOISES and getattr(privatizer, "ldpvec", None) is None:
+        return None
+    return f"ldpvec ({name})" if getattr(privatizer, "ldpvec", None) is not None else str(name)
 
 
 class LocalAudit:
@@ -255,9 +280,11 @@ class LocalAudit:
         self.start: np.ndarray | None = None
         self.model_delta = np.zeros(dims)
         self.per_client = False  # whether the server held each client's reply (not summed node replies)
+        self.not_gaussian: str | None = None  # the replies' noise, when not Gaussian (`non_gaussian_noise`)
 
     def observe(self, server) -> None:
         """After a round: the canaries' replies (or, with summed node replies, the model's step)."""
+        self.not_gaussian = non_gaussian_noise(server.privatizer)
         outcome = server.outcome
         if outcome is None:
             return
@@ -277,7 +304,8 @@ class LocalAudit:
             cosines = np.divide(cosines, norms, out=np.zeros_like(cosines), where=norms > 0)
         else:  # summed node replies: the server holds the model's steps only
             cosines = canary_cosines(directions, self.model_delta)
-        return replacement_verdict(accounted, cosines, self.design.coins, self.dims, audit_delta(delta))
+        coins, delta = self.design.coins, audit_delta(delta)
+        return replacement_verdict(accounted, cosines, coins, self.dims, delta, not_gaussian=self.not_gaussian)
 
 
 def central_verdict(design: CanaryDesign, final_delta: np.ndarray, accounted: float, delta: float) -> AuditVerdict:
