@@ -216,7 +216,9 @@ def calibrate_local_stddev(epsilon: float, delta: float, rounds: int, event_of, 
     epsilon = check_epsilon(epsilon, "epsilon budget")
 
     def excess(log_sigma: float) -> float:
-        return math.log(ddgauss_epsilon(event_of(math.exp(log_sigma)), rounds, delta, orders)) - math.log(epsilon)
+        # the conversion's eps reaches 0 at a finite sigma (its log((alpha-1)/alpha) term): a floor keeps the log finite
+        spent = ddgauss_epsilon(event_of(math.exp(log_sigma)), rounds, delta, orders)
+        return math.log(max(spent, 1e-300)) - math.log(epsilon)
 
     low = high = math.log(clip)
     while excess(high) > 0:

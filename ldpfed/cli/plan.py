@@ -3,6 +3,7 @@ smallest predicted error, and its alternatives (ldpfed.planning)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from types import SimpleNamespace
 
@@ -10,6 +11,9 @@ import numpy as np
 import typer
 from rich.table import Table
 
+import ldpfed.mechanisms as mechanisms
+import ldpfed.tasks as tasks
+from ldpfed.accounting.trust import get_class
 from ldpfed.cli.common import (
     HEADER_HELP,
     OUT_OF_DOMAIN_HELP,
@@ -48,8 +52,10 @@ from ldpfed.planning.plan import (
     mse_against_rounds,
 )
 from ldpfed.planning.train import make_train_plan
+from ldpfed.planning.trust_plan import plan_trust
+from ldpfed.protocols import seeds
 from ldpfed.tasks import foreign_flags, resolve
-from ldpfed.validation import LDPValueError, check_positive_int
+from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
 PLAN_TASKS = ("mean", "frequency", "train")  # the tasks a plan predicts the error of
 SHOWN_ROWS = 15
@@ -98,6 +104,16 @@ def plan_command(
     header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     out_of_domain: str = typer.Option("error", "--out-of-domain", help=OUT_OF_DOMAIN_HELP),
     seed: int = typer.Option(0, "--seed", help="Seed for synthetic data."),
+    trust: str = typer.Option(
+        None,
+        "--trust",
+        help="Trust models to set side by side at the total, comma-separated: local, shuffle (mean), central "
+        "(train), secagg; each row's setting, noise, predicted error and bits per value (one --mechanism for local "
+        "and shuffle, default laplace).",
+    ),
+    bits: int = typer.Option(
+        None, "--bits", help="--trust secagg: bits per value b (the secure sum is modulo 2^b; default 16)."
+    ),
     out: str | None = out_option("plan.csv, plan.json, mse_vs_rounds.csv and mse_vs_rounds.png"),
     overwrite: bool = OVERWRITE,
     as_json: bool = json_option("one JSON object instead of tables"),
@@ -107,9 +123,15 @@ def plan_command(
         raise LDPValueError(f"--task must be one of {', '.join(PLAN_TASKS)}, got {task!r}")
     request = {name: value for name, value in locals().items() if name != "task"}
     foreign = foreign_flags(task, request, "plan_options")
+    foreign = [flag for flag in foreign if trust is None or flag not in TRUST_FLAGS]
     if foreign:
         raise LDPValueError(f"{', '.join(foreign)} do(es) not apply to --task {task}")
     request["total"] = TotalBudget.parse(request.pop("budget"))
+    if trust is not None:
+        trust_plan_command(SimpleNamespace(task=task, **request))
+        return
+    if bits is not None:
+        raise LDPValueError("--bits applies to plan --trust secagg")
     PLANNERS[task](SimpleNamespace(**request))
 
 
@@ -291,6 +313,142 @@ def _print_plan(plan, summary: dict) -> None:
     for excluded in plan.excluded:
         console.print(f"left out: {excluded['mechanism']} m={excluded['report_dims']}: {excluded['reason']}")
     console.print(f"Run it: {summary['simulate']}", highlight=False, soft_wrap=True)
+
+
+# --- plan --trust: the trust models side by side at the total ---------------------------------------
+TRUST_FLAGS = ("--clients",)  # a flag of another task's plan that --trust takes (the mean task's secure sum)
+NOT_WITH_TRUST = ("report_dims", "rounds_cap", "categories")  # options --trust does not take (not given: None)
+
+
+def trust_plan_command(request) -> None:
+    """`plan --trust a,b,...`: each trust model's setting at the total and what it predicts
+    (ldpfed.planning.trust_plan); with --out trust_plan.csv and trust_plan.json."""
+    given = [f"--{name.replace('_', '-')}" for name in NOT_WITH_TRUST if getattr(request, name) is not None]
+    if request.participation != 1.0:
+        given.append("--participation")  # every client in every round: as compare --trust and secagg run
+    if given:
+        raise LDPValueError(f"{', '.join(given)} do(es) not apply to plan --trust")
+    models = [get_class(name).name for name in parse_list(request.trust, str, "--trust")]
+    if request.bits is not None and "secagg" not in models:
+        raise LDPValueError("--bits applies to plan --trust secagg")
+    config = _trust_config(request)
+    with OutputDir.prepare(request.out, overwrite=request.overwrite, command="plan") as destination:
+        with progress_steps("plan --trust", 1) as advance:
+            rows = plan_trust(config, request.total, models, request.accountant)
+            advance("settings calibrated")
+        summary = _trust_summary(config, request.total, rows)
+        files = {}
+        if destination.enabled:
+            import pandas as pd  # lazily, as ldpfed.planning.plan: the CLI's start-up loads no pandas
+
+            files = {"trust_plan.csv": pd.DataFrame([row.to_dict() for row in rows]).to_csv(index=False)}
+            files["trust_plan.json"] = summary
+        written = destination.write(files) if files else []
+    if request.as_json:
+        print_json(summary)
+        return
+    _print_trust_plan(config, request.total, rows, summary)
+    if written:
+        console.print(f"wrote {request.out}/" + ", ".join(written), highlight=False)
+
+
+def _trust_config(request):
+    """The run a comparison would make (task, data, federation, rounds, one pure mechanism), bound
+    to its data's shape (mean), with the secure sum's bits."""
+    names = parse_list(request.mechanism or "laplace", str, "--mechanism")
+    if len(names) != 1 or mechanisms.get_class(names[0]).approximate:
+        raise LDPValueError(f"plan --trust takes one pure local mechanism (local and shuffle rows), got {names}")
+    check_positive_int(request.seed, "--seed", minimum=0)
+    flags = {"task": request.task, "rounds": check_positive_int(request.rounds, "--rounds"), "seed": request.seed}
+    flags["mechanism"] = names[0]
+    for name in ("data", "users", "dims", "clients", "model", "coordinate_clip"):
+        if getattr(request, name) is not None:
+            flags[name] = getattr(request, name)
+    if request.task == "mean" and request.data is None and request.users is not None:
+        flags["data"] = "gaussian"
+    config = resolve(None, flags)
+    if request.task == "mean":
+        config = tasks.of(config).bind(config, seeds.data_seed(config.run.seed))
+    if request.bits is not None:
+        config = replace(config, privacy=replace(config.privacy, bits=request.bits))
+    if request.clip is not None:  # central's and secagg's L2 clip (the local rows clip each coordinate)
+        config = replace(config, training=replace(config.training, clip=check_positive(request.clip, "--clip")))
+    return config
+
+
+def _trust_summary(config, total: TotalBudget, rows) -> dict:
+    models = ",".join(row.setting.trust for row in rows)
+    shape = (
+        f"--users {config.data.users} --dims {config.data.dims} --clients {config.federation.clients}"
+        if config.run.task == "mean"
+        else f"--data {config.data_name} --model {config.training.model} --clients {config.federation.clients} "
+        f"--clip {config.training.clip:g}"
+    )
+    run = (
+        f"ldpfed compare --task {config.run.task} --trust {models} {shape} --rounds {config.run.rounds} "
+        f"--epsilons {total.epsilon:g} --delta {total.delta:g} --mechanism {config.privacy.mechanism}"
+    )
+    summary = {
+        "task": config.run.task,
+        "total_epsilon": total.epsilon,
+        "total_delta": total.delta,
+        "rounds": config.run.rounds,
+        "clients": config.federation.clients,
+        "error": TRUST_ERROR[config.run.task],
+        "rows": [row.to_dict() for row in rows],
+        "compare": run,
+    }
+    if config.privacy.bits != type(config.privacy)().bits and "secagg" in models:  # compare runs secagg at 16 bits
+        summary["simulate_secagg"] = (
+            f"ldpfed simulate --task {config.run.task} --trust secagg --bits {config.privacy.bits} {shape} "
+            f"--rounds {config.run.rounds} --max-epsilon {total.epsilon:g} --max-delta {total.delta:g}"
+        )
+    return summary
+
+
+TRUST_ERROR = {
+    "mean": "predicted MSE of each dimension's mean estimate per round",
+    "train": "predicted E||noise||^2 of the averaged update per round",
+}
+
+
+def _print_trust_plan(config, total: TotalBudget, rows, summary: dict) -> None:
+    table = Table(
+        title=f"Plan --trust ({config.run.task}): total eps {total.epsilon:g}, delta {total.delta:g} per client over "
+        f"T = {config.run.rounds} rounds, {config.federation.clients} clients"
+    )
+    columns = [
+        ("trust", lambda r: r.setting.trust),
+        ("unit", lambda r: r.unit),
+        ("eps/round", lambda r: "-" if r.setting.epsilon_per_round is None else f"{r.setting.epsilon_per_round:.4g}"),
+        ("eps spent", lambda r: f"{r.spent:.4g}"),
+        ("eps against server", lambda r: "none" if r.against_server is None else f"{r.against_server:.4g}"),
+        ("noise sd (added)", lambda r: f"{r.noise_sd:.4g}"),
+        ("noise sd on mean", lambda r: f"{r.noise_sd_on_mean:.4g}"),
+        ("predicted " + ("MSE" if config.run.task == "mean" else "E||noise||^2"), lambda r: f"{r.error:.4g}"),
+        ("bits/value", lambda r: str(r.bits_per_value)),
+        ("parameters", _parameters_text),
+    ]
+    for label, _ in columns:
+        table.add_column(label, justify="left" if label in ("trust", "unit", "parameters") else "right")
+    for row in rows:
+        table.add_row(*(cell(row) for _, cell in columns))
+    console.print(table)
+    console.print(f"Error: {summary['error']}. Run it: {summary['compare']}", highlight=False, soft_wrap=True)
+    if "simulate_secagg" in summary:
+        console.print(f"secagg at these bits: {summary['simulate_secagg']}", highlight=False, soft_wrap=True)
+
+
+def _parameters_text(row) -> str:
+    p = row.parameters
+    if row.setting.trust == "secagg":
+        return (
+            f"b={p['bits']} gamma={p['gamma']:.3g} sigma={p['local_stddev']:.4g} beta={p['beta']:.3g} "
+            f"D={p['padded_dims']}"
+        )
+    if row.setting.trust == "central":
+        return f"z={p['noise_multiplier']:.4g}, C={p['clip']:g}, qN={p['expected_clients']:g}"
+    return row.setting.note
 
 
 def _eps(row, accountant: str) -> str:

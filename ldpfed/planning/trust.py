@@ -14,6 +14,7 @@ that its guarantee against its adversary (ldpfed.accounting.trust) is that total
   multiplier is calibrated (ldpfed.accounting.central);
 - secagg: the same, the budget to which the clients' discrete Gaussian shares are calibrated at
   every client's share summed (ldpfed.accounting.ddgauss); a round with dropouts spends more.
+What each setting predicts before a run: ldpfed.planning.trust_plan (`ldpfed plan --trust`).
 """
 
 from __future__ import annotations
