@@ -14,6 +14,7 @@ import numpy as np
 
 from ldpfed.analysis import predict
 from ldpfed.analysis.frequency import predict_frequency
+from ldpfed.analysis.moments import ColumnMoments
 from ldpfed.analysis.round_noise import predicted_aggregate_noise, round_noise_report
 from ldpfed.directional.diagnostics import cosine, leading_energy_share
 
@@ -78,23 +79,57 @@ def train_round(outcome, diagnostics: dict[int, dict], privatizer) -> dict:
     return metrics
 
 
-def mean_round(outcome, data: np.ndarray, cohorts: list[np.ndarray], config) -> dict:
+class _Replied:
+    """The last round's replying users and what the diagnostics computed of them (the truth, the
+    data's moments): a run's rounds mostly have the same replying clients, so these are computed
+    once per run, not once per round. One entry, keyed by the data object itself (held, so its
+    identity cannot be reused) and the replying partitions."""
+
+    def __init__(self) -> None:
+        self.data, self.partitions, self.rows, self.users, self.figures = None, None, None, 0, {}
+
+    def of(self, data, cohorts, partitions) -> _Replied:
+        """This entry for `partitions`' users of `data` (`rows`: theirs, None for every user in
+        order; `users`: how many), emptied when either changed since the last call."""
+        pids = np.asarray(partitions, dtype=np.int64)
+        if self.data is not data or self.partitions is None or not np.array_equal(self.partitions, pids):
+            self.rows = None if cohorts.everyone(pids) else cohorts.rows(pids)
+            self.users = cohorts.users if self.rows is None else self.rows.size
+            self.data, self.partitions, self.figures = data, pids.copy(), {}
+        return self
+
+    def figure(self, name: str, compute):
+        """`compute(rows)`, computed once per entry."""
+        if name not in self.figures:
+            self.figures[name] = compute(self.rows)
+        return self.figures[name]
+
+
+_REPLIED = _Replied()
+
+
+def mean_round(outcome, data: np.ndarray, cohorts, config) -> dict:
     """MSE of the chosen aggregator and of the plain mean against the truth of the users whose
-    clients replied, beside the CLT prediction for those users (analysis.md)."""
+    clients replied, beside the CLT prediction for those users (analysis.md). `cohorts`: the users
+    of each client (`ldpfed.protocols.mean.Cohorts`)."""
     nan = float("nan")
     if outcome is None or not outcome.partitions:
         return {"mse": nan, "mse_plain_mean": nan, "predicted_mse": nan, "predicted_noise": nan}
-    rows = np.concatenate([cohorts[pid] for pid in outcome.partitions])
-    values = data[rows]
-    truth = values.mean(axis=0)
+    replied = _REPLIED.of(data, cohorts, outcome.partitions)
+
+    def values(rows):
+        return data if rows is None and _in_order(data) else data[np.arange(len(data)) if rows is None else rows]
+
+    truth = replied.figure("truth", lambda rows: values(rows).mean(axis=0))
+    moments = replied.figure("moments", lambda rows: ColumnMoments.from_array(values(rows)))
     m = config.privacy.report_dims or config.data.dims
     prediction = predict(
         config.privacy.mechanism,
         config.privacy.epsilon,
-        len(rows),
+        replied.users,
         config.data.dims,
         m,
-        values,
+        moments,
         delta=config.delta_or_none,
         counts=outcome.sums.count,
     )
@@ -106,16 +141,21 @@ def mean_round(outcome, data: np.ndarray, cohorts: list[np.ndarray], config) -> 
     }
 
 
-def frequency_round(outcome, data, cohorts: list[np.ndarray], config) -> dict:
+def _in_order(data: np.ndarray) -> bool:
+    """A C-ordered float64 array: its reductions add as those of a copy of its rows do."""
+    return isinstance(data, np.ndarray) and data.dtype == np.float64 and data.flags.c_contiguous
+
+
+def frequency_round(outcome, data, cohorts, config) -> dict:
     """Frequency MSE (mean over the one-hot entries) of the chosen aggregator and of the plain mean
     against the frequencies of the users whose clients replied, beside the CLT prediction for those
     users (`ldpfed.analysis.frequency`; report counts averaged over their binomial law)."""
     nan = float("nan")
     if outcome is None or not outcome.partitions:
         return {"mse": nan, "mse_plain_mean": nan, "predicted_mse": nan, "predicted_noise": nan}
-    rows = np.concatenate([cohorts[pid] for pid in outcome.partitions])
-    truth = data.subset(rows).frequencies()
-    prediction = predict_frequency(outcome.oracles, truth, len(rows))
+    replied = _REPLIED.of(data, cohorts, outcome.partitions)
+    truth = replied.figure("truth", lambda rows: (data if rows is None else data.subset(rows)).frequencies())
+    prediction = predict_frequency(outcome.oracles, truth, replied.users)
     return {
         "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
         "mse_plain_mean": float(np.mean((outcome.f_hat - truth) ** 2)),

@@ -180,6 +180,32 @@ def cohort_rows(users: int, clients: int, partition_ids) -> np.ndarray:
     return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
 
 
+@dataclass(frozen=True)
+class Cohorts:
+    """The users' split over the clients (`cohort`: client pid holds block pid of
+    `np.array_split(np.arange(users), clients)`), by arithmetic: nothing per client is built."""
+
+    users: int
+    clients: int
+
+    def __len__(self) -> int:
+        return self.clients
+
+    def __getitem__(self, partition_id: int) -> np.ndarray:
+        return cohort(self.users, self.clients, int(partition_id))
+
+    def everyone(self, partitions) -> bool:
+        """Whether `partitions` are all the clients in ascending order (their rows: every user, in order)."""
+        if len(partitions) != self.clients:
+            return False
+        pids = np.asarray(partitions, dtype=np.int64)
+        return bool(pids[0] == 0 and np.all(np.diff(pids) == 1)) if pids.size else True
+
+    def rows(self, partitions) -> np.ndarray:
+        """The rows of the users of `partitions`, client after client (`cohort_rows`)."""
+        return cohort_rows(self.users, self.clients, partitions)
+
+
 @functools.lru_cache(maxsize=4)
 def _mechanism(name: str, epsilon: float, m: int, delta: float | None) -> Mechanism:
     return per_value_mechanism(name, epsilon, m, delta)

@@ -3,10 +3,9 @@ answer for their clients one after another, and MSE figures against the cohorts'
 
 from __future__ import annotations
 
-import numpy as np
-
 import ldpfed.aggregation as aggregation
 from ldpfed.config import Config, check_tuple_shape
+from ldpfed.protocols.mean import Cohorts
 from ldpfed.protocols.nodes import ClientsNode, default_tuple_nodes
 from ldpfed.tasks.base import Task, nanmean
 from ldpfed.validation import LDPValueError, check_epsilon
@@ -45,8 +44,9 @@ class TupleTask(Task):
         values = config.data.users * config.data.dims
         return default_tuple_nodes(federation.clients, values, federation.cpus)
 
-    def cohorts(self, config: Config) -> list[np.ndarray]:
-        return np.array_split(np.arange(config.data.users), config.federation.clients)
+    def cohorts(self, config: Config) -> Cohorts:
+        """The users each client holds (`Cohorts`: by arithmetic, not a split of the users per round)."""
+        return Cohorts(config.data.users, config.federation.clients)
 
     def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
         """The final figures are the last round's that had reports (`last_round_with_reports`): a
