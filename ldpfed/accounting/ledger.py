@@ -16,6 +16,14 @@ which all take part) share one accountant computation, memoized by that history.
 then cost O(clients) dictionary work plus one accountant call per distinct history, not one per
 client and round of the run (the same numbers as composing each client on its own).
 
+A memoized collection (RAPPOR-style longitudinal frequency oracles: each user's permanent report is
+drawn once and every round re-randomizes it) is declared with `declare_memoized(event, ...)`: a
+client's first round of it records `event` (eps_inf, charged once), its later rounds a no-op event
+(they reveal nothing beyond the permanent report to the server over all rounds), and a budget's
+"one more round" of it costs nothing to a client already charged. The one-round guarantee (eps_1,
+against an observer of that round alone) is a statement of the collection, the same for every
+client, written beside the totals (`state_dict`'s "guarantees"); the totals' columns stay eps_inf.
+
 No amplification by the server's client sampling is claimed: LDP protects each report on its
 own, the client knows whether it was sampled (its loss counts in every round it took part in),
 and the sampling is done by the untrusted server the guarantee is meant to hold against.
@@ -69,6 +77,9 @@ class LedgerEntry:
             "mechanism": self.mechanism,
             "event": event_to_dict(self.event),
         }
+
+
+_REPEAT = dp_event.NoOpDpEvent()  # a memoized collection's later round: nothing new against the server
 
 
 def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_multiplier: float | None = None):
@@ -193,6 +204,7 @@ class PrivacyLedger:
         self._size = 0
         # (history, accountant, delta target, extra event) -> Spent, or None where unsupported
         self._memo: dict[tuple, Spent | None] = {}
+        self._memoized: dict[dp_event.DpEvent, dict] = {}  # permanent event -> its guarantees' statement
 
     def __len__(self) -> int:
         return self._size
@@ -202,9 +214,31 @@ class PrivacyLedger:
         """Record one round of one client by its event."""
         self.record_round([client_id], round, event, mechanism)
 
+    def declare_memoized(self, event: dp_event.DpEvent, one_round_epsilon: float, statement: str) -> None:
+        """`event` is a memoized collection's permanent cost: charged at a client's first round of
+        it, free at its later ones (module docstring); `one_round_epsilon`: eps_1, against an
+        observer of one round; `statement`: who gets which guarantee, in words."""
+        if not isinstance(event, dp_event.DpEvent):
+            raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
+        self._memoized[event] = {
+            "event": describe_event(event),
+            "against_the_server_over_all_rounds": "each client's total (eps_inf for its memoized value, charged once)",
+            "against_an_observer_of_one_round_epsilon": float(one_round_epsilon),
+            "statement": statement,
+        }
+
+    def _charged(self, rows: np.ndarray, event: dp_event.DpEvent) -> np.ndarray:
+        """Whether each row's history already holds `event` (one check per distinct state)."""
+        states = self._state[rows]
+        holds = np.zeros(len(self._states), dtype=bool)
+        for state in np.flatnonzero(np.bincount(states, minlength=len(self._states))):
+            holds[state] = event in dict(self._states[state][0])
+        return holds[states]
+
     def record_round(self, client_ids, round: int, event: dp_event.DpEvent, mechanism: str | None = None) -> None:
         """Record one round with the same event for each of `client_ids` (array work: O(clients)
-        in numpy, one transition per distinct client state)."""
+        in numpy, one transition per distinct client state); a declared memoized event is a no-op
+        for the clients already charged it."""
         round = check_positive_int(round, "round", minimum=0)
         if not isinstance(event, dp_event.DpEvent):
             raise LDPValueError(f"event must be a DpEvent, got {type(event).__name__}")
@@ -213,6 +247,17 @@ class PrivacyLedger:
         if rows.size == 0:
             return
         self._check_new(rows, round)
+        if event in self._memoized:
+            charged = self._charged(rows, event)
+            if charged.any():
+                self._record_rows(rows[~charged], round, event, mechanism)
+                self._record_rows(rows[charged], round, _REPEAT, f"{mechanism}: memo repeated, charged once")
+                return
+        self._record_rows(rows, round, event, mechanism)
+
+    def _record_rows(self, rows: np.ndarray, round: int, event: dp_event.DpEvent, mechanism: str) -> None:
+        if rows.size == 0:
+            return
         states = self._state[rows]
         moves = np.arange(len(self._states), dtype=np.int64)  # state -> state after this round
         for state in np.flatnonzero(np.bincount(states, minlength=len(self._states))):
@@ -342,7 +387,10 @@ class PrivacyLedger:
         """The client's total as `accountant` states it with delta <= `max_delta` where it can
         (`Accountant.spent_within`; basic's delta is the rounds' sum); with `extra`, the total it
         would have after one more round costing `extra` (what a budget checks before admitting it)."""
-        key = ("within", self._history(client_id), accountant, max_delta, extra)
+        history = self._history(client_id)
+        if extra in self._memoized and extra in dict(history):  # a memo's later round costs nothing more
+            extra = None
+        key = ("within", history, accountant, max_delta, extra)
         return self._memoised(key, lambda composed: composed.spent_within(max_delta))
 
     def _recorded_states(self) -> list[int]:
@@ -526,6 +574,8 @@ class PrivacyLedger:
             "private": self.private,
             "reasons": self.reasons(),
         }
+        if self._memoized:
+            record["guarantees"] = list(self._memoized.values())
         if per_client:
             record["entries"] = [entry.to_dict() for entry in self.entries()]
             record["totals"] = self.totals(delta_target)

@@ -26,6 +26,7 @@ import numpy as np
 
 import ldpfed.frequency.oracles as frequency_oracles
 import ldpfed.mechanisms as mechanisms
+from ldpfed.frequency.longitudinal import LongitudinalOracle
 from ldpfed.frequency.oracles import (
     CountingOracle,
     FrequencyOracle,
@@ -37,7 +38,8 @@ from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
 from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
 
 # The longitudinal oracles (a permanent report memoized over rounds, ldpfed.frequency.longitudinal):
-# the one-round collection of the frequency task does not run them.
+# a federation runs them from each user's memo (`AttributeOracles.memoized_report_sums`); plans and
+# comparisons of one-round collections list the others.
 LONGITUDINAL_ORACLES = tuple(
     name for name in frequency_oracles.available() if hasattr(frequency_oracles.get_class(name), "epsilon_inf")
 )
@@ -49,19 +51,21 @@ COUNTING_ORACLES = tuple(
 
 
 def oracle_kind(name: str) -> str:
-    """ "grr", "oue", or "histogram" (any scalar mechanism name, histogram-encoded)."""
+    """ "grr", "oue", another oracle of the registry (a longitudinal one included: it collects over
+    rounds from a memo, `AttributeOracles.memoized`), or "histogram" (any scalar mechanism name,
+    histogram-encoded)."""
     key = canonical_name(name)
-    if key in COUNTING_ORACLES:
+    if key in COUNTING_ORACLES or key in LONGITUDINAL_ORACLES:
         return key
     if key == "histogram":
         raise LDPValueError("name the histogram encoding by its mechanism (e.g. laplace, piecewise), not 'histogram'")
-    if key in LONGITUDINAL_ORACLES:
-        raise LDPValueError(
-            f"{key} is a longitudinal oracle (a permanent report memoized over rounds, ldpfed.frequency.longitudinal); "
-            f"a one-round collection takes {', '.join(COUNTING_ORACLES)} or a scalar mechanism"
-        )
     mechanisms.get_class(key)  # an unknown name fails here, naming the choices
     return "histogram"
+
+
+def is_longitudinal(name: str) -> bool:
+    """Does `name` collect over rounds from a permanent (memoized) report?"""
+    return canonical_name(name) in LONGITUDINAL_ORACLES
 
 
 def has_channel(name: str) -> bool:
@@ -192,10 +196,10 @@ class AttributeOracles:
             report = np.where(keep, codes, other)
             supports = self.one_hot(report)
             out[entry_mask] = ((supports - q[self.attribute_of_entry]) / (p - q)[self.attribute_of_entry])[entry_mask]
-        elif hasattr(first, "epsilon_inf"):  # a longitudinal oracle reports from its memo, round after round
+        elif self.memoized:  # a longitudinal oracle reports from its memo, round after round
             raise LDPValueError(
-                f"{first.name} collects over rounds from a permanent report (its memo); a one-round collection "
-                "would redraw it every round and spend eps_inf each time"
+                f"{first.name} collects over rounds from a permanent report (its memo): memoized_report_sums, "
+                "not a one-round collection (which would redraw the memo and spend eps_inf each time)"
             )
         else:  # any other oracle of the registry: its own sampler and per-user contributions
             for j, oracle in enumerate(self.oracles):  # a loop over attributes, each vectorized over users
@@ -214,7 +218,44 @@ class AttributeOracles:
         return ReportSums(count, values.sum(axis=0), np.einsum("ij,ij->j", values, values), codes.shape[0])
 
     @property
+    def memoized(self) -> bool:
+        """Do the oracles report over rounds from a permanent (memoized) report?"""
+        return isinstance(self.oracles[0], LongitudinalOracle)
+
+    def memoized_report_sums(
+        self, codes: np.ndarray, permanent: np.random.Generator, rng: np.random.Generator
+    ) -> ReportSums:
+        """One round of a memoized collection: each user's m attributes and their permanent reports
+        are drawn from `permanent`, a stream that is the same every round (the client's own secret:
+        the same memo each round, and nothing the server knows redraws it); this round's
+        instantaneous reports from `rng`. The reported attributes are memoized too: a fresh m of d
+        each round would release every attribute's permanent report over the rounds (d eps_inf / m)."""
+        codes = np.asarray(codes)
+        n = codes.shape[0]
+        reported = sample_report_mask(n, self.attributes, self.report_dims, permanent)
+        out = np.zeros((n, self.entries))
+        for j, oracle in enumerate(self.oracles):  # a loop over attributes, each vectorized over users
+            rows = np.flatnonzero(reported[:, j])
+            if rows.size:
+                memo = oracle.memoize(codes[rows, j], permanent)
+                out[rows, self.offsets[j] : self.offsets[j + 1]] = oracle.contributions(oracle.report(memo, rng))
+        count = np.repeat(reported.sum(axis=0), self.categories).astype(float)
+        return ReportSums(count, out.sum(axis=0), np.einsum("ij,ij->j", out, out), n)
+
+    @property
+    def epsilon_1(self) -> float | None:
+        """A memoized collection's budget against an observer of one round (m attributes at
+        eps_1 / m each); None for a one-round collection, whose every round spends `epsilon`."""
+        return self.report_dims * self.oracles[0].epsilon_1 if self.memoized else None
+
+    @property
     def guarantee(self) -> str:
+        if self.memoized:
+            return (
+                f"{self.epsilon:g}-LDP per user against the server over all rounds (each user's permanent "
+                f"report of {self.report_dims} of {self.attributes} attributes, memoized: charged once), "
+                f"{self.epsilon_1:g}-LDP against an observer of one round"
+            )
         return (
             f"{self.epsilon:g}-LDP per user: {self.report_dims} of {self.attributes} attributes, "
             f"each {self.oracles[0].guarantee}"
@@ -231,4 +272,5 @@ class AttributeOracles:
             "categories": self.categories.tolist(),
             "per_attribute": first.describe() | {"k": None},
             "guarantee": self.guarantee,
+            **({"epsilon_inf": self.epsilon, "epsilon_1": self.epsilon_1} if self.memoized else {}),
         }

@@ -34,6 +34,7 @@ from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
 CHUNK_ENTRIES = 2**20  # users x one-hot entries perturbed per chunk
+PERMANENT_ROUND = 0  # the round key of a client's permanent reports' stream (rounds count from 1)
 
 
 def plugin_deviation(sums: ReportSums, oracles: AttributeOracles) -> DeviationModel:
@@ -64,17 +65,42 @@ def estimate_frequencies(
 
 
 def collect_frequency_sums(
-    codes: np.ndarray, oracles: AttributeOracles, stream: np.random.SeedSequence, *, chunk_users: int | None = None
+    codes: np.ndarray,
+    oracles: AttributeOracles,
+    stream: np.random.SeedSequence,
+    *,
+    chunk_users: int | None = None,
+    permanent: np.random.SeedSequence | None = None,
 ) -> ReportSums:
-    """Users report chunk by chunk; chunk k draws from child k of `stream` (as `collect_sums`)."""
+    """Users report chunk by chunk; chunk k draws from child k of `stream` (as `collect_sums`), and
+    for memoized oracles its permanent reports from child k of `permanent` (the same every round)."""
     users = codes.shape[0]
     chunk_users = max(1, CHUNK_ENTRIES // oracles.entries) if chunk_users is None else chunk_users
     starts = range(0, users, chunk_users)
-    children = np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(len(starts))
+    children = _children(stream, len(starts))
+    memos = _children(permanent, len(starts)) if oracles.memoized else [None] * len(starts)
     total = ReportSums.zeros(oracles.entries)
-    for start, child in zip(starts, children):
-        total = total + oracles.report_sums(codes[start : start + chunk_users], np.random.default_rng(child))
+    for start, child, memo in zip(starts, children, memos):
+        chunk, rng = codes[start : start + chunk_users], np.random.default_rng(child)
+        if memo is None:
+            total = total + oracles.report_sums(chunk, rng)
+        else:
+            total = total + oracles.memoized_report_sums(chunk, np.random.default_rng(memo), rng)
     return total
+
+
+def _children(stream: np.random.SeedSequence | None, count: int) -> list[np.random.SeedSequence]:
+    if stream is None:
+        raise LDPValueError("a memoized collection needs the client's permanent stream")
+    return np.random.SeedSequence(stream.entropy, spawn_key=stream.spawn_key).spawn(count)
+
+
+def permanent_stream(secret: int) -> np.random.SeedSequence:
+    """A client's stream of its users' permanent (memoized) reports: under its own secret, keyed
+    (NOISE, PERMANENT_ROUND), which no round's stream uses (rounds count from 1); the same for every
+    round, so each user's memo is drawn once whatever rebuilds the client, and the server, which
+    never holds the secret, cannot redraw it."""
+    return seeds.stream(secret, seeds.NOISE, PERMANENT_ROUND)
 
 
 # ---- client half -----------------------------------------------------------------------------
@@ -95,7 +121,9 @@ class FrequencyClient:
         if self.fail:
             raise InjectedFailure(f"injected failure in round {server_round}")
         noise = seeds.stream(self.secret, seeds.NOISE, server_round)
-        sums = collect_frequency_sums(self.codes, self.oracles, noise, chunk_users=self.chunk_users)
+        sums = collect_frequency_sums(
+            self.codes, self.oracles, noise, chunk_users=self.chunk_users, permanent=permanent_stream(self.secret)
+        )
         arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
         return ClientReply(arrays, {"users": int(sums.users)}), {}
 
@@ -200,6 +228,8 @@ class FrequencyServer(TupleServer):
         layout = {"categories": tuple(int(k) for k in oracles.categories), "channel": oracles.channels or ()}
         super().__init__("frequency", clients, aggregators, **layout, **options)
         self.oracles = oracles
+        if oracles.memoized and self.round_event is not None:  # eps_inf charged once per client
+            self.ledger.declare_memoized(self.round_event, oracles.epsilon_1, oracles.guarantee)
         self.width, self.mechanism_name = oracles.entries, oracles.name
         self.outcome: FrequencyOutcome | None = None
 

@@ -39,5 +39,27 @@ class FrequencyTask(TupleTask):
     def observe(self, config: Config, data_seed: int):
         return frequency.read(config, data_seed)
 
+    def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
+        """TupleTask's figures and, for a memoized (longitudinal) oracle, whom which guarantee protects
+        against: the server over all rounds gets each client's total (eps_inf, charged once for a
+        fixed value), an observer of any one round eps_1 (`round_observer_guarantees`)."""
+        summary = super().summary(config, server, rows, reported)
+        oracles = server.oracles
+        if oracles.memoized:
+            summary["memoized"] = {
+                "epsilon_inf": oracles.epsilon,
+                "epsilon_1": oracles.epsilon_1,
+                "statement": oracles.guarantee,
+            }
+            summary["round_observer_guarantees"] = [
+                {
+                    "party": "an observer of any one round (its reports alone)",
+                    "epsilon": oracles.epsilon_1,
+                    "delta": None,
+                    "unit": self.unit,
+                }
+            ]
+        return summary
+
     def joined(self, config, server, observed, diagnostics_of_clients):
         return diagnostics.frequency_round(server.outcome, observed, self.cohorts(config), config)
