@@ -241,3 +241,85 @@ def final_model_lower_limit(seen_cosines, dimension: int, delta: float, confiden
     if std_low < null_std < std_high:  # equal stds: the least revealing pair for a given mean gap
         candidates = np.append(candidates, null_std)
     return min(_fitted_epsilon(mean_low, float(candidate), dimension, delta) for candidate in candidates)
+
+
+# --- the final-model estimate's sampling law on one Gaussian mechanism ---------------------------------
+# All k canaries inserted into Delta = S + sigma Z, S = sum_j c_j (unit directions, sensitivity 1). With
+# A = ||S||^2 = k (1 + eta) (random directions: eta ~ N(0, 2 (k-1) / (k d)) from their pairwise dots;
+# orthonormal ones: eta = 0) and w = sigma <S, Z> / k ~ N(0, sigma^2 / k), the mean inserted cosine is
+# (A + sigma <S, Z>) / (k ||Delta||) and ||Delta||^2 = A + 2 sigma <S, Z> + sigma^2 d. In units of the
+# null's sd 1/sqrt(d) the cosines have mean mu_obs = 1 / sqrt(sigma^2 + k/d) (the other canaries add
+# k/d to the noise variance the estimator sees) and, to first order in (eta, w):
+#   1/mu_obs_hat^2 - k/d = sigma^2 [1 - 2 w - eta (2 + k / (d sigma^2))],
+# so the corrected mu_hat = mu [1 + w + eta (1 + k / (2 d sigma^2))] (`equal_variance_sd`), and the
+# uncorrected fitted mean moves by sigma^2 / (sigma^2 + k/d) of that, relatively. The fitted std,
+# relative to the null's, is sqrt((sigma^2 + pairwise (k-1)/d) / (sigma^2 + k/d)) with relative sd
+# 1 / sqrt(2 k); the eps of two Gaussians at a small delta grows on both sides of equal stds (a kink:
+# a std ratio r != 1 makes the privacy loss quadratic, unbounded in one tail), so Andrew et al.'s
+# estimate, which fits the std, is biased up by about its slope times E|r - 1| (`fitted_estimate_law`).
+def gaussian_mechanism_slope(mu: float, delta: float) -> float:
+    """d eps / d mu of the Gaussian mechanism (eps at `delta` of N(0, 1) against N(mu, 1)), closed form
+    from delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2): phi(-eps/mu + mu/2) / (e^eps Phi(-eps/mu - mu/2))
+    (the densities' terms in d delta / d eps cancel)."""
+    epsilon = epsilon_two_gaussians(0.0, 1.0, mu, 1.0, delta)
+    upper, lower = -epsilon / mu + mu / 2.0, -epsilon / mu - mu / 2.0
+    return float(math.exp(norm.logpdf(upper) - epsilon - norm.logcdf(lower)))
+
+
+def equal_variance_estimate(seen_cosines, dimension: int, delta: float, inserted: int = 0) -> CosineEstimate:
+    """The final-model estimate with the null's std 1/sqrt(d) on both sides (exact for a Gaussian
+    mechanism's isotropic noise): mu = mean cosine x sqrt(d), then, when `inserted` canaries share the
+    release, the k/d they add to the noise variance taken out: 1/mu^2 = 1/mu_obs^2 - k/d. No fitted
+    std: no kink, so no upward bias (see `fitted_estimate_law`)."""
+    dimension = check_positive_int(dimension, "dimension", minimum=2)
+    delta = check_fraction(delta, "delta")
+    inserted = check_positive_int(inserted, "inserted", minimum=0)
+    mean, _ = _fit(seen_cosines, "seen_cosines")
+    mu_obs = mean * math.sqrt(dimension)
+    variance = 1.0 / mu_obs**2 - inserted / dimension if mu_obs > 0 else math.inf
+    mu = 0.0 if variance == math.inf else (math.inf if variance <= 0 else variance**-0.5)
+    epsilon = math.inf if mu == math.inf else epsilon_two_gaussians(0.0, 1.0, mu, 1.0, delta)
+    null_std = dimension**-0.5
+    seen = int(np.size(seen_cosines))
+    return CosineEstimate(epsilon, delta, "final model, equal stds", mean, null_std, 0.0, null_std, seen, 0, dimension)
+
+
+def _relative_sd(mu: float, canaries: int, dimension: int, pairwise: bool) -> float:
+    """Relative sd of the corrected mu_hat: sqrt(sigma^2 / k + Var(eta) (1 + k / (2 d sigma^2))^2)."""
+    k, d, variance = canaries, dimension, mu**-2
+    spread = 2.0 * (k - 1) / (k * d) * (1.0 + k / (2.0 * d * variance)) ** 2 if pairwise else 0.0
+    return math.sqrt(variance / k + spread)
+
+
+def equal_variance_sd(mu: float, canaries: int, dimension: int, delta: float, pairwise: bool = True) -> float:
+    """Sampling sd of `equal_variance_estimate`'s eps (inserted = canaries, all of them seen) on a
+    Gaussian mechanism at mu = 1/sigma (delta method); `pairwise`: random directions (False:
+    orthonormal ones, no pairwise dots)."""
+    return gaussian_mechanism_slope(mu, delta) * mu * _relative_sd(mu, canaries, dimension, pairwise)
+
+
+def fitted_estimate_law(
+    mu: float, canaries: int, dimension: int, delta: float, pairwise: bool = True, nodes: int = 8
+) -> tuple[float, float]:
+    """(mean, sd) of Andrew et al.'s final-model estimate (`final_model_estimate`, mean and std fitted)
+    from `canaries` inserted cosines of a Gaussian mechanism at mu = 1/sigma: the fitted mean (null sd
+    units) ~ N(mu_obs, (mu_obs sigma^2 / (sigma^2 + k/d) x `_relative_sd`)^2) and the fitted std ratio
+    ~ N(r, r^2 / (2k)), independent, integrated by Gauss-Hermite quadrature, `nodes` points per axis."""
+    k, d, variance = canaries, dimension, mu**-2
+    mu_obs = (variance + k / d) ** -0.5
+    mean_sd = mu_obs * variance * mu_obs**2 * _relative_sd(mu, k, d, pairwise)
+    ratio = math.sqrt((variance + (k - 1) / d if pairwise else variance) * mu_obs**2)
+    points, weights = np.polynomial.hermite_e.hermegauss(nodes)
+    weights = weights / weights.sum()
+    values = np.array(
+        [
+            [
+                epsilon_two_gaussians(0.0, 1.0, mu_obs + mean_sd * a, ratio * (1.0 + b / math.sqrt(2.0 * k)), delta)
+                for b in points
+            ]
+            for a in points
+        ]
+    )
+    grid = np.outer(weights, weights)
+    mean = float(np.sum(grid * values))
+    return mean, float(math.sqrt(max(np.sum(grid * values**2) - mean**2, 0.0)))
