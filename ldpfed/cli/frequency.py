@@ -43,6 +43,7 @@ from ldpfed.experiments.frequency import (
 from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles, is_approximate, oracle_kind
 from ldpfed.outputs import OutputDir
+from ldpfed.planning.frequency import measure_memoized_versus_fresh, memoized_versus_fresh
 from ldpfed.planning.run import StudyBudget, study_repeats, with_budget_columns
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive_int, check_report_dims
@@ -302,10 +303,56 @@ def compare_frequency(
             )
         if study is not None:
             config = {**result.config, "budget": study.describe(groups, plan.repeats)}
+            if not study.total.delta:  # the longitudinal oracles are pure
+                predicted = memoized_versus_fresh(table, study.total.epsilon, study.rounds, m)
+                config["memoized_versus_fresh"] = measure_memoized_versus_fresh(
+                    table, predicted, plan.repeats, plan.seed
+                )
             result = replace(result, summary=with_budget_columns(result.summary, groups), config=config)
         rows = json_rows(result)
         written = output.write(output_files(result, rows)) if output.enabled else []
     show_results(rows, lambda: results_table(result), as_json=as_json, out=out, files=written)
+    if not as_json and result.config.get("memoized_versus_fresh"):
+        print_memoized_versus_fresh(result.config["memoized_versus_fresh"])
+
+
+def print_memoized_versus_fresh(rows: list[dict]) -> None:
+    """The table of memoized against fresh collection at one budget over T rounds (`plan` and
+    `compare --task frequency --budget --rounds`), with whom each guarantee holds against."""
+    first = rows[0]
+    table = Table(
+        title=f"Memoized vs fresh collection at one budget over T = {first['rounds']} rounds "
+        f"(eps {max(r['epsilon_against_all_rounds'] for r in rows):g} per user against the server over all rounds, "
+        f"for a value that stays fixed), m = {first['report_dims']}",
+        caption="memoized: each user's permanent report drawn once (eps_inf charged once), a fresh instantaneous "
+        "report each round; fresh: a new report each round at eps / T (basic composition)",
+    )
+    measured = "measured_mse_of_average" in first
+    for column in (
+        "collection",
+        "oracle",
+        "eps per round",
+        "eps vs one round's observer",
+        "eps vs the server, all rounds",
+    ):
+        table.add_column(column, justify="left" if column in ("collection", "oracle") else "right")
+    table.add_column("MSE of the T-round average (predicted)", justify="right")
+    if measured:
+        table.add_column("measured ± se", justify="right")
+    for row in rows:
+        per_round = "-" if row["epsilon_per_round"] is None else f"{row['epsilon_per_round']:.4g}"
+        cells = [
+            row["collection"],
+            row["oracle"],
+            per_round,
+            f"{row['epsilon_against_one_round']:.4g}",
+            f"{row['epsilon_against_all_rounds']:.4g}",
+            f"{row['mse_of_average']:.4g}",
+        ]
+        if measured:
+            cells.append(f"{row['measured_mse_of_average']:.4g} ±{row['measured_se']:.2g}")
+        table.add_row(*cells)
+    console.print(table)
 
 
 def _number(value) -> float | None:

@@ -28,10 +28,12 @@ import numpy as np
 from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, bound_from_moments
 from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, recalibrated_mse
 from ldpfed.data.categorical import CategoricalData
-from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles
+from ldpfed.frequency.categorical import COUNTING_ORACLES, LONGITUDINAL_ORACLES, AttributeOracles
 from ldpfed.frequency.oracles import HistogramEncoding
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.plan import Plan, PlanRow, admitted_mechanisms, ranked_plan, users_per_round
+from ldpfed.protocols import seeds
+from ldpfed.protocols.frequency import FrequencyClient, FrequencyServer
 
 
 def entry_third_moments(oracles: AttributeOracles) -> tuple[np.ndarray, np.ndarray]:
@@ -115,8 +117,14 @@ class FrequencyTask:
 
 def make_frequency_plan(table, total: TotalBudget, rounds: int, **options) -> Plan:
     """Every (oracle, m) candidate for the categorical data `table` (`ldpfed.data.categorical`),
-    ranked by mse_final (`options`: those of `plan.ranked_plan`)."""
-    return ranked_plan(FrequencyTask(table), total, rounds, **options)
+    ranked by mse_final (`options`: those of `plan.ranked_plan`); its summary adds memoized against
+    fresh collection at the same total (`memoized_versus_fresh`) where the total is pure."""
+    task = FrequencyTask(table)
+    if not total.delta:  # the longitudinal oracles are pure
+        m = options.get("report_dims")
+        m = m if isinstance(m, int) else None  # "auto" or all: every attribute
+        task.details = {**task.details, "memoized_versus_fresh": memoized_versus_fresh(table, total.epsilon, rounds, m)}
+    return ranked_plan(task, total, rounds, **options)
 
 
 def frequency_curve_row(table, total: TotalBudget):
@@ -127,3 +135,81 @@ def frequency_curve_row(table, total: TotalBudget):
         return task.row(budget, m, task.users, [], total)
 
     return row_of
+
+
+FRESH_ORACLES = ("grr", "oue", "olh")  # the one-round oracles shown beside the memoized ones
+
+
+def memoized_mse(oracles: AttributeOracles, frequencies: np.ndarray, users: int, rounds: int) -> float:
+    """Predicted MSE (mean over entries) of the average of `rounds` rounds of a memoized collection:
+    the r = n m / d users who report attribute j (memoized: the same users every round) contribute
+    `variance_of_average` (the permanent report's share does not average away), plus the sampling of
+    those r among n users, f (1 - f) (1 / r - 1 / n), which does not average away either."""
+    reporters = max(1, round(users * oracles.report_dims / oracles.attributes))
+    parts = []
+    for oracle, start, stop in zip(oracles.oracles, oracles.offsets[:-1], oracles.offsets[1:]):
+        f = frequencies[start:stop]
+        sampling = f * (1.0 - f) * (1.0 / reporters - 1.0 / users)
+        parts.append(oracle.variance_of_average(f, reporters, rounds) + sampling)
+    return float(np.mean(np.concatenate(parts)))
+
+
+def memoized_versus_fresh(table, epsilon: float, rounds: int, report_dims: int | None = None) -> list[dict]:
+    """At one budget eps per client over T rounds, ranked by the predicted MSE of the T-round average:
+    - memoized: each longitudinal oracle at eps_inf = eps, charged once (its permanent report), with
+      eps_1 = eps_inf / 2 against an observer of one round;
+    - fresh: GRR, OUE, OLH randomized anew every round at eps / T (basic composition over T rounds),
+      eps / T against an observer of one round.
+    Against the server over all T rounds both spend eps per client (for a value that stays fixed)."""
+    truth, users = table.frequencies(), table.users
+    m = table.attributes if report_dims is None else report_dims
+    rows = []
+    for name in LONGITUDINAL_ORACLES:
+        oracles = AttributeOracles.build(name, epsilon, table.categories, m)
+        rows.append(_collection_row(oracles, rounds, memoized_mse(oracles, truth, users, rounds)))
+    for name in FRESH_ORACLES:
+        oracles = AttributeOracles.build(name, epsilon / rounds, table.categories, m)
+        mse = predict_frequency(oracles, truth, users).mse_of_average(rounds)
+        rows.append(_collection_row(oracles, rounds, mse))
+    rows = sorted(rows, key=lambda row: row["mse_of_average"])
+    return [{"rounds": rounds, "report_dims": m, **row} for row in rows]
+
+
+def _collection_row(oracles: AttributeOracles, rounds: int, mse: float) -> dict:
+    memoized = oracles.memoized
+    return {
+        "collection": "memoized" if memoized else "fresh",
+        "oracle": oracles.kind,
+        "epsilon_per_round": None if memoized else oracles.epsilon,
+        "epsilon_against_one_round": float(oracles.epsilon_1 if memoized else oracles.epsilon),
+        "epsilon_against_all_rounds": float(oracles.epsilon if memoized else oracles.epsilon * rounds),
+        "mse_of_average": mse,
+    }
+
+
+def measure_memoized_versus_fresh(table, rows: list[dict], studies: int, seed: int) -> list[dict]:
+    """`rows` (`memoized_versus_fresh`) with the measured MSE of the T-round average: `studies`
+    studies, each one client holding every user with its own secret (spawned from `seed`), its T
+    rounds through the frequency task's client and server halves (a memoized oracle from one memo per
+    study), the plain estimates averaged; mean and standard error over the studies."""
+    truth, secrets = table.frequencies(), seeds.client_secrets(seed, studies)
+    measured = []
+    for row in rows:
+        epsilon = row["epsilon_against_all_rounds"] if row["collection"] == "memoized" else row["epsilon_per_round"]
+        oracles = AttributeOracles.build(row["oracle"], epsilon, table.categories, row["report_dims"])
+        errors = [_study_error(table.codes, oracles, secrets[study], row["rounds"], truth) for study in range(studies)]
+        spread = float(np.std(errors, ddof=1) / np.sqrt(studies)) if studies > 1 else float("nan")
+        measured.append({**row, "measured_mse_of_average": float(np.mean(errors)), "measured_se": spread})
+    return measured
+
+
+def _study_error(codes, oracles: AttributeOracles, secret: int, rounds: int, truth: np.ndarray) -> float:
+    """Squared error (mean over entries) of the average of `rounds` rounds' plain estimates."""
+    client, server = FrequencyClient(codes, oracles, secret), FrequencyServer(oracles, 1, ["mean"])
+    total = np.zeros(truth.size)
+    for server_round in range(1, rounds + 1):
+        server.configure_round(server_round)
+        reply, _ = client.reply(server_round, {})
+        server.aggregate(server_round, {0: reply}, {})
+        total += server.outcome.f_hat
+    return float(np.mean((total / rounds - truth) ** 2))
