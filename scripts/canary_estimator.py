@@ -14,12 +14,14 @@ in d = 10^6 (exact and cheap, O(k) a draw: the large-d limit with the k/d term s
 show how many canaries the 10% target takes. Each cell: `--seeds` draws (default 16), the mean and sd
 of eps_hat / eps - 1 measured beside the analytic ones.
 
-`python scripts/canary_estimator.py [--seeds 16]` prints the table as markdown (about a minute).
+`python scripts/canary_estimator.py [--seeds 16]` writes results/canary_audit/estimator.csv (the
+results page's table, scripts/canary_audit.py) and prints it as markdown (a few minutes).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,6 +29,9 @@ import pandas as pd
 from ldpfed.audit.canaries import equal_variance_estimate, equal_variance_sd, final_model_estimate, fitted_estimate_law
 from ldpfed.mechanisms.gaussian import analytic_sigma
 from scripts.arguments import script_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "results" / "canary_audit" / "estimator.csv"
 
 DELTA = 1e-5
 EPSILONS = (1.0, 3.0, 10.0)
@@ -111,4 +116,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 if __name__ == "__main__":
     arguments = script_parser(__doc__, seeds=16).parse_args()
-    print(markdown(table(arguments.seeds)))
+    frame = table(arguments.seeds)
+    TABLE.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(TABLE, index=False)
+    print(markdown(frame))
