@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import linprog
@@ -104,24 +105,46 @@ def bound_from_moments(report_variance, third_moment, reports, source: str) -> B
     return BerryEsseenBound(shevtsova, lyapunov, np.broadcast_to(s2, shevtsova.shape), rho, source)
 
 
+class ThirdMomentLaw(NamedTuple):
+    """rho_j's upper bound as a function of the column power means (column_third_moment)."""
+
+    coefficients: np.ndarray  # q_k for k in the exponents (read-only); constant: (g,)
+    cap: float  # max_t g(t): rho_j never exceeds it
+    constant: bool  # g does not depend on t (Laplace, Gaussian): rho_j = coefficients[0] exactly
+    source: str
+
+
 def column_third_moment(mechanism: Mechanism, moments: ColumnMoments) -> tuple[np.ndarray, str]:
     """Upper bounds of rho_j = (1/n) sum_i E|t* - E[t*|t_ij]|^3 from the column's power means (module
     docstring), and where they come from."""
-    grid_values = grid_third_moment(mechanism)
-    if np.ptp(grid_values) == 0.0:  # Laplace, Gaussian: does not depend on t
-        return np.full(moments.dims, float(grid_values[0])), "exact (constant in t)"
-    exponents = moments.exponents
-    coefficients, excess = upper_polynomial(mechanism, exponents)
+    law = third_moment_law(mechanism, moments.exponents)
+    if law.constant:
+        return np.full(moments.dims, law.coefficients[0]), law.source
+    coefficients = law.coefficients
     powers = moments.power_means()[1:]  # the power 0 (ones) adds its coefficient as a scalar
     bound = coefficients[0] + coefficients[1] * powers[0]
     for coefficient, power in zip(coefficients[2:], powers[1:]):
         bound += coefficient * power
-    rho = np.minimum(bound, grid_values.max(), out=bound)  # both are upper bounds (bound: a fresh array)
-    origin = "data" if moments.has_values else "summary moments"
-    powers = ", ".join("1" if k == 0 else "t" if k == 1 else f"t^{k}" for k in exponents)
+    rho = np.minimum(bound, law.cap, out=bound)  # both are upper bounds (bound: a fresh array)
     if not (isinstance(rho, np.ndarray) and rho.shape == (moments.dims,)):
         rho = np.broadcast_to(rho, (moments.dims,)).astype(float)
-    return rho, (f"{origin}: polynomial upper bound in {powers} (at most {excess:.2%} above the exact third moment)")
+    return rho, law.source
+
+
+@lru_cache(maxsize=256)
+def third_moment_law(mechanism: Mechanism, exponents: tuple[int, ...]) -> ThirdMomentLaw:
+    """The polynomial (or constant) bounding g(t) = E|t* - E[t*|t]|^3 in the powers `exponents`,
+    its cap and its source line: once per mechanism and powers (a prediction asks again and again)."""
+    grid_values = grid_third_moment(mechanism)
+    if np.ptp(grid_values) == 0.0:  # Laplace, Gaussian: does not depend on t
+        constant = np.array([float(grid_values[0])])
+        constant.flags.writeable = False
+        return ThirdMomentLaw(constant, float(grid_values[0]), True, "exact (constant in t)")
+    coefficients, excess = upper_polynomial(mechanism, exponents)
+    origin = "data" if 4 in exponents else "summary moments"
+    powers = ", ".join("1" if k == 0 else "t" if k == 1 else f"t^{k}" for k in exponents)
+    source = f"{origin}: polynomial upper bound in {powers} (at most {excess:.2%} above the exact third moment)"
+    return ThirdMomentLaw(coefficients, float(grid_values.max()), False, source)
 
 
 @lru_cache(maxsize=128)

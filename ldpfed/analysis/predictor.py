@@ -40,8 +40,9 @@ import numpy as np
 from scipy.stats import binom
 
 from ldpfed.aggregation.deviation import DeviationModel
-from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, BerryEsseenBound, berry_esseen
+from ldpfed.analysis.berry_esseen import POOR_NORMAL_APPROXIMATION, BerryEsseenBound
 from ldpfed.analysis.moments import ColumnMoments
+from ldpfed.analysis.terms import dimension_terms
 from ldpfed.data import load_tuples
 from ldpfed.data.tabular import TABLE_SUFFIXES
 from ldpfed.mechanisms.base import Mechanism
@@ -202,8 +203,8 @@ def predict(
             data_source = "none: sampling term at its worst case S_j^2 = n/(n-1) (an upper bound)"
     moments = _match_shape(moments, users, dims)
     # Without counts, r_j, P(r_j = 0) and E[1/r_j | r_j > 0] are the same in every dimension: they
-    # stay scalars in the arithmetic below (the same floating-point operations per element, about
-    # half the array passes at d = 10^5) and are spread to arrays as read-only views.
+    # stay scalars in the per-dimension arithmetic (terms.py: one compiled pass at large d) and are
+    # spread to arrays as read-only views.
     if counts is None:
         r = users * m / dims
         no_report, inverse_r = inverse_report_moment(users, m / dims)
@@ -211,12 +212,7 @@ def predict(
         r = _reports(counts, users, dims, m)
         no_report, inverse_r = _report_count_law(counts, r, users, m / dims)
 
-    b0, b1 = per_value.bias_coefficients
-    mean = moments.mean
-    report_bias = _per_dimension(b0 + b1 * mean, dims)  # delta_j, given r_j > 0
-    mean_variance = mean_report_variance(per_value, moments)  # (1/n) sum_i V(t_ij)
-    sampling_coefficient = (1.0 + b1) ** 2 * moments.variance
-    reported = 1.0 - no_report  # P(r_j > 0)
+    terms, source = dimension_terms(per_value, moments, r, no_report, inverse_r, users)
     return Prediction(
         mechanism=per_value.describe(),
         epsilon=epsilon,
@@ -225,34 +221,24 @@ def predict(
         dims=dims,
         report_dims=m,
         r=_spread(r, dims),
-        bias=reported * report_bias - no_report * mean,
-        noise_variance=reported * mean_variance * inverse_r,
-        sampling_variance=reported * sampling_coefficient * np.maximum(inverse_r - 1.0 / users, 0.0),
-        mean_report_variance=_per_dimension(mean_variance, dims),
-        sampling_coefficient=sampling_coefficient,
-        berry_esseen=berry_esseen(per_value, moments, r, report_variance=mean_variance),  # 0 where r_j = 0
+        bias=terms.bias,
+        noise_variance=terms.noise_variance,
+        sampling_variance=terms.sampling_variance,
+        mean_report_variance=terms.report_variance,
+        sampling_coefficient=terms.sampling_coefficient,
+        berry_esseen=BerryEsseenBound(  # 0 where r_j = 0
+            terms.bound,
+            terms.non_identical,
+            np.broadcast_to(terms.report_variance, terms.bound.shape),
+            terms.third_moment,
+            source,
+        ),
         data_source=data_source,
-        report_bias=report_bias,
+        report_bias=terms.report_bias,
         inverse_reports=_spread(inverse_r, dims),
         no_report_probability=_spread(no_report, dims),
-        no_report_variance=no_report * reported * (report_bias + mean) ** 2,
+        no_report_variance=terms.no_report_variance,
     )
-
-
-def mean_report_variance(per_value: Mechanism, moments: ColumnMoments) -> np.ndarray:
-    """(1/n) sum_i V(t_ij) = max(v0 + v1 mean_j + v2 mean_sq_j, 0) per dimension (`predict`,
-    `berry_esseen`'s s_j^2)."""
-    v0, v1, v2 = per_value.variance_coefficients
-    variance = v1 * moments.mean
-    variance += v0  # the same sums as v0 + v1 mean + v2 mean_sq, in place
-    variance += v2 * moments.mean_sq
-    return np.maximum(variance, 0.0, out=variance)
-
-
-def _per_dimension(values, dims: int) -> np.ndarray:
-    """A (dims,) float array of `values` (a fresh result of the arithmetic above: not copied)."""
-    values = np.asarray(values, dtype=float)
-    return values if values.shape == (dims,) else np.broadcast_to(values, (dims,)).astype(float)
 
 
 def _spread(value, dims: int) -> np.ndarray:
