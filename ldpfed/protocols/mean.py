@@ -262,14 +262,32 @@ class CohortBatch:
     alone, each through its own `collect_sums` (not a bottleneck: each has >= 2^20 values)."""
 
     def __init__(self, halves: list, partitions: list[int], rows_of, chunk_users: int) -> None:
-        self.pids = np.asarray(partitions, dtype=np.int64)
-        self.halves = halves
-        self.sizes = np.array([rows_of(half).shape[0] for half in halves], dtype=np.int64)
-        self.fail = np.array([bool(half.fail) for half in halves])
-        self.large = self.sizes > chunk_users
-        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        sizes = np.array([rows_of(half).shape[0] for half in halves], dtype=np.int64)
+        self._set(partitions, halves, sizes, np.array([bool(half.fail) for half in halves]), chunk_users)
         self.rows = np.concatenate([rows_of(half) for half in halves]) if halves else None
         self.keys = StreamKeys([half.secret for half in halves])
+
+    def _set(self, partitions, halves, sizes: np.ndarray, fail: np.ndarray, chunk_users: int) -> None:
+        self.pids = np.asarray(partitions, dtype=np.int64)
+        self.halves = halves
+        self.sizes, self.fail = sizes, fail
+        self.large = self.sizes > chunk_users
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+
+    @classmethod
+    def of_columns(cls, partitions, sizes, fail, rows, secrets, client, chunk_users: int) -> CohortBatch:
+        """The batch from columns: ascending `partitions`, their user counts `sizes`, injected
+        failures `fail`, stacked `rows`, `secrets` ({pid: secret}; from their words where it holds
+        them, `seeds.ClientSecrets`), and `client(pid)` making a client's half when one answers
+        alone (a large client): no object per client."""
+        batch = cls.__new__(cls)
+        pids = np.asarray(partitions, dtype=np.int64)
+        batch._set(pids, _Halves(client, pids), np.asarray(sizes, dtype=np.int64), np.asarray(fail, bool), chunk_users)
+        batch.rows = rows
+        words_of = getattr(secrets, "words_of", None)
+        secrets_of = [secrets[pid] for pid in pids.tolist()] if words_of is None else None
+        batch.keys = StreamKeys(secrets_of) if words_of is None else StreamKeys.from_words(words_of(pids))
+        return batch
 
     def partitions(self) -> list[int]:
         return self.pids.tolist()
@@ -290,12 +308,22 @@ class CohortBatch:
         if last is not None and last[0] is partitions:
             self._located = None
             return last[1]
+        if isinstance(partitions, range) and partitions.step == 1 and len(partitions) and self._contiguous():
+            first = partitions.start - int(self.pids[0])  # a block of the batch's contiguous ids
+            return (
+                np.arange(first, first + len(partitions))
+                if first >= 0 and first + len(partitions) <= self.pids.size
+                else None
+            )
         asked = np.asarray(partitions, dtype=np.int64)
         position = np.searchsorted(self.pids, asked)
         found = self.pids[np.minimum(position, self.pids.size - 1)]
         located = position if np.all(position < self.pids.size) and np.all(found == asked) else None
         self._located = (partitions, located) if keep else None
         return located
+
+    def _contiguous(self) -> bool:
+        return bool(self.pids.size) and int(self.pids[-1] - self.pids[0]) == self.pids.size - 1
 
     def groups(self, positions: np.ndarray):
         """(size, positions of the small clients with `size` users) for each size among `positions`."""
@@ -313,6 +341,20 @@ class CohortBatch:
         """The injected failures among `positions` (InjectedFailure, as the client raises it)."""
         reason = short_reason(f"InjectedFailure: injected failure in round {server_round}")
         return dict.fromkeys(self.pids[positions[self.fail[positions]]].tolist(), reason)
+
+
+class _Halves:
+    """The client halves of a batch built from columns, made on access (`client(pid)`, cached by
+    the node): `halves[position]`."""
+
+    def __init__(self, client, pids: np.ndarray) -> None:
+        self.client, self.pids = client, pids
+
+    def __len__(self) -> int:
+        return self.pids.size
+
+    def __getitem__(self, position) -> object:
+        return self.client(int(self.pids[position]))
 
 
 def batched_reply(
@@ -400,6 +442,27 @@ class MeanClients(BatchedClients):
         self.mechanism, self.report_dims, self.width = first.mechanism, first.report_dims, first.values.shape[1]
         self.batch = CohortBatch(halves, partitions, lambda half: half.values, default_chunk_users(self.width))
 
+    @classmethod
+    def of_config(cls, config: Config, partitions, data_seed: int, secrets, client=None) -> MeanClients:
+        """The clients `partitions` of the bound `config` (what `client_from_config` makes of each)
+        from columns: their cohorts' rows of the data in one slice, their failures and secrets as
+        arrays (`CohortBatch.of_columns`); `client(pid)`: a client's half, for one that answers
+        alone (default `client_from_config` with its secret)."""
+        clients = cls.__new__(cls)
+        pids = seeds.ascending_ids(partitions)
+        users, dims = config.data.users, config.data.dims
+        clients.mechanism, clients.report_dims, clients.width = mechanism(config), report_dims(config), dims
+        rows = tuples(config, data_seed)[cohort_rows(users, config.federation.clients, pids)]
+        fail = np.isin(pids, np.fromiter(config.failing_partitions, dtype=np.int64))
+        if client is None:
+
+            def client(pid: int) -> MeanClient:
+                return client_from_config(config, pid, data_seed, secrets[pid])
+
+        sizes = cohort_sizes(users, config.federation.clients, pids)
+        clients.batch = CohortBatch.of_columns(pids, sizes, fail, rows, secrets, client, default_chunk_users(dims))
+        return clients
+
     def alone(self, half: MeanClient, server_round: int) -> ReportSums:
         return half.sums(server_round)
 
@@ -431,7 +494,7 @@ def total_sums(replies: dict[int, ClientReply], sums: dict[int, dict] | None, di
             return ReportSums(*_node_sums(sums, dims), users)
         if not len(replies):
             return ReportSums.zeros(dims)
-        return ReportSums(*(np.zeros(dims) + replies.arrays[name].sum(axis=0) for name in SUMS), users)
+        return ReportSums(*(replies.total(name, dims) for name in SUMS), users)
     pids = sorted(replies)
     if not sums:
         return sum((sums_of(replies[pid]) for pid in pids), ReportSums.zeros(dims))
@@ -507,8 +570,15 @@ class TupleServer(BudgetedServer):
         self.clients, self.deviation = clients, deviation
 
     def configure_round(self, server_round: int) -> RoundPlan:
+        """Every client, or (with a budget) those it admits; without a budget the plan is
+        `range(clients)` (a node's block of it is a range: no list of ids per round)."""
+        if self.budget is None:
+            self._planned, self._stopped = range(self.clients), []
+            if getattr(self, "_planned_ids", None) is None or self._planned_ids.size != self.clients:
+                self._planned_ids = np.arange(self.clients)
+            return RoundPlan(self._planned, {})
         planned = self.admit(range(self.clients))
-        self._planned_ids = np.arange(self.clients) if self.budget is None else np.asarray(planned, dtype=np.int64)
+        self._planned_ids = np.asarray(planned, dtype=np.int64)
         return RoundPlan(planned, {})
 
     def aggregate(self, server_round: int, replies: dict, failures: dict[int, str], sums: dict | None = None) -> dict:

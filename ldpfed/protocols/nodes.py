@@ -29,6 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from ldpfed.protocols.base import ClientHalf, ClientReply, ServerHalf, short_reason
+from ldpfed.samplers.words import compiled, kernel
 
 
 def default_nodes(clients: int, cpus: int = 0) -> int:
@@ -52,8 +53,16 @@ def default_tuple_nodes(clients: int, values: int, cpus: int = 0) -> int:
 
 
 def hosted(node: int, nodes: int, clients: int) -> list[int]:
-    """The partition ids node `node` of `nodes` hosts (a contiguous block)."""
-    return [int(pid) for pid in np.array_split(np.arange(clients), nodes)[node]]
+    """The partition ids node `node` of `nodes` hosts (a contiguous block, `hosted_range`)."""
+    return list(hosted_range(node, nodes, clients))
+
+
+def hosted_range(node: int, nodes: int, clients: int) -> range:
+    """Block `node` of `np.array_split(np.arange(clients), nodes)` (the first clients % nodes
+    blocks hold one more), by arithmetic."""
+    size, larger = divmod(clients, nodes)
+    start = node * size + min(node, larger)
+    return range(start, start + size + (node < larger))
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,10 @@ class Layout:
         return hosted(node, self.nodes, self.clients)
 
     def group(self, partitions: list[int]) -> dict[int, list[int]]:
-        """{node: its partitions among `partitions`} (nodes with none left out)."""
+        """{node: its partitions among `partitions`} (nodes with none left out); every client
+        (`range(clients)`, as a server without a budget plans a round): each node its block, as a range."""
+        if isinstance(partitions, range) and partitions == range(self.clients):
+            return {node: hosted_range(node, self.nodes, self.clients) for node in range(self.nodes) if self.clients}
         ends = np.cumsum([len(block) for block in np.array_split(np.arange(self.clients), self.nodes)])
         partitions = np.asarray(partitions, dtype=np.int64)
         owners = np.searchsorted(ends, partitions, side="right")
@@ -83,7 +95,27 @@ class Replies(Mapping):
 
     def __init__(self, pids, metrics: dict[str, np.ndarray], arrays: dict[str, np.ndarray] | None = None) -> None:
         self.pids = np.asarray(pids, dtype=np.int64)
-        self.metrics, self.arrays = metrics, arrays or {}
+        self.metrics, self._arrays, self._blocks = metrics, arrays or {}, None
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """{name: (clients, ...) block}; several nodes' blocks are joined on first access only."""
+        if self._blocks is not None:
+            self._arrays = {name: np.concatenate(blocks) for name, blocks in self._blocks.items()}
+            self._blocks = None
+        return self._arrays
+
+    def total(self, name: str, width: int) -> np.ndarray:
+        """The clients' arrays `name` added up client after client, from zeros(width) (each
+        client's array flattened to `width` entries): the additions the server makes of the
+        replies one by one (`ClientsNode.one_by_one`'s order), one compiled pass over each node's
+        block, none joined."""
+        blocks = self._blocks[name] if self._blocks is not None else [self._arrays[name]]
+        total = np.zeros(width)
+        compiled()
+        for block in blocks:
+            _add_rows(np.ascontiguousarray(block, dtype=np.float64).reshape(-1, width), total)
+        return total
 
     def __len__(self) -> int:
         return self.pids.size
@@ -116,21 +148,36 @@ class Replies(Mapping):
 
     @classmethod
     def joined(cls, parts: list[Replies]) -> Replies:
-        """The replies of several nodes (their partition ids disjoint) as one, ids ascending."""
+        """The replies of several nodes (their partition ids disjoint) as one, ids ascending; when
+        the nodes' ids follow each other (the local engine's contiguous blocks) their arrays stay
+        per node until `arrays` is read (`total` adds them up without joining them)."""
         pids = np.concatenate([part.pids for part in parts])
+        first = parts[0]
+        if pids.size < 2 or bool(np.all(pids[1:] > pids[:-1])):
+            joined = cls(pids, {name: np.concatenate([part.metrics[name] for part in parts]) for name in first.metrics})
+            if len(parts) == 1:
+                joined._arrays = first.arrays
+            elif first.arrays:
+                joined._blocks = {name: [part.arrays[name] for part in parts] for name in first.arrays}
+            return joined
         order = np.argsort(pids, kind="stable")
-        ordered = bool(np.all(order == np.arange(order.size)))
 
         def joined_column(blocks):
-            block = np.concatenate(blocks)
-            return block if ordered else block[order]
+            return np.concatenate(blocks)[order]
 
-        first = parts[0]
         return cls(
             pids[order],
             {name: joined_column([part.metrics[name] for part in parts]) for name in first.metrics},
             {name: joined_column([part.arrays[name] for part in parts]) for name in first.arrays},
         )
+
+
+@kernel
+def _add_rows(block, total) -> None:
+    """total[j] += block[i, j] for i = 0, 1, ... in turn (a sum in client order)."""
+    for i in range(block.shape[0]):
+        for j in range(block.shape[1]):
+            total[j] += block[i, j]
 
 
 @dataclass(frozen=True)
@@ -161,9 +208,11 @@ class ClientsNode:
     (node-reply sum, for additive replies such as the tuple tasks' report sums): the node sends
     the sum of its clients' arrays, added in client order, and their metrics only."""
 
-    def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False) -> None:
+    def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False, batch=None) -> None:
+        """`batch`: the clients already held as one batch (e.g. built from the task's columns,
+        `TupleTask.node`), else built from their halves on first use (`batched`)."""
         self.client, self.summing = client, summing
-        self._batch = None  # clients that answer together (`batched`), built on first use
+        self._batch = batch  # clients that answer together (`batched`)
         self._unbatched = False  # building the batch failed: one by one from then on
 
     def reply(self, server_round: int, broadcast: dict, partitions: list[int]) -> NodeReply:

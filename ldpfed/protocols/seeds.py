@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Mapping
 
 import numpy as np
 
+from ldpfed.samplers.streams import spawned_words
 from ldpfed.validation import LDPValueError
 
 # children of the run seed (DATA, SERVER) and of the noise root (CLIENTS, CENTRAL: the trusted
@@ -47,10 +49,14 @@ NODES = "nodes"  # flwr run: each node's own (OS entropy unless its node config 
 QUALIFIED = "private against a server that does not know the noise seed"  # the statement for USER_CHOSEN
 
 
+def _words(seed_sequence: np.random.SeedSequence) -> np.ndarray:
+    """The four 32-bit words of a 128-bit seed drawn from `seed_sequence`, least significant first."""
+    return seed_sequence.generate_state(4, dtype=np.uint32)
+
+
 def _entropy(seed_sequence: np.random.SeedSequence) -> int:
     """A 128-bit integer seed drawn from `seed_sequence`."""
-    words = seed_sequence.generate_state(4, dtype=np.uint32)
-    return int(sum(int(word) << (32 * i) for i, word in enumerate(words)))
+    return int(sum(int(word) << (32 * i) for i, word in enumerate(_words(seed_sequence))))
 
 
 def data_seed(run_seed: int) -> int:
@@ -61,11 +67,83 @@ def server_seed(run_seed: int) -> int:
     return _entropy(np.random.SeedSequence(run_seed, spawn_key=(SERVER,)))
 
 
-def client_secrets(noise_root: int, clients: int) -> dict[int, int]:
-    """{partition id: 128-bit secret} spawned from the noise root; handed to the nodes outside the
-    protocol. (A noise root equal to the run seed gives the secrets of runs made before the two
-    roots were separated.)"""
-    return {pid: _entropy(np.random.SeedSequence(noise_root, spawn_key=(CLIENTS, pid))) for pid in range(clients)}
+def ascending_ids(partitions) -> np.ndarray:
+    """`partitions` as ascending, distinct int64 ids (sorted only when they are not already)."""
+    pids = np.asarray(partitions if isinstance(partitions, np.ndarray) else list(partitions), dtype=np.int64)
+    return pids if pids.size < 2 or bool(np.all(pids[1:] > pids[:-1])) else np.unique(pids)
+
+
+class ClientSecrets(Mapping):
+    """{partition id: 128-bit secret} held as one (clients, 4) array of the secrets' 32-bit words,
+    least significant first (`words`): a node's batched clients premix their streams from the
+    words (`StreamKeys.from_words`) and no Python int is made per client unless one is asked for
+    (`secrets[pid]`, as `_entropy` gives it). `pids`: the partition ids of the rows, ascending."""
+
+    def __init__(self, pids, words: np.ndarray) -> None:
+        self.pids = np.asarray(pids, dtype=np.int64)
+        self.words = np.asarray(words, dtype=np.uint32).reshape(self.pids.size, 4)
+        if self.pids.size > 1 and np.any(np.diff(self.pids) <= 0):
+            raise LDPValueError("ClientSecrets: partition ids must be ascending and distinct")
+
+    @classmethod
+    def fresh(cls, partitions) -> ClientSecrets:
+        """OS entropy (`SECRET_BITS` bits each, from the OS's cryptographic source) for `partitions`."""
+        pids = ascending_ids(partitions)
+        return cls(pids, np.frombuffer(secrets.token_bytes(16 * pids.size), dtype="<u4"))
+
+    def rows(self, partitions) -> np.ndarray:
+        """The rows of `partitions` (KeyError for one not held)."""
+        asked = np.asarray(partitions, dtype=np.int64).reshape(-1)
+        if self.pids.size and self.pids[-1] - self.pids[0] == self.pids.size - 1:  # a contiguous block
+            rows = asked - self.pids[0]
+            held = (rows >= 0) & (rows < self.pids.size)
+        else:
+            rows = np.minimum(np.searchsorted(self.pids, asked), max(self.pids.size - 1, 0))
+            held = self.pids[rows] == asked if self.pids.size else np.zeros(asked.shape, dtype=bool)
+        if not np.all(held):
+            raise KeyError(int(asked[~held][0]))
+        return rows
+
+    def words_of(self, partitions) -> np.ndarray:
+        """(len(partitions), 4): the words of `partitions`' secrets."""
+        return self.words[self.rows(partitions)]
+
+    def restricted(self, partitions) -> ClientSecrets:
+        """The secrets of `partitions` only (ascending)."""
+        pids = ascending_ids(partitions)
+        return ClientSecrets(pids, self.words_of(pids))
+
+    def __getitem__(self, pid) -> int:
+        try:
+            row = int(self.rows([int(pid)])[0])
+        except (TypeError, ValueError) as error:
+            raise KeyError(pid) from error
+        return int.from_bytes(self.words[row].astype("<u4").tobytes(), "little")
+
+    def __iter__(self):
+        return iter(self.pids.tolist())
+
+    def __len__(self) -> int:
+        return self.pids.size
+
+    def __contains__(self, pid) -> bool:
+        try:
+            self.rows([int(pid)])
+        except (KeyError, TypeError, ValueError):
+            return False
+        return True
+
+
+def client_secrets(noise_root: int, clients: int) -> ClientSecrets:
+    """{partition id: 128-bit secret} spawned from the noise root: client pid's secret is
+    `_entropy(SeedSequence(noise_root, spawn_key=(CLIENTS, pid)))`, all computed in one compiled
+    pass (`spawned_words`); handed to the nodes outside the protocol. (A noise root equal to the
+    run seed gives the secrets of runs made before the two roots were separated.)"""
+    pids = np.arange(clients, dtype=np.int64)
+    if clients >= 1 << 32:  # a partition id of one 32-bit word: every key [CLIENTS, pid]
+        raise LDPValueError(f"at most 2^32 - 1 clients, got {clients}")
+    keys = np.column_stack([np.full(clients, CLIENTS, dtype=np.uint32), pids.astype(np.uint32)])
+    return ClientSecrets(pids, spawned_words(noise_root, keys))
 
 
 def central_secret(noise_root: int) -> int:

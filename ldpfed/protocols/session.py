@@ -13,6 +13,7 @@ figures are then NaN).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,9 @@ class World:
 
     data: int
     server: int
-    secrets: dict[int, int] | None  # None: each client draws OS entropy (fresh noise)
+    secrets: (
+        Mapping[int, int] | None
+    )  # seeds.ClientSecrets, or a dict; None: each client draws OS entropy (fresh noise)
     noise_root: int | None = None
     noise: str = seeds.USER_CHOSEN  # secrets given directly (a deployment's node seeds in a test) are chosen
     canaries: canaries.CanaryDesign | None = None  # the in-run audit's canaries (their coins: the world's only)
@@ -68,8 +71,13 @@ class World:
         entropy with fresh noise), so that `--noise-seed` replays it and the run seed does not."""
         return seeds.fresh_secret() if self.noise_root is None else seeds.central_secret(self.noise_root)
 
-    def secrets_of(self, partitions: list[int]) -> dict[int, int]:
-        """The secrets a node hosting `partitions` is given (OS entropy with fresh noise)."""
+    def secrets_of(self, partitions: list[int]):
+        """The secrets a node hosting `partitions` is given ({pid: secret}; OS entropy with fresh
+        noise): held as words (`seeds.ClientSecrets`) where the world's are, without an int per client."""
+        if self.secrets is None:
+            return seeds.ClientSecrets.fresh(partitions)
+        if isinstance(self.secrets, seeds.ClientSecrets):
+            return self.secrets.restricted(partitions)
         return {pid: self.secret(pid) for pid in partitions}
 
 

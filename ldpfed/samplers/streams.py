@@ -113,6 +113,75 @@ def _seed_pcg64(mixers, key, hash_start, states) -> None:
         states[row, 0], states[row, 1], states[row, 2], states[row, 3] = low, high, inc_low, inc_high
 
 
+@kernel
+def _spawned_words(mixer, hash_start, keys, out) -> None:
+    """out[i] = generate_state(out.shape[1], uint32) of SeedSequence(entropy, spawn_key=keys[i]),
+    from the pool `mixer` that `premixed(entropy)` gives: mix_entropy's last loop over row i's key
+    words, then generate_state (one 32-bit word per output word)."""
+    width = mixer.shape[0]
+    pool = np.zeros(width, dtype=np.uint64)
+    for row in range(keys.shape[0]):
+        hash_const = hash_start
+        for i in range(width):
+            pool[i] = mixer[i]
+        for source in range(keys.shape[1]):
+            for target in range(width):
+                hashed, hash_const = _hashmix(np.uint64(keys[row, source]), hash_const)
+                pool[target] = _mix(pool[target], hashed)
+        hash_const = INIT_B
+        for i in range(out.shape[1]):
+            value = (pool[i % width] ^ hash_const) & _MASK
+            hash_const = (hash_const * MULT_B) & _MASK
+            value = (value * hash_const) & _MASK
+            out[row, i] = value ^ (value >> _SHIFT)
+
+
+def premixed(entropy: int) -> tuple[np.ndarray, np.uint64]:
+    """numpy's SeedSequence pool after mixing the words of `entropy` (zero-padded to POOL, as with a
+    spawn key; the words beyond POOL mixed in too), and the hash constant it leaves: everything
+    of mix_entropy but the spawn key's words, in plain integer arithmetic (one entropy)."""
+
+    def hashmix(value: int, hash_const: int) -> tuple[int, int]:
+        value = (value ^ hash_const) & MASK32
+        hash_const = (hash_const * int(MULT_A)) & MASK32
+        value = (value * hash_const) & MASK32
+        return value ^ (value >> 16), hash_const
+
+    def mix(x: int, y: int) -> int:
+        result = (int(MIX_MULT_L) * x - int(MIX_MULT_R) * y) & MASK32
+        return result ^ (result >> 16)
+
+    words = uint32_words(int(entropy))
+    words += [0] * (POOL - len(words))
+    pool, hash_const = [0] * POOL, int(INIT_A)
+    for i in range(POOL):
+        pool[i], hash_const = hashmix(words[i], hash_const)
+    for source in range(POOL):
+        for target in range(POOL):
+            if source != target:
+                hashed, hash_const = hashmix(pool[source], hash_const)
+                pool[target] = mix(pool[target], hashed)
+    for word in words[POOL:]:
+        for target in range(POOL):
+            hashed, hash_const = hashmix(word, hash_const)
+            pool[target] = mix(pool[target], hashed)
+    return np.array(pool, dtype=np.uint64), np.uint64(hash_const)
+
+
+def spawned_words(entropy: int, keys: np.ndarray, count: int = POOL) -> np.ndarray:
+    """(rows, count) uint32: row i is `SeedSequence(entropy, spawn_key=key_i).generate_state(count)`,
+    `keys` holding each key's 32-bit words (`uint32_words` of each part, joined; every key the same
+    number of words), in one compiled pass: the spawn of many children of one seed (e.g. one
+    secret per client from the noise root) without a SeedSequence object per child."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    out = np.empty((keys.shape[0], int(count)), dtype=np.uint32)
+    if out.size:
+        mixer, hash_start = premixed(entropy)
+        compiled()
+        _spawned_words(mixer, hash_start, keys, out)
+    return out
+
+
 class StreamKeys:
     """The clients' secrets, premixed once (`_premix`); `streams(spawn_key)` gives each client's
     stream of one purpose and round (`RowStreams`), the key-independent hashing not repeated."""
@@ -124,10 +193,23 @@ class StreamKeys:
         secrets = [int(secret) for secret in secrets]
         words, self._long = entropy_words(secrets)
         self._long_secrets = {int(row): secrets[row] for row in np.flatnonzero(self._long)}
+        self._premixed(words)
+
+    @classmethod
+    def from_words(cls, words: np.ndarray) -> StreamKeys:
+        """The keys of secrets given as their (rows, POOL) 32-bit words, least significant first
+        (secrets below 2^128; e.g. `ldpfed.protocols.seeds.ClientSecrets.words`): no Python int per row."""
+        keys = cls.__new__(cls)
+        words = np.asarray(words, dtype=np.uint32).reshape(-1, POOL)
+        keys._long, keys._long_secrets = np.zeros(words.shape[0], dtype=bool), {}
+        keys._premixed(words)
+        return keys
+
+    def _premixed(self, words: np.ndarray) -> None:
         self.mixers = np.zeros(words.shape, dtype=np.uint64)
-        if len(secrets):
+        if words.shape[0]:
             compiled()
-            _premix(words, self.mixers)
+            _premix(np.ascontiguousarray(words), self.mixers)
 
     def __len__(self) -> int:
         return self.mixers.shape[0]

@@ -43,6 +43,9 @@ class MeanTask(TupleTask):
     def client(self, public, partition_id, data_seed, secret):
         return mean.client_from_config(public, partition_id, data_seed, secret)
 
+    def batched_clients(self, public, partitions, data_seed, secrets, client):
+        return mean.MeanClients.of_config(public, partitions, data_seed, secrets, client)
+
     def preflight(self, config: Config, data_seed: int):
         if config.noisy and config.data_name in available_synthetic():
             # the shape is known: a bad budget fails before the data are generated
