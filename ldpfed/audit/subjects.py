@@ -11,7 +11,7 @@ Built-in subjects (`build_subject` by name):
   whole domain; audit.md);
 - the frequency oracles, categories 0 and 1 of k: GRR, OUE, histogram encoding and SHE (its
   Laplace case), and the discrete oracles that class their reports (OLH, BLH, Hadamard response,
-  subset selection, THE, HCMS: `audit_classes`);
+  subset selection, THE, SUE, HCMS, CMS: `audit_classes`; their usual aliases, e.g. hr, ss);
 - "gaussian-vector": f(x) - f(x') of norm D in R^d with N(0, s^2 I) noise, s from the analytic
   Gaussian calibration (Balle & Wang 2018), the reference for the vector events that gradient
   noises and LDPVec will use.
@@ -25,6 +25,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 import ldpfed.frequency as frequency
+import ldpfed.frequency.oracles as frequency_oracles
 import ldpfed.gradient_noise as gradient_noise
 import ldpfed.mechanisms as mechanisms
 from ldpfed.audit.floating_point import LATTICE_SIZE, LatticeInverter, bit_pattern_classes, replay_mismatch
@@ -204,7 +205,7 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
 def _oracle_options(oracle: FrequencyOracle) -> dict:
     """The parameters an oracle derives from (eps, k) or takes, for the audit's record."""
     described = oracle.describe()
-    keys = ("g", "K", "omega", "theta", "hashes", "columns", "seed")
+    keys = ("g", "K", "omega", "theta", "hashes", "columns", "seed")  # hcms and cms: hashes, columns, seed
     return {key: described[key] for key in keys if key in described}
 
 
@@ -322,6 +323,7 @@ _REGISTRY = Registry(
     {
         **dict.fromkeys(mechanisms.available(), _scalar_subject),
         **dict.fromkeys(frequency.available(), _oracle_subject),
+        **dict.fromkeys(frequency_oracles.ALIASES, _oracle_subject),  # hr, ss, de, ...: the same oracles
         **dict.fromkeys(VECTOR_SUBJECTS, _gaussian_vector_subject),
         LDPVEC: _ldpvec_subject,
         **dict.fromkeys(gradient_noise.available(), _gradient_noise_subject),

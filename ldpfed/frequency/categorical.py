@@ -35,7 +35,7 @@ from ldpfed.frequency.oracles import (
     OptimizedUnaryEncoding,
 )
 from ldpfed.mechanisms.multidim import ReportSums, sample_report_mask
-from ldpfed.validation import LDPValueError, canonical_name, check_epsilon, check_report_dims
+from ldpfed.validation import LDPValueError, check_epsilon, check_report_dims
 
 # The longitudinal oracles (a permanent report memoized over rounds, ldpfed.frequency.longitudinal):
 # a federation runs them from each user's memo (`AttributeOracles.memoized_report_sums`); plans and
@@ -54,7 +54,7 @@ def oracle_kind(name: str) -> str:
     """ "grr", "oue", another oracle of the registry (a longitudinal one included: it collects over
     rounds from a memo, `AttributeOracles.memoized`), or "histogram" (any scalar mechanism name,
     histogram-encoded)."""
-    key = canonical_name(name)
+    key = frequency_oracles.resolve(name)
     if key in COUNTING_ORACLES or key in LONGITUDINAL_ORACLES:
         return key
     if key == "histogram":
@@ -65,7 +65,7 @@ def oracle_kind(name: str) -> str:
 
 def is_longitudinal(name: str) -> bool:
     """Does `name` collect over rounds from a permanent (memoized) report?"""
-    return canonical_name(name) in LONGITUDINAL_ORACLES
+    return frequency_oracles.resolve(name) in LONGITUDINAL_ORACLES
 
 
 def has_channel(name: str) -> bool:

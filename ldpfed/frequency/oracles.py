@@ -2,19 +2,21 @@
 the others in their modules, built by name with `get(name, epsilon, k, **options)`:
 - "grr": generalized (k-ary) randomized response; the report is one category.
 - "oue": optimized unary encoding (Wang et al., USENIX Security 2017); the report is k bits.
+- "sue": symmetric unary encoding (basic one-round RAPPOR); the report is k bits.
 - "histogram": histogram encoding on any scalar randomizer of `ldpfed.mechanisms`
   (`mechanism="laplace"` by default; further options such as `estimator="raw"` go to it).
 - "olh", "blh": optimized and binary local hashing (`hashing`); the report is a hash seed and a value.
 - "hadamard": Hadamard response (Acharya, Sun and Zhang 2019; `hadamard`); the report is one index.
 - "subset-selection": the k-subset mechanism (Wang et al. 2016, Ye and Barg 2018; `subset`).
 - "she", "the": summation and thresholding with histogram encoding (Wang et al. 2017; `thresholding`).
-- "hcms": Apple's Hadamard count mean sketch for large domains (`sketches`).
+- "hcms", "cms": Apple's Hadamard count mean sketch and count mean sketch for large domains (`sketches`).
 
 Each oracle has `perturb(categories, rng) -> reports` (vectorized over users), `estimate(reports)
 -> (k,)` frequencies (for the counting oracles from the support counts, without an (n, k) matrix;
 the per-user `contributions(reports)` add over chunks), `variance(frequencies, n) -> (k,)` (the exact
 variance of each estimated frequency), `log_probability(reports, category)` (to check the guarantee),
-`epsilon` and `guarantee`. `epsilon` is the budget of one categorical report; a user who reports m
+`epsilon` and `guarantee`. Usual aliases (`ALIASES`: de, krr, hr, ss, l-sue, ...) name the same
+classes. `epsilon` is the budget of one categorical report; a user who reports m
 categorical attributes gives each one eps/m, as in `ldpfed.mechanisms.multidim`.
 
 Floating-point safety (`base`): GRR's "report another category" probability and OUE's q are
@@ -50,11 +52,11 @@ from ldpfed.frequency.hadamard import HadamardResponse
 from ldpfed.frequency.hashing import BinaryLocalHashing, OptimizedLocalHashing
 from ldpfed.frequency.histogram import HistogramEncoding
 from ldpfed.frequency.longitudinal import LONGITUDINAL_ORACLES
-from ldpfed.frequency.sketches import HadamardCountMeanSketch
+from ldpfed.frequency.sketches import CountMeanSketch, HadamardCountMeanSketch
 from ldpfed.frequency.subset import SubsetSelection
 from ldpfed.frequency.thresholding import SummationHistogramEncoding, ThresholdingHistogramEncoding
 from ldpfed.registry import Registry
-from ldpfed.validation import LDPValueError, check_delta, check_epsilon
+from ldpfed.validation import LDPValueError, canonical_name, check_delta, check_epsilon
 
 # Re-exported: the modules that import them from here.
 __all__ = [
@@ -128,11 +130,43 @@ class OptimizedUnaryEncoding(CountingOracle):
             return np.sum(np.where(bits, np.log(p_one), np.log1p(-p_one)), axis=-1)
 
 
+@dataclass(frozen=True)
+class SymmetricUnaryEncoding(CountingOracle):
+    """SUE (basic one-round RAPPOR): one-hot bits, the true bit 1 w.p. p = e^(eps/2)/(e^(eps/2) + 1),
+    every other bit w.p. q = 1 - p (two bits differ between two values: eps/2 each). q is rounded up
+    to what a 53-bit uniform resolves (`other_share`), p = 1 - q exactly."""
+
+    name = "sue"
+
+    @property
+    def q(self) -> float:
+        return other_share(self.epsilon / 2, 1.0)
+
+    @property
+    def p(self) -> float:
+        return 1.0 - self.q
+
+    def _sample(self, categories, rng):
+        return unary_bits(categories, self.k, self.p, self.q, rng)
+
+    def _supports(self, reports):
+        return check_bit_rows(reports, self.k)
+
+    def _supports_first_two(self, reports):
+        return np.asarray(reports, dtype=bool)[:, :2]
+
+    def log_probability(self, reports, category):
+        bits = np.asarray(reports, dtype=bool)
+        p_one = np.where(np.arange(self.k) == category, self.p, self.q)
+        return np.sum(np.where(bits, np.log(p_one), np.log1p(-p_one)), axis=-1)
+
+
 _REGISTRY: Registry[type[FrequencyOracle]] = Registry(
     "frequency oracle",
     (
         GeneralizedRR,
         OptimizedUnaryEncoding,
+        SymmetricUnaryEncoding,
         HistogramEncoding,
         OptimizedLocalHashing,
         BinaryLocalHashing,
@@ -141,11 +175,36 @@ _REGISTRY: Registry[type[FrequencyOracle]] = Registry(
         SummationHistogramEncoding,
         ThresholdingHistogramEncoding,
         HadamardCountMeanSketch,
+        CountMeanSketch,
         *LONGITUDINAL_ORACLES,  # rappor, l-grr, l-osue, dbitflippm: epsilon is eps_inf
     ),
 )
 available = _REGISTRY.available
-get_class = _REGISTRY.get_class
+# Names the literature and the other libraries use for the same oracles (pure-LDP's DE, Hadamard
+# response's HR, subset selection's SS, Arcolezi et al.'s L-SUE for basic RAPPOR).
+ALIASES = {
+    "de": "grr",
+    "krr": "grr",
+    "k-rr": "grr",
+    "direct-encoding": "grr",
+    "hr": "hadamard",
+    "hadamard-response": "hadamard",
+    "ss": "subset-selection",
+    "k-subset": "subset-selection",
+    "l-sue": "rappor",
+    "basic-rappor": "rappor",
+}
+
+
+def resolve(name: str) -> str:
+    """The registered name of `name` or of its alias (`ALIASES`), canonical; unknown names unchanged."""
+    key = canonical_name(name)
+    return ALIASES.get(key, key)
+
+
+def get_class(name: str) -> type[FrequencyOracle]:
+    """The oracle class registered under `name` or one of its aliases."""
+    return _REGISTRY.get_class(resolve(name))
 
 
 def get(name: str, epsilon: float, k: int, **options) -> FrequencyOracle:
