@@ -74,6 +74,10 @@ def test_local_sound_run_reaches_half_its_eps_and_is_not_flagged(tmp_path):
     coins = json.loads(record.read_text())["record"]["coins"]
     assert len(coins) == 300 and 100 < sum(coins) < 200
     assert "coins" not in json.dumps(summary)  # the summary and privacy.json hold no coin
+    # the training loss is the real clients' (a canary trains nothing: its loss is no number)
+    metrics = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    loss = float(metrics[1].split(",")[metrics[0].split(",").index("train_loss")])
+    assert np.isfinite(loss) and loss > 0
 
 
 def test_local_run_with_halved_noise_is_flagged(monkeypatch):
