@@ -41,10 +41,11 @@ from ldpfed.experiments.frequency import (
     run_frequency_plan,
 )
 from ldpfed.experiments.plan import ExperimentPlan
-from ldpfed.frequency.categorical import COUNTING_ORACLES, AttributeOracles, is_approximate, oracle_kind
+from ldpfed.frequency.categorical import AttributeOracles, is_approximate, oracle_kind, takes_hash_seed
 from ldpfed.outputs import OutputDir
 from ldpfed.planning.frequency import measure_memoized_versus_fresh, memoized_versus_fresh
 from ldpfed.planning.run import StudyBudget, study_repeats, with_budget_columns
+from ldpfed.protocols.frequency import public_hash_seed
 from ldpfed.protocols.seeds import data_seed
 from ldpfed.validation import LDPValueError, check_delta, check_epsilon, check_positive_int, check_report_dims
 
@@ -67,13 +68,18 @@ def _reject(given: dict, allowed: set, task_label: str = "--task frequency") -> 
         raise LDPValueError(f"{', '.join(sorted(wrong))} do(es) not apply to {task_label}")
 
 
-def _mechanism_options(names: list[str], estimator: str | None) -> dict[str, dict]:
-    """--estimator for the mechanisms that take it; an unknown name is an error here."""
+def _mechanism_options(names: list[str], estimator: str | None, hash_seed: int | None = None) -> dict[str, dict]:
+    """--estimator for the mechanisms that take it, and the run's public hash index (`hash_seed`) for
+    the sketches (hcms, cms); an unknown name is an error here."""
     for name in names:
         oracle_kind(name)
-    options = {name: estimator_options(name, estimator) if name not in COUNTING_ORACLES else {} for name in names}
+    options = {name: estimator_options(name, estimator) if oracle_kind(name) == "histogram" else {} for name in names}
     if estimator is not None and not any(options.values()):
         raise LDPValueError(f"--estimator applies to square-wave only; none of {names} takes it")
+    if hash_seed is not None:
+        options = {
+            name: {**options[name], "seed": hash_seed} if takes_hash_seed(name) else options[name] for name in names
+        }
     return options
 
 
@@ -124,7 +130,7 @@ def predict_frequency_command(
     epsilon = check_epsilon(epsilon, "--epsilon")
     seed = check_positive_int(seed, "--seed", minimum=0)
     check_estimator(estimator)
-    options = _mechanism_options(names, estimator)
+    options = _mechanism_options(names, estimator, public_hash_seed(data_seed(seed)))  # per run, public
     _check_delta(names, delta, required=True)
     if report_dims is not None:
         check_positive_int(report_dims, "--report-dims")  # and <= the attributes, once the data are read
@@ -260,7 +266,8 @@ def compare_frequency(
     _reject(unsupported, set())
     names = parse_list(FREQUENCY_DEFAULTS["mechanism"] if mechanism is None else mechanism, str, "--mechanism")
     check_estimator(estimator)
-    options = _mechanism_options(names, estimator)
+    seed = check_positive_int(0 if seed is None else seed, "--seed", minimum=0)
+    options = _mechanism_options(names, estimator, public_hash_seed(data_seed(seed)))  # per run, public
     _check_delta(names, delta, required=False)
     if study is not None:
         repeats = study_repeats(repeats, study.rounds, FREQUENCY_DEFAULTS["repeats"])

@@ -20,7 +20,7 @@ GRR draws every attribute's keep-or-move decision and uniform other category at 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -75,6 +75,12 @@ def has_channel(name: str) -> bool:
     return kind != "histogram" and issubclass(frequency_oracles.get_class(kind), CountingOracle)
 
 
+def takes_hash_seed(name: str) -> bool:
+    """Does the frequency mechanism `name` draw public hash functions from a `seed` (hcms, cms)?"""
+    kind = oracle_kind(name)
+    return kind != "histogram" and "seed" in {f.name for f in fields(frequency_oracles.get_class(kind)) if f.init}
+
+
 def channel_oracles() -> list[str]:
     """The one-round oracles with a two-level channel (`has_channel`)."""
     return [name for name in COUNTING_ORACLES if has_channel(name)]
@@ -106,8 +112,11 @@ class AttributeOracles:
         categories,
         report_dims: int | None = None,
         delta: float | None = None,
+        hash_seed: int | None = None,
         **options,
     ) -> AttributeOracles:
+        """`hash_seed`: the collection's public hash index, for the oracles that draw public hash
+        functions (`takes_hash_seed`; ignored by the others)."""
         epsilon = check_epsilon(epsilon)
         counts = [int(k) for k in np.asarray(categories).ravel()]
         m = check_report_dims(len(counts) if report_dims is None else report_dims, len(counts))
@@ -118,6 +127,8 @@ class AttributeOracles:
                 options["delta"] = delta / m
         elif delta is not None:
             raise LDPValueError(f"--delta applies to approximate mechanisms, not to {kind}")
+        if hash_seed is not None and takes_hash_seed(kind):
+            options = {**options, "seed": hash_seed}
         oracles = tuple(frequency_oracles.get(kind, epsilon / m, k, **dict(options)) for k in counts)
         label = kind if kind != "histogram" else options["mechanism"]
         return cls(label, epsilon, m, oracles)

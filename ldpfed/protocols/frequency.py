@@ -269,16 +269,36 @@ def bound(config: Config, data_seed: int) -> Config:
 
 
 @functools.lru_cache(maxsize=4)
-def _oracles(name: str, epsilon: float, categories: tuple, m: int, delta: float | None) -> AttributeOracles:
-    return AttributeOracles.build(name, epsilon, list(categories), m, delta)
+def _oracles(
+    name: str, epsilon: float, categories: tuple, m: int, delta: float | None, hash_seed: int | None = None
+) -> AttributeOracles:
+    return AttributeOracles.build(name, epsilon, list(categories), m, delta, hash_seed=hash_seed)
+
+
+HASH_FUNCTIONS = 0x48415348  # the spawn key, under the data seed, of the sketches' public hash index
+
+
+def public_hash_seed(data_seed: int) -> int:
+    """A collection's public hash index (hcms, cms: the seed of their public hash functions), fresh
+    per run: drawn from the run's data seed, which clients and server both hold, so both build the
+    same hash functions; it is public, and the clients' noise derives from their secrets, never from
+    it or the data seed, so knowing it lets the server redraw no client's noise."""
+    words = np.random.SeedSequence(data_seed, spawn_key=(HASH_FUNCTIONS,)).generate_state(2, dtype=np.uint32)
+    return int(words[0]) | int(words[1]) << 32
 
 
 def oracles_from_config(config: Config, data_seed: int) -> AttributeOracles:
-    """Every user's per-attribute oracles (eps/m each; `report-dims` 0 = all attributes)."""
+    """Every user's per-attribute oracles (eps/m each; `report-dims` 0 = all attributes), the
+    sketches with the run's public hash index (`public_hash_seed`)."""
     data = read(config, data_seed)
     m = config.privacy.report_dims or data.attributes
     return _oracles(
-        config.privacy.mechanism, config.privacy.epsilon, tuple(data.categories.tolist()), m, config.delta_or_none
+        config.privacy.mechanism,
+        config.privacy.epsilon,
+        tuple(data.categories.tolist()),
+        m,
+        config.delta_or_none,
+        public_hash_seed(data_seed),
     )
 
 
