@@ -333,7 +333,12 @@ class CohortBatch:
             yield int(size), small[sizes == size]
 
     def block(self, positions: np.ndarray, size: int) -> np.ndarray:
-        """The stacked rows of the clients at `positions` (each with `size` users): (clients, size, ...)."""
+        """The stacked rows of the clients at `positions` (each with `size` users): (clients, size, ...);
+        every client of the batch, all of `size` users: a read-only view of the rows, not a copy."""
+        if positions.size * size == self.rows.shape[0] and np.array_equal(positions, np.arange(positions.size)):
+            view = self.rows.reshape(positions.size, size, *self.rows.shape[1:])
+            view.flags.writeable = False
+            return view
         index = self.starts[positions][:, None] + np.arange(size)
         return self.rows[index]
 
