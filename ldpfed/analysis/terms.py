@@ -121,7 +121,9 @@ def _compiled_terms(mechanism, moments, reports, no_report, inverse, users) -> t
     shift = float(SHEVTSOVA_SHIFT / np.sqrt(np.asarray(reports, float)))
     mean = np.asarray(moments.mean, dtype=float)
     fourth = _NO_FOURTH if moments.mean_fourth is None else np.asarray(moments.mean_fourth, dtype=float)
-    out = DimensionTerms(*(np.empty(mean.shape) for _ in DimensionTerms._fields))
+    # One allocation for the ten outputs (rows of one block): ten separate arrays of 10^5 values
+    # cost ~3 ms more in page faults whenever the previous prediction is still held.
+    out = DimensionTerms(*np.empty((len(DimensionTerms._fields), mean.shape[0])))
     _compiled_loop()(
         mean,
         np.asarray(moments.mean_sq, dtype=float),
