@@ -1,0 +1,150 @@
+"""A tuple round at scale without an object per client: the clients' secrets spawned in one compiled
+pass (numpy's SeedSequence, bit for bit), a mean node's clients built from columns replying what
+each client replies alone, several nodes' replies added up client after client without joining
+them, and the harness's diagnostics computed once per run equal to those computed afresh."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from ldpfed.analysis import predict
+from ldpfed.config import Config
+from ldpfed.protocols import diagnostics, mean, seeds
+from ldpfed.protocols.nodes import Layout, Replies
+from ldpfed.samplers.streams import StreamKeys, spawned_words
+from ldpfed.tasks.run import node_half
+
+ROOTS = [0, 1, 2**32 + 3, 2**127 + 99, (1 << 200) + 7]  # one word, two, four, beyond the pool
+
+
+def numpy_entropy(root: int, pid: int) -> int:
+    """The secret as `seeds._entropy` drew it, one SeedSequence per client."""
+    words = np.random.SeedSequence(root, spawn_key=(seeds.CLIENTS, pid)).generate_state(4)
+    return sum(int(word) << (32 * i) for i, word in enumerate(words))
+
+
+@pytest.mark.parametrize("root", ROOTS)
+def test_spawned_words_are_numpy_seedsequence_children(root):
+    keys = np.array([[2, 0], [2, 1], [7, 2**32 - 1], [0, 12345]], dtype=np.uint32)
+    expected = [np.random.SeedSequence(root, spawn_key=tuple(int(w) for w in key)).generate_state(6) for key in keys]
+    assert np.array_equal(spawned_words(root, keys, 6), np.array(expected))
+
+
+def test_client_secrets_equal_one_seedsequence_per_client():
+    secrets = seeds.client_secrets(2**127 + 99, 40)
+    assert len(secrets) == 40 and list(secrets) == list(range(40))
+    assert dict(secrets) == {pid: numpy_entropy(2**127 + 99, pid) for pid in range(40)}
+    part = secrets.restricted([31, 5, 7])
+    assert list(part) == [5, 7, 31] and part[31] == secrets[31] and 6 not in part and 7 in part
+    with pytest.raises(KeyError):
+        part[6]
+    assert dict(pickle.loads(pickle.dumps(part))) == dict(part)
+    keys = StreamKeys.from_words(secrets.words_of([3, 9]))  # the words premix as the ints do
+    assert np.array_equal(keys.mixers, StreamKeys([secrets[3], secrets[9]]).mixers)
+    fresh = seeds.ClientSecrets.fresh(range(3))
+    assert len(set(fresh.values())) == 3 and all(0 <= value < 2**128 for value in fresh.values())
+
+
+def mean_config(**options) -> Config:
+    values = {"task": "mean", "engine": "local", "users": 50, "clients": 20, "dims": 5, "mechanism": "laplace"}
+    return Config().with_options({**values, **options}).validated()
+
+
+def assert_same(fast, slow) -> None:
+    assert fast.failures == slow.failures and sorted(fast.replies) == sorted(slow.replies)
+    for pid, reply in slow.replies.items():
+        assert fast.replies[pid].metrics == reply.metrics
+        for name, array in reply.arrays.items():
+            assert np.array_equal(fast.replies[pid].arrays[name], array)
+    assert fast.summed.keys() == slow.summed.keys()
+    for name, array in slow.summed.items():
+        assert np.array_equal(fast.summed[name], array)
+
+
+@pytest.mark.parametrize("options", [{"report-dims": 2, "fail-clients": "3,12"}, {"node-reply": "sum"}])
+def test_a_node_built_from_columns_replies_what_each_client_replies_alone(options):
+    """20 clients of 2-3 users (two cohort sizes), ids 2..16 on the node; the whole block as a
+    range (a round without a budget), a subset, and secrets as a dict instead of words."""
+    config = mean_config(**options)
+    data_seed, pids = seeds.data_seed(0), list(range(2, 17))
+    secrets = seeds.client_secrets(11, 20).restricted(pids)
+    node = node_half(config, pids, data_seed, secrets)
+    from_dict = node_half(config, pids, data_seed, dict(secrets))
+    assert node._batch is not None and from_dict._batch is not None
+    for server_round, asked in [(1, range(2, 17)), (2, pids[::3])]:
+        slow = node.one_by_one(server_round, {}, list(asked))
+        assert_same(node.reply(server_round, {}, asked), slow)
+        assert_same(from_dict.reply(server_round, {}, list(asked)), slow)
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_replies_of_several_nodes_add_up_client_after_client(width):
+    rng = np.random.default_rng(width)
+    sizes = [4, 0, 7, 1]
+    starts = np.cumsum([0, *sizes])
+    blocks = [rng.standard_normal((size, width)) * np.exp(5 * rng.standard_normal((size, 1))) for size in sizes]
+    parts = [
+        Replies(np.arange(starts[i], starts[i + 1]), {"users": np.ones(size, int)}, {"t": blocks[i]})
+        for i, size in enumerate(sizes)
+    ]
+    replies = Replies.joined(parts)
+    expected = np.zeros(width)
+    for row in np.concatenate(blocks):  # the server adding the replies one by one
+        expected = expected + row
+    assert np.array_equal(replies.total("t", width), expected)
+    assert np.array_equal(replies.arrays["t"], np.concatenate(blocks))  # joined when read
+    assert np.array_equal(replies[5].arrays["t"], blocks[2][1]) and replies.total("t", width).shape == (width,)
+
+
+def test_a_plan_of_every_client_gives_each_node_its_block():
+    layout = Layout(10, 3)
+    fast, slow = layout.group(range(10)), layout.group(list(range(10)))
+    assert {node: list(pids) for node, pids in fast.items()} == slow
+    assert layout.group(range(4)) == layout.group([0, 1, 2, 3])  # not every client: lists
+
+
+def fresh_mean_figures(outcome, data, config) -> dict:
+    """The diagnostics as computed before they were kept per run: the replying users' rows joined,
+    their truth, and the prediction from their values."""
+    rows = np.concatenate(
+        [mean.cohort(config.data.users, config.federation.clients, pid) for pid in outcome.partitions]
+    )
+    values, m = data[rows], config.privacy.report_dims or config.data.dims
+    prediction = predict(
+        config.privacy.mechanism,
+        config.privacy.epsilon,
+        len(rows),
+        config.data.dims,
+        m,
+        values,
+        counts=outcome.sums.count,
+    )
+    truth = values.mean(axis=0)
+    return {
+        "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
+        "mse_plain_mean": float(np.mean((outcome.theta_hat - truth) ** 2)),
+        "predicted_mse": float(prediction.mse),
+        "predicted_noise": float(np.mean(prediction.deviation_model().sigma ** 2)),
+    }
+
+
+def test_diagnostics_kept_per_run_equal_fresh_ones():
+    """Every client, then some failing, then every client again: each round's figures equal
+    those computed afresh (no figure of another set of users carried over)."""
+    config = mean_config(**{"report-dims": 3})
+    data_seed = seeds.data_seed(0)
+    data, cohorts = mean.tuples(config, data_seed), mean.Cohorts(50, 20)
+    secrets = seeds.client_secrets(3, 20)
+    for server_round, failing in enumerate(["", "1,4,19", ""], start=1):
+        failed = config if not failing else mean_config(**{"report-dims": 3, "fail-clients": failing})
+        server = mean.server_from_config(failed)
+        node = node_half(failed, range(20), data_seed, secrets)
+        answer = node.reply(server_round, {}, range(20))
+        server.configure_round(server_round)
+        server.aggregate(server_round, answer.replies, answer.failures)
+        assert diagnostics.mean_round(server.outcome, data, cohorts, failed) == fresh_mean_figures(
+            server.outcome, data, failed
+        )
