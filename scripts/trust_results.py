@@ -40,6 +40,8 @@ RUNS = {
     },
 }  # fmt: skip
 ROOT = Path("results/trust")
+# the training comparisons, whose secagg rows are planned (module docstring): those run without secagg
+PLANNED = tuple(name for name, run in RUNS.items() if "secagg" not in run[run.index("--trust") + 1])
 
 
 def command(name: str) -> list[str]:
@@ -60,17 +62,15 @@ def plans() -> None:
 
     from ldpfed.planning.calibration import TotalBudget
     from ldpfed.planning.trust_plan import plan_trust
-    from ldpfed.tasks import resolve
+    from ldpfed.tasks import get, resolve
 
-    for name in RUNS:
-        if name == "mean":
-            continue
+    for name in PLANNED:
         data, model = name.rsplit("-", 1)
         config = resolve(None, {"task": "train", "data": data, "model": model, "clients": 20, "rounds": 5})
         config = replace(config, training=replace(config.training, clip=1.0))
         rows = []
         for total in BUDGETS.split(","):
-            (row,) = plan_trust(config, TotalBudget(float(total), float(DELTA)), ["secagg"])
+            (row,) = plan_trust(get("train"), config, TotalBudget(float(total), float(DELTA)), ["secagg"])
             rows.append({**row.to_dict(), "command": " ".join(plan_command(name, total))})
             print(rows[-1]["command"], flush=True)
         (ROOT / name).mkdir(parents=True, exist_ok=True)
@@ -97,18 +97,17 @@ def tables() -> str:
             continue
         frame = pd.read_csv(path)
         metric = "mse" if "mse" in frame else "final_accuracy"
-        task = "mean" if metric == "mse" else "train"
         if "bits_per_value" not in frame:
-            frame["bits_per_value"] = FLOAT_BITS[task]
+            frame["bits_per_value"] = FLOAT_BITS[RUNS[name][RUNS[name].index("--task") + 1]]
         planned = ROOT / name / "secagg_plan.csv"
         note = ""
-        if task == "train" and planned.exists():
+        if name in PLANNED and planned.exists():
             frame = pd.concat([frame, _planned_rows(pd.read_csv(planned), metric)], ignore_index=True)
             frame = frame.sort_values("total_epsilon", kind="stable")
             note = (
                 "\n\nsecagg rows: predicted by `"
                 + " ".join(plan_command(name, "E"))
-                + "` (E the total eps; not run: see above).\n"
+                + '` (E the total eps; not run: see "Training under secagg" above).\n'
             )
         shown = frame[
             ["total_epsilon", "trust", "local_epsilon_per_round", metric, "noise_sd", "noise_sd_on_mean",

@@ -19,6 +19,7 @@ from ldpfed.protocols import seeds
 from ldpfed.protocols.secagg import plan_for
 
 runner = CliRunner()
+MEAN_TASK = tasks.get("mean")
 MEAN = ["plan", "--task", "mean", "--users", "2000", "--dims", "10", "--clients", "10", "--rounds", "3"]
 
 
@@ -35,7 +36,7 @@ def test_secagg_row_uses_the_accountants_parameters_and_predicts_the_noise_of_th
     sqrt(d), every client's share in every round; the spent eps is the accountant's for T rounds
     of N shares (within the total); the predicted MSE per coordinate is (sigma^2 + gamma^2/4) / N."""
     total = TotalBudget(2.0, 1e-5)
-    (row,) = plan_trust(_mean_config(bits=14), total, ["secagg"])
+    (row,) = plan_trust(MEAN_TASK, _mean_config(bits=14), total, ["secagg"])
     reference = ddgauss_params(2.0, 1e-5, 10, 16, 14, math.sqrt(10), rounds=3)
     p = row.parameters
     assert (p["bits"], p["padded_dims"], p["shares_per_round"], p["beta"]) == (14, 16, 10, DEFAULT_BETA)
@@ -53,7 +54,7 @@ def test_secagg_plan_is_the_encoder_simulate_runs():
     from dataclasses import replace
 
     config = _mean_config()
-    (row,) = plan_trust(config, TotalBudget(4.0, 1e-5), ["secagg"])
+    (row,) = plan_trust(MEAN_TASK, config, TotalBudget(4.0, 1e-5), ["secagg"])
     run = replace(config, privacy=replace(config.privacy, trust="secagg", max_epsilon=4.0, max_delta=1e-5))
     ddg = plan_for(run, 10, math.sqrt(10), server_seed=0).ddg
     assert (row.parameters["gamma"], row.parameters["local_stddev"]) == (ddg.gamma, ddg.local_stddev)
@@ -63,17 +64,17 @@ def test_fewer_bits_cost_more_noise_and_more_clients_less_error():
     """Fewer bits force a coarser grid: the rounding inflates the sensitivity and the share; the
     error falls as 1/N with more clients (same total per client)."""
     total = TotalBudget(2.0, 1e-5)
-    coarse, fine = (plan_trust(_mean_config(bits=b), total, ["secagg"])[0] for b in (8, 16))
+    coarse, fine = (plan_trust(MEAN_TASK, _mean_config(bits=b), total, ["secagg"])[0] for b in (8, 16))
     assert coarse.parameters["gamma"] > fine.parameters["gamma"] and coarse.error > fine.error
-    many = plan_trust(_mean_config(clients=40), total, ["secagg"])[0]
+    many = plan_trust(MEAN_TASK, _mean_config(clients=40), total, ["secagg"])[0]
     assert many.error < fine.error / 3  # 4x the clients: about 1/4 the error
 
 
 def test_local_row_spends_the_total_against_everyone_and_predicts_the_report_noise():
     """local: eps per report from the calibration of the total over T rounds; the sd on each
     dimension's mean is the report's sd over sqrt(users) (every user reports every dimension)."""
-    (row,) = plan_trust(_mean_config(), TotalBudget(2.0, 1e-5), ["local"])
-    assert row.spent <= 2.0 and row.against_server == row.spent and row.unit == "per user"
+    (row,) = plan_trust(MEAN_TASK, _mean_config(), TotalBudget(2.0, 1e-5), ["local"])
+    assert row.spent <= 2.0 and row.against_server == row.spent and row.unit.startswith("per user")
     assert row.noise_sd_on_mean == pytest.approx(row.noise_sd / math.sqrt(2000), rel=1e-12)
     assert row.error == pytest.approx(row.noise_sd_on_mean**2, rel=1e-12)
     assert row.bits_per_value == 64
@@ -88,7 +89,9 @@ def test_plan_trust_cli_prints_json_rows_with_secaggs_parameters():
     secagg = rows["secagg"]["parameters"]
     assert secagg["bits"] == 12 and secagg["gamma"] > 0 and secagg["local_stddev"] > 0 and secagg["beta"] < 1
     assert rows["secagg"]["bits_per_value"] == 12 and rows["local"]["bits_per_value"] == 64
-    assert summary["compare"].startswith("ldpfed compare --task mean --trust local,secagg")
+    assert summary["compare"].startswith(
+        "ldpfed compare --task mean --users 2000 --dims 10 --clients 10 --rounds 3 --trust local,secagg"
+    )
     assert "--trust secagg --bits 12" in summary["simulate_secagg"]  # compare runs secagg at its default bits
 
 
@@ -121,13 +124,12 @@ def test_plan_trust_refuses_the_frequency_task():
     result = runner.invoke(
         app, ["plan", "--task", "frequency", "--budget", "2,1e-5", "--rounds", "3", "--trust", "local"]
     )
-    assert result.exit_code == 2 and "plan --trust compares --task mean or train" in result.stderr
+    assert result.exit_code == 2 and "not --task frequency" in result.stderr
 
 
 def test_train_rows_clip_the_update_to_clip_and_state_no_guarantee_against_a_trusted_server():
     """train: secagg encodes the whole update (digits logreg: d = 650, D = 1024) clipped to --clip,
-    as central clips it; the error is d times the per-coordinate variance; central's row holds
-    nothing against the server."""
+    as central clips it; central's row holds nothing against the server."""
     result = runner.invoke(
         app,
         ["plan", "--task", "train", "--data", "digits", "--clients", "20", "--clip", "1", "--rounds", "5",
@@ -142,6 +144,6 @@ def test_train_rows_clip_the_update_to_clip_and_state_no_guarantee_against_a_tru
         1.0,
     )
     per_coordinate = (secagg["parameters"]["local_stddev"] ** 2 + secagg["parameters"]["gamma"] ** 2 / 4) / 20
-    assert secagg["predicted_error"] == pytest.approx(650 * per_coordinate, rel=1e-9)
+    assert secagg["predicted_error"] == pytest.approx(per_coordinate, rel=1e-9)
     assert central["epsilon_against_server"] is None and secagg["epsilon_against_server"] <= 4.0
     assert central["parameters"]["clip"] == 1.0 and central["bits_per_value"] == 32

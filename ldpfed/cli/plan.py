@@ -53,7 +53,6 @@ from ldpfed.planning.plan import (
 )
 from ldpfed.planning.train import make_train_plan
 from ldpfed.planning.trust_plan import plan_trust
-from ldpfed.protocols import seeds
 from ldpfed.tasks import foreign_flags, resolve
 from ldpfed.validation import LDPValueError, check_positive, check_positive_int
 
@@ -334,9 +333,9 @@ def trust_plan_command(request) -> None:
     config = _trust_config(request)
     with OutputDir.prepare(request.out, overwrite=request.overwrite, command="plan") as destination:
         with progress_steps("plan --trust", 1) as advance:
-            rows = plan_trust(config, request.total, models, request.accountant)
+            rows = plan_trust(tasks.of(config), config, request.total, models, request.accountant)
             advance("settings calibrated")
-        summary = _trust_summary(config, request.total, rows)
+        summary = _trust_summary(request, config, rows)
         files = {}
         if destination.enabled:
             import pandas as pd  # lazily, as ldpfed.planning.plan: the CLI's start-up loads no pandas
@@ -352,23 +351,23 @@ def trust_plan_command(request) -> None:
         console.print(f"wrote {request.out}/" + ", ".join(written), highlight=False)
 
 
+RUN_OPTIONS = ("data", "users", "dims", "clients", "model", "coordinate_clip")  # the run's, passed on as given
+SHAPE_OPTIONS = (*RUN_OPTIONS, "clip")  # and central's and secagg's L2 clip (compare passes it to central)
+
+
 def _trust_config(request):
-    """The run a comparison would make (task, data, federation, rounds, one pure mechanism), bound
-    to its data's shape (mean), with the secure sum's bits."""
+    """The run a comparison would make (task, data, federation, rounds, one pure mechanism), with
+    the secure sum's bits and the L2 clip of central's and secagg's updates."""
     names = parse_list(request.mechanism or "laplace", str, "--mechanism")
     if len(names) != 1 or mechanisms.get_class(names[0]).approximate:
         raise LDPValueError(f"plan --trust takes one pure local mechanism (local and shuffle rows), got {names}")
     check_positive_int(request.seed, "--seed", minimum=0)
     flags = {"task": request.task, "rounds": check_positive_int(request.rounds, "--rounds"), "seed": request.seed}
     flags["mechanism"] = names[0]
-    for name in ("data", "users", "dims", "clients", "model", "coordinate_clip"):
-        if getattr(request, name) is not None:
-            flags[name] = getattr(request, name)
-    if request.task == "mean" and request.data is None and request.users is not None:
+    flags.update({name: getattr(request, name) for name in RUN_OPTIONS if getattr(request, name) is not None})
+    if request.data is None and request.users is not None:  # a synthetic set of that size, as plain plan
         flags["data"] = "gaussian"
     config = resolve(None, flags)
-    if request.task == "mean":
-        config = tasks.of(config).bind(config, seeds.data_seed(config.run.seed))
     if request.bits is not None:
         config = replace(config, privacy=replace(config.privacy, bits=request.bits))
     if request.clip is not None:  # central's and secagg's L2 clip (the local rows clip each coordinate)
@@ -376,40 +375,33 @@ def _trust_config(request):
     return config
 
 
-def _trust_summary(config, total: TotalBudget, rows) -> dict:
-    models = ",".join(row.setting.trust for row in rows)
-    shape = (
-        f"--users {config.data.users} --dims {config.data.dims} --clients {config.federation.clients}"
-        if config.run.task == "mean"
-        else f"--data {config.data_name} --model {config.training.model} --clients {config.federation.clients} "
-        f"--clip {config.training.clip:g}"
-    )
-    run = (
-        f"ldpfed compare --task {config.run.task} --trust {models} {shape} --rounds {config.run.rounds} "
-        f"--epsilons {total.epsilon:g} --delta {total.delta:g} --mechanism {config.privacy.mechanism}"
-    )
+def _trust_summary(request, config, rows) -> dict:
+    """The plan's record: its rows and the compare (and simulate) lines that run them."""
+    total, models = request.total, ",".join(row.setting.trust for row in rows)
+    given = [(name, getattr(request, name)) for name in SHAPE_OPTIONS if getattr(request, name) is not None]
+    shape = "".join(f" --{name.replace('_', '-')} {value:g}" if isinstance(value, float) else
+                    f" --{name.replace('_', '-')} {value}" for name, value in given)  # fmt: skip
+    common = f"--task {config.run.task}{shape} --rounds {config.run.rounds}"
     summary = {
         "task": config.run.task,
         "total_epsilon": total.epsilon,
         "total_delta": total.delta,
         "rounds": config.run.rounds,
         "clients": config.federation.clients,
-        "error": TRUST_ERROR[config.run.task],
+        "error": TRUST_ERROR,
         "rows": [row.to_dict() for row in rows],
-        "compare": run,
+        "compare": f"ldpfed compare {common} --trust {models} --epsilons {total.epsilon:g} --delta {total.delta:g} "
+        f"--mechanism {config.privacy.mechanism}",
     }
     if config.privacy.bits != type(config.privacy)().bits and "secagg" in models:  # compare runs secagg at 16 bits
         summary["simulate_secagg"] = (
-            f"ldpfed simulate --task {config.run.task} --trust secagg --bits {config.privacy.bits} {shape} "
-            f"--rounds {config.run.rounds} --max-epsilon {total.epsilon:g} --max-delta {total.delta:g}"
+            f"ldpfed simulate {common} --trust secagg --bits {config.privacy.bits} --max-epsilon {total.epsilon:g} "
+            f"--max-delta {total.delta:g}"
         )
     return summary
 
 
-TRUST_ERROR = {
-    "mean": "predicted MSE of each dimension's mean estimate per round",
-    "train": "predicted E||noise||^2 of the averaged update per round",
-}
+TRUST_ERROR = "predicted MSE per coordinate of the aggregate and round (its noise's variance)"
 
 
 def _print_trust_plan(config, total: TotalBudget, rows, summary: dict) -> None:
@@ -425,7 +417,7 @@ def _print_trust_plan(config, total: TotalBudget, rows, summary: dict) -> None:
         ("eps against server", lambda r: "none" if r.against_server is None else f"{r.against_server:.4g}"),
         ("noise sd (added)", lambda r: f"{r.noise_sd:.4g}"),
         ("noise sd on mean", lambda r: f"{r.noise_sd_on_mean:.4g}"),
-        ("predicted " + ("MSE" if config.run.task == "mean" else "E||noise||^2"), lambda r: f"{r.error:.4g}"),
+        ("predicted MSE", lambda r: f"{r.error:.4g}"),
         ("bits/value", lambda r: str(r.bits_per_value)),
         ("parameters", _parameters_text),
     ]

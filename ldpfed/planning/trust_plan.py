@@ -2,15 +2,18 @@
 plan --trust`; the settings: ldpfed.planning.trust.equal_budget, as `compare --trust` runs them).
 
 Per model: the noise where it is added, its standard deviation per coordinate of what the server
-aggregates, the predicted error (mean task: the MSE of each dimension's estimate per round; train:
-E||noise||^2 of the averaged update per round), the bits each value costs on the wire, the eps
-spent against the model's adversary and against the server, and whom the total protects. Secagg's
-row carries the distributed discrete Gaussian's parameters from its accountant (bits, gamma, the
-share's sigma, beta, the padded dimension), as `simulate --trust secagg` calibrates them
+aggregates (the task's own `Task.trust_figures`, as compare --trust reports them), the predicted
+error (the noise's variance per coordinate of the aggregate and round: each dimension's mean
+estimate, or each coordinate of the averaged update), the bits each value costs on the wire, the
+eps spent against the model's adversary and against the server, and whom the total protects.
+Secagg's row carries the distributed discrete Gaussian's parameters from its accountant (bits,
+gamma, the share's sigma, beta, the padded dimension) for the vectors the task encodes
+(`Task.secure_sum_start`: dimension and clip), as `simulate --trust secagg` calibrates them
 (ldpfed.protocols.secagg.plan_for: every client's share in every round, q = 1).
 
-The mean task's totals do not protect the same unit: local and shuffle hold per user (each user
-of a cohort randomizes her own tuple), secagg per client (its cohort's mean is one vector).
+The task's entry is passed in (this floor imports no task): its unit says whom local and shuffle
+protect (the mean task: per user, each user of a cohort randomizing her own tuple), where secagg
+protects per client (a cohort's mean is one vector).
 """
 
 from __future__ import annotations
@@ -18,32 +21,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import ldpfed.protocols.mean as mean_protocol
-import ldpfed.protocols.train as train_protocol
 from ldpfed.accounting.ddgauss import DEFAULT_K_STDDEVS, ddgauss_epsilon
 from ldpfed.accounting.trust import get_class
 from ldpfed.config import Config
 from ldpfed.planning.calibration import TotalBudget
-from ldpfed.planning.train import update_dims
-from ldpfed.planning.trust import TrustSetting, equal_budget, report_noise, update_noise
+from ldpfed.planning.trust import TrustSetting, equal_budget
 from ldpfed.protocols import seeds
 from ldpfed.protocols.central import central_plan
 from ldpfed.protocols.ddgauss import DistributedDiscreteGaussian
-from ldpfed.protocols.secagg import mean_clip
 from ldpfed.validation import LDPValueError
 
-FLOAT_BITS = {"mean": 64, "train": 32}  # what a value costs on the wire where no modulus bounds it
-UNITS = {"mean": "per user", "train": "per client"}  # whom a tuple task's local/shuffle total protects
+FLOAT_BITS = {"mean": 64, "train": 32}  # what a value costs on the wire where no modulus bounds it (by task)
+SECAGG_UNIT = "per client"
+PLAN_SERVER_SEED = 0  # the model a plan sizes (train): its shape, not its values, matters
 
 
 @dataclass(frozen=True)
 class TrustPrediction:
     """One trust model's row of a plan: its `setting`, the noise (`noise_sd` where it is added,
-    `noise_sd_on_mean` per coordinate of what the server aggregates), the predicted `error` (mean:
-    MSE of each dimension's estimate per round; train: E||noise||^2 of the averaged update per
-    round), `bits_per_value` on the wire, the eps `spent` against the model's adversary and against
-    the server (None: no guarantee against it), whom it protects (`unit`) and the model's own
-    `parameters` (secagg: the distributed discrete Gaussian's)."""
+    `noise_sd_on_mean` per coordinate of what the server aggregates), the predicted `error` (the
+    noise's variance per coordinate of the aggregate and round), `bits_per_value` on the wire, the
+    eps `spent` against the model's adversary and against the server (None: no guarantee against
+    it), whom it protects (`unit`) and the model's own `parameters` (secagg: the distributed
+    discrete Gaussian's)."""
 
     setting: TrustSetting
     noise: str
@@ -79,12 +79,11 @@ def secagg_encoder(total: TotalBudget, rounds: int, dims: int, clip: float, bits
     return DistributedDiscreteGaussian.for_budget(dims, clip, bits, total.epsilon, total.delta, clients, rounds=rounds)
 
 
-def secagg_prediction(setting: TrustSetting, ddg: DistributedDiscreteGaussian, clients: int, task: str):
+def secagg_prediction(setting: TrustSetting, ddg: DistributedDiscreteGaussian, clients: int) -> TrustPrediction:
     """The sum of N shares has sd sigma sqrt(N) per rotated coordinate; the rotation is orthogonal,
     so each coordinate of the mean of the N decoded vectors carries variance sigma^2 / N, plus the
     rounding's at most gamma^2 / 4 per client and coordinate (its variance p(1-p) gamma^2 spread
     evenly by the Hadamard rotation): (sigma^2 + gamma^2/4) / N bounds the MSE per coordinate."""
-    per_coordinate = (ddg.local_stddev**2 + ddg.gamma**2 / 4.0) / clients
     spent = ddgauss_epsilon(ddg.event(clients), setting.rounds, setting.total.delta)
     parameters = {
         "bits": ddg.bits,
@@ -104,12 +103,12 @@ def secagg_prediction(setting: TrustSetting, ddg: DistributedDiscreteGaussian, c
         setting,
         f"discrete gaussian shares, {ddg.bits} bits per value",
         ddg.local_stddev,
-        math.sqrt(ddg.local_stddev**2 / clients),
-        per_coordinate * (1 if task == "mean" else ddg.dims),
+        ddg.local_stddev / math.sqrt(clients),
+        (ddg.local_stddev**2 + ddg.gamma**2 / 4.0) / clients,
         ddg.bits,
         spent,
         spent,
-        "per client",
+        SECAGG_UNIT,
         parameters,
     )
 
@@ -118,89 +117,63 @@ def _with_privacy(config: Config, **values) -> Config:
     return replace(config, privacy=replace(config.privacy, **values))
 
 
-def _mean_prediction(config: Config, setting: TrustSetting) -> TrustPrediction:
-    """local and shuffle on the mean task: the randomizer at the setting's eps per report (worst
-    case over the values; exact for Laplace), averaged over the users reporting each dimension."""
-    config = _with_privacy(config, epsilon=setting.epsilon_per_round, delta=0.0)
-    sd, on_mean = report_noise(
-        mean_protocol.mechanism(config), config.data.users, config.data.dims, mean_protocol.report_dims(config)
-    )
-    against = setting.spent_epsilon if setting.trust == "local" else setting.rounds * setting.epsilon_per_round
-    return TrustPrediction(
-        setting,
-        f"{config.privacy.mechanism} on each report's value",
-        sd,
-        on_mean,
-        on_mean**2,
-        FLOAT_BITS["mean"],
-        setting.spent_epsilon,
-        against,
-        UNITS["mean"],
-        {"epsilon_per_report": setting.epsilon_per_round},
-    )
-
-
-def _train_prediction(config: Config, setting: TrustSetting, dims: int) -> TrustPrediction:
-    """local: the privatizer's noise on each update, weighted by the clients' data (`update_noise`);
-    central: z C (1 + grid) on the sum of the clipped updates, over q N (ldpfed.protocols.central)."""
+def noise_prediction(task, config: Config, setting: TrustSetting, dims: int) -> TrustPrediction:
+    """local, shuffle and central: the noise the task's `trust_figures` states for the setting
+    (local and shuffle: the randomizer at the setting's eps per round, worst case over the values;
+    central: ldpfed.protocols.central's calibrated plan, without a run)."""
+    summary: dict = {"parameters": dims, "final_accuracy": None}
+    parameters: dict = {"epsilon_per_round": setting.epsilon_per_round}
     if setting.trust == "central":
         config = _with_privacy(config, max_epsilon=setting.total.epsilon, max_delta=setting.total.delta)
         plan = central_plan(config, dims)
-        sd = plan.noise.stddev_of_sum(plan.clip)
-        on_mean = sd / plan.expected_clients
-        return TrustPrediction(
-            setting,
-            "discrete gaussian on the sum of clipped updates (trusted server)",
-            sd,
-            on_mean,
-            dims * on_mean**2,
-            FLOAT_BITS["train"],
-            setting.spent_epsilon,
-            None,
-            "per client",
-            {"noise_multiplier": plan.noise_multiplier, "clip": plan.clip, "expected_clients": plan.expected_clients},
-        )
-    config = _with_privacy(config, epsilon=setting.epsilon_per_round, delta=0.0)
-    privatizer = train_protocol.privatizer(config)
-    sizes = train_protocol.federated_data(config, seeds.data_seed(config.run.seed)).client_sizes
-    sd, on_mean = update_noise(privatizer, dims, sizes)
+        summary.update(plan.record())
+        parameters = {
+            "noise_multiplier": plan.noise_multiplier,
+            "clip": plan.clip,
+            "expected_clients": plan.expected_clients,
+        }
+    else:
+        config = _with_privacy(config, epsilon=setting.epsilon_per_round, delta=0.0)
+    figures = task.trust_figures(config, summary, setting.trust)
+    against = {"local": setting.spent_epsilon, "central": None}.get(setting.trust)
+    if setting.trust == "shuffle":  # the server runs the shuffler: eps0 per round, basic composition
+        against = setting.rounds * setting.epsilon_per_round
     return TrustPrediction(
         setting,
-        f"{config.privacy.mechanism} on m = {privatizer.dims_reported(dims)} of d = {dims} coordinates of each update",
-        sd,
-        on_mean,
-        dims * on_mean**2,
-        FLOAT_BITS["train"],
+        figures["noise"],
+        figures["noise_sd"],
+        figures["noise_sd_on_mean"],
+        figures["noise_sd_on_mean"] ** 2,
+        FLOAT_BITS[config.run.task],
         setting.spent_epsilon,
-        setting.spent_epsilon,
-        "per client",
-        {"epsilon_per_round": setting.epsilon_per_round, "coordinate_clip": config.training.coordinate_clip},
+        against,
+        SECAGG_UNIT if setting.trust == "central" else task.unit,
+        parameters,
     )
 
 
-def plan_trust(config: Config, total: TotalBudget, models: list[str], accountant: str = "pld") -> list[TrustPrediction]:
-    """Each trust model of `models` at `total` per client over the run's rounds, for the task,
-    data and federation of `config` (a mean config bound to its data's shape): its setting
+def plan_trust(task, config: Config, total: TotalBudget, models: list[str], accountant: str = "pld"):
+    """Each trust model of `models` at `total` per client over the run's rounds, for the task
+    (`task`: its registry entry) and the data and federation of `config`: its setting
     (`equal_budget`) and what it predicts (module docstring)."""
-    task, rounds, clients = config.run.task, config.run.rounds, config.federation.clients
-    if task not in FLOAT_BITS:
-        raise LDPValueError(f"plan --trust compares --task {' or '.join(FLOAT_BITS)}, not --task {task}")
-    mechanism = config.privacy.mechanism
-    dims = config.data.dims if task == "mean" else update_dims(config)
+    if not task.trust_options:
+        raise LDPValueError(f"plan --trust compares the tasks compare --trust runs, not --task {task.name}")
+    start = task.secure_sum_start(config, seeds.data_seed(config.run.seed), PLAN_SERVER_SEED)
+    config, dims, clip = start["config"], start["dims"], start["clip"]  # bound to the data's shape
+    rounds, clients = config.run.rounds, config.federation.clients
     rows = []
     for name in models:
         model = get_class(name)
-        if task not in model.tasks:
-            raise LDPValueError(f"--trust {model.name} applies to --task {', '.join(model.tasks)}; got --task {task}")
-        setting = equal_budget(
-            model.name, total, rounds, mechanism=mechanism, reports=config.data.users, accountant=accountant
-        )
+        if task.name not in model.tasks:
+            raise LDPValueError(
+                f"--trust {model.name} applies to --task {', '.join(model.tasks)}; got --task {task.name}"
+            )
+        reports = task.shuffle_reports(config) if model.name == "shuffle" else None
+        mechanism = config.privacy.mechanism
+        setting = equal_budget(model.name, total, rounds, mechanism=mechanism, reports=reports, accountant=accountant)
         if model.name == "secagg":
-            clip = mean_clip(dims) if task == "mean" else config.training.clip
             ddg = secagg_encoder(total, rounds, dims, clip, config.privacy.bits, clients)
-            rows.append(secagg_prediction(setting, ddg, clients, task))
-        elif task == "mean":
-            rows.append(_mean_prediction(config, setting))
+            rows.append(secagg_prediction(setting, ddg, clients))
         else:
-            rows.append(_train_prediction(config, setting, dims))
+            rows.append(noise_prediction(task, config, setting, dims))
     return rows
