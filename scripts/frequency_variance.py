@@ -40,6 +40,7 @@ import pandas as pd
 
 import ldpfed.frequency as frequency
 from ldpfed.frequency.base import estimate_in_chunks
+from ldpfed.frequency.categorical import takes_hash_seed
 from ldpfed.frequency.hashing import OptimizedLocalHashing
 from ldpfed.frequency.subset import SubsetSelection
 from ldpfed.frequency.thresholding import optimal_threshold
@@ -47,17 +48,20 @@ from ldpfed.outputs import save_figure, write_table, write_text
 from scripts.arguments import script_parser
 from scripts.provenance import run_stamp
 
-ORACLES = ("grr", "oue", "olh", "blh", "hadamard", "subset-selection", "she", "the", "hcms")
+ORACLES = ("grr", "oue", "sue", "olh", "blh", "hadamard", "subset-selection", "she", "the", "hcms")
+# cms (a row of 1,024 bits per report) is measured with `--oracles cms`: at Wang et al.'s n = 10^5 and
+# R = 512 repetitions for small d it draws ~5e10 bits a cell, too long for the default grid
 DIMENSIONS = tuple(2**j for j in range(2, 15))  # Wang et al.'s first grid, eps = 4
 EPSILONS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0)  # their second grid, d = 2^10
 GRID_EPSILON, GRID_DIMENSION = 4.0, 2**10
-DENSE = ("oue", "she", "the")  # k numbers per report: the costly ones, run last
+DENSE = ("oue", "sue", "she", "the", "cms")  # k numbers per report: the costly ones, run last
 Z_LIMIT = 3.0
 
 
 def build(name: str, epsilon: float, d: int, repetition: int) -> frequency.FrequencyOracle:
-    """The oracle; HCMS gets fresh public hash functions per repetition (its variance is over them)."""
-    options = {"seed": repetition} if name == "hcms" else {}
+    """The oracle; HCMS and CMS get fresh public hash functions per repetition (their variance is over
+    them)."""
+    options = {"seed": repetition} if takes_hash_seed(name) else {}
     return frequency.get(name, epsilon, d, **options)
 
 
@@ -72,6 +76,8 @@ def closed_form(name: str, epsilon: float, d: int) -> float | None:
         return (e + d - 2) / (e - 1) ** 2
     if name in ("oue", "olh"):
         return 4 * e / (e - 1) ** 2
+    if name == "sue":  # basic RAPPOR: e^(eps/2) / (e^(eps/2) - 1)^2
+        return math.exp(epsilon / 2) / (math.exp(epsilon / 2) - 1) ** 2
     if name in ("blh", "hadamard"):
         return (e + 1) ** 2 / (e - 1) ** 2
     if name in ("she", "histogram"):
