@@ -91,11 +91,12 @@ class _Replied:
     def of(self, data, cohorts, partitions) -> _Replied:
         """This entry for `partitions`' users of `data` (`rows`: theirs, None for every user in
         order; `users`: how many), emptied when either changed since the last call."""
-        pids = np.asarray(partitions, dtype=np.int64)
-        if self.data is not data or self.partitions is None or not np.array_equal(self.partitions, pids):
+        key = list(partitions) if not isinstance(partitions, np.ndarray) else partitions.tolist()
+        if self.data is not data or key != self.partitions:  # (a list's == : no array made per round)
+            pids = np.asarray(key, dtype=np.int64)
             self.rows = None if cohorts.everyone(pids) else cohorts.rows(pids)
             self.users = cohorts.users if self.rows is None else self.rows.size
-            self.data, self.partitions, self.figures = data, pids.copy(), {}
+            self.data, self.partitions, self.figures = data, key, {}
         return self
 
     def figure(self, name: str, compute):

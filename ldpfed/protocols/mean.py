@@ -418,8 +418,7 @@ class BatchedClients:
         for index in np.flatnonzero(batch.large[positions]):  # clients of more than one chunk
             alone = self.alone(batch.halves[positions[index]], server_round)
             count[index], total[index], total_sq[index] = alone.count, alone.total, alone.total_sq
-        for column in (count, total, total_sq):
-            column += 0.0  # -0.0 to 0.0, as a client's sums start from zeros
+        total += 0.0  # -0.0 to 0.0, as a client's sums start from zeros (counts and squares are never -0.0)
         return ReportSums(count, total, total_sq, int(batch.sizes[positions].sum()))
 
     def group_sums(self, block: np.ndarray, streams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -430,13 +429,17 @@ class BatchedClients:
         raise NotImplementedError
 
 
-def client_sums(mask: np.ndarray, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def client_sums(mask: np.ndarray | None, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`summarize` of each client's (users, width) mask and reports: (clients, width) each (one user
-    each: the user's own row, and its square, which is what the sums of one term are)."""
-    if mask.shape[1] == 1:
+    each: the user's own row, and its square, which is what the sums of one term are); `mask`
+    None: every value reported (each count is the users)."""
+    clients, users, width = reports.shape
+    count = np.full((clients, width), float(users)) if mask is None else None
+    if users == 1:
         row = reports[:, 0, :]
-        return mask[:, 0, :].astype(float), row, row * row
-    return mask.sum(axis=1), reports.sum(axis=1), np.einsum("gij,gij->gj", reports, reports)
+        return (mask[:, 0, :].astype(float) if count is None else count), row, row * row
+    count = mask.sum(axis=1) if count is None else count
+    return count, reports.sum(axis=1), np.einsum("gij,gij->gj", reports, reports)
 
 
 class MeanClients(BatchedClients):
@@ -479,7 +482,7 @@ class MeanClients(BatchedClients):
         m = self.report_dims
         if m == d:
             reports = self.mechanism.perturb_streams(flat.reshape(clients, users * d), streams)
-            return client_sums(np.ones(block.shape, dtype=bool), reports.reshape(block.shape))
+            return client_sums(None, reports.reshape(block.shape))
         mask = _mask_of_smallest(streams.uniforms(users * d).reshape(clients * users, d), m)
         reports = np.zeros_like(flat)
         reports[mask] = self.mechanism.perturb_streams(flat[mask].reshape(clients, users * m), streams).ravel()
