@@ -233,7 +233,9 @@ class Config:
 
     @property
     def l2_clipped(self) -> bool:
-        return self.gradient_noise or self.directional or self.privacy.trust == "central"
+        """The update's L2 norm is clipped (`clip`): the gradient noises, ldpvec, and the trust models
+        whose Gaussian noise is calibrated to that norm (central's, secagg's discrete shares)."""
+        return self.gradient_noise or self.directional or self.privacy.trust in ("central", "secagg")
 
     @property
     def directional(self) -> bool:

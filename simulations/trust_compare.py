@@ -51,7 +51,7 @@ from simulations.trust import run_trust
 FILES = ["trust.csv", "trust.json", "trust.png"]
 DEFAULT_DELTA = 1e-5
 LOCAL_ONLY = ("coordinate_clip", "report_dims")  # the local randomizer's (passed to local runs only)
-CENTRAL_ONLY = ("clip",)  # Flower's clipping norm (central runs only)
+L2_CLIPPED_ONLY = ("clip",)  # the L2 clip of central's and secagg's Gaussian noise
 NOT_APPLICABLE = ("aggregators", "domain", "out_of_domain", "header", "l2_reference", "estimator", "chunk_users")
 
 
@@ -145,9 +145,10 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int, canaries: i
     flags = {**base, "seed": seed, **setting.options}
     if canaries and setting.trust in CANARY_TRUST:
         flags["canaries"] = canaries
-    passed = LOCAL_ONLY if setting.trust == "local" else CENTRAL_ONLY if setting.trust == "central" else ()
+    gaussian = setting.trust in ("central", "secagg")
+    passed = LOCAL_ONLY if setting.trust == "local" else L2_CLIPPED_ONLY if gaussian else ()
     flags.update({name: options[name] for name in passed if options.get(name) is not None})
-    if setting.trust in ("central", "secagg"):
+    if gaussian:
         flags.pop("mechanism", None)  # the noise is Flower's Gaussian, or the clients' discrete Gaussian shares
     if setting.trust == "local":
         flags.update(max_epsilon=setting.total.epsilon, max_delta=setting.total.delta, accountant=setting.accountant)

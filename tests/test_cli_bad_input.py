@@ -357,6 +357,9 @@ def test_clip_is_an_l2_norm_and_coordinate_clip_a_per_coordinate_bound():
     assert validated(Config().with_options({**train, "coordinate-clip": 0.1})).update_clip == 0.1
     noise = {"task": "train", "mechanism": "inid-gaussian", "delta": 1e-5, "aggregator": "fedavg"}
     assert validated(Config().with_options({**noise, "clip": 2.0})).update_clip == 2.0
+    for trust in ("central", "secagg"):  # their Gaussian noise is calibrated to the update's L2 norm
+        gaussian = {"task": "train", "trust": trust, "max-epsilon": 4.0, "max-delta": 1e-5, "clip": 1.0}
+        assert validated(Config().with_options(gaussian)).update_clip == 1.0
     for arguments, message in (
         (["--task", "train", "--clip", "0.1"], "use coordinate-clip"),
         (
