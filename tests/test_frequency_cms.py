@@ -121,3 +121,18 @@ def test_aliases_name_the_same_oracles():
         assert alias.lower().replace("_", "-") in subjects.available()
     assert frequency.get("k-subset", 1.0, 8).name == "subset-selection"
     assert "cms" in frequency.available() and "sue" in frequency.available()
+
+
+def test_the_audit_projection_keeps_the_log_ratio_and_class():
+    """A report's projection (j and its bits at h_j(0), h_j(1)) gives log P(r | 0) - log P(r | 1) and
+    the class exactly as the full report does; an audit of the default 1,024-column sketch draws in
+    chunks of projections."""
+    oracle = frequency.get("cms", 1.5, 6, hashes=8, columns=4, seed=1)  # many collisions h_j(0) = h_j(1)
+    reports = oracle.perturb(np.random.default_rng(7).integers(0, 6, 3000), np.random.default_rng(8))
+    projected = oracle.audit_projection(reports)
+    full = oracle.log_probability(reports, 0) - oracle.log_probability(reports, 1)
+    np.testing.assert_allclose(oracle.projected_log_ratio(projected), full, atol=1e-12)
+    np.testing.assert_array_equal(oracle.projected_classes(projected), oracle.audit_classes(reports))
+    assert (oracle.projected_classes(projected) == 4).any()
+    result = audit("cms", 1.0, samples=20_000, seed=3)
+    assert result.verdict == "pass" and result.options["columns"] == 1024

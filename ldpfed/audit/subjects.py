@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, replace
+from functools import partial
 
 import numpy as np
 
@@ -187,6 +188,22 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
             unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
             **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
         )
+    if hasattr(oracle, "audit_projection"):
+        # CMS: a report of 1 + m numbers, of which 3 bear on categories 0 and 1; drawn in chunks
+        # and projected, so that a million draws of a 1,024-column sketch fit in memory.
+        return AuditSubject(
+            name=oracle.name,
+            delta=0.0,
+            sampler="discrete",
+            output="discrete",
+            classes=oracle.projected_classes,
+            **{
+                **common,
+                "draw": partial(_projected_draws, oracle),
+                "log_ratio": oracle.projected_log_ratio,
+                "options": {**common["options"], **_oracle_options(oracle)},
+            },
+        )
     if hasattr(oracle, "audit_classes"):
         # OLH, BLH, Hadamard response, subset selection, THE, HCMS: discrete reports whose
         # log-likelihood ratio between categories 0 and 1 depends only on the class (does the
@@ -200,6 +217,19 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
             **{**common, "options": {**common["options"], **_oracle_options(oracle)}},
         )
     raise LDPValueError(f"no audit subject for frequency oracle {oracle.name!r}")
+
+
+PROJECTED_CHUNK = 1 << 22  # report numbers drawn at once before a projection keeps 3 per report
+
+
+def _projected_draws(oracle, which: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n reports of category `which`, drawn chunk by chunk and kept as their `audit_projection`."""
+    chunk = max(1, PROJECTED_CHUNK // oracle.report_width)
+    parts = [
+        oracle.audit_projection(oracle.perturb(np.full(min(chunk, n - start), which), rng))
+        for start in range(0, n, chunk)
+    ]
+    return np.concatenate(parts)
 
 
 def _oracle_options(oracle: FrequencyOracle) -> dict:

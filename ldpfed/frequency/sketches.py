@@ -300,13 +300,29 @@ class CountMeanSketch(PublicHashSketch):
         correction = np.where(hashed == 1, log_keep - log_flip, log_flip - log_keep)
         return background + correction - math.log(self.hashes)
 
-    def audit_classes(self, reports) -> np.ndarray:
-        """Class of a report for an audit on categories 0 and 1: 4 when h_j(0) = h_j(1) (the two
-        categories give the same law: log-ratio 0), else its bits at h_j(0) and h_j(1), on which alone
-        the log-likelihood ratio depends."""
+    def audit_projection(self, reports) -> np.ndarray:
+        """(n, 3) int64 rows (j, bit at h_j(0), bit at h_j(1)): all that a report says about categories
+        0 and 1 (every other column has the same law under both), so that an audit keeps 3 numbers
+        of a report of 1 + m."""
         reports = np.asarray(reports, dtype=np.int64)
         j, bits = reports[:, 0], reports[:, 1:]
-        h0, h1 = self.hash_values(j, 0), self.hash_values(j, 1)
-        b0 = np.take_along_axis(bits, h0[:, None], axis=1)[:, 0]
-        b1 = np.take_along_axis(bits, h1[:, None], axis=1)[:, 0]
-        return np.where(h0 == h1, 4, b0 + 2 * b1)
+        heads = [np.take_along_axis(bits, self.hash_values(j, c)[:, None], axis=1)[:, 0] for c in (0, 1)]
+        return np.stack([j, *heads], axis=1)
+
+    def projected_log_ratio(self, projected) -> np.ndarray:
+        """log P(report | 0) - log P(report | 1) from a report's `audit_projection`: 0 when h_j(0) =
+        h_j(1), else +-ln((1 - flip)/flip) for each of the two bits (`log_probability`'s correction)."""
+        j, b0, b1 = np.asarray(projected, dtype=np.int64).T
+        step = math.log1p(-self._flip) - math.log(self._flip)
+        collide = self.hash_values(j, 0) == self.hash_values(j, 1)
+        return np.where(collide, 0.0, (2 * b0 - 1) * step - (2 * b1 - 1) * step)
+
+    def projected_classes(self, projected) -> np.ndarray:
+        """Class of a projected report: 4 when h_j(0) = h_j(1) (the two categories give the same law),
+        else its bits at h_j(0) and h_j(1), on which alone the log-likelihood ratio depends."""
+        j, b0, b1 = np.asarray(projected, dtype=np.int64).T
+        return np.where(self.hash_values(j, 0) == self.hash_values(j, 1), 4, b0 + 2 * b1)
+
+    def audit_classes(self, reports) -> np.ndarray:
+        """`projected_classes` of the reports."""
+        return self.projected_classes(self.audit_projection(reports))
