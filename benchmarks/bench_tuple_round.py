@@ -11,14 +11,16 @@ writing its outputs (`--out`).
 The full round is the median of rounds 3..R of the run's own `seconds` (each from the end of one
 round's record to the end of the next: the nodes' replies, the server's aggregation, the harness's
 diagnostics, the ledger and the per-round files); `full_over_baseline` is the figure the target
-(<= 3x) speaks to. Round 1 includes building the nodes (the clients' data and premixed secrets);
-round 2 includes round 1's record, whose first call imports the ledger's accountants and pandas
-(once per process), so neither is steady (with R < 4 the median is of rounds 2..R). The protocol
-round is the same median of `local_round` alone (nodes and server, no harness diagnostics, no
-files); `world_s` is the harness's seeds and the clients' secrets (`World.from_config`) and
-`nodes_s` building every node (data, failures, premixed secrets). `--one-by-one` times a protocol
-round with each node's clients answering client after client (`ClientsNode.one_by_one`, the path
-before batching).
+(<= 3x) speaks to, the baseline the median of three repeats before the run and three after it;
+`full_over_baseline_cpu` is the same ratio in the process's CPU seconds (steadier on a shared
+machine; a round's CPU from the start of one round's record to the next's). Round 1 includes
+building the nodes (the clients' data and premixed secrets); round 2 includes round 1's record,
+whose first call imports the ledger's accountants and pandas (once per process), so neither is
+steady (with R < 4 the median is of rounds 2..R). The protocol round is the same median of
+`local_round` alone (nodes and server, no harness diagnostics, no files); `world_s` is the
+harness's seeds and the clients' secrets (`World.from_config`) and `nodes_s` building every node
+(data, failures, premixed secrets). `--one-by-one` times a protocol round with each node's
+clients answering client after client (`ClientsNode.one_by_one`, the path before batching).
 """
 
 from __future__ import annotations
@@ -93,18 +95,19 @@ KNOWN = (
 )
 
 
-def baseline(config: Config, repeats: int = 3) -> float:
-    """Median seconds of one batched perturbation of all N x d values with one Generator and their
-    aggregation (mean: `perturb_tuples` + `summarize`; frequency: the oracles' `report_sums`)."""
+def baseline(config: Config, repeats: int = 3) -> tuple[list[float], list[float]]:
+    """Seconds (wall, CPU) of `repeats` batched perturbations of all N x d values with one
+    Generator and their aggregation (mean: `perturb_tuples` + `summarize`; frequency: the
+    oracles' `report_sums`)."""
     from ldpfed.mechanisms.multidim import perturb_tuples, summarize
     from ldpfed.protocols import frequency, mean, seeds
 
     data_seed = seeds.data_seed(0)
     bound = (frequency if config.run.task == "frequency" else mean).bound(config, data_seed)
-    times = []
+    times, cpu = [], []
     for repeat in range(repeats):
         rng = np.random.default_rng(repeat)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         if config.run.task == "mean":
             values = mean.tuples(bound, data_seed)
             summarize(*perturb_tuples(values, mean.mechanism(bound), mean.report_dims(bound), rng))
@@ -112,7 +115,24 @@ def baseline(config: Config, repeats: int = 3) -> float:
             oracles = frequency.oracles_from_config(bound, data_seed)
             oracles.report_sums(frequency.read(bound, data_seed).codes, rng)
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu
+
+
+def round_cpu():
+    """Patch Session.after_round to note the process's CPU seconds as each round's record starts;
+    returns the list of marks (their differences: each round's CPU, the previous record included,
+    as the run's own `seconds` include it)."""
+    from ldpfed.protocols.session import Session
+
+    marks, real = [], Session.after_round
+
+    def after_round(self, *args, **kwargs):
+        marks.append(time.process_time())
+        return real(self, *args, **kwargs)
+
+    Session.after_round = after_round
+    return marks
 
 
 def protocol_rounds(config: Config, rounds: int, one_by_one: bool = False) -> list[float]:
@@ -160,15 +180,19 @@ def run_task(task: str, args) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         config = config_for(task, args.clients, args.dims, args.rounds, out, args.mechanism)
-        base = baseline(config)
+        before, before_cpu = baseline(config)
         writes, by_file = timed_writes()
+        marks = round_cpu()
         start = time.perf_counter()
         run(config, noise_seed=1)
         total = time.perf_counter() - start
+        after, after_cpu = baseline(config)  # before and after the run: the same load on both sides
         import pandas as pd
 
         rounds = pd.read_csv(Path(out) / "metrics.csv")["seconds"].to_numpy()
+    base, base_cpu = float(np.median(before + after)), float(np.median(before_cpu + after_cpu))
     full = steady(rounds)
+    full_cpu = float(np.median(np.diff(marks)[1:])) if len(marks) > 2 else float("nan")  # rounds 3..R
     result = {
         "task": task,
         "clients": args.clients,
@@ -176,6 +200,9 @@ def run_task(task: str, args) -> dict:
         "first_round_s": float(rounds[0]),
         "full_round_s": full,
         "full_over_baseline": full / base,
+        "full_round_cpu_s": full_cpu,
+        "baseline_cpu_s": base_cpu,
+        "full_over_baseline_cpu": full_cpu / base_cpu,
         "rounds_s": ",".join(f"{value:.3f}" for value in rounds),
         "run_s": total,
         "writing_s": writes[0],
