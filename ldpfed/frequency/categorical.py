@@ -154,6 +154,12 @@ class AttributeOracles:
         return int(self.offsets[-1])
 
     @property
+    def width(self) -> int:
+        """Numbers a user's reports and contributions hold at most: the one-hot entries, or the
+        oracles' reports where they are wider (a count mean sketch's row of bits); bounds a chunk."""
+        return max(self.entries, sum(oracle.report_width for oracle in self.oracles))
+
+    @property
     def attribute_of_entry(self) -> np.ndarray:
         """Attribute index j of every one-hot entry (length D)."""
         return np.repeat(np.arange(self.attributes), self.categories)

@@ -75,7 +75,7 @@ def collect_frequency_sums(
     """Users report chunk by chunk; chunk k draws from child k of `stream` (as `collect_sums`), and
     for memoized oracles its permanent reports from child k of `permanent` (the same every round)."""
     users = codes.shape[0]
-    chunk_users = max(1, CHUNK_ENTRIES // oracles.entries) if chunk_users is None else chunk_users
+    chunk_users = max(1, CHUNK_ENTRIES // oracles.width) if chunk_users is None else chunk_users
     starts = range(0, users, chunk_users)
     children = _children(stream, len(starts))
     memos = _children(permanent, len(starts)) if oracles.memoized else [None] * len(starts)
