@@ -100,3 +100,23 @@ def test_ibu_is_registered_and_refused_without_a_channel():
         validated(Config().with_options({"task": "frequency", "mechanism": "hcms", "aggregator": "ibu"}))
     two = AttributeOracles.build("oue", 1.0, [4, 3])
     assert FrequencyServer(two, 1, ["ibu"]).aggregators[0].channel == two.channels
+
+
+def test_compare_ranks_ibu_beside_the_estimators_it_cannot_predict_entry_by_entry(tmp_path):
+    """`compare --task frequency --aggregators mean,ibu,...` runs: IBU (not elementwise) is measured
+    with no prediction (an empty bracket, NaN in summary.csv), the mean keeps its prediction."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+
+    out = tmp_path / "compare"
+    arguments = ["compare", "--task", "frequency", "-m", "grr", "--epsilons", "1", "--users", "500"]
+    arguments += ["--aggregators", "mean,ibu,power", "--repeats", "2", "--out", str(out)]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(out / "summary.csv")
+    rows = summary.set_index("aggregator")
+    assert {"mean", "ibu", "power"} <= set(rows.index)
+    assert np.isfinite(rows.loc["mean", "predicted_mse"]) and np.isnan(rows.loc["ibu", "predicted_mse"])
+    assert np.all(np.isfinite(rows["mse"])) and np.all(rows["mse"] > 0)

@@ -107,7 +107,7 @@ def run_frequency_plan(
     elementwise = {
         a.name: a
         for a in aggregation.get_many(
-            [n for n in plan.aggregators if n != SimplexProjection.name],
+            [n for n in plan.aggregators if aggregation.get_class(n).elementwise],
             alpha=plan.alpha,
             l2_reference=plan.l2_reference,
         )
@@ -123,9 +123,9 @@ def run_frequency_plan(
             predicted[(oracles.name, oracles.epsilon, name)] = (
                 prediction.mse
                 if name == "mean"
-                else math.nan
-                if name == SimplexProjection.name
                 else recalibrated_mse(elementwise[name], truth, model)
+                if name in elementwise
+                else math.nan
             )
         client = FrequencyClient(data.codes, oracles, secret, chunk_users=plan.chunk_users)
         server = FrequencyServer(
