@@ -405,7 +405,7 @@ class BatchedClients:
     def sums(self, positions: np.ndarray, server_round: int) -> ReportSums:
         """Per-client sums (count, total, total_sq as (clients, width); users in all) of `positions`."""
         batch = self.batch
-        count, total, total_sq = (np.zeros((positions.size, self.width)) for _ in range(3))
+        count = total = total_sq = None  # zeros, unless one group of one cohort size is every position
         for size, group in batch.groups(positions):
             keys = batch.keys if group.size == len(batch.keys) else batch.keys.take(group)
             streams = keys.streams((seeds.NOISE, server_round, 0))  # collect_sums' chunk 0
@@ -413,8 +413,12 @@ class BatchedClients:
             if group.size == positions.size:  # one cohort size: the group is every position
                 count, total, total_sq = (np.asarray(column, dtype=float) for column in sums)
                 continue
+            if count is None:
+                count, total, total_sq = (np.zeros((positions.size, self.width)) for _ in range(3))
             at = np.searchsorted(positions, group)  # both ascending
             count[at], total[at], total_sq[at] = sums
+        if count is None:
+            count, total, total_sq = (np.zeros((positions.size, self.width)) for _ in range(3))
         for index in np.flatnonzero(batch.large[positions]):  # clients of more than one chunk
             alone = self.alone(batch.halves[positions[index]], server_round)
             count[index], total[index], total_sq[index] = alone.count, alone.total, alone.total_sq
@@ -434,7 +438,7 @@ def client_sums(mask: np.ndarray | None, reports: np.ndarray) -> tuple[np.ndarra
     each: the user's own row, and its square, which is what the sums of one term are); `mask`
     None: every value reported (each count is the users)."""
     clients, users, width = reports.shape
-    count = np.full((clients, width), float(users)) if mask is None else None
+    count = np.broadcast_to(float(users), (clients, width)) if mask is None else None  # read-only, no memory
     if users == 1:
         row = reports[:, 0, :]
         return (mask[:, 0, :].astype(float) if count is None else count), row, row * row
@@ -478,11 +482,12 @@ class MeanClients(BatchedClients):
         """`perturb_tuples` of each client's (users, d) block with its stream, all clients at once
         (mask uniforms, then the reported values' reports), then its sums."""
         clients, users, d = block.shape
-        flat = check_values(block.reshape(clients * users, d))
+        flat = block.reshape(clients * users, d)
         m = self.report_dims
-        if m == d:
+        if m == d:  # perturb_streams checks the values
             reports = self.mechanism.perturb_streams(flat.reshape(clients, users * d), streams)
             return client_sums(None, reports.reshape(block.shape))
+        check_values(flat)  # every value, as `perturb_tuples` checks them, not the reported ones only
         mask = _mask_of_smallest(streams.uniforms(users * d).reshape(clients * users, d), m)
         reports = np.zeros_like(flat)
         reports[mask] = self.mechanism.perturb_streams(flat[mask].reshape(clients, users * m), streams).ravel()

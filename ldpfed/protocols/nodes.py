@@ -113,8 +113,8 @@ class Replies(Mapping):
         blocks = self._blocks[name] if self._blocks is not None else [self._arrays[name]]
         total = np.zeros(width)
         compiled()
-        for block in blocks:
-            _add_rows(np.ascontiguousarray(block, dtype=np.float64).reshape(-1, width), total)
+        for block in blocks:  # (a broadcast column, e.g. equal counts, is added as it is: no copy)
+            _add_rows(np.asarray(block, dtype=np.float64).reshape(-1, width), total)
         return total
 
     def __len__(self) -> int:
