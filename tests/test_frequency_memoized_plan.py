@@ -73,3 +73,10 @@ def test_compare_with_a_budget_shows_memoized_against_fresh(tmp_path):
     config = json.loads((out / "summary.json").read_text())["config"]
     rows = config["memoized_versus_fresh"]
     assert {row["oracle"] for row in rows} >= {"l-grr", "rappor", "grr"} and "measured_mse_of_average" in rows[0]
+
+
+def test_plan_prints_memoized_against_fresh():
+    args = ["plan", "--task", "frequency", "-m", "grr", "--budget", "2", "--rounds", "3", "--users", "400"]
+    result = runner.invoke(app, [*args, "--dims", "1", "--categories", "4"])
+    assert result.exit_code == 0, result.output
+    assert "Memoized vs fresh" in result.output and "eps vs one round's observer" in result.output

@@ -26,7 +26,7 @@ from ldpfed.cli.common import (
     print_json,
     progress_steps,
 )
-from ldpfed.cli.frequency import CATEGORIES_HELP, read_frequency_data
+from ldpfed.cli.frequency import CATEGORIES_HELP, print_memoized_versus_fresh, read_frequency_data
 from ldpfed.cli.options import (
     CLIENTS,
     CLIP,
@@ -166,6 +166,8 @@ def _plan_tuples(side, read, request) -> None:
         print_json(summary)
         return
     _print_plan(plan, summary)
+    if summary.get("memoized_versus_fresh"):
+        print_memoized_versus_fresh(summary["memoized_versus_fresh"])
     if written:
         console.print(f"wrote {request.out}/" + ", ".join(written), highlight=False)
 
