@@ -80,3 +80,10 @@ def test_plan_prints_memoized_against_fresh():
     result = runner.invoke(app, [*args, "--dims", "1", "--categories", "4"])
     assert result.exit_code == 0, result.output
     assert "Memoized vs fresh" in result.output and "eps vs one round's observer" in result.output
+
+
+def test_plan_takes_an_oracles_alias_as_its_name():
+    args = ["plan", "--task", "frequency", "-m", "hr,krr", "--budget", "2", "--rounds", "3", "--users", "400"]
+    result = runner.invoke(app, [*args, "--dims", "1", "--categories", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    assert {row["mechanism"] for row in json.loads(result.stdout)["rows"]} == {"hadamard", "grr"}

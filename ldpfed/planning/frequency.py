@@ -30,6 +30,7 @@ from ldpfed.analysis.frequency import FrequencyPrediction, predict_frequency, re
 from ldpfed.data.categorical import CategoricalData
 from ldpfed.frequency.categorical import COUNTING_ORACLES, LONGITUDINAL_ORACLES, AttributeOracles
 from ldpfed.frequency.oracles import HistogramEncoding
+from ldpfed.frequency.oracles import resolve as resolve_oracle
 from ldpfed.planning.calibration import RoundBudget, TotalBudget
 from ldpfed.planning.plan import Plan, PlanRow, admitted_mechanisms, ranked_plan, users_per_round
 from ldpfed.protocols import seeds
@@ -95,7 +96,7 @@ class FrequencyTask:
     def names(total: TotalBudget, given: list[str] | None) -> list[str]:
         """GRR, OUE and every scalar randomizer histogram-encoded (approximate ones only with a delta)."""
         if given is not None:
-            return list(given)
+            return [resolve_oracle(name) for name in given]  # an oracle's alias (hr, krr, ...) is its name
         return [*COUNTING_ORACLES, *admitted_mechanisms(total)]
 
     def per_round(self, participation: float) -> int:
