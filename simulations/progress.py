@@ -202,9 +202,8 @@ class RoundProgress(QuietProgress):
     def print_summary(self, summary: dict) -> None:
         engine = "Flower, Ray backend" if summary.get("engine") == "flower" else "local engine, no Flower"
         table = Table(title=f"ldpfed simulate ({engine})", show_header=False)
-        per_round = tasks.get(summary["task"]).epsilon_unit
         units = {  # every epsilon says what it is a budget of
-            "epsilon": f"epsilon ({per_round})",
+            "epsilon": f"epsilon ({tasks.get(summary['task']).epsilon_label(summary)})",
             "epsilon_spent_max_per_client": (
                 f"epsilon_spent_max_per_client (total, {summary.get('accountant', self.config.privacy.accountant)})"
             ),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import run_collecting_rows
 
+from ldpfed import tasks
 from ldpfed.accounting import Budget
 from ldpfed.accounting.events import EpsilonDeltaDpEvent
 from ldpfed.accounting.ledger import PrivacyLedger
@@ -114,6 +115,8 @@ def test_simulate_charges_eps_inf_once_and_states_eps_1(mechanism):
     assert summary["memoized"]["epsilon_1"] == pytest.approx(1.0)
     assert summary["round_observer_guarantees"][0]["epsilon"] == pytest.approx(1.0)
     assert np.isfinite(rows["mse"]).all() and (rows["users_reported"] == 300).all()
+    label = tasks.get("frequency").epsilon_label(summary)  # the console's label of `epsilon`
+    assert "charged once" in label and "eps_1 = 1 " in label and "and round" not in label
 
 
 def test_the_server_declares_the_memoized_event():

@@ -52,6 +52,10 @@ class Task:
     metric_log: bool = False  # plotted on a log scale
     trust_options: tuple[str, ...] = ()  # compare --trust: the options passed to every run (): not compared
 
+    def epsilon_label(self, summary: dict) -> str:
+        """What the run's `epsilon` is a budget of, as its summary says it (`epsilon_unit` by default)."""
+        return self.epsilon_unit
+
     def validate(self, config: Config) -> None:
         """The checks of `config` that depend on the task (the shared ones: `Config.validated`)."""
 

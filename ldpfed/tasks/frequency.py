@@ -39,6 +39,16 @@ class FrequencyTask(TupleTask):
     def observe(self, config: Config, data_seed: int):
         return frequency.read(config, data_seed)
 
+    def epsilon_label(self, summary: dict) -> str:
+        """A memoized collection's epsilon is eps_inf, charged once over all rounds, not per round."""
+        memoized = summary.get("memoized")
+        if not memoized:
+            return self.epsilon_unit
+        return (
+            f"per user over all rounds for a fixed value, charged once (memoized); "
+            f"eps_1 = {memoized['epsilon_1']:.4g} against an observer of one round"
+        )
+
     def summary(self, config: Config, server, rows: list[dict], reported: list[dict]) -> dict:
         """TupleTask's figures and, for a memoized (longitudinal) oracle, whom which guarantee protects
         against: the server over all rounds gets each client's total (eps_inf, charged once for a
