@@ -81,9 +81,11 @@ class ClientSecrets(Mapping):
 
     def __init__(self, pids, words: np.ndarray) -> None:
         self.pids = np.asarray(pids, dtype=np.int64)
-        self.words = np.asarray(words, dtype=np.uint32).reshape(self.pids.size, 4)
+        self.words = np.asarray(words, dtype="<u4").reshape(self.pids.size, 4)
         if self.pids.size > 1 and np.any(np.diff(self.pids) <= 0):
             raise LDPValueError("ClientSecrets: partition ids must be ascending and distinct")
+        contiguous = self.pids.size and self.pids[-1] - self.pids[0] == self.pids.size - 1
+        self._first = int(self.pids[0]) if contiguous else None  # row = pid - first
 
     @classmethod
     def fresh(cls, partitions) -> ClientSecrets:
@@ -94,8 +96,8 @@ class ClientSecrets(Mapping):
     def rows(self, partitions) -> np.ndarray:
         """The rows of `partitions` (KeyError for one not held)."""
         asked = np.asarray(partitions, dtype=np.int64).reshape(-1)
-        if self.pids.size and self.pids[-1] - self.pids[0] == self.pids.size - 1:  # a contiguous block
-            rows = asked - self.pids[0]
+        if self._first is not None:  # a contiguous block
+            rows = asked - self._first
             held = (rows >= 0) & (rows < self.pids.size)
         else:
             rows = np.minimum(np.searchsorted(self.pids, asked), max(self.pids.size - 1, 0))
@@ -114,11 +116,16 @@ class ClientSecrets(Mapping):
         return ClientSecrets(pids, self.words_of(pids))
 
     def __getitem__(self, pid) -> int:
+        """The secret of `pid` as an int (`_entropy`'s: its words, least significant first)."""
         try:
-            row = int(self.rows([int(pid)])[0])
+            pid = int(pid)
         except (TypeError, ValueError) as error:
             raise KeyError(pid) from error
-        return int.from_bytes(self.words[row].astype("<u4").tobytes(), "little")
+        if self._first is not None and 0 <= pid - self._first < self.pids.size:  # one client: no array work
+            row = pid - self._first
+        else:
+            row = int(self.rows([pid])[0])
+        return int.from_bytes(self.words[row].tobytes(), "little")
 
     def __iter__(self):
         return iter(self.pids.tolist())
