@@ -12,7 +12,10 @@ process was started, from the arrival of its stderr lines (simulations.progress)
 - `ray_up`: "Ray up" (Ray's processes; the server half is built meanwhile);
 - `nodes_up`: "K of K nodes up" (the nodes' Ray actors started, Flower and the ClientApp imported);
 - `round_1`: "round 1:" (the nodes built, round 1 run and recorded): the time to the first round;
-- `exit`: the process' end; `steady`: the median `seconds` of rounds 2..R in metrics.csv.
+- `exit`: the process' end; `steady`: the median `seconds` of rounds 2..R in metrics.csv;
+- `cpu to r1`, `cpu`: CPU seconds of the run's whole process tree (driver, Ray's services, the
+  nodes' workers; `TreeCpu`) up to "round 1:" and in all: on a shared machine the wall figures move
+  with the other work, these much less.
 The table shows the steps as differences (imports, Ray, nodes, round 1), and `budget`: the time to
 round 1 over 3 steady rounds plus Ray's start (the Ray step), at most 1 when the start-up costs no
 more than that. Code from before the
@@ -30,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,9 +42,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.process_memory import tree  # noqa: E402
 from scripts.arguments import script_parser  # noqa: E402
 from scripts.provenance import run_stamp  # noqa: E402
 from simulations.busy import busy  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
 
 STEPS = {  # the first stderr line of each step (simulations.progress.RoundProgress, off a terminal)
     "started": re.compile(r": starting Ray\.\.\.$"),
@@ -59,12 +66,14 @@ def one_run(checkout: Path, options: list[str], out: Path) -> dict:
     )
     marks: dict[str, float] = {}
     lines = []
-    for line in process.stderr:  # the run writes its lines whole off a terminal
-        lines.append(line)
-        for step, pattern in STEPS.items():
-            if step not in marks and pattern.search(line.rstrip("\n")):
-                marks[step] = time.monotonic() - start
-    code = process.wait()
+    with TreeCpu(process.pid) as cpu:
+        for line in process.stderr:  # the run writes its lines whole off a terminal
+            lines.append(line)
+            for step, pattern in STEPS.items():
+                if step not in marks and pattern.search(line.rstrip("\n")):
+                    marks[step] = time.monotonic() - start
+                    cpu.mark(step)
+        code = process.wait()
     ended = time.monotonic() - start
     if code != 0:
         raise SystemExit(f"error: {' '.join(command)} exited {code}:\n{''.join(lines)[-2000:]}")
@@ -73,8 +82,50 @@ def one_run(checkout: Path, options: list[str], out: Path) -> dict:
         **{step: marks.get(step) for step in STEPS},
         "exit": ended,
         "steady": float(statistics.median(seconds[1:])) if len(seconds) > 1 else None,
+        "cpu": cpu.total(),
+        "cpu_round_1": cpu.marks.get("round_1"),
         "load_1min": os.getloadavg()[0],
     }
+
+
+class TreeCpu:
+    """CPU seconds (user + system) of a process and its descendants (Ray's services and workers,
+    which the run's process does not reap: rusage misses them), sampled from /proc every
+    `interval` s in a thread: each process' last reading, summed; `mark(step)` records the sum then."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.pid, self.interval = pid, interval
+        self.seen: dict[int, float] = {}
+        self.marks: dict[str, float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> TreeCpu:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _sample(self) -> None:
+        while not self.done.wait(self.interval):
+            self.read()
+
+    def read(self) -> None:
+        for member in tree(self.pid):
+            try:
+                fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            self.seen[member] = (int(fields[11]) + int(fields[12])) / TICKS
+
+    def total(self) -> float:
+        return sum(self.seen.values())
+
+    def mark(self, step: str) -> None:
+        self.read()
+        self.marks[step] = self.total()
 
 
 def simulate_options(args) -> list[str]:
@@ -102,6 +153,7 @@ def steps(row: dict) -> list[str]:
     if row["ray_up"] is None:  # code without the start-up lines: imports, then all of it to round 1
         differences = [row["started"], None, None, None]
     cells = [*differences, row["round_1"], row["exit"], row["steady"], budget(row)]
+    cells += [row.get("cpu_round_1"), row.get("cpu")]
     return ["-" if value is None else f"{value:.2f}" for value in cells]
 
 
@@ -128,6 +180,7 @@ def main() -> None:
         return
     print(f"{run_stamp()} simulate {' '.join(options)}")
     header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "to round 1", "exit", "steady", "budget"]
+    header += ["cpu to r1", "cpu"]
     header.append("load")
     print(" ".join(f"{title:>10}" for title in header))
     for row in rows:

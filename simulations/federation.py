@@ -68,16 +68,17 @@ def run(
     ignored. When Ray does not come up (`RayStart.failed`), the files this run wrote are removed."""
     stop = StopRequest()
     with stop.handling():
-        world = World.from_config(config, noise_seed)
         output = output_dir(config) if output is None else output
         # users/dims 0 mean "from the data": bind them here as the CLI's preflight does, since the halves
         # get the config without its seed and could not bind it themselves (bind_data re-validates)
-        config = bind_data(config, world.data)
+        config = bind_data(config, seeds.data_seed(config.run.seed))
         # with canaries the federation's clients are the real ones and the canaries (ldpfed.protocols.canaries)
         config = canaries.expanded(config)
-        # Ray's start (seconds of process starts) overlaps the server half's and the records' making
+        # Ray's start (seconds of process starts, and the nodes' imports in the workers it starts)
+        # overlaps the clients' secrets', the server half's and the records' making
         ray = RayStart.begin_for(config, layout(config).nodes, verbose) if config.run.engine == "flower" else None
         try:
+            world = World.from_config(config, noise_seed)
             half = server_half(config, world.data, world.server, flower_fedavg)
             audit = None if world.canaries is None else canaries.LocalAudit(world.canaries, half.weights.size)
             session = Session(
