@@ -387,6 +387,13 @@ class BatchedClients:
     batch: CohortBatch
     width: int
 
+    @property
+    def _spent(self) -> dict:
+        """{cohort size: the streams of the last round's group of that size} (`StreamKeys.streams`' `into`)."""
+        if "_spent_streams" not in self.__dict__:
+            self._spent_streams = {}
+        return self._spent_streams
+
     def covers(self, partitions: list[int]) -> bool:
         return self.batch.covers(partitions)
 
@@ -408,7 +415,8 @@ class BatchedClients:
         count = total = total_sq = None  # zeros, unless one group of one cohort size is every position
         for size, group in batch.groups(positions):
             keys = batch.keys if group.size == len(batch.keys) else batch.keys.take(group)
-            streams = keys.streams((seeds.NOISE, server_round, 0))  # collect_sums' chunk 0
+            streams = keys.streams((seeds.NOISE, server_round, 0), into=self._spent.pop(size, None))  # chunk 0
+            self._spent[size] = streams  # drawn from below, done with after this round: seeded again next round
             sums = self.group_sums(batch.block(group, size), streams)
             if group.size == positions.size:  # one cohort size: the group is every position
                 count, total, total_sq = (np.asarray(column, dtype=float) for column in sums)

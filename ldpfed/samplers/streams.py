@@ -84,24 +84,32 @@ def _premix(entropy, mixers) -> None:
 def _seed_pcg64(mixers, key, hash_start, states) -> None:
     """states[i] = (state low, high, inc low, high) of PCG64 seeded by SeedSequence(entropy[i],
     spawn_key=key) from the premixed pool: mix_entropy's last loop (the key's words),
-    generate_state(4, uint64) and pcg64_set_seed, row by row."""
+    generate_state(4, uint64) and pcg64_set_seed, row by row. The hash constants do not depend on
+    the data and the key is every row's: the key's hashed words and generate_state's constants are
+    computed once, before the rows (the same arithmetic, in numpy's order)."""
     width, extra = mixers.shape[1], key.shape[0]
+    hashed = np.zeros(extra * width, dtype=np.uint64)  # the key's words as mix_entropy hashes them
+    hash_const = hash_start
+    for source in range(extra):
+        for target in range(width):
+            hashed[source * width + target], hash_const = _hashmix(np.uint64(key[source]), hash_const)
+    before, after = np.zeros(2 * width, dtype=np.uint64), np.zeros(2 * width, dtype=np.uint64)
+    hash_const = INIT_B
+    for i in range(2 * width):  # generate_state's constants: xor with `before`, multiply by `after`
+        before[i] = hash_const
+        hash_const = (hash_const * MULT_B) & _MASK
+        after[i] = hash_const
     mixer = np.zeros(width, dtype=np.uint64)
     state = np.zeros(2 * width, dtype=np.uint64)
     half = np.uint64(32)
     for row in range(mixers.shape[0]):
-        hash_const = hash_start
         for i in range(width):
             mixer[i] = mixers[row, i]
         for source in range(extra):
             for target in range(width):
-                hashed, hash_const = _hashmix(np.uint64(key[source]), hash_const)
-                mixer[target] = _mix(mixer[target], hashed)
-        hash_const = INIT_B
+                mixer[target] = _mix(mixer[target], hashed[source * width + target])
         for i in range(2 * width):
-            value = (mixer[i % width] ^ hash_const) & _MASK
-            hash_const = (hash_const * MULT_B) & _MASK
-            value = (value * hash_const) & _MASK
+            value = (((mixer[i % width] ^ before[i]) & _MASK) * after[i]) & _MASK
             state[i] = value ^ (value >> _SHIFT)
         seed_high, seed_low = state[0] | (state[1] << half), state[2] | (state[3] << half)
         sequence_high, sequence_low = state[4] | (state[5] << half), state[6] | (state[7] << half)
@@ -222,17 +230,21 @@ class StreamKeys:
         keys._long_secrets = {int(new): self._long_secrets[int(index[new])] for new in np.flatnonzero(keys._long)}
         return keys
 
-    def streams(self, spawn_key: tuple[int, ...]) -> RowStreams:
-        """Row i: the PCG64 state of default_rng(SeedSequence(secret_i, spawn_key=spawn_key))."""
+    def streams(self, spawn_key: tuple[int, ...], into: RowStreams | None = None) -> RowStreams:
+        """Row i: the PCG64 state of default_rng(SeedSequence(secret_i, spawn_key=spawn_key)).
+        `into`: streams of as many rows that their caller is done with (e.g. the last round's),
+        seeded again in place and returned: their states and kernel handles are not allocated
+        and filled anew (at 10^5 rows, page faults cost more than seeding them)."""
         key = np.array([word for part in spawn_key for word in uint32_words(int(part))], dtype=np.uint32)
-        states = np.empty((len(self), 4), dtype=np.uint64)
+        reuse = into is not None and len(into) == len(self)
+        states = into.states if reuse else np.empty((len(self), 4), dtype=np.uint64)
         if len(self):
             compiled()
             _seed_pcg64(self.mixers, key, self.HASH_START, states)
         for row, secret in self._long_secrets.items():  # secrets beyond 128 bits: rare, through numpy
             generator = np.random.PCG64(np.random.SeedSequence(secret, spawn_key=spawn_key))
             states[row] = pcg64_words(generator.state["state"])
-        return RowStreams(states)
+        return into if reuse else RowStreams(states)
 
 
 @kernel
