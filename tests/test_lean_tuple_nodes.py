@@ -148,3 +148,13 @@ def test_diagnostics_kept_per_run_equal_fresh_ones():
         assert diagnostics.mean_round(server.outcome, data, cohorts, failed) == fresh_mean_figures(
             server.outcome, data, failed
         )
+
+
+def test_streams_seeded_again_in_place_equal_fresh_ones():
+    keys = StreamKeys.from_words(seeds.client_secrets(9, 30).words)
+    spent = keys.streams((0, 1, 0))
+    spent.uniforms(3)  # drawn from, as a round does
+    again = keys.streams((0, 2, 0), into=spent)
+    assert again is spent and np.array_equal(again.states, keys.streams((0, 2, 0)).states)
+    assert np.array_equal(again.uniforms(2), keys.streams((0, 2, 0)).uniforms(2))
+    assert keys.streams((0, 2, 0), into=keys.take(np.arange(5)).streams((0, 1, 0))) is not spent  # other rows: new
