@@ -131,15 +131,17 @@ def fresh_mean_figures(outcome, data, config) -> dict:
     }
 
 
-def test_diagnostics_kept_per_run_equal_fresh_ones():
-    """Every client, then some failing, then every client again: each round's figures equal
-    those computed afresh (no figure of another set of users carried over)."""
-    config = mean_config(**{"report-dims": 3})
+@pytest.mark.parametrize("m", [3, 5])  # m = d: the same report counts every round (the prediction kept)
+def test_diagnostics_kept_per_run_equal_fresh_ones(m):
+    """Every client, then some failing, then every client twice (the second round's prediction
+    kept from the first): each round's figures equal those computed afresh (no figure of another
+    set of users carried over)."""
+    config = mean_config(**{"report-dims": m})
     data_seed = seeds.data_seed(0)
     data, cohorts = mean.tuples(config, data_seed), mean.Cohorts(50, 20)
     secrets = seeds.client_secrets(3, 20)
-    for server_round, failing in enumerate(["", "1,4,19", ""], start=1):
-        failed = config if not failing else mean_config(**{"report-dims": 3, "fail-clients": failing})
+    for server_round, failing in enumerate(["", "1,4,19", "", ""], start=1):
+        failed = config if not failing else mean_config(**{"report-dims": m, "fail-clients": failing})
         server = mean.server_from_config(failed)
         node = node_half(failed, range(20), data_seed, secrets)
         answer = node.reply(server_round, {}, range(20))

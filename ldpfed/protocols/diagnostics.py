@@ -123,22 +123,23 @@ def mean_round(outcome, data: np.ndarray, cohorts, config) -> dict:
 
     truth = replied.figure("truth", lambda rows: values(rows).mean(axis=0))
     moments = replied.figure("moments", lambda rows: ColumnMoments.from_array(values(rows)))
-    m = config.privacy.report_dims or config.data.dims
-    prediction = predict(
-        config.privacy.mechanism,
-        config.privacy.epsilon,
-        replied.users,
-        config.data.dims,
-        m,
-        moments,
-        delta=config.delta_or_none,
-        counts=outcome.sums.count,
-    )
+    privacy, m = config.privacy, config.privacy.report_dims or config.data.dims
+    counts = np.asarray(outcome.sums.count, dtype=float)
+    # the prediction of these users' moments, for this budget and these report counts (the same
+    # every round when every value is reported): kept for the next round, one entry
+    key = (privacy.mechanism, privacy.epsilon, config.data.dims, m, config.delta_or_none, counts.tobytes())
+    last = replied.figures.get("prediction")
+    if last is None or last[0] != key:
+        users, dims, delta = replied.users, config.data.dims, config.delta_or_none
+        prediction = predict(privacy.mechanism, privacy.epsilon, users, dims, m, moments, delta=delta, counts=counts)
+        last = key, (float(prediction.mse), float(np.mean(prediction.deviation_model().sigma ** 2)))
+        replied.figures["prediction"] = last
+    predicted_mse, predicted_noise = last[1]
     return {
         "mse": float(np.mean((outcome.estimates[config.aggregation.aggregator] - truth) ** 2)),
         "mse_plain_mean": float(np.mean((outcome.theta_hat - truth) ** 2)),
-        "predicted_mse": float(prediction.mse),
-        "predicted_noise": float(np.mean(prediction.deviation_model().sigma ** 2)),
+        "predicted_mse": predicted_mse,
+        "predicted_noise": predicted_noise,
     }
 
 
