@@ -9,7 +9,8 @@ Every measurement is a fresh process, as a user runs it:
   --version`, against `python -c pass` in the same run (the interpreter's own start);
 - `flower` and `local`: wall seconds of the default job (`ldpfed simulate` with no options but
   `--out`, i.e. the Flower engine with a Ray of its own) and of the same job with `--engine local`,
-  with the CPU seconds of each (Ray's processes, which the run starts and reaps, included).
+  with the CPU seconds of each: `cpu` of the processes the run reaps (Ray's services), `tree_cpu`
+  sampled over its whole process tree (Ray's workers, the nodes, included).
 The ratio that matters, flower / local, is of medians over `--repeats`, the two jobs alternating so
 that both see the same load; the 1-minute load average at each run is printed with it (on a shared
 machine a wall ratio is only as quiet as the machine). `--checkout DIR` runs another checkout's code
@@ -31,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_first_round import TreeCpu  # noqa: E402
 from scripts.arguments import script_parser  # noqa: E402
 from scripts.provenance import run_stamp  # noqa: E402
 
@@ -38,17 +40,23 @@ CLI = "from ldpfed.cli.main import app; app()"
 
 
 def timed(command: list[str], checkout: Path) -> dict:
-    """Wall and CPU seconds of `command` run to its end in `checkout` (first on PYTHONPATH)."""
+    """Wall and CPU seconds of `command` run to its end in `checkout` (first on PYTHONPATH): `cpu`
+    from the reaped children's rusage, `tree_cpu` sampled over the process tree (`TreeCpu`: Ray's
+    workers, which the run's process does not reap, included)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+    process = subprocess.Popen(
+        command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    with TreeCpu(process.pid) as tree:
+        _, stderr = process.communicate()
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"error: {' '.join(command)} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    if process.returncode != 0:
+        raise SystemExit(f"error: {' '.join(command)} exited {process.returncode}:\n{stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "load_1min": os.getloadavg()[0]}
+    return {"wall": wall, "cpu": cpu, "tree_cpu": max(cpu, tree.total()), "load_1min": os.getloadavg()[0]}
 
 
 def measure(checkout: Path, repeat: int, scratch: Path, jobs: bool) -> dict[str, dict]:
@@ -70,7 +78,7 @@ def summary(runs: list[dict[str, dict]]) -> dict[str, float]:
     median = {
         f"{name}_{figure}": statistics.median(run[name][figure] for run in runs)
         for name in runs[0]
-        for figure in ("wall", "cpu")
+        for figure in ("wall", "cpu", "tree_cpu")
     }
     if "flower" in runs[0]:
         ratios = [run["flower"]["wall"] / run["local"]["wall"] for run in runs]
