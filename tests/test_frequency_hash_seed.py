@@ -49,3 +49,5 @@ def test_only_the_sketches_take_it():
     built = AttributeOracles.build("olh", 1.0, [8], hash_seed=123)  # ignored: OLH's hash seeds are the users'
     assert built.oracles[0].name == "olh"
     assert AttributeOracles.build("cms", 1.0, [8], hash_seed=123).oracles[0].seed == 123
+    for histogram in ("laplace", "piecewise"):  # histogram encodings are built with the index too, ignoring it
+        assert AttributeOracles.build(histogram, 1.0, [8], hash_seed=123).name == histogram

@@ -127,7 +127,7 @@ class AttributeOracles:
                 options["delta"] = delta / m
         elif delta is not None:
             raise LDPValueError(f"--delta applies to approximate mechanisms, not to {kind}")
-        if hash_seed is not None and takes_hash_seed(kind):
+        if hash_seed is not None and takes_hash_seed(name):
             options = {**options, "seed": hash_seed}
         oracles = tuple(frequency_oracles.get(kind, epsilon / m, k, **dict(options)) for k in counts)
         label = kind if kind != "histogram" else options["mechanism"]
