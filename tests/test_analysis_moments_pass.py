@@ -112,7 +112,7 @@ LAYOUTS = {
 def test_moments_are_the_row_order_sums_bit_for_bit(layout, monkeypatch):
     """The accuracy contract (from_array): each power sum is the float64 sum in row order, on any
     array layout or dtype (converted tiles included), whichever implementation: checked against
-    plain Python additions, bit for bit. 43 rows: groups of four plus a remainder; converted tiles
+    plain Python additions, bit for bit. 43 rows: groups of eight plus a remainder; converted tiles
     of 3 columns in strips of 4."""
     monkeypatch.setattr(moments_module, "_TILE_WIDTH", 3)
     values = LAYOUTS[layout](np.random.default_rng(14).uniform(-1, 1, size=(43, 9)))
