@@ -80,6 +80,26 @@ def test_a_node_built_from_columns_replies_what_each_client_replies_alone(option
         assert_same(from_dict.reply(server_round, {}, list(asked)), slow)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"mechanism": "laplace"},  # every attribute reported: the histogram encoding's one-call path
+        {"mechanism": "laplace", "report-dims": 1, "fail-clients": "4"},
+        {"mechanism": "oue", "node-reply": "sum"},
+    ],
+)
+def test_a_frequency_node_built_from_columns_replies_what_each_client_replies_alone(options):
+    """The frequency task's batch from columns (`FrequencyClients.of_config`) against each client's
+    own half replying alone, bit for bit."""
+    values = {"task": "frequency", "engine": "local", "users": 50, "clients": 20, "dims": 2, "categories": "3,4"}
+    config = Config().with_options({**values, **options}).validated()
+    data_seed, pids = seeds.data_seed(0), list(range(2, 17))
+    node = node_half(config, pids, data_seed, seeds.client_secrets(5, 20).restricted(pids))
+    assert node._batch is not None
+    for server_round, asked in [(1, range(2, 17)), (2, pids[::3])]:
+        assert_same(node.reply(server_round, {}, asked), node.one_by_one(server_round, {}, list(asked)))
+
+
 @pytest.mark.parametrize("width", [1, 3])
 def test_replies_of_several_nodes_add_up_client_after_client(width):
     rng = np.random.default_rng(width)

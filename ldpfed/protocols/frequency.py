@@ -29,7 +29,16 @@ from ldpfed.frequency.oracles import HistogramEncoding, OptimizedUnaryEncoding
 from ldpfed.mechanisms.multidim import ReportSums, _mask_of_smallest, mean_estimate
 from ldpfed.protocols import seeds
 from ldpfed.protocols.base import ClientReply, InjectedFailure
-from ldpfed.protocols.mean import SUMS, BatchedClients, CohortBatch, TupleServer, cohort
+from ldpfed.protocols.mean import (
+    SUMS,
+    BatchedClients,
+    CohortBatch,
+    TupleServer,
+    client_sums,
+    cohort,
+    cohort_rows,
+    cohort_sizes,
+)
 from ldpfed.protocols.privacy import round_event
 from ldpfed.validation import LDPValueError
 
@@ -147,6 +156,25 @@ class FrequencyClients(BatchedClients):
         chunk = max(1, CHUNK_ENTRIES // self.oracles.entries)
         self.batch = CohortBatch(halves, partitions, lambda half: np.asarray(half.codes), chunk)
 
+    @classmethod
+    def of_config(cls, config: Config, partitions, data_seed: int, secrets, client) -> FrequencyClients | None:
+        """The clients `partitions` of the bound `config` from columns (as `MeanClients.of_config`:
+        their cohorts' rows in one slice, failures and secrets as arrays, no object per client);
+        `client(pid)`: a client's half, for one that answers alone. None where `batch` has none."""
+        oracles = oracles_from_config(config, data_seed)
+        if not isinstance(oracles.oracles[0], (HistogramEncoding, OptimizedUnaryEncoding)):
+            return None
+        clients = cls.__new__(cls)
+        clients.oracles, clients.width = oracles, oracles.entries
+        pids = seeds.ascending_ids(partitions)
+        users, total = config.data.users, config.federation.clients
+        rows = read(config, data_seed).codes[cohort_rows(users, total, pids)]
+        fail = np.isin(pids, np.fromiter(config.failing_partitions, dtype=np.int64))
+        chunk = max(1, CHUNK_ENTRIES // oracles.entries)
+        sizes = cohort_sizes(users, total, pids)
+        clients.batch = CohortBatch.of_columns(pids, sizes, fail, rows, secrets, client, chunk)
+        return clients
+
     def alone(self, half: FrequencyClient, server_round: int) -> ReportSums:
         noise = seeds.stream(half.secret, seeds.NOISE, server_round)
         return collect_frequency_sums(half.codes, half.oracles, noise)
@@ -157,6 +185,12 @@ class FrequencyClients(BatchedClients):
         oracles = self.oracles
         clients, users, d = block.shape
         codes = block.reshape(clients * users, d)
+        first = oracles.oracles[0]
+        if oracles.report_dims == d and isinstance(first, HistogramEncoding):  # every entry reported
+            signs = np.where(oracles.one_hot(codes), 1.0, -1.0).reshape(clients, -1)
+            reports = first.entry.perturb_streams(signs, streams)
+            b0, b1 = first.entry.bias_coefficients
+            return client_sums(None, (((reports - b0) / (1.0 + b1) + 1.0) / 2.0).reshape(clients, users, -1))
         if oracles.report_dims == d:
             reported = np.ones(codes.shape, dtype=bool)
         else:
@@ -164,7 +198,6 @@ class FrequencyClients(BatchedClients):
         entry_mask = np.repeat(reported, oracles.categories, axis=1)
         bits = oracles.one_hot(codes)[entry_mask]
         lengths = entry_mask.reshape(clients, -1).sum(axis=1)
-        first = oracles.oracles[0]
         out = np.zeros(entry_mask.shape)
         if isinstance(first, HistogramEncoding):
             reports = ragged_rows(np.where(bits, 1.0, -1.0), lengths, streams, first.entry.perturb_streams)

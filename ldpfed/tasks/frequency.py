@@ -29,6 +29,9 @@ class FrequencyTask(TupleTask):
     def client(self, public, partition_id, data_seed, secret):
         return frequency.client_from_config(public, partition_id, data_seed, secret)
 
+    def batched_clients(self, public, partitions, data_seed, secrets, client):
+        return frequency.FrequencyClients.of_config(public, partitions, data_seed, secrets, client)
+
     def preflight(self, config: Config, data_seed: int):
         frequency.check_mechanism(config)  # a synthetic set's shape is known: checked before it is drawn
         described = frequency.read(config, data_seed).description
