@@ -358,3 +358,33 @@ def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_
     assert len(pd.read_csv(out / "metrics.csv")) == 2
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["rounds_finished"] == 2
+    assert (pd.read_csv(out / "privacy.csv")["rounds"] == 2).all()  # the totals of the finished rounds
+
+
+def test_privacy_totals_rewritten_between_rounds_only_when_cheap_and_always_at_the_end(tmp_path, monkeypatch):
+    """privacy.csv is rewritten after round 1, then only when the time since its last rewrite is at
+    least 19x that rewrite's cost (here made to look huge: never again before the end), and at the
+    end it holds every round's totals."""
+    from ldpfed.protocols import recorder
+
+    written = []
+    original = recorder.privacy_table
+
+    def counted(ledger, config):
+        written.append(len(ledger))
+        return original(ledger, config)
+
+    monkeypatch.setattr(recorder, "privacy_table", counted)
+    original_round = recorder.Recorder.add_round
+
+    def slow_looking(self, row, ledger):
+        original_round(self, row, ledger)
+        self._privacy_cost = 1e6  # as if the rewrite had taken 11 days
+
+    monkeypatch.setattr(recorder.Recorder, "add_round", slow_looking)
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "4"]
+    result = runner.invoke(app, [*arguments, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert written == [2, 8]  # after round 1 (2 clients' entries) and at the end (4 rounds of 2)
+    assert len(pd.read_csv(out / "metrics.csv")) == 4 and (pd.read_csv(out / "privacy.csv")["rounds"] == 4).all()
