@@ -63,8 +63,9 @@ LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
 # raylet starts them (Ray's `preload_python_modules`), while the driver still builds its server half
 # and imports Flower: the actor class (Flower's simulation package), the ClientApp with ldpfed's node
 # halves, numba (the samplers' compiled kernels, on their first call) and, by task and data, what
-# the node half loads lazily. Without it those imports (5-7 s of CPU for a training node, about
-# half of it torch) began only once Flower asked for the actors, after Ray's start.
+# the node half loads lazily. Without it those imports (about 9 s of CPU for a training node at
+# load 6, a quarter of it torch; 4-5 s for a mean node) began only once Flower asked for the
+# actors, after Ray's start; building the node and its data takes 0.05 s of that.
 NODE_MODULES = ("flwr.simulation.ray_transport.ray_actor", "clients.client_app", "numba")
 TASK_MODULES = {
     "mean": ("ldpfed.protocols.mean",),
