@@ -166,7 +166,10 @@ class Session:
             "seconds": time.perf_counter() - self.started,
             "seconds_per_round": float(np.mean([row["seconds"] for row in rows])) if rows else None,
         }
-        summary["guarantees"] = trust.get("local").guarantees(summary, self.task.unit)
+        # whom each figure protects: the trust model's parties, then the task's own (a memoized
+        # collection's eps_1 against an observer of one round)
+        own = summary.pop("round_observer_guarantees", [])
+        summary["guarantees"] = [*trust.get("local").guarantees(summary, self.task.unit), *own]
         verdict = self.audit_verdict(summary) if self.audit is not None and rows else None
         self.recorder.finish(summary, self.server.ledger, self.task.data_files(config, self.data_seed))
         if verdict is not None:
