@@ -21,7 +21,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ldpfed.protocols.base import short_reason
-from ldpfed.protocols.nodes import NodeReply, collect_sum
+from ldpfed.protocols.nodes import NodeReply, collect_sum, joined
 from wire.records import (
     QUERY,
     TRAIN,
@@ -265,7 +265,7 @@ class LDPStrategy(TrainOnlyStrategy):
         failure of every client the node was asked for (a missing one too: `participation`). A
         summed reply (`node-reply sum`) goes to the half with the other nodes' sums. `node_builds`:
         how many nodes built their clients to answer this round."""
-        received, failures, sums, builds = {}, {}, {}, 0
+        parts, failures, sums, builds = [], {}, {}, 0
         nodes = addressees(self._sent)
         for reply in replies:
             pids = self._planned[nodes[reply.metadata.reply_to_message_id]]
@@ -274,9 +274,10 @@ class LDPStrategy(TrainOnlyStrategy):
                 continue
             builds += read_node_builds(reply.content)
             node_replies, node_failures = read_node_reply(reply.content)
-            received.update(node_replies)
+            parts.append(node_replies)
             failures.update(node_failures)
             collect_sum(sums, NodeReply(node_replies, summed=read_node_sum(reply.content)))
+        received = joined(parts) if parts else {}  # the nodes' columns, as the local engine joins them
         metrics = self.half.aggregate(server_round, received, failures, **({"sums": sums} if sums else {}))
         self.metrics = {**metrics, "node_builds": builds}
         return None, numeric(self.metrics)

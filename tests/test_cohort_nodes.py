@@ -286,6 +286,30 @@ def test_a_node_reply_record_round_trips_per_client_replies_and_failures():
     assert empty_replies == {} and empty_failures == {1: "e"}
 
 
+def test_a_batched_nodes_columns_make_the_record_its_clients_replies_make():
+    """A node that answers with columns (`Replies`) sends the same record as its clients' replies
+    one by one would, and the server reads columns back (no object per client on either side)."""
+    from ldpfed.protocols.base import ClientReply
+    from ldpfed.protocols.nodes import Replies
+    from wire.records import node_reply_record, read_node_reply
+
+    rows, users = np.random.default_rng(1).normal(size=(3, 2, 4)), np.array([5, 6, 7])
+    columns = Replies([2, 5, 8], {"users": users}, {"sum": rows})
+    one_by_one = {pid: ClientReply({"sum": rows[i]}, {"users": int(users[i])}) for i, pid in enumerate([2, 5, 8])}
+    record, reference = node_reply_record(NodeReply(columns, {})), node_reply_record(NodeReply(one_by_one, {}))
+    assert dict(record["metrics"]) == dict(reference["metrics"])
+    for name in ("client-ids", "sum"):
+        np.testing.assert_array_equal(record[name].to_numpy_ndarrays()[0], reference[name].to_numpy_ndarrays()[0])
+    replies, _ = read_node_reply(record)
+    assert isinstance(replies, Replies) and list(replies) == [2, 5, 8]
+    np.testing.assert_array_equal(replies.arrays["sum"], rows)
+    assert replies[5].metrics == {"users": 6} and np.array_equal(replies[8].arrays["sum"], rows[2])
+    # a node whose clients all failed replies with no columns; the round's joined replies keep the others'
+    nobody, _ = read_node_reply(node_reply_record(NodeReply({}, {1: "InjectedFailure: x"})))
+    both = Replies.joined([nobody, replies])
+    assert list(both) == [2, 5, 8] and both[2].metrics == {"users": 5}
+
+
 # ---- devices -----------------------------------------------------------------------------------
 @pytest.fixture
 def no_gpu(monkeypatch):

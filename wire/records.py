@@ -32,8 +32,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
 from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 
-from ldpfed.protocols.base import ClientReply
-from ldpfed.protocols.nodes import NodeReply
+from ldpfed.protocols.nodes import NodeReply, Replies
 
 QUERY, TRAIN = "query", "train"  # message kinds
 ROUND, CONFIG, METRICS = "round", "config", "metrics"
@@ -85,21 +84,26 @@ def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
     """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
     the clients' ids, their metrics as lists, each failed client's reason, and whether the node
     built its clients (data, halves) to answer this message (`built`)."""
-    pids = sorted(answer.replies)
+    columns = answer.replies if isinstance(answer.replies, Replies) else None
+    pids = columns.pids if columns is not None else np.asarray(sorted(answer.replies), dtype=np.int64)
     record = RecordDict(
         {
-            CLIENT_IDS: ArrayRecord([np.asarray(pids, dtype=np.int64)]),
+            CLIENT_IDS: ArrayRecord([pids]),
             FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
             NODE: MetricRecord({BUILDS: int(built)}),
         }
     )
-    if pids:
-        first = answer.replies[pids[0]]
+    if columns is not None and pids.size:  # a batched node's columns as they are: no object per client
+        record[METRICS] = MetricRecord({name: np.asarray(column).tolist() for name, column in columns.metrics.items()})
+        for name, block in columns.arrays.items():
+            record[name] = ArrayRecord([np.ascontiguousarray(block)])
+    elif pids.size:
+        first = answer.replies[int(pids[0])]
         record[METRICS] = MetricRecord(
-            {name: [answer.replies[pid].metrics[name] for pid in pids] for name in first.metrics}
+            {name: [answer.replies[int(pid)].metrics[name] for pid in pids] for name in first.metrics}
         )
         for name in first.arrays:
-            record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[pid].arrays[name]) for pid in pids])])
+            record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[int(pid)].arrays[name]) for pid in pids])])
     if answer.summed:
         record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
     check_reply_size(record)
@@ -136,22 +140,22 @@ def check_reply_size(record: RecordDict) -> None:
         )
 
 
-def read_node_reply(record: RecordDict) -> tuple[dict[int, ClientReply], dict[int, str]]:
-    """({partition id: ClientReply}, {partition id: failure reason}) of a node's reply."""
-    pids = [int(pid) for pid in record[CLIENT_IDS].to_numpy_ndarrays()[0]]
+def read_node_reply(record: RecordDict) -> tuple[Replies, dict[int, str]]:
+    """(the clients' replies as columns, {partition id: failure reason}) of a node's reply: its
+    stacked arrays and metric lists as they came, a client's `ClientReply` made only on access."""
+    pids = record[CLIENT_IDS].to_numpy_ndarrays()[0].astype(np.int64)
     stacked = {
         name: value.to_numpy_ndarrays()[0]
         for name, value in record.array_records.items()
         if name not in (CLIENT_IDS, SUMMED)
     }
-    metrics = dict(record[METRICS]) if pids else {}
-    replies = {
-        pid: ClientReply(
-            {name: rows[row] for name, rows in stacked.items()}, {name: values[row] for name, values in metrics.items()}
-        )
-        for row, pid in enumerate(pids)
-    }
-    return replies, {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+    metrics = {name: np.asarray(values) for name, values in record[METRICS].items()} if pids.size else {}
+    order = np.argsort(pids, kind="stable")  # ascending, as Replies holds them (a node sends them so)
+    if pids.size > 1 and not np.all(order == np.arange(pids.size)):
+        pids, metrics = pids[order], {name: column[order] for name, column in metrics.items()}
+        stacked = {name: rows[order] for name, rows in stacked.items()}
+    failures = {int(pid): str(reason) for pid, reason in record[FAILURES].items()}
+    return Replies(pids, metrics, stacked), failures
 
 
 def read_node_builds(record: RecordDict) -> int:
