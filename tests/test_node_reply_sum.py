@@ -195,7 +195,8 @@ def test_a_summing_node_sends_no_clients_update():
     replies, failures = read_node_reply(answers["sum"])
     assert sorted(replies) == [0, 2, 3] and list(failures) == [1] and "InjectedFailure" in failures[1]
     assert all(reply.arrays == {} for reply in replies.values())
-    assert set(answers["sum"].array_records) == {"client-ids", "summed"}
+    assert set(answers["sum"].array_records) == {"client-ids", "summed", "metrics"}  # metrics: columns
+    assert set(answers["sum"]["metrics"]) == {"num-examples"}  # the clients' counts, no update of any client
     counts = {pid: reply.metrics["num-examples"] for pid, reply in replies.items()}
     assert counts == {pid: reply.metrics["num-examples"] for pid, reply in per_client.items()}
     terms = np.stack([counts[pid] * per_client[pid].arrays["update"] for pid in sorted(counts)])

@@ -82,7 +82,7 @@ def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], lis
 
 def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
     """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
-    the clients' ids, their metrics as lists, each failed client's reason, and whether the node
+    the clients' ids, their metrics as columns, each failed client's reason, and whether the node
     built its clients (data, halves) to answer this message (`built`)."""
     columns = answer.replies if isinstance(answer.replies, Replies) else None
     pids = columns.pids if columns is not None else np.asarray(sorted(answer.replies), dtype=np.int64)
@@ -94,12 +94,12 @@ def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
         }
     )
     if columns is not None and pids.size:  # a batched node's columns as they are: no object per client
-        record[METRICS] = MetricRecord({name: np.asarray(column).tolist() for name, column in columns.metrics.items()})
+        record[METRICS] = _metric_columns(columns.metrics)
         for name, block in columns.arrays.items():
             record[name] = ArrayRecord([np.ascontiguousarray(block)])
     elif pids.size:
         first = answer.replies[int(pids[0])]
-        record[METRICS] = MetricRecord(
+        record[METRICS] = _metric_columns(
             {name: [answer.replies[int(pid)].metrics[name] for pid in pids] for name in first.metrics}
         )
         for name in first.arrays:
@@ -108,6 +108,12 @@ def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
         record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
     check_reply_size(record)
     return record
+
+
+def _metric_columns(metrics: dict) -> ArrayRecord:
+    """The clients' metrics, one array per name (ints stay ints): one buffer each, where a
+    MetricRecord of lists would encode every client's value as its own protobuf field."""
+    return ArrayRecord({name: Array(np.asarray(column)) for name, column in metrics.items()})
 
 
 MESSAGE_LIMIT = GRPC_MAX_MESSAGE_LENGTH  # bytes of one gRPC message (Flower's default on both ends)
@@ -147,9 +153,9 @@ def read_node_reply(record: RecordDict) -> tuple[Replies, dict[int, str]]:
     stacked = {
         name: value.to_numpy_ndarrays()[0]
         for name, value in record.array_records.items()
-        if name not in (CLIENT_IDS, SUMMED)
+        if name not in (CLIENT_IDS, SUMMED, METRICS)
     }
-    metrics = {name: np.asarray(values) for name, values in record[METRICS].items()} if pids.size else {}
+    metrics = {name: array.numpy() for name, array in record[METRICS].items()} if pids.size else {}
     order = np.argsort(pids, kind="stable")  # ascending, as Replies holds them (a node sends them so)
     if pids.size > 1 and not np.all(order == np.arange(pids.size)):
         pids, metrics = pids[order], {name: column[order] for name, column in metrics.items()}
