@@ -109,8 +109,7 @@ def backend_config(config: Config, verbose: bool = False, nodes: int | None = No
 def node_modules(config: Config) -> list[str]:
     """The modules a local Ray's workers import as they start (`NODE_MODULES`, `TASK_MODULES`,
     `DATA_MODULES`): those a node of this run imports before its first reply."""
-    task, data = config.run.task, config.data_name
-    return [*NODE_MODULES, *TASK_MODULES.get(task, ()), *(DATA_MODULES.get(data, ()) if task == "train" else ())]
+    return [*NODE_MODULES, *TASK_MODULES.get(config.run.task, ()), *DATA_MODULES.get(config.data_name, ())]
 
 
 def cluster_address(config: Config) -> str | None:

@@ -55,12 +55,8 @@ L2_CLIPPED_ONLY = ("clip",)  # the L2 clip of central's and secagg's Gaussian no
 NOT_APPLICABLE = ("aggregators", "domain", "out_of_domain", "header", "l2_reference", "estimator", "chunk_users")
 
 
-def compare_trust(options: dict) -> None:
-    task = options["task"]
-    compared = [name for name in tasks.available() if tasks.get(name).trust_options]
-    if task not in compared:
-        raise LDPValueError(f"--trust compares --task {' or '.join(compared)}, not --task {task}")
-    entry = tasks.get(task)
+def _models_and_canaries(options: dict, task: str, entry) -> tuple[list[str], int]:
+    """The trust models compared and the canaries per training run, checked against the task."""
     wrong = [f"--{name.replace('_', '-')}" for name in NOT_APPLICABLE if options.get(name) is not None]
     if options.get("fraction") not in (None, 1.0):
         wrong.append("--fraction")  # local runs get no amplification from sampling: all clients every round
@@ -68,14 +64,25 @@ def compare_trust(options: dict) -> None:
         raise LDPValueError(f"{', '.join(wrong)} do(es) not apply to compare --trust")
     models = [get_class(name).name for name in parse_list(options["trust"], str, "--trust")]
     canaries = check_positive_int(options.get("canaries") or 0, "--canaries", minimum=0)
-    if canaries and task != "train":
-        raise LDPValueError(f"--canaries audits training runs (--task train), not --task {task}")
+    if canaries and "canaries" not in entry.options:  # the tasks whose runs host canaries
+        hosting = [name for name in tasks.available() if "canaries" in tasks.get(name).options]
+        raise LDPValueError(f"--canaries audits --task {' or '.join(hosting)} runs, not --task {task}")
     for name in models:
         if task not in get_class(name).tasks:
             hosted = f" (no {name} run of --task {task}, so no canaries under it either)" if canaries else ""
             raise LDPValueError(
                 f"--trust {name} applies to --task {', '.join(get_class(name).tasks)}; got {task}{hosted}"
             )
+    return models, canaries
+
+
+def compare_trust(options: dict) -> None:
+    task = options["task"]
+    compared = [name for name in tasks.available() if tasks.get(name).trust_options]
+    if task not in compared:
+        raise LDPValueError(f"--trust compares --task {' or '.join(compared)}, not --task {task}")
+    entry = tasks.get(task)
+    models, canaries = _models_and_canaries(options, task, entry)
     totals = [
         check_epsilon(e, "--epsilons") for e in parse_list(options.get("epsilons") or "1,2,4,8", float, "--epsilons")
     ]

@@ -129,6 +129,37 @@ def _packed_bits(bits: np.ndarray) -> np.ndarray:
     return head @ (np.int64(1) << np.arange(head.shape[1], dtype=np.int64))
 
 
+def _histogram_subject(oracle: HistogramEncoding, common: dict) -> AuditSubject:
+    """A histogram encoding's subject: vector reports around each category's centre, with the
+    scalar mechanism's never-produced family where it has an inverter."""
+    entry = oracle.entry
+    b0, b1 = entry.bias_coefficients
+    encoded = [np.where(np.arange(oracle.k) == category, 1.0, -1.0) for category in (0, 1)]
+    centres = tuple(b0 + (1.0 + b1) * one_hot for one_hot in encoded)
+    inverter, reason = scalar_inverter(entry)
+    producible = None
+    if inverter is not None:
+        # Only entries 0 and 1 differ between the categories; entry j of category c is the
+        # scalar mechanism on input encoded[c][j].
+        def producible(reports, which):
+            reports = np.asarray(reports, dtype=float)
+            return inverter.producible(reports[:, 0], encoded[which][0]) & inverter.producible(
+                reports[:, 1], encoded[which][1]
+            )
+
+    name, options = _mechanism_label(entry)
+    return AuditSubject(
+        name=f"histogram[{name}]",
+        delta=oracle.delta or 0.0,
+        sampler=sampler_name(entry),
+        output="vector",
+        centres=centres,
+        producible=producible,
+        unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
+        **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
+    )
+
+
 def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
     """A frequency oracle on the neighbouring categories 0 and 1."""
 
@@ -162,32 +193,7 @@ def oracle_subject(oracle: FrequencyOracle) -> AuditSubject:
         subject = oracle_subject(HistogramEncoding(oracle.epsilon, oracle.k, oracle.entry))
         return replace(subject, name="she")
     if isinstance(oracle, HistogramEncoding):
-        entry = oracle.entry
-        b0, b1 = entry.bias_coefficients
-        encoded = [np.where(np.arange(oracle.k) == category, 1.0, -1.0) for category in (0, 1)]
-        centres = tuple(b0 + (1.0 + b1) * one_hot for one_hot in encoded)
-        inverter, reason = scalar_inverter(entry)
-        producible = None
-        if inverter is not None:
-            # Only entries 0 and 1 differ between the categories; entry j of category c is the
-            # scalar mechanism on input encoded[c][j].
-            def producible(reports, which):
-                reports = np.asarray(reports, dtype=float)
-                return inverter.producible(reports[:, 0], encoded[which][0]) & inverter.producible(
-                    reports[:, 1], encoded[which][1]
-                )
-
-        name, options = _mechanism_label(entry)
-        return AuditSubject(
-            name=f"histogram[{name}]",
-            delta=oracle.delta or 0.0,
-            sampler=sampler_name(entry),
-            output="vector",
-            centres=centres,
-            producible=producible,
-            unavailable=() if inverter is not None else ((NEVER_PRODUCED, reason),),
-            **{**common, "options": {"k": oracle.k, "mechanism": entry.name, **options}},
-        )
+        return _histogram_subject(oracle, common)
     if hasattr(oracle, "audit_projection"):
         # CMS: a report of 1 + m numbers, of which 3 bear on categories 0 and 1; drawn in chunks
         # and projected, so that a million draws of a 1,024-column sketch fit in memory.
