@@ -42,7 +42,7 @@ from flwr.supercore.primitives.asymmetric import (
 import ldpfed.tasks as tasks
 from clients.client_app import answering_app
 from ldpfed.config import Config
-from ldpfed.protocols import seeds
+from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.secagg import SEED_BYTES, SecAggPlan, mask, neighbours, pair_sign, threshold
 from wire.records import (
     CIPHER_KEYS,
@@ -176,7 +176,7 @@ class SecAggNode:
         if not pids:
             return {IDS: []}, np.zeros((0, self.plan.ddg.padded_dims), dtype=np.int64), failures
         ddg, server_round = self.plan.ddg, request[SERVER_ROUND]
-        rngs = [seeds.rng(self.secret(pid, state), seeds.NOISE, server_round) for pid in pids]
+        rngs = [seeds.rng(canaries.noise_secret(self.secret(pid, state)), seeds.NOISE, server_round) for pid in pids]
         encoded = ddg.encode_each(self.vectors(request, pids, state), request[ROTATION_SEED], rngs)
         graph = neighbours(request[PARTICIPANTS], request[GRAPH_SEED])
         shared = set(request[SHARED])

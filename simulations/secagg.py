@@ -23,12 +23,13 @@ import ldpfed.tasks as tasks
 from clients.secagg_app import SecAggNode, make_secagg_client_app
 from ldpfed.accounting import PrivacyLedger
 from ldpfed.accounting.ddgauss import ddgauss_epsilon
+from ldpfed.protocols import canaries
 from ldpfed.protocols.secagg import NEIGHBOURHOOD, plan_for
 from ldpfed.training.local import evaluate
 from ldpfed.training.parameters import set_weights
 from server.secagg import SecAggAborted, SecAggRound, make_secagg_server_app, run_round
 from simulations.runner import kill_client_actors, showing
-from simulations.trust_run import TrustRun
+from simulations.trust_run import TrustRun, central_audit, flat_weights, record_trust_audit
 from wire.records import read_secagg, secagg_reply
 
 MECHANISM = "distributed discrete gaussian (Kairouz, Liu & Steinke 2021) under SecAgg+"
@@ -52,8 +53,10 @@ class SecAggRun(TrustRun):
         self.engine = config.run.engine
         self.aborted: list[str] = []
         self.views: list[SecAggRound] = []  # engine local: every round's server view (tests)
+        config = canaries.expanded(config)  # canary clients take part in the secure sum as any client
         start = tasks.of(config).secure_sum_start(config, world.data, world.server)
         config, dims, clip, self.weights = start["config"], start["dims"], start["clip"], start["weights"]
+        self.initial = None if self.weights is None else flat_weights(self.weights)
         self.truth, self.model, self.data = start.get("truth"), start.get("model"), start.get("data")
         self.plan = plan_for(config, dims, clip, world.server)
         self._ledger = PrivacyLedger()
@@ -198,9 +201,20 @@ class SecAggRun(TrustRun):
             **quality,
         }
 
+    def finish(self, interrupted: bool) -> dict:
+        summary = super().finish(interrupted)
+        if self.world.canaries is not None and self.recorder.rows:
+            record_trust_audit(self.recorder, self.ledger, summary, self.world.canaries, self.initial.size)
+        return summary
+
     def summary(self, interrupted: bool) -> dict:
-        """The shared summary, and whether dropouts made the run spend more than planned."""
+        """The shared summary, whether dropouts made the run spend more than planned, and with
+        canaries the verdict on the released model (its final delta) beside the accounted eps."""
         summary = super().summary(interrupted)
+        if self.world.canaries is not None:
+            summary.update(canaries.counts(self.config))
+            final_delta = flat_weights(self.weights) - self.initial
+            summary["canary_audit"] = central_audit(self.world.canaries, final_delta, summary)
         if math.isfinite(summary.get("planned_epsilon") or math.inf) and summary["epsilon_spent_max_per_client"]:
             summary["spent_beyond_plan"] = summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"] * (
                 1 + 1e-9

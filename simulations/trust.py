@@ -30,11 +30,10 @@ from clients.central_app import make_central_client_app
 from clients.shuffle_app import make_shuffle_client_app
 from ldpfed.accounting.central import ACCOUNTANT as CENTRAL_ACCOUNTANT
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir, Secret, dumps
+from ldpfed.outputs import OutputDir
 from ldpfed.protocols import canaries
 from ldpfed.protocols.central import CentralClient, CentralServer
 from ldpfed.protocols.mean import bound, tuples
-from ldpfed.protocols.recorder import qualified
 from ldpfed.protocols.session import World
 from ldpfed.protocols.shuffle import ShuffledMeanServer, Shuffler, ShuffleRound, client_reports
 from ldpfed.validation import LDPValueError
@@ -44,7 +43,7 @@ from simulations.federation import Interrupted, save_noise_root
 from simulations.runner import kill_client_actors, showing
 from simulations.secagg import SecAggRun
 from simulations.stopping import Stopped, StopRequest
-from simulations.trust_run import TrustRun
+from simulations.trust_run import TrustRun, central_audit, flat_weights, record_trust_audit
 
 SHUFFLE_BOUND = "Feldman, McMillan & Talwar 2021, numerical (Section 4), within Thm 3.1's condition"
 
@@ -238,36 +237,6 @@ class ShuffleRun(TrustRun):
             "bound": SHUFFLE_BOUND,
             "mean_mse": float(np.mean([row["mse"] for row in rows])) if rows else None,
         }
-
-
-def flat_weights(weights) -> np.ndarray:
-    return np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights])
-
-
-AGAINST_THE_MODEL = "the released model (final model delta)"
-
-
-def central_audit(design, final_delta: np.ndarray, summary: dict) -> dict:
-    """summary.json's `canary_audit` of a central run: the released model against its accounted eps."""
-    accounted = summary["epsilon_spent_max_per_client"]
-    if not summary["rounds_finished"] or accounted is None:
-        return canaries.summary_entry(None, AGAINST_THE_MODEL, "no finished round or no accounted eps to audit")
-    try:
-        verdict = canaries.central_verdict(design, final_delta, accounted, summary["delta_spent_max_per_client"])
-    except LDPValueError as error:
-        return canaries.summary_entry(None, AGAINST_THE_MODEL, str(error))
-    return canaries.summary_entry(verdict, AGAINST_THE_MODEL)
-
-
-def record_trust_audit(recorder, ledger, summary: dict, design, dims: int) -> None:
-    """privacy.json with the verdict, and the canaries' record (owner-only)."""
-    output = recorder.output
-    if not output.enabled:
-        return
-    state = ledger.state_dict(recorder.config.delta_target, per_client=False)
-    privacy = {**qualified(state, summary), "canary_audit": summary["canary_audit"]}
-    record = {"record": design.record(dims).to_dict(), **summary["canary_audit"]}
-    output.write({"privacy.json": privacy, canaries.RECORD: Secret(dumps(record))})
 
 
 # one harness per trust model but local's (simulations.federation); tests/test_trust_models.py

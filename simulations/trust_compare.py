@@ -18,12 +18,13 @@ and makes no privacy statement of its own (every run's summary makes its own).
 
 `--canaries M` (train): each run hosts M canary clients (ldpfed.protocols.canaries) where its trust
 model's harness can (local: the audit speaks to the server, from each client's privatized replies;
-central: to the released model), and its row gains the audit beside the accounted eps: the one-run
-lower bound (Steinke et al.), the cosine estimate and its lower limit (Andrew et al.), the verdict
-(AUDIT_COLUMNS). A trust model that cannot host canaries (secagg: the server sees only the sum of
-masked shares and no harness plays canary clients there) runs without them, and its row and the
-console say so (`canary_audit`: "not hosted: ..."), never an empty cell that reads as a pass. The
-shuffle model has no train harness: `--trust shuffle --task train` is refused, canaries or not.
+central and secagg: to the released model, their canary clients taking part in the trusted
+server's sum or the secure sum as any client), and its row gains the audit beside the accounted
+eps: the one-run lower bound (Steinke et al.), the cosine estimate and its lower limit (Andrew et
+al.), the verdict (AUDIT_COLUMNS). A trust model that cannot host canaries runs without them, and
+its row and the console say so (`canary_audit`: "not hosted: ..."), never an empty cell that reads
+as a pass. The shuffle model has no train harness: `--trust shuffle --task train` is refused,
+canaries or not.
 """
 
 from __future__ import annotations
@@ -194,17 +195,13 @@ AUDIT_COLUMNS = (
     "cosine_confidence",
     "cosine_note",  # why the estimate has no lower limit (a Gaussian fit to non-Gaussian noise)
 )
-NOT_HOSTED = {
-    "secagg": "not hosted: under secure aggregation the server sees only the sum of masked shares and no harness "
-    "plays canary clients (canaries run under local and central trust)",
-}
 
 
 def audit_figures(summary: dict, trust: str) -> dict:
     """The row's audit columns from the run's `canary_audit` (ldpfed.protocols.canaries.summary_entry)."""
     row = dict.fromkeys(AUDIT_COLUMNS)
     if trust not in CANARY_TRUST:
-        row["canary_audit"] = NOT_HOSTED.get(trust, f"not hosted: --trust {trust} runs no canary clients")
+        row["canary_audit"] = f"not hosted: --trust {trust} runs no canary clients"
         return row
     audit = summary.get("canary_audit")
     if not audit or audit.get("error"):

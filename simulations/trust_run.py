@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 import ldpfed.tasks as tasks
 from ldpfed.accounting.trust import get
 from ldpfed.config import Config
-from ldpfed.outputs import OutputDir
+from ldpfed.outputs import OutputDir, Secret, dumps
 from ldpfed.protocols import canaries, seeds
-from ldpfed.protocols.recorder import Recorder
+from ldpfed.protocols.recorder import Recorder, qualified
 from ldpfed.protocols.session import World, run_header
+from ldpfed.validation import LDPValueError
 from simulations.runner import run_simulation
 from simulations.stopping import StopRequest
 
@@ -114,3 +117,33 @@ class TrustRun:
 
     def figures(self) -> dict:
         raise NotImplementedError
+
+
+def flat_weights(weights) -> np.ndarray:
+    return np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights])
+
+
+AGAINST_THE_MODEL = "the released model (final model delta)"
+
+
+def central_audit(design, final_delta: np.ndarray, summary: dict) -> dict:
+    """summary.json's `canary_audit` of a central run: the released model against its accounted eps."""
+    accounted = summary["epsilon_spent_max_per_client"]
+    if not summary["rounds_finished"] or accounted is None:
+        return canaries.summary_entry(None, AGAINST_THE_MODEL, "no finished round or no accounted eps to audit")
+    try:
+        verdict = canaries.central_verdict(design, final_delta, accounted, summary["delta_spent_max_per_client"])
+    except LDPValueError as error:
+        return canaries.summary_entry(None, AGAINST_THE_MODEL, str(error))
+    return canaries.summary_entry(verdict, AGAINST_THE_MODEL)
+
+
+def record_trust_audit(recorder, ledger, summary: dict, design, dims: int) -> None:
+    """privacy.json with the verdict, and the canaries' record (owner-only)."""
+    output = recorder.output
+    if not output.enabled:
+        return
+    state = ledger.state_dict(recorder.config.delta_target, per_client=False)
+    privacy = {**qualified(state, summary), "canary_audit": summary["canary_audit"]}
+    record = {"record": design.record(dims).to_dict(), **summary["canary_audit"]}
+    output.write({"privacy.json": privacy, canaries.RECORD: Secret(dumps(record))})

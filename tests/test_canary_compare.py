@@ -41,7 +41,7 @@ def test_each_trust_model_runs_its_canaries_or_says_it_cannot(monkeypatch, capsy
 
     def fake_trust(config, output, noise_seed):  # central and secagg's harness
         configs[config.privacy.trust] = config
-        return {"canary_audit": _audit(False, True)} if config.privacy.trust == "central" else {}
+        return {"canary_audit": _audit(False, config.privacy.trust == "central")}
 
     def fake_figures(config, summary, trust):
         return {"final_accuracy": 0.5, "noise_sd": 1.0, "noise_sd_on_mean": 0.1, "bits_per_value": 32}
@@ -55,14 +55,14 @@ def test_each_trust_model_runs_its_canaries_or_says_it_cannot(monkeypatch, capsy
     assert {trust: config.training.canaries for trust, config in configs.items()} == {
         "local": 40,
         "central": 40,
-        "secagg": 0,  # secagg cannot host them: it runs without
+        "secagg": 40,  # the secure sum hosts them as any client
     }
     shown = capsys.readouterr()
     assert "local: canary audit: passed" in shown.err and "central: canary audit: SUSPECT" in shown.err
-    assert "secagg: canary audit: not hosted: under secure aggregation" in shown.err
+    assert "secagg: canary audit: passed" in shown.err
     rows = json.loads(shown.out)
-    assert [row["canary_audit"][:11] for row in rows] == ["passed", "SUSPECT", "not hosted:"]
-    assert rows[0]["one_run_lower_bound"] == 1.5 and rows[2]["cosine_estimate"] is None
+    assert [row["canary_audit"] for row in rows] == ["passed", "SUSPECT", "passed"]
+    assert rows[0]["one_run_lower_bound"] == 1.5 and rows[2]["cosine_estimate"] == 7.0
     table = trust_compare._table(pd.DataFrame(rows), tasks.get("train"), audited=True)
     headers = [column.header for column in table.columns]
     assert headers[-3:] == ["one-run lower bound", "cosine estimate", "canary audit"]
@@ -76,7 +76,7 @@ def test_the_audit_columns_of_a_row():
     assert row["audit_accounted_epsilon"] == 8.0 and row["cosine_lower_limit"] == 5.0
     missing = trust_compare.audit_figures({"canary_audit": {"audit_speaks_to": "x", "error": "not private"}}, "local")
     assert missing["canary_audit"] == "not made: not private" and missing["cosine_estimate"] is None
-    assert trust_compare.audit_figures({}, "secagg")["canary_audit"].startswith("not hosted")
+    assert trust_compare.audit_figures({}, "shuffle")["canary_audit"].startswith("not hosted")
 
 
 @pytest.mark.parametrize(

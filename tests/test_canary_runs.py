@@ -40,6 +40,12 @@ CENTRAL = (
 )
 
 
+SECAGG = (
+    "simulate --task train --trust secagg --engine local --clients 6 --rounds 2 --max-epsilon 8 --clip 1 "
+    f"--canaries 100 {NOISE_SEED}"
+)
+
+
 def halve_local_noise(monkeypatch, factor: float = 0.5) -> None:
     """A test-only privatizer: the gradient noise's draws scaled by `factor` (the accounting unchanged)."""
     honest = NoisePrivatizer.privatize_rows
@@ -100,6 +106,27 @@ def test_central_run_with_halved_noise_is_flagged(monkeypatch):
     halve_central_noise(monkeypatch)
     audit = ldpfed_json(CENTRAL)["canary_audit"]
     assert audit["suspect"] and audit["cosine_lower_limit"] > 4.0
+
+
+def test_secagg_sound_run_hosts_its_canaries_in_the_secure_sum_and_is_not_flagged():
+    """Under secure aggregation the canaries take part in the secure sum as any client (their shares
+    in the accounted noise); the audit speaks to the released model, as under central trust."""
+    summary = ldpfed_json(SECAGG)
+    audit = summary["canary_audit"]
+    assert summary["real_clients"] == 6 and summary["canary_clients"] == 100 and summary["clients"] == 106
+    assert audit["audit_speaks_to"].startswith("the released model")
+    assert audit["accounted_epsilon"] == pytest.approx(8.0, rel=1e-3)
+    assert audit["cosine"]["epsilon"] >= 4.0 and not audit["failed"] and not audit["suspect"]
+
+
+def test_secagg_run_with_secretly_halved_shares_is_flagged(monkeypatch):
+    """A test-only encoder whose discrete Gaussian shares are halved (the accounting unchanged)."""
+    from ldpfed.protocols.ddgauss import DistributedDiscreteGaussian
+
+    honest = DistributedDiscreteGaussian.shares
+    monkeypatch.setattr(DistributedDiscreteGaussian, "shares", lambda self, rows, rng: honest(self, rows, rng) // 2)
+    audit = ldpfed_json(SECAGG)["canary_audit"]
+    assert audit["suspect"] and audit["cosine_lower_limit"] > 8.0
 
 
 def test_a_failed_audit_exits_1_naming_it(monkeypatch):
@@ -167,7 +194,7 @@ def test_replayed_noise_seed_gives_the_same_coins_and_verdict(tmp_path):
         ("simulate --task mean --canaries 5", "--canaries"),
         ("simulate --task train --canaries 5 --fresh-noise", "noise root"),
         ("simulate --task train --canaries -1", "canaries"),
-        ("simulate --task train --trust secagg --max-epsilon 4 --canaries 5", "local or central"),
+        ("simulate --task train --trust shuffle --canaries 5", "shuffle"),
         ("simulate --task train --trust central --max-epsilon 4 --clipping adaptive --canaries 5", "zero update"),
     ],
 )

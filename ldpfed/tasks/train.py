@@ -273,7 +273,7 @@ def _check_ldpvec(config: Config) -> None:
         raise LDPValueError("--perturbation ldpvec perturbs the whole update: report-dims does not apply")
 
 
-CANARY_TRUST = ("local", "central")  # the trust models whose harness hosts canary clients
+CANARY_TRUST = ("local", "central", "secagg")  # the trust models whose harness hosts canary clients
 
 
 def _check_canaries(config: Config) -> None:
