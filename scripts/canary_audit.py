@@ -148,10 +148,11 @@ def compare_section() -> list[str]:
         "mechanism) on Wang's m of the d coordinates: a canary's score sums a few Laplace values, whose privacy "
         "loss is bounded, and two Gaussians fitted to it overstate its eps at delta 1e-5 (the estimate lands "
         "above the accounted eps for a sound run). The audit therefore shows that estimate with a note and makes "
-        "no flag from it; the one-run bound, valid for any noise, still can. Secure aggregation hosts no canaries "
-        "(the server sees only the sum of masked shares), and its row says so. The shuffle model has no training "
-        'harness: `--trust shuffle --task train` is refused ("--trust shuffle applies to --task mean; got train '
-        '(no shuffle run of --task train, so no canaries under it either)").',
+        "no flag from it; the one-run bound, valid for any noise, still can. Under secure aggregation the canary "
+        "clients take part in the secure sum as any client (their discrete Gaussian shares are part of the "
+        "accounted noise) and the audit speaks to the released model, as under central trust. The shuffle model "
+        'has no training harness: `--trust shuffle --task train` is refused ("--trust shuffle applies to --task '
+        'mean; got train (no shuffle run of --task train, so no canaries under it either)").',
         "",
         markdown(shown[columns]),
         "",
