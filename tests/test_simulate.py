@@ -362,10 +362,12 @@ def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_
 
 
 def test_privacy_totals_rewritten_between_rounds_only_when_cheap_and_always_at_the_end(tmp_path, monkeypatch):
-    """privacy.csv is rewritten after round 1, then only when the time since its last rewrite is at
-    least 19x that rewrite's cost (here made to look huge: never again before the end), and at the
-    end it holds every round's totals."""
+    """Above PRIVACY_EVERY_ROUND clients (here lowered to 1) privacy.csv is rewritten after round 1,
+    then only when the time since its last rewrite is at least 19x that rewrite's cost (here made to
+    look huge: never again before the end), and at the end it holds every round's totals."""
     from ldpfed.protocols import recorder
+
+    monkeypatch.setattr(recorder, "PRIVACY_EVERY_ROUND", 1)
 
     written = []
     original = recorder.privacy_table

@@ -3,11 +3,12 @@
 - config.toml: the resolved options (written first; `--config` reads it back);
 - metrics.csv: one row per finished round, rewritten after every round, and privacy.csv: each
   client's privacy totals so far (ldpfed.accounting: `private`, reasons, every accountant's
-  epsilon, null when not private), rewritten with it after the first round and then whenever the
-  time since its last rewrite is at least 19x what that rewrite took (at 10^5 clients a rewrite
-  costs tens of ms against a round of about a hundred, so rewriting it every round would double
-  the round; this way it costs at most 5% of the run), and always at the end, an interrupted
-  end (Ctrl-C, SIGTERM) included: its `rounds` column says which rounds each total covers;
+  epsilon, null when not private), rewritten with it after every round up to 10^4 clients; above,
+  after the first round and then whenever the time since its last rewrite is at least 19x what
+  that rewrite took (at 10^5 clients a rewrite costs tens of ms against a round of about a
+  hundred, so rewriting it every round would double the round; this way it costs at most 5% of
+  the run), and always at the end, an interrupted end (Ctrl-C, SIGTERM) included: its `rounds`
+  column says which rounds each total covers;
 - summary.json, privacy.json (the accountants, `private` and its reasons, where the clients' noise
   came from, and the totals of each distinct client history with its number of clients: no
   record per client), privacy_entries.csv (the ledger's inputs: client, round, mechanism, event)
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 COMMAND = "simulate"
 PRIVACY_SHARE = 0.05  # at most this share of a run's time goes to rewriting privacy.csv between rounds
+PRIVACY_EVERY_ROUND = 10_000  # up to this many clients privacy.csv is rewritten after every round
 
 
 def output_dir(config: Config) -> OutputDir:
@@ -57,7 +59,8 @@ class Recorder:
             return
         files = {"metrics.csv": pd.DataFrame(self.rows)}
         started = time.perf_counter()
-        if started - self._privacy_written < self._privacy_cost / PRIVACY_SHARE - self._privacy_cost:
+        wait = self._privacy_cost / PRIVACY_SHARE - self._privacy_cost  # 19x the last rewrite's cost
+        if self.config.federation.clients > PRIVACY_EVERY_ROUND and started - self._privacy_written < wait:
             self.output.write(files)  # privacy.csv was rewritten recently (module docstring)
             return
         self.output.write({**files, "privacy.csv": privacy_table(ledger, self.config)})
