@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 from typer.testing import CliRunner, Result
 
 from ldpfed.cli.main import app
@@ -58,3 +59,16 @@ class StartedProcesses:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def assert_same(fast, slow) -> None:
+    """Two NodeReplies equal bit for bit: failures, each client's metrics and arrays, the sums."""
+    assert fast.failures == slow.failures
+    assert sorted(fast.replies) == sorted(slow.replies)
+    for pid, reply in slow.replies.items():
+        assert fast.replies[pid].metrics == reply.metrics
+        for name, array in reply.arrays.items():
+            assert np.array_equal(fast.replies[pid].arrays[name], array)
+    assert fast.summed.keys() == slow.summed.keys()
+    for name, array in slow.summed.items():
+        assert np.array_equal(fast.summed[name], array)

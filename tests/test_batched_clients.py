@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import assert_same
 
 from ldpfed.accounting import pure_round
 from ldpfed.frequency.categorical import AttributeOracles
@@ -22,18 +23,6 @@ def mean_halves(name: str, users: int, clients: int, dims: int, m: int, seed: in
     blocks = np.array_split(np.arange(users), clients)
     secret = rng.integers(0, 2**62, clients)
     return [MeanClient(data[b], mechanism, m, int(secret[i]), fail=i == 1) for i, b in enumerate(blocks)]
-
-
-def assert_same(fast, slow) -> None:
-    assert fast.failures == slow.failures
-    assert sorted(fast.replies) == sorted(slow.replies)
-    for pid, reply in slow.replies.items():
-        assert fast.replies[pid].metrics == reply.metrics
-        for name, array in reply.arrays.items():
-            assert np.array_equal(fast.replies[pid].arrays[name], array)
-    assert fast.summed.keys() == slow.summed.keys()
-    for name, array in slow.summed.items():
-        assert np.array_equal(fast.summed[name], array)
 
 
 @pytest.mark.parametrize(

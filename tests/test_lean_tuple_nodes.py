@@ -9,6 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers import assert_same
 
 from ldpfed.analysis import predict
 from ldpfed.config import Config
@@ -51,17 +52,6 @@ def test_client_secrets_equal_one_seedsequence_per_client():
 def mean_config(**options) -> Config:
     values = {"task": "mean", "engine": "local", "users": 50, "clients": 20, "dims": 5, "mechanism": "laplace"}
     return Config().with_options({**values, **options}).validated()
-
-
-def assert_same(fast, slow) -> None:
-    assert fast.failures == slow.failures and sorted(fast.replies) == sorted(slow.replies)
-    for pid, reply in slow.replies.items():
-        assert fast.replies[pid].metrics == reply.metrics
-        for name, array in reply.arrays.items():
-            assert np.array_equal(fast.replies[pid].arrays[name], array)
-    assert fast.summed.keys() == slow.summed.keys()
-    for name, array in slow.summed.items():
-        assert np.array_equal(fast.summed[name], array)
 
 
 @pytest.mark.parametrize("options", [{"report-dims": 2, "fail-clients": "3,12"}, {"node-reply": "sum"}])
