@@ -62,8 +62,19 @@ class FrequencyPrediction:
         return float(np.mean(self.mse_per_entry))
 
     def mse_of_average(self, rounds: int) -> float:
-        """MSE of the average of `rounds` independent collections' estimates: mean_e(bias_e^2 + variance_e / rounds)."""
-        return float(np.mean(self.bias**2 + self.variance / rounds))
+        """MSE of the average of `rounds` collections' estimates. Fresh collections are independent:
+        mean_e(bias_e^2 + variance_e / rounds). A memoized one (`AttributeOracles.memoized`) reports the
+        same users' permanent reports of the same attributes every round: only the instantaneous
+        randomization averages away, so its noise is (1 - P0) h (f_e W_in + (1 - f_e) W_out) with one
+        user's T-round variances W (`memoized_entry_variances`), and the sampling and no-report terms
+        stay whole."""
+        rounds = check_positive_int(rounds, "rounds")
+        if not self.oracles.memoized:
+            return float(np.mean(self.bias**2 + self.variance / rounds))
+        w_in, w_out = memoized_entry_variances(self.oracles, rounds)
+        f = self.frequencies
+        noise = (1.0 - self.no_report_probability) * (f * w_in + (1.0 - f) * w_out) * self.inverse_reports
+        return float(np.mean(self.bias**2 + noise + self.sampling_variance + self.no_report_variance))
 
     def deviation_model(self) -> DeviationModel:
         return DeviationModel(self.bias, np.sqrt(self.variance), source="model")
@@ -90,6 +101,15 @@ class FrequencyPrediction:
                 "mse": self.mse_per_entry,
             }
         return summary
+
+
+def memoized_entry_variances(oracles: AttributeOracles, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """(W_in, W_out) per entry: the variance of the average of one user's `rounds` contributions from
+    one memo (`variance_of_average` at f = 1 and f = 0 with n = 1), as `entry_variances` for one round."""
+    parts = [o.variance_of_average(np.eye(o.k)[0], 1, rounds)[:2] for o in oracles.oracles]
+    w_in = np.concatenate([part[:1].repeat(o.k) for part, o in zip(parts, oracles.oracles)])
+    w_out = np.concatenate([part[1:2].repeat(o.k) for part, o in zip(parts, oracles.oracles)])
+    return w_in, w_out
 
 
 def predict_frequency(oracles: AttributeOracles, frequencies, users: int) -> FrequencyPrediction:

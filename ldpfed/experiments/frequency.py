@@ -3,8 +3,12 @@
 
 Repetition r of a configuration is round r+1 of the same client and server halves as
 `ldpfed simulate --task frequency` (`ldpfed.protocols.frequency`), one client holding every user,
-under the seed scheme of `ldpfed.protocols.seeds`. The error of an aggregator is the mean over the
-D = sum k_j one-hot entries of (estimate - true frequency)^2.
+under the seed scheme of `ldpfed.protocols.seeds`. A memoized (longitudinal) oracle's repetitions
+are rounds of one memo only within a study: each study (each repetition, or each block of T with
+`study_rounds`) is a client with its own secret, so a fresh permanent randomization (`_study_client`);
+one memo for all would make the repetitions' spread the instantaneous noise alone.
+The error of an aggregator is the mean over the D = sum k_j one-hot entries of (estimate - true
+frequency)^2.
 
 Predicted MSE: the plain mean's is `predict_frequency` (exact given the data, normal model not
 needed); every other element-wise aggregator's is `recalibrated_mse` under the predictor's normal
@@ -127,7 +131,7 @@ def run_frequency_plan(
                 if name in elementwise
                 else math.nan
             )
-        client = FrequencyClient(data.codes, oracles, secret, chunk_users=plan.chunk_users)
+        client = _study_client(data.codes, oracles, plan, secret)
         server = FrequencyServer(
             oracles,
             1,
@@ -180,7 +184,7 @@ def _repeat(client, server, oracles, plan: ExperimentPlan, truth: np.ndarray) ->
     rows, collected = [], {name: [] for name in plan.aggregators}
     for repeat in range(plan.repeats):
         server.configure_round(repeat + 1)
-        reply, _ = client.reply(repeat + 1, {})
+        reply, _ = client(repeat).reply(repeat + 1, {})
         server.aggregate(repeat + 1, {0: reply}, {})
         for name, estimate in server.outcome.estimates.items():
             collected[name].append(estimate)
@@ -198,6 +202,22 @@ def _repeat(client, server, oracles, plan: ExperimentPlan, truth: np.ndarray) ->
         if plan.progress is not None:
             plan.progress()
     return rows, collected
+
+
+def _study_client(codes: np.ndarray, oracles: AttributeOracles, plan: ExperimentPlan, secret: int):
+    """repeat -> the client that replies in it: one client (`secret`) for freshly randomized oracles;
+    for a memoized one, study s's client holds secret s of the plan's seed (secret 0 is `secret`), so
+    each study draws its own memo and its rounds share it."""
+    one = FrequencyClient(codes, oracles, secret, chunk_users=plan.chunk_users)
+    if not oracles.memoized:
+        return lambda repeat: one
+    rounds = plan.study_rounds or 1
+    secrets = seeds.client_secrets(plan.seed, plan.repeats // rounds)
+    clients = [one] + [
+        FrequencyClient(codes, oracles, secrets[study], chunk_users=plan.chunk_users)
+        for study in range(1, plan.repeats // rounds)
+    ]
+    return lambda repeat: clients[repeat // rounds]
 
 
 def _frequency_rows(data: CategoricalData, oracles: AttributeOracles, aggregator: str, truth, stacked) -> pd.DataFrame:
