@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldpfed.protocols.ddgauss import DistributedDiscreteGaussian, _ShareSampler
+from ldpfed.accounting.ddgauss import ShareSampler as _ShareSampler
+from ldpfed.protocols.ddgauss import DistributedDiscreteGaussian
 from ldpfed.samplers.discrete_gaussian import _Proposal
 from ldpfed.validation import LDPValueError
 

@@ -17,6 +17,7 @@ from ldpfed.accounting.ddgauss import (
     calibrate_local_stddev,
     ddgauss_epsilon,
     ddgauss_params,
+    ideal_epsilon,
     poisson_subsampled_rdp,
     rounded_l2_norm_bound,
     sum_inflation,
@@ -105,10 +106,32 @@ def test_the_grid_exercises_tau_sampling_and_the_rounding_bound():
 
 
 def test_the_ledger_gives_the_same_epsilon():
-    """ldpfed's rdp accountant composes the event to the same figure (no float slack is carried)."""
+    """ldpfed's rdp accountant composes the event to the same figure, the sampler's float slack
+    included in both."""
     event = DistributedDiscreteGaussianDpEvent(0.05, 1.0, 10, CLIP, 256, BETA, 0.05)
     spent = create_accountant("rdp").compose(event, 100).spent(1e-5)
     assert spent.epsilon == pytest.approx(ddgauss_epsilon(event, 100, 1e-5), rel=1e-12)
+    assert spent.float_slack_epsilon == pytest.approx(event.float_slack().times(100).epsilon, rel=1e-12)
+
+
+def test_the_share_samplers_float_slack_is_charged():
+    """Every one of the n D share draws of a round carries the sampler's float slack (relative error
+    rho = 2^-36 in its accept decision: ln r1 + ln r2 ~ 5 rho per draw, ldpfed.samplers.discrete_gaussian),
+    so T rounds of 20 clients x D = 2^18 add ~5 rho 20 2^18 T = 1.9e-3 in eps at T = 5: the realized
+    mechanism's figure exceeds the ideal law's by at least that, at the same delta."""
+    event = DistributedDiscreteGaussianDpEvent(0.002, 0.2, 20, CLIP, 2**18, BETA)
+    expected = 5 * 2.0**-36 * 20 * 2**18 * 5  # independent of the code: the leading term of the logs
+    slack = event.float_slack().times(5)
+    assert slack.epsilon == pytest.approx(expected, rel=1e-4)  # 2^-53 / Z and rho^2 terms: < 1e-5 relative
+    assert ddgauss_epsilon(event, 5, 1e-5) >= ideal_epsilon(event, 5, 1e-5) + expected * (1 - 1e-4)
+
+
+def test_the_calibration_meets_the_budget_with_the_slack():
+    """The share sigma for a budget leaves room for the slack: the realized figure is within the
+    budget, the ideal one below it by the slack (so a plan that left it out would understate)."""
+    params = ddgauss_params(1.0, 1e-5, 20, 2**18, 16, CLIP, rounds=5)
+    assert ddgauss_epsilon(params.event, 5, 1e-5) <= 1.0 * (1 + 1e-9)
+    assert ideal_epsilon(params.event, 5, 1e-5) < 1.0 - 0.9 * params.event.float_slack().times(5).epsilon
 
 
 def test_subsampled_bound_at_q_one_is_the_curve():

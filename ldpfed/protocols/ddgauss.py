@@ -20,9 +20,10 @@ true sum of the rounded vectors and the shares lies in [-m/2, m/2) per coordinat
 integers come back exactly (tests/test_ddgauss.py).
 
 The shares are drawn by the discrete Gaussian sampler of ldpfed.samplers (CKS Algorithm 3 with
-an exact proposal: correct for every s > 0), through `_ShareSampler`, which computes the sampler's
-acceptance rate (its batch size only) exactly where s < 10: shares of a few grid steps, or less,
-are common here (sigma / gamma = 0.8 at 10 bits, n = 1,000, eps = 6 in the DME experiment).
+an exact proposal: correct for every s > 0), through `ShareSampler` (ldpfed.accounting.ddgauss,
+which also states its float slack), which computes the sampler's acceptance rate exactly where
+s < 10: shares of a few grid steps, or less, are common here (sigma / gamma = 0.8 at 10 bits,
+n = 1,000, eps = 6 in the DME experiment).
 """
 
 from __future__ import annotations
@@ -38,28 +39,14 @@ from ldpfed.accounting.ddgauss import (
     DEFAULT_BETA,
     MAX_BITS,
     DistributedDiscreteGaussianDpEvent,
+    ShareSampler,
     ddgauss_params,
 )
 from ldpfed.directional.rotation import padded_dims, random_signs, rotate, unrotate
-from ldpfed.samplers.discrete_gaussian import _Proposal
 from ldpfed.validation import LDPValueError, check_generator, check_positive_int
 
 MAX_NORM_STEPS = 2**31  # a rounded vector's squared norm (int64) stays below 2^62 for D <= 2^30
 MAX_ROUNDING_TRIES = 1000  # the rounding is redrawn with probability <= beta (< 1) each time
-
-
-@dataclass(frozen=True)
-class _ShareSampler(_Proposal):
-    """ldpfed's discrete Gaussian proposal and acceptance (ldpfed.samplers.discrete_gaussian) for
-    any s > 0: the acceptance rate Z = e^-c sum_n e^(-n^2/2s^2) / (4L) is summed exactly (the
-    parent's closed form needs s >= 10). Z sizes the batches of attempts only; the law is the same."""
-
-    @cached_property
-    def acceptance(self) -> float:
-        bound = math.ceil(40.0 * self.sigma) + 40  # the terms beyond are below e^-800
-        n = np.arange(-bound, bound + 1, dtype=float)
-        total = float(np.sum(np.exp(-(n * n) / (2.0 * self.sigma**2))))
-        return math.exp(math.log(total) - self.log_envelope) / (4.0 * self.length)
 
 
 @dataclass(frozen=True)
@@ -178,7 +165,7 @@ class DistributedDiscreteGaussian:
     def shares(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """int64 (rows, D) of N_Z(0, s^2): the noise shares, from the client's generator."""
         check_generator(rng)
-        draws = _ShareSampler.for_sigma(self.share_steps).draw(rows * self.padded_dims, rng)
+        draws = ShareSampler.for_sigma(self.share_steps).draw(rows * self.padded_dims, rng)
         return draws.astype(np.int64).reshape(rows, self.padded_dims)
 
     def encode(self, vectors, rotation_seed, rng: np.random.Generator) -> np.ndarray:
