@@ -576,6 +576,7 @@ class PrivacyLedger:
         }
         if self._memoized:
             record["guarantees"] = list(self._memoized.values())
+            record["memoized_events"] = [event_to_dict(event) for event in self._memoized]  # guarantees' order
         if per_client:
             record["entries"] = [entry.to_dict() for entry in self.entries()]
             record["totals"] = self.totals(delta_target)
@@ -589,7 +590,13 @@ class PrivacyLedger:
 
     @classmethod
     def from_state_dict(cls, state: dict) -> PrivacyLedger:
+        """The ledger of a `state_dict` record (with its entries): its memoized declarations first, so
+        that a restored ledger charges a memo's later rounds nothing, as the original does."""
         ledger = cls()
+        for event, guarantee in zip(state.get("memoized_events", []), state.get("guarantees", [])):
+            ledger.declare_memoized(
+                event_from_dict(event), guarantee["against_an_observer_of_one_round_epsilon"], guarantee["statement"]
+            )
         for entry in state.get("entries", []):
             ledger.record_event(entry["client_id"], entry["round"], event_from_dict(entry["event"]), entry["mechanism"])
         return ledger
