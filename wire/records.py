@@ -12,6 +12,18 @@ clients for this message (MetricRecord "node"; the run's `node_builds` per round
 sum` the clients' rows are replaced by their count-weighted sum (one ArrayRecord "summed" of
 d-vectors by name; ldpfed.protocols.nodes). Nothing else.
 
+Compact columns (`packed`, `unpacked`): a reply's columns travel in the smallest form that gives
+them back bit for bit, and never through numpy's `np.save`/`np.load` (two copies each way): one
+value when every entry has the same bits (counts that every client shares: "fill"), the first id
+of consecutive ids ("range"), exact integers (held as floats, or wider ints) in the smallest
+integer dtype that holds them ("ints"), else the array's own bytes. Every array is a valid .npy
+of its stored form (Flower's `Array.numpy()` reads it), written with one copy and read back with
+none; the Array's dtype and shape are the column's, and the ConfigRecord "forms" names the form of
+each array not sent as it is ("record/key"). A column that is the square of another for
+every client (a client of one user: its `total_sq` is its `total` squared, `Replies.squares`) is
+not sent: the reader squares the other, as the client did. The server receives what it received
+before, in fewer bytes: every dropped entry is a function of what is sent.
+
 Reply size (docs/decisions.md, Scale, "Reply size"): Flower sends a message as separate
 objects, one gRPC call each, and splits every array into chunks of at most
 FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE bytes (5 MiB), so a node's (clients, d) reply does not meet
@@ -24,11 +36,13 @@ with one line naming the fixes.
 from __future__ import annotations
 
 import base64
+import io
 
 import flwr.app.message.array as flower_array
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric import ec
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.common.constant import SType
 from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
 from flwr.supercore.grpc import GRPC_MAX_MESSAGE_LENGTH
 
@@ -80,40 +94,158 @@ def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], lis
     return server_round, arrays, [int(pid) for pid in record[CONFIG][PARTITIONS]]
 
 
+SQUARES = "squares"  # ConfigRecord {column: the column it is the square of}, for columns not sent
+
+
 def node_reply_record(answer: NodeReply, built: bool = False) -> RecordDict:
     """A node's reply: per array name one ArrayRecord of the clients' rows stacked (clients, ...),
     the clients' ids, their metrics as columns, each failed client's reason, and whether the node
-    built its clients (data, halves) to answer this message (`built`)."""
+    built its clients (data, halves) to answer this message (`built`); every column `packed`, and a
+    column that squares another (`Replies.squares`) named in "squares" instead of sent."""
     columns = answer.replies if isinstance(answer.replies, Replies) else None
     pids = columns.pids if columns is not None else np.asarray(sorted(answer.replies), dtype=np.int64)
     record = RecordDict(
         {
-            CLIENT_IDS: ArrayRecord([pids]),
             FAILURES: ConfigRecord({str(pid): str(reason) for pid, reason in answer.failures.items()}),
             NODE: MetricRecord({BUILDS: int(built)}),
         }
     )
+    forms: dict[str, str] = {}
+    _put(record, CLIENT_IDS, {"0": pids}, forms)
     if columns is not None and pids.size:  # a batched node's columns as they are: no object per client
-        record[METRICS] = _metric_columns(columns.metrics)
+        _put(record, METRICS, columns.metrics, forms)
+        squares = {name: source for name, source in columns.squares.items() if source in columns.arrays}
         for name, block in columns.arrays.items():
-            record[name] = ArrayRecord([np.ascontiguousarray(block)])
+            if name not in squares:
+                _put(record, name, {"0": block}, forms)
+        if squares:
+            record[SQUARES] = ConfigRecord(squares)
     elif pids.size:
         first = answer.replies[int(pids[0])]
-        record[METRICS] = _metric_columns(
-            {name: [answer.replies[int(pid)].metrics[name] for pid in pids] for name in first.metrics}
-        )
+        metrics = {name: [answer.replies[int(pid)].metrics[name] for pid in pids] for name in first.metrics}
+        _put(record, METRICS, metrics, forms)
         for name in first.arrays:
-            record[name] = ArrayRecord([np.stack([np.asarray(answer.replies[int(pid)].arrays[name]) for pid in pids])])
+            rows = np.stack([np.asarray(answer.replies[int(pid)].arrays[name]) for pid in pids])
+            _put(record, name, {"0": rows}, forms)
+    if forms:
+        record[FORMS] = ConfigRecord(forms)
     if answer.summed:
         record[SUMMED] = ArrayRecord({name: Array(np.asarray(array)) for name, array in answer.summed.items()})
     check_reply_size(record)
     return record
 
 
-def _metric_columns(metrics: dict) -> ArrayRecord:
-    """The clients' metrics, one array per name (ints stay ints): one buffer each, where a
-    MetricRecord of lists would encode every client's value as its own protobuf field."""
-    return ArrayRecord({name: Array(np.asarray(column)) for name, column in metrics.items()})
+def _put(record: RecordDict, name: str, arrays: dict, forms: dict[str, str]) -> None:
+    """record[name]: an ArrayRecord of `arrays` ({key: array}) `packed`, their forms into `forms`.
+    (The clients' metrics so: one buffer each, ints staying ints, where a MetricRecord of lists
+    would encode every client's value as its own protobuf field.)"""
+    record[name] = ArrayRecord({})
+    for key, array in arrays.items():
+        record[name][key], form = packed(np.asarray(array))
+        if form:
+            forms[f"{name}/{key}"] = form
+
+
+def _get(record: RecordDict, name: str, forms) -> dict[str, np.ndarray]:
+    """{key: array} of record[name], `unpacked` by the forms `_put` gave them."""
+    return {key: unpacked(array, str(forms.get(f"{name}/{key}", ""))) for key, array in record[name].items()}
+
+
+# ---- compact columns ------------------------------------------------------------------------------
+FORMS = "forms"
+FILL, RANGE, INTS = "fill", "range", "ints"  # the compact forms ("": the array as it is)
+_PROBE = 64  # entries looked at before a whole column is tested for one form (a cheap refusal)
+
+
+def packed(array: np.ndarray) -> tuple[Array, str]:
+    """(`array` as a Flower Array in its smallest exact form, that form; module docstring): the
+    Array's dtype and shape are `array`'s, its data the .npy bytes of the stored form."""
+    array = np.asarray(array)
+    stored, form = _compact(array)
+    shape = tuple(int(n) for n in array.shape)
+    return Array(dtype=array.dtype.str, shape=shape, stype=SType.NUMPY, data=_npy(stored)), form
+
+
+def _compact(array: np.ndarray) -> tuple[np.ndarray, str]:
+    """(the stored form, its name) of `array`."""
+    flat = array.reshape(-1) if array.flags.c_contiguous else None
+    if array.size and (all(step == 0 for step in array.strides) or (flat is not None and _constant(flat))):
+        return np.array(array[(0,) * array.ndim]), FILL  # a broadcast value (strides 0): no pass at all
+    if flat is None or array.dtype.kind not in "iuf" or array.size < 2:
+        return array, ""
+    if array.dtype.kind in "iu" and array.ndim == 1 and _consecutive(flat):
+        return flat[:1], RANGE
+    codes = _integer_codes(flat)
+    return (array, "") if codes is None else (codes.reshape(array.shape), INTS)
+
+
+def _constant(flat: np.ndarray) -> bool:
+    """Every entry has the bits of the first (-0.0 is not 0.0, each NaN its own payload)."""
+    bits = flat.view(np.dtype(f"u{flat.dtype.itemsize}")) if flat.dtype.kind in "iuf" else None
+    if bits is None:
+        return False
+    return bool(np.all(bits[:_PROBE] == bits[0])) and bool(np.all(bits == bits[0]))
+
+
+def _consecutive(flat: np.ndarray) -> bool:
+    return bool(flat[-1] - flat[0] == flat.size - 1) and bool(np.all(np.diff(flat) == 1))
+
+
+def _integer_codes(flat: np.ndarray) -> np.ndarray | None:
+    """`flat` in the smallest integer dtype that holds it exactly (None: no smaller one does): ints
+    narrowed, floats that are integers and give back their own bits (no -0.0) as integers."""
+    if flat.dtype.kind == "f":
+        probe = flat[:_PROBE]
+        if not (np.all(np.isfinite(probe)) and np.all(probe == np.round(probe))):
+            return None
+        with np.errstate(invalid="ignore"):
+            ints = flat.astype(np.int64)
+        same = ints.astype(flat.dtype).view(np.dtype(f"u{flat.dtype.itemsize}"))
+        if not np.array_equal(same, flat.view(same.dtype)):
+            return None
+    else:
+        ints = flat
+    narrow = np.result_type(np.min_scalar_type(ints.min()), np.min_scalar_type(ints.max()))
+    if narrow.itemsize >= flat.dtype.itemsize:
+        return None
+    return ints.astype(narrow)
+
+
+def _npy(array: np.ndarray) -> bytes:
+    """`array` in numpy's .npy layout (what `np.save` writes, so Flower's `Array.numpy()` reads it),
+    joined with one copy of its data."""
+    array = array if array.flags.c_contiguous else array.copy()  # (ascontiguousarray makes 0-d 1-d)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return b"".join([header.getvalue(), memoryview(array).cast("B")])
+
+
+def unpacked(array: Array, form: str = "") -> np.ndarray:
+    """The array `packed` sent in `form` (read-only, no copy where it was sent as it is); an Array
+    that Flower's `np.save` made reads as Flower reads it."""
+    stored = _from_npy(array.data)
+    if not form:
+        return stored
+    dtype, shape = np.dtype(array.dtype), tuple(array.shape)
+    if form == FILL:
+        return np.broadcast_to(stored.astype(dtype, copy=False), shape)
+    if form == RANGE:
+        return np.arange(int(stored[0]), int(stored[0]) + int(np.prod(shape)), dtype=dtype)
+    if form == INTS:
+        return stored.astype(dtype).reshape(shape)
+    raise ValueError(f"unknown array form {form!r}")
+
+
+def _from_npy(data: bytes) -> np.ndarray:
+    """The array of .npy bytes, a read-only view of them (no copy)."""
+    stream = io.BytesIO(data)
+    version = np.lib.format.read_magic(stream)
+    if version not in ((1, 0), (2, 0)):  # version 3 (utf-8 field names): numpy's own reading
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read_header(stream)
+    flat = np.frombuffer(data, dtype=dtype, count=int(np.prod(shape)), offset=stream.tell())
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 MESSAGE_LIMIT = GRPC_MAX_MESSAGE_LENGTH  # bytes of one gRPC message (Flower's default on both ends)
@@ -149,15 +281,18 @@ def check_reply_size(record: RecordDict) -> None:
 def read_node_reply(record: RecordDict) -> tuple[Replies, dict[int, str]]:
     """(the clients' replies as columns, {partition id: failure reason}) of a node's reply: its
     stacked arrays and metric lists as they came, a client's `ClientReply` made only on access."""
-    pids = record[CLIENT_IDS].to_numpy_ndarrays()[0].astype(np.int64)
+    forms = record[FORMS] if FORMS in record.config_records else {}
+    pids = np.asarray(_get(record, CLIENT_IDS, forms)["0"], dtype=np.int64)
     stacked = {
-        name: value.to_numpy_ndarrays()[0]
-        for name, value in record.array_records.items()
+        name: _get(record, name, forms)["0"]
+        for name in record.array_records
         if name not in (CLIENT_IDS, SUMMED, METRICS)
     }
-    metrics = {name: array.numpy() for name, array in record[METRICS].items()} if pids.size else {}
-    order = np.argsort(pids, kind="stable")  # ascending, as Replies holds them (a node sends them so)
-    if pids.size > 1 and not np.all(order == np.arange(pids.size)):
+    if SQUARES in record.config_records:  # columns that square another: squared here, as the clients did
+        stacked.update({name: np.square(stacked[str(source)]) for name, source in record[SQUARES].items()})
+    metrics = _get(record, METRICS, forms) if pids.size else {}
+    if pids.size > 1 and not bool(np.all(pids[1:] > pids[:-1])):  # ascending, as Replies holds them
+        order = np.argsort(pids, kind="stable")
         pids, metrics = pids[order], {name: column[order] for name, column in metrics.items()}
         stacked = {name: rows[order] for name, rows in stacked.items()}
     failures = {int(pid): str(reason) for pid, reason in record[FAILURES].items()}

@@ -367,13 +367,16 @@ def batched_reply(
 ) -> NodeReply:
     """A node's reply from its replying clients' per-client sums ((clients, width) columns, in
     `positions` order): their rows, or with `summing` their sum (added in client order, as
-    `ClientsNode` adds them) and each client's user count."""
+    `ClientsNode` adds them) and each client's user count. Clients of one user each: their
+    `total_sq` is their `total` squared (`client_sums`), declared so (`Replies.squares`)."""
     pids = batch.pids[positions]
-    users = {"users": batch.sizes[positions]}
+    sizes = batch.sizes[positions]
+    users = {"users": sizes}
     arrays = {name: np.asarray(getattr(sums, name), dtype=np.float64) for name in SUMS}
     if summing and pids.size:
         return NodeReply(Replies(pids, users), {}, {}, {name: block.sum(axis=0) for name, block in arrays.items()})
-    return NodeReply(Replies(pids, users, arrays if pids.size else {}), {}, {})
+    squares = {"total_sq": "total"} if pids.size and bool(np.all(sizes == 1)) else None
+    return NodeReply(Replies(pids, users, arrays if pids.size else {}, squares), {}, {})
 
 
 class BatchedClients:

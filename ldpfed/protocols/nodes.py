@@ -91,11 +91,20 @@ class Replies(Mapping):
     """Many clients' replies as columns: ascending partition ids, each metric a column and each
     array a (clients, ...) block; `replies[pid]` makes that client's `ClientReply` on access. A node
     that answers its clients in one batched call (the tuple tasks) replies with one, so that a
-    round's replies cost array work, not an object per client."""
+    round's replies cost array work, not an object per client. `squares`: {name: source} for a
+    column that is, for every client, the square of column `source` (clients of one user: their
+    `total_sq` is their `total` squared), which a node's reply need not send (wire/records.py)."""
 
-    def __init__(self, pids, metrics: dict[str, np.ndarray], arrays: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        pids,
+        metrics: dict[str, np.ndarray],
+        arrays: dict[str, np.ndarray] | None = None,
+        squares: dict[str, str] | None = None,
+    ) -> None:
         self.pids = np.asarray(pids, dtype=np.int64)
         self.metrics, self._arrays, self._blocks = metrics, arrays or {}, None
+        self.squares = squares or {}
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -149,9 +158,10 @@ class Replies(Mapping):
     @classmethod
     def joined(cls, parts: list[Replies]) -> Replies:
         """The replies of several nodes (their partition ids disjoint) as one, ids ascending; when
-        the nodes' ids follow each other (the local engine's contiguous blocks) their arrays stay
-        per node until `arrays` is read (`total` adds them up without joining them)."""
+        the nodes' ids follow each other (contiguous blocks, in whatever order the nodes replied)
+        their arrays stay per node until `arrays` is read (`total` adds them up without joining them)."""
         parts = [part for part in parts if len(part)] or parts[:1]  # a node whose clients all failed has no columns
+        parts = sorted(parts, key=lambda part: int(part.pids[0]) if len(part) else 0)  # nodes reply in any order
         pids = np.concatenate([part.pids for part in parts])
         first = parts[0]
         if pids.size < 2 or bool(np.all(pids[1:] > pids[:-1])):
