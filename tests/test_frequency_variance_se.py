@@ -45,15 +45,16 @@ def test_chance_of_that_many_z_scores_beyond_the_limit_is_the_poisson_tail():
 
 
 def test_recheck_reruns_only_flagged_cells_from_an_independent_seed_with_more_repetitions():
-    """A cell marked beyond 3 is rerun (its row replaced: the grid's seed, the SE from its kurtosis)
-    and measured again from another seed with RECHECK_FACTOR times its repetitions; a cell already
-    rechecked is not rerun."""
+    """A cell marked beyond 3 is measured again from another seed with RECHECK_FACTOR times its
+    repetitions, and its grid z rescored with the SE from its own errors' kurtosis (the grid's seed:
+    the same errors); an unflagged cell, or one already rechecked, is not rerun."""
     rows = [measure("grr", 2.0, d, 2000, 2, seed=3) | {"seconds": 0.0} for d in (8, 16)]
     table = pd.DataFrame(rows).drop(columns=["empty_kurtosis", "populated_kurtosis"])
     table.loc[0, "empty_z"] = 5.0  # as if flagged
-    replaced, rechecked = recheck(table, 2000, 3, log=lambda line: None)
+    rechecked = recheck(table, 2000, 3, log=lambda line: None)
     assert len(rechecked) == 1 and rechecked.repetitions.iloc[0] == 2 * RECHECK_FACTOR
-    assert replaced.loc[0, "empty_z"] == pytest.approx(rows[0]["empty_z"])  # the same seed, the same errors
-    assert np.isnan(replaced.loc[1, "empty_kurtosis"])  # not flagged: untouched
-    again, kept = recheck(table, 2000, 3, done=rechecked, log=lambda line: None)
-    assert len(kept) == 1 and np.isnan(again.loc[0, "empty_kurtosis"])
+    assert rechecked.d.iloc[0] == 8 and rechecked.grid_empty_z.iloc[0] == 5.0
+    assert rechecked.grid_empty_kurtosis_z.iloc[0] == pytest.approx(rows[0]["empty_z"])  # same seed, same errors
+    assert rechecked.empty_z.iloc[0] != pytest.approx(rows[0]["empty_z"])  # an independent seed
+    kept = recheck(table, 2000, 3, done=rechecked, log=lambda line: None)
+    assert kept.equals(rechecked)
