@@ -5,6 +5,7 @@ memo (`ldpfed.experiments.frequency`), so that the spread over studies is the er
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ldpfed.analysis.frequency import predict_frequency
@@ -68,3 +69,19 @@ def test_measured_study_error_of_a_memoized_oracle_matches_its_prediction():
     assert abs(row["mse_final"] - row["predicted_mse_final"]) <= 4 * row["mse_final_se"]
     one_round_over_t = row["predicted_mse"] / 8
     assert abs(row["mse_final"] - one_round_over_t) > 4 * row["mse_final_se"]
+
+
+def test_compare_repeats_of_a_memoized_oracle_are_independent_studies(tmp_path):
+    """`ldpfed compare --task frequency -m dbitflippm`: each repetition is a study of one round with its
+    own memo, so the repetitions' errors differ (dBitFlipPM adds no noise after its memo: one memo
+    for all gave one error three times)."""
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+
+    out = tmp_path / "out"
+    arguments = ["compare", "--task", "frequency", "-m", "dbitflippm", "-e", "2", "--users", "300", "--dims", "1"]
+    result = CliRunner().invoke(app, [*arguments, "--categories", "4", "-r", "3", "-a", "mean", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs["mse"].nunique() == 3
