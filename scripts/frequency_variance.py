@@ -190,7 +190,7 @@ def run_grid(oracles, n: int, seed: int, pooled: int, log=print, done: pd.DataFr
     """Every (oracle, cell) of both grids, the cells with fewer repetitions first; rows already in `done`
     are kept, and `save(table)` is called after each cell (a long run leaves its finished cells on disk)."""
     rows = [] if done is None else done.to_dict("records")
-    cells = [(GRID_EPSILON, d) for d in DIMENSIONS] + [(e, GRID_DIMENSION) for e in EPSILONS if e != GRID_EPSILON]
+    cells = grid_cells()
     cells.sort(key=lambda cell: repetitions_for(cell[1], pooled))  # stable: the grid's order within a count
     for name in oracles:
         finished = {(r["epsilon"], r["d"]) for r in rows if r["oracle"] == name}
@@ -291,6 +291,24 @@ def figure(table: pd.DataFrame):
     return fig
 
 
+def grid_cells() -> list[tuple[float, int]]:
+    """Both grids' (eps, d) cells, once each."""
+    return [(GRID_EPSILON, d) for d in DIMENSIONS] + [(e, GRID_DIMENSION) for e in EPSILONS if e != GRID_EPSILON]
+
+
+def not_run_lines(table: pd.DataFrame) -> list[str]:
+    """The page's line on the grid cells an oracle of `table` has not been run on, if any."""
+    missing = []
+    for name in table.oracle.unique():
+        done = {(float(e), int(d)) for e, d in zip(table.epsilon[table.oracle == name], table.d[table.oracle == name])}
+        cells = [f"eps {e:g}, d {d}" for e, d in grid_cells() if (e, d) not in done]
+        if cells:
+            missing.append(f"{name} ({len(cells)}: {'; '.join(cells)})")
+    if not missing:
+        return []
+    return [f"Not run yet (`--resume` runs them into the same table): {', '.join(missing)}.", ""]
+
+
 def poisson_tail(count: int, mean: float) -> float:
     """P(X >= count) for X ~ Poisson(mean): the chance of that many z-scores beyond the limit."""
     return 1.0 - sum(math.exp(-mean) * mean**j / math.factorial(j) for j in range(count))
@@ -365,6 +383,7 @@ def page(table: pd.DataFrame, crossings: pd.DataFrame, args, seconds: float, rec
         f"{worst.loc[worst.worst.idxmax(), 'oracle']}; mean z {z_all.mean():+.3f}, sd {z_all.std():.3f}, "
         "for N(0, 1) scores 0 and 1).",
         "",
+        *not_run_lines(table),
         "![variance](frequency_oracles/variance.png)",
         "",
         "## n Var(f_hat) at f = 0, eps = 4 (measured / closed form)",
@@ -379,15 +398,17 @@ def page(table: pd.DataFrame, crossings: pd.DataFrame, args, seconds: float, rec
         ).pivot(index=key, columns="oracle", values="cell")
         if title != "eps = 4":
             lines += ["", f"## n Var(f_hat) at f = 0, {title} (measured / closed form)", ""]
-        lines.append(markdown_table(pivot[list(table.oracle.unique())]))
+        lines.append(markdown_table(pivot[list(table.oracle.unique())].fillna("not run")))
     lines += [
         "",
         "## z-scores (measured - expected) / SE, empty half | populated half",
         "",
         markdown_table(
-            table.assign(z=[f"{a:+.2f} / {b:+.2f}" for a, b in zip(table.empty_z, table.populated_z)]).pivot_table(
-                index=["epsilon", "d"], columns="oracle", values="z", aggfunc="first"
-            )[list(table.oracle.unique())]
+            table.assign(z=[f"{a:+.2f} / {b:+.2f}" for a, b in zip(table.empty_z, table.populated_z)])
+            .pivot_table(index=["epsilon", "d"], columns="oracle", values="z", aggfunc="first")[
+                list(table.oracle.unique())
+            ]
+            .fillna("not run")
         ),
         "",
         "## GRR / OLH crossover",

@@ -11,7 +11,15 @@ import pandas as pd
 import pytest
 from scipy.stats import poisson
 
-from scripts.frequency_variance import RECHECK_FACTOR, measure, poisson_tail, recheck, standard_error
+from scripts.frequency_variance import (
+    RECHECK_FACTOR,
+    grid_cells,
+    measure,
+    not_run_lines,
+    poisson_tail,
+    recheck,
+    standard_error,
+)
 
 
 def test_standard_error_of_heavy_tailed_errors_uses_their_kurtosis():
@@ -58,3 +66,17 @@ def test_recheck_reruns_only_flagged_cells_from_an_independent_seed_with_more_re
     assert rechecked.empty_z.iloc[0] != pytest.approx(rows[0]["empty_z"])  # an independent seed
     kept = recheck(table, 2000, 3, done=rechecked, log=lambda line: None)
     assert kept.equals(rechecked)
+
+
+def test_the_page_names_the_grid_cells_not_run():
+    table = pd.DataFrame({"oracle": ["cms"] * 2, "epsilon": [4.0, 0.5], "d": [16384, 1024]})
+    (line, _) = not_run_lines(table)
+    assert line.count("eps ") == len(grid_cells()) - 2 and "eps 4, d 4;" in line and "d 16384" not in line
+    assert (
+        not_run_lines(
+            pd.DataFrame(
+                {"oracle": ["grr"] * 22, "epsilon": [c[0] for c in grid_cells()], "d": [c[1] for c in grid_cells()]}
+            )
+        )
+        == []
+    )
