@@ -11,11 +11,11 @@ oracle of ldpfed's registry (histogram encoding on Laplace is SHE) is run on use
 the first half of the d categories, so that
 - the empty half (f = 0) measures Wang et al.'s closed form (their per-oracle formulas drop the f
   term; for Hadamard response and subset selection it is Theorem 2 with the mechanism's nominal p, q;
-  HCMS has no closed form there and is compared with its exact variance);
+  HCMS and CMS have no closed form there and are compared with their exact variances);
 - the populated half (f = 2/d) measures the exact variance (Theorem 2 with the realized p, q and f;
   `FrequencyOracle.variance`).
 Per (oracle, eps, d): R = ceil(pooled / (d/2)) repetitions of n users (fresh noise, and for HCMS
-fresh public hash functions), each estimated chunk by chunk (`estimate_in_chunks`).
+and CMS fresh public hash functions), each estimated chunk by chunk (`estimate_in_chunks`).
 
 Standard error (one half, m = R d/2 squared errors, true frequencies known): the errors have
 variance V in the half and correlation |rho| <= 1/(d-1) between categories (fixed-size reports: GRR,
@@ -370,9 +370,12 @@ def page(table: pd.DataFrame, crossings: pd.DataFrame, args, seconds: float, rec
         "`--oracles`, `--skip-crossover` and `--resume` into one `--out`, and `--page-only` writes this page "
         "from their tables).",
         "",
-        "HCMS's expected value is its exact variance over the client's noise and the public hash draw: at small d "
-        "(concentrated data) its hash-collision term n sum f^2 / (s m) adds to the one-bit noise "
-        "((e^eps + 1)/(e^eps - 1))^2 (s = 256 hash functions, m = 1024 columns).",
+        "HCMS's and CMS's expected values are their exact variances over the client's noise and the public hash "
+        "draw (checked by enumerating every hash draw and report on a small prime: "
+        "tests/test_frequency_sketch_variance_exact.py): at small d (concentrated data) the hash-collision term "
+        "~n sum f^2 / (s m) adds to the noise, ((e^eps + 1)/(e^eps - 1))^2 for HCMS's one bit and "
+        "e^(eps/2)/(e^(eps/2) - 1)^2 for CMS's row (s = 256 hash functions, m = 1024 columns). CMS and SUE were "
+        "measured with `--oracles cms,sue --resume` (CMS reports 1,024 bits a user: ~10^8 bits a repetition).",
         "",
         __doc__.split("\n\n", 2)[2].split("\n\nThe GRR/OLH")[0],
         "",
