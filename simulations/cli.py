@@ -11,6 +11,7 @@ is written to config.toml and, under `flwr run`, read by the server.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import inspect
 from collections.abc import Callable
@@ -288,7 +289,7 @@ def simulate(
     named_path(flags["out"])  # `--out ""` is an error here; `out = ""` in a config file means no files
     header = flags["header"]
     flags["header"] = None if header is None else "yes" if header else "no"  # data.header (ldpfed.config.HEADERS)
-    from ldpfed.tasks import planned_config, preflight, resolve
+    from ldpfed.tasks import layout, planned_config, preflight, resolve
 
     config = resolve(config_file, flags)
     _check_task_flags(config.run.task, flags)
@@ -297,9 +298,7 @@ def simulate(
     if root is not None and config.run.fresh_noise:
         raise LDPValueError("--noise-seed and --fresh-noise exclude each other (fresh noise is never recorded)")
     from ldpfed.protocols.recorder import output_dir
-    from simulations.federation import Interrupted, run
-    from simulations.progress import RoundProgress
-    from simulations.runner import cluster_address
+    from simulations.runner import RayStart, cluster_address
     from simulations.stopping import sigint_ignored_notice
 
     cluster_address(config)  # ray-address auto without RAY_ADDRESS: an error before anything is written
@@ -308,6 +307,24 @@ def simulate(
     notice = sigint_ignored_notice()
     if notice:
         error_console.print(notice, highlight=False, soft_wrap=True, markup=False)
+    if config.privacy.trust != "local":
+        _simulate(config, output, root, verbose, json_output, round_budget)
+        return
+    config, described = preflight(config)  # reads the data: users and dims of a file come from it
+    if described:
+        error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
+    # the last check passed: Ray's start begins here, before Flower's runtime is imported
+    # (simulations.federation) and the run makes its clients' secrets (canaries change the nodes)
+    nodes = layout(config).nodes if config.training.canaries == 0 else 0
+    with RayStart.ahead(config, nodes, verbose) if nodes else contextlib.nullcontext():
+        _simulate(config, output, root, verbose, json_output, round_budget)
+
+
+def _simulate(config, output, root, verbose: bool, json_output: bool, round_budget) -> None:
+    """The run of `simulate` once its options and data are checked (local trust: preflight done)."""
+    from simulations.federation import Interrupted, run
+    from simulations.progress import RoundProgress
+
     try:
         if config.privacy.trust != "local":
             from simulations.progress import TrustProgress
@@ -320,9 +337,6 @@ def simulate(
             _say_if_not_saved(output)
             _report_audit(summary)
             return
-        config, described = preflight(config)  # reads the data: users and dims of a file come from it
-        if described:
-            error_console.print(f"data: {described}", highlight=False, soft_wrap=True, markup=False)
         progress = RoundProgress(config)
         summary = run(config, progress, output=output, verbose=verbose, noise_seed=root)
         spare_the_exit()

@@ -74,6 +74,8 @@ TASK_MODULES = {
 }
 DATA_MODULES = {"digits": ("sklearn.datasets",)}
 POLL_SECONDS = 0.2  # how often a wait for a cluster looks at the run's stop request and its deadline
+# A local Ray begun ahead of the run that takes it over (`RayStart.ahead`, `RayStart.begin_for`).
+_AHEAD: list[RayStart] = []
 
 
 class RayUnreachable(LDPValueError):
@@ -343,13 +345,38 @@ class RayStart:
 
     @classmethod
     def begin_for(cls, config: Config, nodes: int, verbose: bool = False) -> RayStart | None:
-        """Ray for a run of `nodes` Flower nodes, begun now (a cluster's address probed first); None
-        when Ray already runs in this process (used as it is)."""
+        """Ray for a run of `nodes` Flower nodes: the start begun ahead for the same backend
+        (`ahead`), else one begun now (a cluster's address probed first); None when Ray already runs
+        in this process (used as it is). A start begun ahead for another backend is closed first."""
+        backend = backend_config(config, verbose, nodes=nodes)
+        while _AHEAD:
+            launch = _AHEAD.pop()
+            if launch.backend == backend and launch.verbose == verbose:
+                return launch
+            launch.close()
         if ray_running():
             return None
-        launch = cls(backend_config(config, verbose, nodes=nodes), verbose, config.federation.ray_timeout)
+        launch = cls(backend, verbose, config.federation.ray_timeout)
         launch.begin()
         return launch
+
+    @classmethod
+    @contextlib.contextmanager
+    def ahead(cls, config: Config, nodes: int, verbose: bool = False):
+        """A local Ray begun now for the run inside the block, whose `begin_for` takes it over: its
+        start (seconds of process starts, and the nodes' imports in the workers it starts) then
+        overlaps what the run does before it asks for Ray (importing Flower's runtime, reading the
+        data, making the clients' secrets). Only for a run under Flower on a Ray of its own; a start
+        the run did not take over (it failed before, or asked for another backend) is closed at the
+        block's end."""
+        own = config.run.engine == "flower" and not config.federation.ray_address and not ray_running()
+        if own:
+            _AHEAD.append(cls.begin_for(config, nodes, verbose))
+        try:
+            yield
+        finally:
+            while _AHEAD:
+                _AHEAD.pop().close()
 
     @property
     def address(self) -> str | None:
