@@ -116,3 +116,29 @@ def test_nodes_replying_in_any_order_join_without_copying_their_blocks():
     for row in np.concatenate(blocks):
         expected = expected + row
     assert np.array_equal(joined.total("t", 2), expected)
+
+
+@pytest.mark.parametrize("partitions", [range(40, 90), [3, 4, 5, 6], [5, 2, 9], [7], []])
+def test_a_round_request_lists_a_nodes_partitions_or_their_range(partitions):
+    from wire.records import PARTITION_RANGE, node_round_record, read_node_round
+
+    record = node_round_record(4, {"x": np.arange(3.0)}, partitions)
+    server_round, broadcast, read = read_node_round(record)
+    assert server_round == 4 and list(read) == list(partitions) and np.array_equal(broadcast["x"], np.arange(3.0))
+    consecutive = len(partitions) > 1 and list(partitions) == list(range(partitions[0], partitions[-1] + 1))
+    assert (PARTITION_RANGE in record["config"]) is consecutive and isinstance(read, range) is consecutive
+
+
+def test_the_strategy_groups_a_rounds_partitions_by_node_as_a_loop_over_them_would():
+    from server.strategy import LDPStrategy
+
+    rng = np.random.default_rng(4)
+    strategy = LDPStrategy(None, clients=30)
+    strategy.nodes = {pid: [2**63 + 5, 17, 9][pid % 3] for pid in range(30)}  # Flower's node ids: any 64 bits
+    for partitions in (range(30), rng.permutation(30)[:11].tolist(), []):
+        expected: dict[int, list[int]] = {}
+        for pid in partitions:
+            expected.setdefault(strategy.nodes[pid], []).append(pid)
+        grouped = strategy._grouped(partitions)
+        assert {node: pids.tolist() for node, pids in grouped.items()} == expected
+        assert strategy._hosts(partitions) == set(expected)

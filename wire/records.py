@@ -80,18 +80,30 @@ def read_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray]]:
 
 
 PARTITIONS, CLIENT_IDS, FAILURES, SUMMED = "partitions", "client-ids", "failures", "summed"
+PARTITION_RANGE = "partition-range"  # [first, stop): the sampled partitions when they are consecutive
 
 
-def node_round_record(server_round: int, broadcast: dict[str, np.ndarray], partitions: list[int]) -> RecordDict:
-    """The round's broadcast to a node, with the partition ids of its clients sampled this round."""
+def node_round_record(server_round: int, broadcast: dict[str, np.ndarray], partitions) -> RecordDict:
+    """The round's broadcast to a node, with the partition ids of its clients sampled this round:
+    ascending consecutive ids (a node's whole block, every round without a budget) as their range,
+    two ints, else their list."""
     record = round_record(server_round, broadcast)
-    record[CONFIG][PARTITIONS] = [int(pid) for pid in partitions]
+    ids = np.asarray(partitions, dtype=np.int64)
+    if ids.size > 1 and _consecutive(ids):
+        record[CONFIG][PARTITION_RANGE] = [int(ids[0]), int(ids[-1]) + 1]
+    else:
+        record[CONFIG][PARTITIONS] = ids.tolist()
     return record
 
 
-def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], list[int]]:
+def read_node_round(record: RecordDict) -> tuple[int, dict[str, np.ndarray], list[int] | range]:
+    """(round, broadcast, the node's sampled partition ids: a list, or a range when consecutive)."""
     server_round, arrays = read_round(record)
-    return server_round, arrays, [int(pid) for pid in record[CONFIG][PARTITIONS]]
+    config = record[CONFIG]
+    if PARTITION_RANGE in config:
+        first, stop = config[PARTITION_RANGE]
+        return server_round, arrays, range(int(first), int(stop))
+    return server_round, arrays, [int(pid) for pid in config[PARTITIONS]]
 
 
 SQUARES = "squares"  # ConfigRecord {column: the column it is the square of}, for columns not sent
