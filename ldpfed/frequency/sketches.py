@@ -107,6 +107,11 @@ class PublicHashSketch(FrequencyOracle):
         x = np.asarray(categories, dtype=np.int64)
         return (((a * ((x * x) % PRIME)) % PRIME + b * x + c) % PRIME) % self.columns
 
+    @cached_property
+    def category_buckets(self) -> np.ndarray:
+        """(hashes, k) h_j(d) of every hash row and category: the server's lookup, computed once."""
+        return self.hash_values(np.arange(self.hashes)[:, None], np.arange(self.k)[None, :])
+
     def describe(self) -> dict:
         return {**super().describe(), "hashes": self.hashes, "columns": self.columns, "seed": self.seed}
 
@@ -162,7 +167,7 @@ class HadamardCountMeanSketch(PublicHashSketch):
         j, l, b = self._checked(reports).T  # noqa: E741
         sketch = np.bincount(j * self.columns + l, weights=b, minlength=self.hashes * self.columns)
         transformed = walsh_hadamard(sketch.reshape(self.hashes, self.columns).T).T  # rows: S H_m
-        buckets = self.hash_values(np.arange(self.hashes)[:, None], np.arange(self.k)[None, :])
+        buckets = self.category_buckets
         return self.scale * np.take_along_axis(transformed, buckets, axis=1).sum(axis=0)
 
     def summed(self, reports) -> np.ndarray:
@@ -251,9 +256,12 @@ class CountMeanSketch(PublicHashSketch):
         return np.concatenate([j[:, None].astype(np.int16), bits.astype(np.int16)], axis=1)
 
     def _checked(self, reports) -> tuple[np.ndarray, np.ndarray]:
-        reports = check_report_rows(reports, 1 + self.columns, self.name, dtype=np.int64)
-        j, bits = reports[:, 0], reports[:, 1:]
-        if j.min() < 0 or j.max() >= self.hashes or not np.isin(bits, (0, 1)).all():
+        """(j as int64, the bits in the reports' own integer type): no int64 copy of the n x m bits."""
+        given = np.asarray(reports)
+        integer = given.dtype.kind in "iub"
+        reports = check_report_rows(given, 1 + self.columns, self.name, dtype=given.dtype if integer else np.int64)
+        j, bits = reports[:, 0].astype(np.int64), reports[:, 1:]
+        if j.min() < 0 or j.max() >= self.hashes or bits.min() < 0 or bits.max() > 1:
             raise LDPValueError(f"cms reports are rows (j, {self.columns} bits): j < {self.hashes}, bits 0/1")
         return j, bits
 
@@ -266,7 +274,7 @@ class CountMeanSketch(PublicHashSketch):
         j, bits = self._checked(reports)
         rows, columns = np.nonzero(bits)
         sketch = np.bincount(j[rows] * self.columns + columns, minlength=self.hashes * self.columns)
-        buckets = self.hash_values(np.arange(self.hashes)[:, None], np.arange(self.k)[None, :])
+        buckets = self.category_buckets
         hits = np.take_along_axis(sketch.reshape(self.hashes, self.columns), buckets, axis=1).sum(axis=0)
         flip = self._flip
         return self._unbiased((hits - j.size * flip) / (1.0 - 2.0 * flip), j.size)
