@@ -14,7 +14,10 @@ is spent against whom, and what must be trusted. Files: trust.csv, trust.json, t
 Wiring as `compare --task train`: ldpfed's compare finds this runner through the entry point
 `trust` of the group `ldpfed.compare_tasks`. The clients' noise root is the run seed (`--seed`), so
 a comparison is reproducible and the models see the same data and partition; it compares utility
-and makes no privacy statement of its own (every run's summary makes its own).
+and makes no privacy statement of its own (every run's summary makes its own). Since that root
+is a small integer a server could enumerate, every run is qualified as "private against a server
+that does not know the noise seed", and each row carries it (`privacy_qualification`): its figures
+against the server are those of a deployment whose clients draw their secrets (ldpfed.protocols.seeds).
 
 `--canaries M` (train): each run hosts M canary clients (ldpfed.protocols.canaries) where its trust
 model's harness can (local: the audit speaks to the server, from each client's privatized replies;
@@ -172,6 +175,9 @@ def _run(setting, base: dict, options: dict, seed: int, repeat: int, canaries: i
     row.update(figures(config, summary, setting.trust))
     row["must_be_trusted"] = get_class(setting.trust).trusted
     row["private_against_server"] = get_class(setting.trust).private_against_server
+    # the run's noise root is the run seed, which a server may guess: its figures hold only against a
+    # server that does not know it (the run's own qualification, carried so the row never claims more)
+    row["privacy_qualification"] = summary.get("privacy_qualification") or ""
     if canaries:
         row.update(audit_figures(summary, setting.trust))
         error_console.print(

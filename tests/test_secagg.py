@@ -165,6 +165,16 @@ def test_compare_trust_puts_secagg_beside_local_with_its_bits_per_value(tmp_path
     assert frame.loc["secagg", "epsilon_against_server"] == frame.loc["secagg", "epsilon_spent_run"]
 
 
+def test_compare_trust_rows_carry_the_runs_qualification(tmp_path):
+    """compare's noise root is the run seed, which a server could enumerate: a row that says
+    private against the server must carry the run's qualification (seeds.QUALIFIED), not claim more."""
+    args = "compare --trust secagg --users 400 --dims 2 --clients 4 --rounds 1 --engine local --epsilons 4"
+    result = CliRunner().invoke(app, [*args.split(), "--out", str(tmp_path / "cmp"), "--json"])
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(tmp_path / "cmp" / "trust.csv").iloc[0]
+    assert bool(row["private_against_server"]) and row["privacy_qualification"] == seeds.QUALIFIED
+
+
 def test_simulate_train_local_under_secagg(tmp_path):
     summary = _simulated(
         tmp_path, "--task train --trust secagg --engine local --clients 4 --rounds 1 --max-epsilon 8 --bits 20 --json"
