@@ -100,9 +100,20 @@ class SecAggNode:
     """A node's clients' side of the protocol (module docstring); `state`: a mapping of bytes and
     lists that outlives one message (the node's Context.state record)."""
 
-    def __init__(self, config: Config, plan: SecAggPlan, data_seed: int, secrets: dict[int, int] | None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        plan: SecAggPlan,
+        data_seed: int,
+        secrets: dict[int, int] | None,
+        keep_sums: bool = False,
+    ) -> None:
         self.config, self.plan, self.data_seed, self.secrets = config, plan, data_seed, secrets
         self.failing = config.failing_partitions
+        # a simulation's diagnostic (engine local, where the harness plays the world): {round: the
+        # integer sum of this node's encodings before the modulus}, to count the modular wraps; it
+        # never goes into a reply, and a Flower node keeps none
+        self.integer_sums: dict[int, np.ndarray] | None = {} if keep_sums else None
 
     def secret(self, pid: int, state) -> int:
         if self.secrets is not None:
@@ -177,7 +188,10 @@ class SecAggNode:
             return {IDS: []}, np.zeros((0, self.plan.ddg.padded_dims), dtype=np.int64), failures
         ddg, server_round = self.plan.ddg, request[SERVER_ROUND]
         rngs = [seeds.rng(canaries.noise_secret(self.secret(pid, state)), seeds.NOISE, server_round) for pid in pids]
-        encoded = ddg.encode_each(self.vectors(request, pids, state), request[ROTATION_SEED], rngs)
+        noisy = ddg.noisy_each(self.vectors(request, pids, state), request[ROTATION_SEED], rngs)
+        if self.integer_sums is not None:
+            self.integer_sums[server_round] = self.integer_sums.get(server_round, 0) + noisy.sum(axis=0)
+        encoded = ddg.wrap(noisy)
         graph = neighbours(request[PARTICIPANTS], request[GRAPH_SEED])
         shared = set(request[SHARED])
         publics = dict(zip(state["ids"], state["mask-keys"]))

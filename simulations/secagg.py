@@ -38,7 +38,15 @@ ACCOUNTED_AT = "each round at the number of shares actually summed (the survivin
 PRIVACY_UNIT = "per client: each simulated client masks and noises its own vector"
 THREAT_MODEL = (
     "semi-honest server, no collusion with t - 1 or more of a client's neighbours; the server sees masked "
-    "vectors and the modular sum only; a malicious server lying about dropouts is not covered"
+    "vectors and the modular sum only; a malicious server lying about dropouts is not covered; the accounted "
+    "eps assumes the server knows no client's noise share: a client colluding with it takes its share out "
+    "of the noise (the eps is then that of the shares it does not know)"
+)
+WRAPS = (
+    "coordinates where the modular sum wrapped (the decoder's [-m/2, m/2) misread the integer sum): counted "
+    "under --engine local, where the harness sums the clients' encodings before the modulus; not observable "
+    "under flower (the clients' values never leave their nodes): modular_headroom, max |sum| / (m/2) of the "
+    "decoded sum, is what the server sees of how close a round came"
 )
 LOCAL_NODE = 0  # engine local: one node hosting every client
 
@@ -53,6 +61,7 @@ class SecAggRun(TrustRun):
         self.engine = config.run.engine
         self.aborted: list[str] = []
         self.views: list[SecAggRound] = []  # engine local: every round's server view (tests)
+        self.integer_sums: dict | None = None  # engine local: the node's integer sums (SecAggNode.integer_sums)
         config = canaries.expanded(config)  # canary clients take part in the secure sum as any client
         start = tasks.of(config).secure_sum_start(config, world.data, world.server)
         config, dims, clip, self.weights = start["config"], start["dims"], start["clip"], start["weights"]
@@ -107,6 +116,11 @@ class SecAggRun(TrustRun):
             return
         ddg, summed = self.plan.ddg, len(result.survivors)
         total = ddg.decode(result.modular_sum, self.plan.rotation_seed(server_round))
+        integer_sum = self.integer_sums.pop(server_round, None) if self.integer_sums is not None else None
+        row.update(
+            modular_headroom=ddg.headroom(result.modular_sum),
+            modular_wraps=None if integer_sum is None else ddg.wraps(result.modular_sum, integer_sum),
+        )
         if self.weights is None:
             row["mse"] = float(np.mean((total / summed - self.truth) ** 2))
         else:
@@ -145,7 +159,8 @@ class SecAggRun(TrustRun):
         return make_secagg_client_app(self.config, self.plan, self.world.data, self.world.secrets)
 
     def execute_local(self, stop) -> None:
-        node = SecAggNode(self.config, self.plan, self.world.data, self.world.secrets)
+        node = SecAggNode(self.config, self.plan, self.world.data, self.world.secrets, keep_sums=True)
+        self.integer_sums = node.integer_sums
         state: dict = {}
 
         def exchange(stage: str, requests: dict) -> dict:
@@ -196,6 +211,11 @@ class SecAggRun(TrustRun):
             "budget_delta": config.delta_target,
             "fewest_shares_accounted": min((row["shares_accounted"] for row in summed), default=None),
             "clients_dropped_total": sum(row.get("clients_dropped", 0) for row in rows),
+            "modular_wraps_total": None
+            if self.integer_sums is None
+            else sum(row.get("modular_wraps") or 0 for row in summed),
+            "largest_modular_headroom": max((row["modular_headroom"] for row in summed), default=None),
+            "modular_wraps": WRAPS,
             "rounds_aborted": len(self.aborted),
             "abort_reasons": self.aborted,
             **quality,

@@ -15,6 +15,7 @@ from ldpfed.cli.main import app
 from ldpfed.planning.calibration import TotalBudget
 from ldpfed.planning.trust import equal_budget
 from ldpfed.protocols import seeds
+from ldpfed.protocols.ddgauss import DistributedDiscreteGaussian
 from ldpfed.protocols.mean import bound, tuples
 from ldpfed.protocols.secagg import cohort_means, degree, mask, mean_clip, neighbours, plan_for, threshold
 from ldpfed.tasks import resolve
@@ -95,6 +96,28 @@ def test_the_server_view_holds_masked_vectors_only():
     assert not np.array_equal(result.modular_sum, masked.sum(axis=0) % m)  # the masks do not cancel alone
 
 
+def test_wraps_are_the_coordinates_whose_integer_sum_leaves_the_decoders_range():
+    """Twelve clients' aligned vectors at 6 bits overflow [-32, 32) in some coordinates: the count is
+    the coordinates whose sum, in Python integers, lies outside it; the decoder reads them wrongly."""
+    ddg = DistributedDiscreteGaussian(dims=8, clip=1.0, gamma=0.02, local_stddev=0.02, bits=6)
+    rngs = [np.random.default_rng(seed) for seed in range(12)]
+    noisy = ddg.noisy_each(np.tile(np.linspace(-0.5, 0.5, 8), (12, 1)), 3, rngs)
+    sums = [sum(int(value) for value in column) for column in noisy.T]
+    outside = sum(not -32 <= total < 32 for total in sums)
+    modular = ddg.aggregate(ddg.wrap(noisy))
+    assert outside > 0 and ddg.wraps(modular, noisy.sum(axis=0)) == outside
+    assert ddg.headroom(modular) <= 1.0
+
+
+def test_a_rounding_that_cannot_meet_the_bound_sends_nothing():
+    """The conditional rounding gives up with an error (the client's node fails the message and the
+    round is accounted at the survivors), never with a vector above the accounted norm bound."""
+    ddg = DistributedDiscreteGaussian(dims=8, clip=1.0, gamma=0.05, local_stddev=0.1, bits=16)
+    ddg.__dict__["_squared_bound"] = 0  # no nonzero rounded vector fits
+    with pytest.raises(LDPValueError, match="conditional rounding failed"):
+        ddg.encode_each(np.full((2, 8), 0.3), 1, [np.random.default_rng(0), np.random.default_rng(1)])
+
+
 def test_a_round_aborts_when_too_few_neighbours_survive():
     config = _config(clients=6, fail="0,1,2,3")
     with pytest.raises(SecAggAborted, match="threshold"):
@@ -136,6 +159,8 @@ def test_simulate_exits_2_with_one_line_on_too_few_bits(tmp_path):
 def test_simulate_mean_local_with_a_dropout_accounts_the_survivors(tmp_path):
     args = "--task mean --trust secagg --engine local --clients 8 --rounds 2 --max-epsilon 4 --fail-clients 5 --json"
     summary = _simulated(tmp_path, args)
+    # the modular clip is reported: no wrap at 16 bits (4 standard deviations of the sum fill the modulus)
+    assert summary["modular_wraps_total"] == 0 and 0 < summary["largest_modular_headroom"] < 1
     assert summary["fewest_shares_accounted"] == 7 and summary["clients_dropped_total"] == 2
     assert summary["epsilon_spent_max_per_client"] > summary["planned_epsilon"]  # 7 shares: less noise than 8
     assert summary["bits_per_value"] == 16 and "zero-out" in summary["adjacency"]

@@ -177,8 +177,13 @@ class DistributedDiscreteGaussian:
     def encode_each(self, vectors, rotation_seed, rngs) -> np.ndarray:
         """One row per client, each rounded and noised from the client's own generator in `rngs`
         (a node simulating many clients: each masks its own vector, so the claim is per client);
-        row i equals `encode(vectors[i], rotation_seed, rngs[i])`. The rotation is one array
-        operation; the loop is over generators, which no array operation spans."""
+        row i equals `encode(vectors[i], rotation_seed, rngs[i])`."""
+        return self.wrap(self.noisy_each(vectors, rotation_seed, rngs))
+
+    def noisy_each(self, vectors, rotation_seed, rngs) -> np.ndarray:
+        """`encode_each` before the reduction modulo m: each client's rounded vector plus its share,
+        int64 (rows, D) (what a simulation sums to count the modular wraps). The rotation is one
+        array operation; the loop is over generators, which no array operation spans."""
         scaled = self._scaled(vectors, rotation_seed)
         if len(rngs) != scaled.shape[0]:
             raise LDPValueError(f"encode_each needs one generator per row, got {len(rngs)} for {scaled.shape[0]} rows")
@@ -186,8 +191,16 @@ class DistributedDiscreteGaussian:
         out = np.empty(scaled.shape, dtype=np.int64)
         for row, rng in enumerate(rngs):
             rounded = self._conditional_round(scaled[row : row + 1], rng)
-            out[row] = self.wrap(rounded + self.shares(1, rng))[0]
+            out[row] = (rounded + self.shares(1, rng))[0]
         return out
+
+    def wraps(self, modular_sum, integer_sum) -> int:
+        """Coordinates where the decoder's [-m/2, m/2) misreads the true integer sum (a modular wrap)."""
+        return int(np.count_nonzero(self.centered(modular_sum) != np.asarray(integer_sum, dtype=np.int64)))
+
+    def headroom(self, modular_sum) -> float:
+        """max |centered sum| / (m/2): what the server can see of how close the sum came to a wrap."""
+        return float(np.max(np.abs(self.centered(modular_sum)))) / (self.modulus // 2)
 
     def wrap(self, integers) -> np.ndarray:
         """Reduction modulo m into [0, m)."""
