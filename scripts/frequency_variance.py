@@ -276,12 +276,14 @@ def figure(table: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, rows in table.groupby("oracle", sort=False):
+    markers = "os^Dv"  # with 10 colours: 50 oracles told apart
+    for index, (name, rows) in enumerate(table.groupby("oracle", sort=False)):
         by_d = rows[rows.epsilon == GRID_EPSILON].sort_values("d")
         by_e = rows[rows.d == GRID_DIMENSION].sort_values("epsilon")
-        line = axes[0].plot(by_d.d, by_d.empty_measured * by_d.n, "o", label=name)[0]
+        marker = markers[index // 10 % len(markers)]
+        line = axes[0].plot(by_d.d, by_d.empty_measured * by_d.n, marker, label=name)[0]
         axes[0].plot(by_d.d, by_d.empty_expected * by_d.n, "-", color=line.get_color(), alpha=0.6)
-        axes[1].plot(by_e.epsilon, by_e.empty_measured * by_e.n, "o", color=line.get_color(), label=name)
+        axes[1].plot(by_e.epsilon, by_e.empty_measured * by_e.n, marker, color=line.get_color(), label=name)
         axes[1].plot(by_e.epsilon, by_e.empty_expected * by_e.n, "-", color=line.get_color(), alpha=0.6)
     axes[0].set(xscale="log", yscale="log", xlabel="d", ylabel="n Var(f_hat) at f = 0", title="eps = 4")
     axes[1].set(yscale="log", xlabel="eps", title="d = 2^10")
