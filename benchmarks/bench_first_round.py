@@ -8,7 +8,9 @@ Each run is `ldpfed simulate` in a fresh process (as a user runs it, with a Ray 
 every count in `--busy` (default 0,2) with that many CPU-bound processes (`python -c 'while True:
 pass'`) started beside it and stopped, by PID, after it. Reported per run, in seconds since the
 process was started, from the arrival of its stderr lines (simulations.progress):
-- `started`: "starting Ray..." (Python's imports, the data, the preflight);
+- `started`: "starting Ray..." (Python's imports, the data, the preflight, the server half);
+- `ray_begun`: Ray's first process (the GCS server) seen in the run's process tree: Ray's start
+  begins before "starting Ray..." (once the preflight has passed) in code that begins it ahead;
 - `ray_up`: "Ray up" (Ray's processes; the server half is built meanwhile);
 - `nodes_up`: "K of K nodes up" (the nodes' Ray actors started, Flower and the ClientApp imported);
 - `round_1`: "round 1:" (the nodes built, round 1 run and recorded): the time to the first round;
@@ -16,9 +18,10 @@ process was started, from the arrival of its stderr lines (simulations.progress)
 - `cpu to r1`, `cpu`: CPU seconds of the run's whole process tree (driver, Ray's services, the
   nodes' workers; `TreeCpu`) up to "round 1:" and in all: on a shared machine the wall figures move
   with the other work, these much less.
-The table shows the steps as differences (imports, Ray, nodes, round 1), and `budget`: the time to
-round 1 over 3 steady rounds plus Ray's start (the Ray step), at most 1 when the start-up costs no
-more than that. Code from before the
+The table shows the steps as differences (imports, Ray, nodes, round 1; Ray from `started`, as
+the log lines give it), `ray start` (`ray_up` - `ray_begun`: Ray's own start, however early it
+begins), and `budget`: the time to round 1 over 3 steady rounds plus Ray's start (`ray start`; the
+Ray step where no GCS was seen), at most 1 when the start-up costs no more than that. Code from before the
 start-up lines existed reports `started`, `round_1` and `exit` only. `--checkout DIR` runs another
 checkout's code (its directory first on PYTHONPATH) alternately with this one, so that both see the
 same load. Numbers are reported, never asserted; the 1-minute load average is printed with them.
@@ -75,11 +78,14 @@ def one_run(checkout: Path, options: list[str], out: Path) -> dict:
                     cpu.mark(step)
         code = process.wait()
     ended = time.monotonic() - start
+    if "gcs_server" in cpu.first_seen:
+        marks["ray_begun"] = cpu.first_seen["gcs_server"] - start
     if code != 0:
         raise SystemExit(f"error: {' '.join(command)} exited {code}:\n{''.join(lines)[-2000:]}")
     seconds = pd.read_csv(out / "metrics.csv")["seconds"].to_numpy(float)
     return {
         **{step: marks.get(step) for step in STEPS},
+        "ray_begun": marks.get("ray_begun"),
         "exit": ended,
         "steady": float(statistics.median(seconds[1:])) if len(seconds) > 1 else None,
         "cpu": cpu.total(),
@@ -91,12 +97,14 @@ def one_run(checkout: Path, options: list[str], out: Path) -> dict:
 class TreeCpu:
     """CPU seconds (user + system) of a process and its descendants (Ray's services and workers,
     which the run's process does not reap: rusage misses them), sampled from /proc every
-    `interval` s in a thread: each process' last reading, summed; `mark(step)` records the sum then."""
+    `interval` s in a thread: each process' last reading, summed; `mark(step)` records the sum then;
+    `first_seen` {process name: monotonic time it was first sampled}."""
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
         self.pid, self.interval = pid, interval
         self.seen: dict[int, float] = {}
         self.marks: dict[str, float] = {}
+        self.first_seen: dict[str, float] = {}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -115,9 +123,11 @@ class TreeCpu:
     def read(self) -> None:
         for member in tree(self.pid):
             try:
-                fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+                name, fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)
+                name, fields = name.partition("(")[2], fields.split()
             except (OSError, IndexError):
                 continue
+            self.first_seen.setdefault(name, time.monotonic())
             self.seen[member] = (int(fields[11]) + int(fields[12])) / TICKS
 
     def total(self) -> float:
@@ -139,20 +149,27 @@ def simulate_options(args) -> list[str]:
     return options
 
 
+def ray_start(row: dict) -> float | None:
+    """Ray's own start: from its first process (else from "starting Ray...") to "Ray up"."""
+    begun = row.get("ray_begun") if row.get("ray_begun") is not None else row["started"]
+    return None if None in (begun, row["ray_up"]) else row["ray_up"] - begun
+
+
 def budget(row: dict) -> float | None:
     """Time to round 1 over (3 steady rounds + Ray's start); None without the marks."""
-    if None in (row["round_1"], row["steady"], row["ray_up"], row["started"]):
+    if None in (row["round_1"], row["steady"], ray_start(row)):
         return None
-    return row["round_1"] / (3 * row["steady"] + row["ray_up"] - row["started"])
+    return row["round_1"] / (3 * row["steady"] + ray_start(row))
 
 
 def steps(row: dict) -> list[str]:
-    """imports, Ray, nodes, round 1 (differences of the marks), time to round 1, exit, steady, budget."""
+    """imports, Ray, nodes, round 1 (differences of the marks), Ray's start, time to round 1, exit,
+    steady, budget."""
     marks = [row[step] for step in STEPS]
     differences = [None if b is None or a is None else b - a for a, b in zip([0.0, *marks[:-1]], marks)]
     if row["ray_up"] is None:  # code without the start-up lines: imports, then all of it to round 1
         differences = [row["started"], None, None, None]
-    cells = [*differences, row["round_1"], row["exit"], row["steady"], budget(row)]
+    cells = [*differences, ray_start(row), row["round_1"], row["exit"], row["steady"], budget(row)]
     cells += [row.get("cpu_round_1"), row.get("cpu")]
     return ["-" if value is None else f"{value:.2f}" for value in cells]
 
@@ -179,7 +196,8 @@ def main() -> None:
         print(json.dumps({"stamp": run_stamp(), "simulate": options, "runs": rows}, indent=2))
         return
     print(f"{run_stamp()} simulate {' '.join(options)}")
-    header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "to round 1", "exit", "steady", "budget"]
+    header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "ray start", "to round 1", "exit"]
+    header += ["steady", "budget"]
     header += ["cpu to r1", "cpu"]
     header.append("load")
     print(" ".join(f"{title:>10}" for title in header))
