@@ -21,6 +21,13 @@ steady (with R < 4 the median is of rounds 2..R). The protocol round is the same
 harness's seeds and the clients' secrets (`World.from_config`) and `nodes_s` building every node
 (data, failures, premixed secrets). `--one-by-one` times a protocol round with each node's
 clients answering client after client (`ClientsNode.one_by_one`, the path before batching).
+
+The output work (`writing_*`, see `timed_writes`) is all of the Recorder's work and every other
+write, on both clocks; `file_writes_*` the file writes alone (the measure used before). Measured
+2026-11-29 at load 8.5-11, 8 rounds: mean (first in its process, so it pays pandas' and
+matplotlib's imports, 0.34 s and 0.45 s of CPU) 69-70% of the run's CPU (before the figure's
+rework 73%); frequency (imports paid) 10.3-10.7% (before 15.4%), its figure built in 0.07-0.09 s
+instead of 0.31-0.37 s (docs/results/scale.md).
 """
 
 from __future__ import annotations
@@ -55,19 +62,37 @@ def config_for(task: str, clients: int, dims: int, rounds: int, out: str, mechan
 
 
 def timed_writes():
-    """Patch OutputDir.write to add up its seconds, and the writing of each file by name (the
-    manifest too); returns ([total], {name: seconds})."""
+    """Patch the run's output work to add up its seconds on the wall and the CPU clock: all of the
+    Recorder's per-round and end-of-run work (`add_round`, `finish`: rendering metrics.csv,
+    privacy.csv, privacy_entries.csv and privacy.json from the ledger, building the figure, with
+    matplotlib's import on its first use in a process, and writing every file) and any
+    `OutputDir.write` outside it (config.toml, noise_secret, the manifest). Also the seconds of
+    each file's write by name and of building the figure ("plot.png (figure)"), for the
+    breakdown; the writes alone (`file_writes_s`: `write_content`, what this benchmark counted
+    before the rendering, the figure and the imports were included) are summed from it.
+    Returns ([wall, CPU], {name: wall seconds})."""
     import ldpfed.outputs as outputs
+    import ldpfed.protocols.recorder as recorder
 
-    spent, by_file = [0.0], {}
-    real_write, real_content = outputs.OutputDir.write, outputs.write_content
+    spent, by_file, depth = [0.0, 0.0], {}, [0]
 
-    def write(self, files):
-        start = time.perf_counter()
-        try:
-            return real_write(self, files)
-        finally:
-            spent[0] += time.perf_counter() - start
+    def clocked(function, name=None):
+        def wrapper(*args, **kwargs):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            depth[0] += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:  # the outermost output call: counted once
+                    spent[0] += time.perf_counter() - start
+                    spent[1] += time.process_time() - start_cpu
+                if name is not None:
+                    by_file[name] = by_file.get(name, 0.0) + time.perf_counter() - start
+
+        return wrapper
+
+    real_content = outputs.write_content
 
     def write_content(path, content, *, suffix=None):
         start = time.perf_counter()
@@ -78,10 +103,15 @@ def timed_writes():
             name = next((known for known in KNOWN if known in name), name)
             by_file[name] = by_file.get(name, 0.0) + time.perf_counter() - start
 
-    outputs.OutputDir.write, outputs.write_content = write, write_content
+    recorder.Recorder.add_round = clocked(recorder.Recorder.add_round)
+    recorder.Recorder.finish = clocked(recorder.Recorder.finish, "finish (all)")
+    recorder.plot_rounds = clocked(recorder.plot_rounds, "plot.png (figure)")
+    outputs.OutputDir.write = clocked(outputs.OutputDir.write)
+    outputs.write_content = write_content
     return spent, by_file
 
 
+COMPOSITE = ("plot.png (figure)", "finish (all)")  # breakdown entries that are not one file's write
 KNOWN = (
     "metrics.csv",
     "privacy_entries.csv",
@@ -183,9 +213,9 @@ def run_task(task: str, args) -> dict:
         before, before_cpu = baseline(config)
         writes, by_file = timed_writes()
         marks = round_cpu()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         run(config, noise_seed=1)
-        total = time.perf_counter() - start
+        total, total_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         after, after_cpu = baseline(config)  # before and after the run: the same load on both sides
         import pandas as pd
 
@@ -207,6 +237,11 @@ def run_task(task: str, args) -> dict:
         "run_s": total,
         "writing_s": writes[0],
         "writing_share": writes[0] / total,
+        "file_writes_s": (files := sum(v for k, v in by_file.items() if k not in COMPOSITE)),
+        "file_writes_share": files / total,
+        "run_cpu_s": total_cpu,
+        "writing_cpu_s": writes[1],
+        "writing_share_cpu": writes[1] / total_cpu,
         "writing_by_file_s": ",".join(f"{name}:{seconds:.3f}" for name, seconds in sorted(by_file.items())),
     }
     protocol, built = protocol_rounds(config, args.rounds)
