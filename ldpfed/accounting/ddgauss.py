@@ -103,12 +103,14 @@ def sum_inflation(share_steps: float, shares: int) -> float:
 @dataclass(frozen=True)
 class ShareSampler(_Proposal):
     """ldpfed's discrete Gaussian proposal and acceptance (ldpfed.samplers.discrete_gaussian) for
-    any s > 0: the acceptance rate Z = e^-c sum_n e^(-n^2/2s^2) / (4L) is summed exactly (the
-    parent's closed form needs s >= 10). Z sizes the batches of attempts and the float slack's
+    any s > 0: the acceptance rate Z = e^-c sum_n e^(-n^2/2s^2) / (4L) is summed exactly below
+    s = 10, where the parent's closed form does not hold. Z sizes the batches of attempts and the float slack's
     2^-53 / Z term; the law is the same."""
 
     @cached_property
     def acceptance(self) -> float:
+        if self.sigma >= 10.0:  # the closed form is exact to double precision (and any s is summed in O(1))
+            return super().acceptance
         bound = math.ceil(40.0 * self.sigma) + 40  # the terms beyond are below e^-800
         n = np.arange(-bound, bound + 1, dtype=float)
         total = float(np.sum(np.exp(-(n * n) / (2.0 * self.sigma**2))))
