@@ -6,17 +6,19 @@ apps here). The ServerApp runs in a thread of this process, so its per-round cal
 the progress display; ClientApps (one per Flower node, each hosting a cohort of clients) run in Ray
 actors with `cpus-per-client` CPUs and `gpus-per-node` GPUs each, on at most `cpus` CPUs (0 = all).
 
-Ray is started before Flower's runtime (which then finds it running), as Flower's `RayBackend`
-would start it, in a thread that blocks SIGINT (`RayStart`): the harness's stop request
-(simulations.stopping) takes both signals. The harness begins that start before it builds
-its server half (`RayStart.begin_for`), so the two overlap. Without `ray-address` the run starts a
-Ray of its own (`address="local"`), whatever else runs on the machine: a cluster that `ray start`
-registered (its `ray_current_cluster` file) or that RAY_ADDRESS names is left alone. With
-`ray-address` the run joins an existing Ray cluster instead (`cluster_address`), after a TCP probe
-of its address, and fails in one line when no cluster answers within `ray-timeout` seconds (ray.init
-itself retries for ever); Flower then places one actor per `cpus-per-client` CPUs (and
-`gpus-per-node` GPUs) of each of the cluster's nodes. Ray is shut down (a cluster: this process
-disconnected) by Flower's runtime when it returns, once its threads have stopped waiting on Ray.
+Ray is started before Flower's runtime (which then finds it running), as Flower's `RayBackend` would
+start it, in a thread that blocks SIGINT (`RayStart`): the harness's stop request
+(simulations.stopping) takes both signals. `ldpfed simulate` begins that start as soon as its
+preflight has passed (`RayStart.ahead`), before it imports Flower's runtime and makes the clients'
+secrets and the server half, and the run takes it over (`RayStart.begin_for`), so they overlap.
+Without `ray-address` the run starts a Ray of its own (`address="local"`), whatever else runs on the
+machine: a cluster that `ray start` registered (its `ray_current_cluster` file) or that RAY_ADDRESS
+names is left alone. With `ray-address` the run joins an existing Ray cluster instead
+(`cluster_address`), after a TCP probe of its address, and fails in one line when no cluster answers
+within `ray-timeout` seconds (ray.init itself retries for ever); Flower then places one actor per
+`cpus-per-client` CPUs (and `gpus-per-node` GPUs) of each of the cluster's nodes. Ray is shut down
+(a cluster: this process disconnected) by Flower's runtime when it returns, once its threads have
+stopped waiting on Ray.
 
 Quiet by default: Flower's logger is raised to CRITICAL and everything written to the process'
 stderr file descriptor (Flower's tracebacks of failing clients, Ray's start-up lines and its
