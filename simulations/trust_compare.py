@@ -255,6 +255,9 @@ def secagg_noise(summary: dict) -> dict:
         "noise": f"discrete gaussian shares, {summary['bits_per_value']} bits per value",
         "noise_sd": sigma,
         "noise_sd_on_mean": sigma / math.sqrt(shares),
+        # the modular clip: coordinates that wrapped over the run (engine local) and the sum's headroom
+        "modular_wraps": summary.get("modular_wraps_total"),
+        "modular_headroom": summary.get("largest_modular_headroom"),
     }
 
 

@@ -198,6 +198,7 @@ def test_compare_trust_rows_carry_the_runs_qualification(tmp_path):
     assert result.exit_code == 0, result.output
     row = pd.read_csv(tmp_path / "cmp" / "trust.csv").iloc[0]
     assert bool(row["private_against_server"]) and row["privacy_qualification"] == seeds.QUALIFIED
+    assert row["modular_wraps"] == 0 and 0 < row["modular_headroom"] < 1  # the modular clip, reported
 
 
 def test_simulate_train_local_under_secagg(tmp_path):
