@@ -24,10 +24,10 @@ clients answering client after client (`ClientsNode.one_by_one`, the path before
 
 The output work (`writing_*`, see `timed_writes`) is all of the Recorder's work and every other
 write, on both clocks; `file_writes_*` the file writes alone (the measure used before). Measured
-2026-11-29 at load 8.5-11, 8 rounds: mean (first in its process, so it pays pandas' and
-matplotlib's imports, 0.34 s and 0.45 s of CPU) 69-70% of the run's CPU (before the figure's
-rework 73%); frequency (imports paid) 10.3-10.7% (before 15.4%), its figure built in 0.07-0.09 s
-instead of 0.31-0.37 s (docs/results/scale.md).
+2026-11-29 at load 5-9, 8 rounds, before and after the figure's rework and metrics.csv without
+pandas: mean (first in its process: it pays matplotlib's import, 0.45 s of CPU, and before,
+pandas', 0.34 s) 69-71% -> 60% of the run's CPU; frequency (second) 14% -> 9.2-9.4%
+(docs/results/scale.md).
 """
 
 from __future__ import annotations
