@@ -26,6 +26,9 @@ workers' output, which Ray forwards) goes to a temporary log file, whose tail is
 crashes; `log` receives its text when it is not empty (`simulate --out`: `DIR/flower.log`). The
 progress display writes to a duplicate of the original stderr. `verbose=True` leaves all of it on
 the terminal.
+
+Flower's runtime hands pushed messages to few nodes every few milliseconds instead of every 0.1 s
+(simulations.flower_pickup), where its loop is the audited one.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 
 from ldpfed.config import Config
 from ldpfed.validation import LDPValueError
+from simulations.flower_pickup import prompt_pickup
 from simulations.stopping import StopRequest
 
 QUIET_ENVIRONMENT = {
@@ -307,7 +311,8 @@ def _run_on_ray(
         if stop is None or not stop.requested:
             if progress is not None:
                 progress.ray_up(clients)
-            flower_run_simulation(server_app, client_app, clients, "ray", backend)
+            with prompt_pickup(clients):
+                flower_run_simulation(server_app, client_app, clients, "ray", backend)
 
 
 class RayStart:
