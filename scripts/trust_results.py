@@ -3,11 +3,12 @@ the grid of total budgets, for the mean task and for federated logistic regressi
 digits and mnist-5k. Each comparison writes trust.csv/json/png under results/trust/NAME/; the
 page's tables are read from them (`python scripts/trust_results.py --tables`).
 
-Training's secagg rows are predicted, not run (`ldpfed plan --trust secagg`, in this process:
-ldpfed.planning.trust_plan, written to results/trust/NAME/secagg_plan.csv by `python
-scripts/trust_results.py plans`): `simulate --task train --trust secagg` cannot clip the update to
-the L2 norm central clips it to (`--clip` is refused beside the default scalar mechanism there), so
-a run would clip at the default 0.05 and compare nothing. Their bits per value are the modulus's.
+Training's secagg rows are run one total at a time (`ldpfed compare --trust secagg --epsilons E`,
+written to results/trust/NAME/secagg-E/; `python scripts/trust_results.py --resume` skips the ones
+already written), at the central rows' L2 clip C = 1 (`compare --trust` passes --clip to secagg
+runs). A total not yet run shows `ldpfed plan --trust secagg`'s prediction instead, labelled
+"secagg (planned)" (ldpfed.planning.trust_plan, written to results/trust/NAME/secagg_plan.csv by
+`python scripts/trust_results.py plans`). Their bits per value are the modulus's.
 
 Sizes are chosen for a shared 2-core machine (every central run starts its own Ray: about a
 minute there): the mean task at 10,000 users x 10 dimensions (the default job's size, smaller than
@@ -40,13 +41,27 @@ RUNS = {
     },
 }  # fmt: skip
 ROOT = Path("results/trust")
-# the training comparisons, whose secagg rows are planned (module docstring): those run without secagg
+# the training comparisons, whose secagg rows run one total at a time (module docstring)
 PLANNED = tuple(name for name, run in RUNS.items() if "secagg" not in run[run.index("--trust") + 1])
+SECAGG = "secagg"
 
 
 def command(name: str) -> list[str]:
     return ["ldpfed", "compare", *RUNS[name], "--rounds", "5", "--epsilons", BUDGETS, "--delta", DELTA,
             "--seed", "0", "--out", str(ROOT / name), "--overwrite"]  # fmt: skip
+
+
+def secagg_dir(name: str, total: str) -> Path:
+    return ROOT / name / f"{SECAGG}-{total}"
+
+
+def secagg_command(name: str, total: str) -> list[str]:
+    """The secagg comparison of training run `name` at total eps `total` alone (its own directory,
+    so that an interrupted series resumes at the first total not written)."""
+    run = list(RUNS[name])
+    run[run.index("--trust") + 1] = SECAGG
+    return ["ldpfed", "compare", *run, "--rounds", "5", "--epsilons", total, "--delta", DELTA, "--seed", "0",
+            "--out", str(secagg_dir(name, total)), "--overwrite"]  # fmt: skip
 
 
 def plan_command(name: str, total: str) -> list[str]:
@@ -99,22 +114,44 @@ def tables() -> str:
         metric = "mse" if "mse" in frame else "final_accuracy"
         if "bits_per_value" not in frame:
             frame["bits_per_value"] = FLOAT_BITS[RUNS[name][RUNS[name].index("--task") + 1]]
-        planned = ROOT / name / "secagg_plan.csv"
         note = ""
-        if name in PLANNED and planned.exists():
-            frame = pd.concat([frame, _planned_rows(pd.read_csv(planned), metric)], ignore_index=True)
-            frame = frame.sort_values("total_epsilon", kind="stable")
-            note = (
-                "\n\nsecagg rows: predicted by `"
-                + " ".join(plan_command(name, "E"))
-                + '` (E the total eps; not run: see "Training under secagg" above).\n'
-            )
+        if name in PLANNED:
+            frame, note = _with_secagg(name, frame, metric)
+        if "modular_wraps" not in frame:  # runs made before compare reported the modular clip
+            frame["modular_wraps"] = float("nan")
         shown = frame[
             ["total_epsilon", "trust", "local_epsilon_per_round", metric, "noise_sd", "noise_sd_on_mean",
-             "epsilon_spent_run", "epsilon_against_server", "bits_per_value"]
+             "epsilon_spent_run", "epsilon_against_server", "bits_per_value", "modular_wraps"]
         ]  # fmt: skip
         parts.append(f"### {name}\n\n`{' '.join(command(name))}`\n\n{markdown(shown)}\n{note}")
     return "\n".join(parts)
+
+
+def _with_secagg(name: str, frame: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, str]:
+    """`frame` with training run `name`'s secagg rows: measured where its run at that total was
+    written, planned (labelled so) elsewhere; and the note under the table saying which."""
+    measured, planned_totals = [], []
+    for total in BUDGETS.split(","):
+        path = secagg_dir(name, total) / "trust.csv"
+        if path.exists():
+            measured.append(pd.read_csv(path))
+        else:
+            planned_totals.append(float(total))
+    parts = [frame, *measured]
+    plan = ROOT / name / "secagg_plan.csv"
+    if planned_totals and plan.exists():
+        rows = pd.read_csv(plan)
+        parts.append(_planned_rows(rows[rows["total_epsilon"].isin(planned_totals)], metric))
+    frame = pd.concat(parts, ignore_index=True).sort_values("total_epsilon", kind="stable")
+    note = "\n\nsecagg rows: `" + " ".join(secagg_command(name, "E")) + "` (E the total eps)."
+    if planned_totals:
+        totals = ", ".join(f"{total:g}" for total in planned_totals)
+        note += (
+            f" Not run at total {totals}: those rows are predicted by `"
+            + " ".join(plan_command(name, "E"))
+            + "`, labelled planned."
+        )
+    return frame, note + "\n"
 
 
 def _planned_rows(plan: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -141,17 +178,36 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def run(command_line: list[str]) -> None:
+    print(" ".join(command_line), flush=True)
+    code = subprocess.run(command_line, preexec_fn=_sigint_default).returncode
+    if code:  # the comparison said why (bad input: 2; stopped: 130, 143); the later ones are not run
+        print(f"stopped at {' '.join(command_line)} (exit {code})", file=sys.stderr)
+        sys.exit(code)
+
+
+def secagg_runs(names, resume: bool) -> None:
+    """The training comparisons' secagg rows, one total at a time (module docstring)."""
+    for name in names:
+        for total in BUDGETS.split(","):
+            if resume and (secagg_dir(name, total) / "trust.csv").exists():
+                continue
+            run(secagg_command(name, total))
+
+
 if __name__ == "__main__":
-    if "--tables" in sys.argv:
+    arguments = [argument for argument in sys.argv[1:] if argument != "--resume"]
+    resume = "--resume" in sys.argv
+    if "--tables" in arguments:
         print(tables())
-    elif sys.argv[1:] == ["plans"]:
+    elif arguments == ["plans"]:
         plans()
+    elif arguments[:1] == [SECAGG]:  # secagg [NAME...]: the training secagg rows only
+        secagg_runs(arguments[1:] or PLANNED, resume)
     else:
-        for name in sys.argv[1:] or RUNS:
-            print(" ".join(command(name)), flush=True)
-            code = subprocess.run(command(name), preexec_fn=_sigint_default).returncode
-            if code:  # the comparison said why (bad input: 2; stopped: 130, 143); the later ones are not run
-                print(f"stopped at {name} (exit {code})", file=sys.stderr)
-                sys.exit(code)
-        if not sys.argv[1:]:
+        for name in arguments or RUNS:
+            if not (resume and (ROOT / name / "trust.csv").exists()):
+                run(command(name))
+        if not arguments:
             plans()
+            secagg_runs(PLANNED, resume)
