@@ -38,13 +38,14 @@ def _config(clients: int = 12, fail: str = ""):
     return bound(resolve(None, {**FLAGS, "clients": clients, "fail_clients": fail}), seeds.data_seed(0))
 
 
-def _round(config, nodes: int = 3):
+def _round(config, nodes: int = 3, secrets=None):
     """One protocol round over `nodes` nodes through the wire records (as the local engine runs it)."""
+    secrets = SECRETS if secrets is None else secrets
     data_seed = seeds.data_seed(0)
     plan = plan_for(config, config.data.dims, mean_clip(config.data.dims), seeds.server_seed(0))
     clients = config.federation.clients
     hosts = {node: list(range(node, clients, nodes)) for node in range(nodes)}
-    sides = {node: (SecAggNode(config, plan, data_seed, SECRETS), {}) for node in hosts}
+    sides = {node: (SecAggNode(config, plan, data_seed, secrets), {}) for node in hosts}
     seen = []
 
     def exchange(stage, requests):
@@ -116,6 +117,17 @@ def test_a_rounding_that_cannot_meet_the_bound_sends_nothing():
     ddg.__dict__["_squared_bound"] = 0  # no nonzero rounded vector fits
     with pytest.raises(LDPValueError, match="conditional rounding failed"):
         ddg.encode_each(np.full((2, 8), 0.3), 1, [np.random.default_rng(0), np.random.default_rng(1)])
+
+
+def test_the_noise_comes_from_the_clients_secrets_not_from_what_the_server_knows():
+    """Everything the server knows (run seed, config, rotation and graph seeds) fixed: the revealed
+    sum changes with the clients' secrets and with nothing else (the masks and keys, fresh OS
+    entropy in each round, cancel)."""
+    config = _config()
+    first = _round(config)[2].modular_sum
+    np.testing.assert_array_equal(_round(config)[2].modular_sum, first)
+    other = {pid: secret + 1 for pid, secret in SECRETS.items()}
+    assert not np.array_equal(_round(config, secrets=other)[2].modular_sum, first)
 
 
 def test_a_round_aborts_when_too_few_neighbours_survive():
