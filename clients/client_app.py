@@ -1,4 +1,4 @@
-"""Flower ClientApp: a thin adapter around ldpfed's node halves (ldpfed.protocols.nodes).
+"""Flower ClientApp: a thin adapter around ldpfed's node halves (ldpfed.protocols.node_halves).
 
 A Flower node hosts a cohort of simulated clients: node `partition-id` of `num-partitions`
 (Flower's node config) holds the contiguous block `ldpfed.protocols.nodes.hosted(...)` of the
@@ -27,8 +27,8 @@ from flwr.clientapp import ClientApp
 
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
+from ldpfed.protocols.node_halves import node_half  # not ldpfed.tasks: a node imports its protocols only
 from ldpfed.protocols.nodes import hosted
-from ldpfed.tasks import node_half
 from wire.records import node_reply_record, partition_record, read_node_round
 
 

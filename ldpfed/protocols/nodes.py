@@ -221,7 +221,7 @@ class ClientsNode:
 
     def __init__(self, client: Callable[[int], ClientHalf], summing: bool = False, batch=None) -> None:
         """`batch`: the clients already held as one batch (e.g. built from the task's columns,
-        `TupleTask.node`), else built from their halves on first use (`batched`)."""
+        `ldpfed.protocols.node_halves.tuple_node`), else built from their halves on first use (`batched`)."""
         self.client, self.summing = client, summing
         self._batch = batch  # clients that answer together (`batched`)
         self._unbatched = False  # building the batch failed: one by one from then on

@@ -2,7 +2,8 @@
 task (`ldpfed.tasks.base.Task`); everything else asks the entry, never the task's name.
 `ldpfed.tasks.run` gives a run's halves, layout, preflight and plan through the entry."""
 
-from ldpfed.tasks.base import Task, without_seed
+from ldpfed.protocols.node_halves import without_seed
+from ldpfed.tasks.base import Task
 from ldpfed.tasks.registry import available, foreign_flags, foreign_options, get, of, resolve, validated
 from ldpfed.tasks.run import (
     bind_data,

@@ -6,7 +6,8 @@ and the commands ask the entry and never test the task's name. An entry owns:
   `ldpfed.tasks.foreign_flags`), the checks
   of the config that only it makes (`validate`) and what its clients send (`sends`) and whom a
   figure protects (`unit`);
-- the run: the config bound to the data (`bind`), the server, client and node halves, the
+- the run: the config bound to the data (`bind`), the server and client halves (a node's half and
+  its binding are its node entry's, ldpfed.protocols.node_halves), the
   default number of nodes, the checks before a federation starts (`preflight`) and the total
   budget's per-round plan (`round_budget`);
 - the record: what the harness observes of the data (`observe`), the diagnostics joined into a
@@ -16,18 +17,13 @@ and the commands ask the entry and never test the task's name. An entry owns:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
 from ldpfed.config import Config
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
+from ldpfed.protocols.node_halves import entry, without_seed
 from ldpfed.protocols.nodes import default_nodes
-
-
-def without_seed(config: Config) -> Config:
-    """The config a server or client half is given: the run seed removed (it never needs it)."""
-    return replace(config, run=replace(config.run, seed=None))
 
 
 def nanmean(values) -> float | None:
@@ -60,8 +56,9 @@ class Task:
         """The checks of `config` that depend on the task (the shared ones: `Config.validated`)."""
 
     def bind(self, config: Config, data_seed: int) -> Config:
-        """The config bound to the data's shape (0 = from the data), validated."""
-        return config
+        """The config bound to the data's shape (0 = from the data), validated: the task's node
+        entry's (ldpfed.protocols.node_halves), which a node binds by without the task entries."""
+        return entry(self.name).bind(config, data_seed)
 
     def public(self, config: Config, data_seed: int) -> Config:
         """The config a half is given: bound to the data, without the run seed."""
@@ -71,9 +68,6 @@ class Task:
         raise NotImplementedError
 
     def client(self, public: Config, partition_id: int, data_seed: int, secret: int):
-        raise NotImplementedError
-
-    def node(self, public: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
         raise NotImplementedError
 
     def default_nodes(self, config: Config) -> int:

@@ -20,17 +20,11 @@ class FrequencyTask(TupleTask):
         oracle_kind(config.privacy.mechanism)  # grr, oue, or a mean mechanism (histogram-encoded)
         frequency.check_channel([config.aggregation.aggregator], config.privacy.mechanism)  # ibu: a channel
 
-    def bind(self, config: Config, data_seed: int) -> Config:
-        return frequency.bound(config, data_seed)
-
     def server(self, config, data_seed, server_seed, fedavg=None):
         return frequency.server_from_config(self.public(config, data_seed), data_seed)
 
     def client(self, public, partition_id, data_seed, secret):
         return frequency.client_from_config(public, partition_id, data_seed, secret)
-
-    def batched_clients(self, public, partitions, data_seed, secrets, client):
-        return frequency.FrequencyClients.of_config(public, partitions, data_seed, secrets, client)
 
     def preflight(self, config: Config, data_seed: int):
         frequency.check_mechanism(config)  # a synthetic set's shape is known: checked before it is drawn

@@ -34,17 +34,11 @@ class MeanTask(TupleTask):
         if config.data_name in FEDERATED_DATASETS and config.data_name not in available_synthetic():
             raise LDPValueError(f"data {config.data_name!r} is a training data set; --task mean takes tuples")
 
-    def bind(self, config: Config, data_seed: int) -> Config:
-        return mean.bound(config, data_seed)
-
     def server(self, config, data_seed, server_seed, fedavg=None):
         return mean.server_from_config(self.public(config, data_seed))
 
     def client(self, public, partition_id, data_seed, secret):
         return mean.client_from_config(public, partition_id, data_seed, secret)
-
-    def batched_clients(self, public, partitions, data_seed, secrets, client):
-        return mean.MeanClients.of_config(public, partitions, data_seed, secrets, client)
 
     def preflight(self, config: Config, data_seed: int):
         if config.noisy and config.data_name in available_synthetic():

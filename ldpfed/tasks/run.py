@@ -1,5 +1,6 @@
-"""A run's halves and checks, asked of its task's entry (`ldpfed.tasks`): the server, client and
-node halves bound to the data, the nodes' layout, and the preflight before any federation starts."""
+"""A run's halves and checks, asked of its task's entry (`ldpfed.tasks`): the server and client
+halves bound to the data (a node's: ldpfed.protocols.node_halves), the nodes' layout, and the
+preflight before any federation starts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ldpfed.accounting import create_accountant
 from ldpfed.config import Config, from_flat
 from ldpfed.planning.run import planned_config as plan_rounds
 from ldpfed.protocols import seeds
+from ldpfed.protocols.node_halves import node_half as node_half  # a run's node half, by its task
 from ldpfed.protocols.nodes import Layout
 from ldpfed.tasks.registry import of, validated
 from ldpfed.validation import LDPValueError
@@ -27,12 +29,6 @@ def server_half(config: Config, data_seed: int, server_seed: int, fedavg: Callab
 def client_half(config: Config, partition_id: int, data_seed: int, secret: int):
     task = of(config)
     return task.client(task.public(config, data_seed), partition_id, data_seed, secret)
-
-
-def node_half(config: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
-    """The half of a node hosting `partitions` (ldpfed.protocols.nodes), each client with its secret."""
-    task = of(config)
-    return task.node(task.public(config, data_seed), partitions, data_seed, secrets)
 
 
 def layout(config: Config) -> Layout:

@@ -101,11 +101,6 @@ class TrainTask(Task):
     def client(self, public, partition_id, data_seed, secret):
         return train.TrainClient(public, partition_id, data_seed, secret)
 
-    def node(self, public, partitions, data_seed, secrets):
-        """The node trains its clients at once (`TrainNode`)."""
-        check_world(public)
-        return train.TrainNode(public, partitions, data_seed, secrets)
-
     def preflight(self, config: Config, data_seed: int):
         return config, None, train.check_setup(config, data_seed)
 

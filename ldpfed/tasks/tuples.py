@@ -1,14 +1,12 @@
-"""What the two tuple tasks (mean, frequency) share: users split into client cohorts, nodes that
-answer for their clients one after another, and MSE figures against the cohorts' truth."""
+"""What the two tuple tasks (mean, frequency) share: users split into client cohorts (their nodes:
+ldpfed.protocols.node_halves), and MSE figures against the cohorts' truth."""
 
 from __future__ import annotations
-
-import functools
 
 import ldpfed.aggregation as aggregation
 from ldpfed.config import Config, check_tuple_shape
 from ldpfed.protocols.mean import Cohorts
-from ldpfed.protocols.nodes import ClientsNode, default_tuple_nodes
+from ldpfed.protocols.nodes import default_tuple_nodes
 from ldpfed.tasks.base import Task, nanmean
 from ldpfed.validation import LDPValueError, check_epsilon
 
@@ -33,29 +31,6 @@ class TupleTask(Task):
     def check_mechanism(self, config: Config) -> None:
         """The mechanism's name is one the task's clients can run."""
         raise NotImplementedError
-
-    def node(self, public: Config, partitions: list[int], data_seed: int, secrets: dict[int, int]):
-        """The clients of `partitions`: held as one batch built from the task's columns
-        (`batched_clients`), their halves built only when one answers alone; else each client's
-        half built now, the clients batched from their halves or answering one after another (each
-        vectorized over its cohort of users). With node-reply sum the node adds their report sums up."""
-        summing = public.federation.node_reply == "sum"
-
-        @functools.cache
-        def client(pid: int):
-            return self.client(public, pid, data_seed, secrets[pid])
-
-        batch = self.batched_clients(public, partitions, data_seed, secrets, client)
-        if batch is None:
-            halves = {pid: client(pid) for pid in partitions}
-            return ClientsNode(halves.__getitem__, summing=summing)
-        return ClientsNode(client, summing=summing, batch=batch)
-
-    def batched_clients(self, public: Config, partitions: list[int], data_seed: int, secrets, client):
-        """The clients of `partitions` as one batch built from columns (their data, failures and
-        secrets as arrays: no object per client; `client(pid)` makes one's half where it answers
-        alone), or None where the task has none."""
-        return None
 
     def default_nodes(self, config: Config) -> int:
         """What the round's work fills (users x dims of the bound config; `default_tuple_nodes`)."""
