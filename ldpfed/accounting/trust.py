@@ -121,8 +121,9 @@ _MODELS = {
 _MODELS["secagg"] = TrustModel(
     "secagg",
     "that the server follows SecAgg+ (semi-honest) and does not collude with t - 1 or more of a client's "
-    "neighbours; every client adds its noise share honestly",
-    "everyone, the server included: it sees masked vectors and the modular sum only",
+    "neighbours; every client adds its noise share honestly and none reveals its share to the server (a "
+    "revealed share leaves the sum's noise: the eps is then that of the remaining shares)",
+    "everyone, the server included (it sees masked vectors and the modular sum only), given those assumptions",
     ("mean", "train"),
     (
         Guarantee(
