@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ldpfed.cli.main import app
 from ldpfed.data.categorical import read_categorical
 from ldpfed.frequency.categorical import AttributeOracles
-from ldpfed.planning.calibration import TotalBudget
+from ldpfed.planning.calibration import TotalBudget, calibrate_round
 from ldpfed.planning.frequency import make_frequency_plan, measure_memoized_versus_fresh, memoized_versus_fresh
 
 runner = CliRunner()
@@ -87,3 +87,22 @@ def test_plan_takes_an_oracles_alias_as_its_name():
     result = runner.invoke(app, [*args, "--dims", "1", "--categories", "4", "--json"])
     assert result.exit_code == 0, result.output
     assert {row["mechanism"] for row in json.loads(result.stdout)["rows"]} == {"hadamard", "grr"}
+
+
+@pytest.mark.parametrize("accountant", ["basic", "pld"])
+def test_a_memoized_oracles_round_budget_is_the_total_charged_once(accountant):
+    """A memoized oracle's permanent report is its eps_inf, charged once: the round's budget is the
+    total however many rounds, and every accountant's spend of it is the total (not T times it)."""
+    budget = calibrate_round("l-grr", TotalBudget(2.0, 0.0), 10, accountant)
+    assert budget.epsilon == 2.0 and budget.delta is None and "charged once" in budget.method
+    assert budget.spent[accountant].epsilon == pytest.approx(2.0, rel=1e-4)
+
+
+def test_compare_with_a_budget_runs_a_memoized_oracle(tmp_path):
+    out = tmp_path / "cmp"
+    args = ["compare", "--task", "frequency", "-m", "l-grr", "--budget", "2", "--rounds", "3", "--users", "400"]
+    result = runner.invoke(app, [*args, "--dims", "1", "--categories", "4", "--repeats", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert {row["mechanism"] for row in rows} == {"l-grr"}
+    assert all(row["epsilon"] == 2.0 and 1.999 < row["epsilon_spent"] <= 2.0 for row in rows)  # once, not 3 times

@@ -43,7 +43,7 @@ from ldpfed.accounting import (
     create_accountant,
     legacy_event,
 )
-from ldpfed.frequency.categorical import COUNTING_ORACLES, oracle_kind
+from ldpfed.frequency.categorical import COUNTING_ORACLES, is_longitudinal, oracle_kind
 from ldpfed.validation import LDPValueError, canonical_name, check_positive_int
 
 if TYPE_CHECKING:  # dp-accounting is imported where a calibration runs: a Flower node never needs it
@@ -109,6 +109,8 @@ def round_kind(mechanism: str) -> tuple[str, bool]:
     key = canonical_name(mechanism)
     if key in COUNTING_ORACLES:
         return oracle_kind(key), False
+    if is_longitudinal(key):
+        return key, False
     if key in gradient_noise.available():
         return gradient_noise.get_class(key).name, True
     cls = registry.get_class(key)
@@ -244,6 +246,10 @@ def calibrate_round(
     # every other accountant's eps at a delta > 0 is at most basic's)
     max_delta = total.delta if total.delta > 0 else DEFAULT_DELTA_TARGET
     pure_round = not approximate and event_of(total.epsilon, None) == round_cost(name, total.epsilon, None)
+    if is_longitudinal(name):  # the permanent report's eps_inf is charged once, whatever the rounds
+        spent = spent_by_accountant(event_of(total.epsilon, None), 1, max_delta)
+        method = "memoized: the permanent report's eps_inf charged once"
+        return RoundBudget(name, total, int(rounds), taken, accountant, total.epsilon, None, spent, method, "exact")
     if accountant == "basic" and pure_round:
         epsilon, method, tolerance = total.epsilon / taken, "closed form: eps / k", "exact"
     elif taken == 1:
