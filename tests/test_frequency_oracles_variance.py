@@ -5,10 +5,11 @@ eps = 0.5..5 at d = 2^10, n = 10^5), and the GRR/OLH crossover at d = 3 e^eps + 
 Users are spread over the first half of the d categories: the empty half (f = 0) is compared with
 the closed form, the populated half with `FrequencyOracle.variance` (Theorem 2 with the realized p, q
 and f). Tolerance, derived in scripts/frequency_variance.py: the m = R d/2 squared errors of a half
-(true frequencies known, errors nearly Gaussian as sums of 10^5 users) have mean V and standard error
-SE = V sqrt(2 (1 + 1/(d-1)) / m): sqrt(2/m) for the sample variance of m independent Gaussians with
-known mean (sqrt(2/(R-1)) per category with an estimated mean), the factor 1 + 1/(d-1) for the
-correlation |rho| <= 1/(d-1) between categories of fixed-size reports. A cell passes within 3 SE
+(true frequencies known) have mean V and standard error SE = V sqrt((kurtosis - 1)(1 + 1/(d-1)) / m)
+with the errors' measured kurtosis (`standard_error`): sqrt(2/m) for nearly Gaussian errors (sums
+of 10^5 users, kurtosis 3), larger for a sketch's collision-heavy errors at small d; the factor
+1 + 1/(d-1) for the correlation |rho| <= 1/(d-1) between categories of fixed-size reports. A cell
+passes within 3 SE
 (over the whole grid's ~400 z-scores about one beyond 3 SE is expected by chance: the slow test
 bounds their count and the largest |z|, see there).
 The fast test runs a few cells (pooled m = 1024 squared errors per half: 3 SE = 13% of V); the whole

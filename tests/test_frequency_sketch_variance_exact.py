@@ -54,6 +54,15 @@ def _exact_variance(moments, kappa: float) -> np.ndarray:
     return total / (n * (1 - kappa)) ** 2, unbiased
 
 
+def _assert_exact(oracle, moments) -> None:
+    """The enumerated estimate is unbiased and its variance is the oracle's `variance`."""
+    kappa, _ = residue_moments(COLUMNS)
+    exact, unbiased = _exact_variance(moments, kappa)
+    truth = np.bincount(USERS, minlength=K) / USERS.size
+    np.testing.assert_allclose(unbiased, truth, atol=1e-12)
+    np.testing.assert_allclose(oracle.variance(truth, USERS.size), exact, rtol=1e-9)
+
+
 def test_hcms_variance_is_exact_on_a_small_case(small_prime):
     oracle = HadamardCountMeanSketch(2.0, K, hashes=HASHES, columns=COLUMNS)
     hadamard = np.array([[1, 1], [1, -1]])
@@ -69,11 +78,7 @@ def test_hcms_variance_is_exact_on_a_small_case(small_prime):
             second = second + weight * value**2
         return mean, second
 
-    kappa, _ = residue_moments(COLUMNS)
-    exact, unbiased = _exact_variance(moments, kappa)
-    truth = np.bincount(USERS, minlength=K) / USERS.size
-    np.testing.assert_allclose(unbiased, truth, atol=1e-12)
-    np.testing.assert_allclose(oracle.variance(truth, USERS.size), exact, rtol=1e-9)
+    _assert_exact(oracle, moments)
 
 
 def test_cms_variance_is_exact_on_a_small_case(small_prime):
@@ -89,8 +94,4 @@ def test_cms_variance_is_exact_on_a_small_case(small_prime):
             second = second + (one * high**2 + (1 - one) * low**2) / HASHES
         return mean, second
 
-    kappa, _ = residue_moments(COLUMNS)
-    exact, unbiased = _exact_variance(moments, kappa)
-    truth = np.bincount(USERS, minlength=K) / USERS.size
-    np.testing.assert_allclose(unbiased, truth, atol=1e-12)
-    np.testing.assert_allclose(oracle.variance(truth, USERS.size), exact, rtol=1e-9)
+    _assert_exact(oracle, moments)
