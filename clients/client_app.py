@@ -17,7 +17,6 @@ harness gives one, one file per node and round, never sent.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
@@ -98,50 +97,22 @@ def built_node(token: str, node: int, build) -> tuple[object, bool]:
     return _built[key], True
 
 
-class CarriedSecrets:
-    """The clients' secrets as the ClientApp carries them to the nodes' processes. Flower's Ray
-    backend pickles the ClientApp with every message it sends (10^5 clients: 2.4 MB of secrets,
-    about 10 ms of the driver's time per message); inside a running Ray they go to Ray's object
-    store once, on the first pickling, and every message carries their reference instead, which a
-    node's process fetches when it builds its node (`get`). Elsewhere they are pickled as they are."""
-
-    def __init__(self, secrets, reference=None) -> None:
-        self._secrets, self._reference = secrets, reference
-
-    def get(self):
-        if self._secrets is None and self._reference is not None:
-            import ray  # only where a reference was sent: inside Ray
-
-            self._secrets = ray.get(self._reference)
-        return self._secrets
-
-    def __reduce__(self):
-        ray = sys.modules.get("ray")
-        if self._reference is None and self._secrets is not None and ray is not None and ray.is_initialized():
-            self._reference = ray.put(self._secrets)
-        if self._reference is not None:
-            return CarriedSecrets, (None, self._reference)
-        return CarriedSecrets, (self._secrets, None)
-
-
 def make_client_app(
     config: Config, data_seed: int, secrets: dict[int, int] | None, diagnostics_dir: str | None = None
 ) -> ClientApp:
     """The ClientApp of `ldpfed simulate`: options and secrets given by the harness."""
     app = answering_app(config.federation.clients)
     token = uuid.uuid4().hex
-    carried = CarriedSecrets(secrets)
 
     def half(context: Context):
         def build():
             pids = hosted_partitions(context, config.federation.clients)
-            held = carried.get()
-            if held is None:
+            if secrets is None:
                 node_secrets = {pid: seeds.fresh_secret() for pid in pids}
-            elif hasattr(held, "restricted"):  # ClientSecrets: the node's block of their words, no int per client
-                node_secrets = held.restricted(pids)
+            elif hasattr(secrets, "restricted"):  # ClientSecrets: the node's block of their words, no int per client
+                node_secrets = secrets.restricted(pids)
             else:
-                node_secrets = {pid: held[pid] for pid in pids}
+                node_secrets = {pid: secrets[pid] for pid in pids}
             return node_half(config, pids, data_seed, node_secrets)
 
         return built_node(token, int(context.node_config["partition-id"]), build)

@@ -142,16 +142,3 @@ def test_the_strategy_groups_a_rounds_partitions_by_node_as_a_loop_over_them_wou
         grouped = strategy._grouped(partitions)
         assert {node: pids.tolist() for node, pids in grouped.items()} == expected
         assert strategy._hosts(partitions) == set(expected)
-
-
-def test_secrets_carried_by_the_client_app_outside_ray_pickle_as_they_are():
-    """Inside a running Ray the ClientApp's secrets travel once, by reference (exercised by the
-    Flower tests, e.g. test_client_app_cache.py); elsewhere the pickled app holds them."""
-    import pickle
-
-    from clients.client_app import CarriedSecrets
-
-    secrets = seeds.client_secrets(9, 50)
-    back = pickle.loads(pickle.dumps(CarriedSecrets(secrets)))
-    assert np.array_equal(back.get().words, secrets.words) and back.get().restricted([3])[3] == secrets[3]
-    assert pickle.loads(pickle.dumps(CarriedSecrets(None))).get() is None
