@@ -66,7 +66,7 @@ from scipy.optimize import brentq
 from scipy.special import gammaln, logsumexp
 
 from ldpfed.accounting.library import dp_event
-from ldpfed.samplers.discrete_gaussian import _RHO, _log_gaussian_tail, _Proposal
+from ldpfed.samplers.discrete_gaussian import _log_gaussian_tail, _Proposal
 from ldpfed.samplers.float_slack import FloatSlack
 from ldpfed.validation import LDPValueError, check_epsilon, check_fraction, check_positive, check_positive_int
 
@@ -119,10 +119,8 @@ class ShareSampler(_Proposal):
     def slack(self) -> FloatSlack:
         """One draw's float slack (the terms of ldpfed.samplers.discrete_gaussian): over = ln r2,
         under = ln r1, mass = 2^-53 / (Z (1 - rho)) plus the ideal mass where exp may underflow."""
-        r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)
-        r1 = (1.0 + _RHO + 2.0**-53 / self.acceptance) / (1.0 - _RHO)
-        mass = 2.0**-53 / (self.acceptance * (1.0 - _RHO))
-        mass += r2 * math.exp(min(0.0, _log_gaussian_tail(self.underflow_start - 1, self.sigma)))
+        r1, r2 = self.float_ratios
+        mass = self.escape_mass + r2 * math.exp(min(0.0, _log_gaussian_tail(self.underflow_start - 1, self.sigma)))
         return FloatSlack(math.log(r2), math.log(r1), mass)
 
 

@@ -106,10 +106,9 @@ class FrequencyPrediction:
 def memoized_entry_variances(oracles: AttributeOracles, rounds: int) -> tuple[np.ndarray, np.ndarray]:
     """(W_in, W_out) per entry: the variance of the average of one user's `rounds` contributions from
     one memo (`variance_of_average` at f = 1 and f = 0 with n = 1), as `entry_variances` for one round."""
-    parts = [o.variance_of_average(np.eye(o.k)[0], 1, rounds)[:2] for o in oracles.oracles]
-    w_in = np.concatenate([part[:1].repeat(o.k) for part, o in zip(parts, oracles.oracles)])
-    w_out = np.concatenate([part[1:2].repeat(o.k) for part, o in zip(parts, oracles.oracles)])
-    return w_in, w_out
+    per_attribute = np.array([o.variance_of_average(np.eye(o.k)[0], 1, rounds)[:2] for o in oracles.oracles])
+    sizes = [o.k for o in oracles.oracles]
+    return np.repeat(per_attribute[:, 0], sizes), np.repeat(per_attribute[:, 1], sizes)
 
 
 def predict_frequency(oracles: AttributeOracles, frequencies, users: int) -> FrequencyPrediction:

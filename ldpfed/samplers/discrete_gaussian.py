@@ -102,14 +102,13 @@ class DiscreteGaussianSampler(GridNoiseSampler):
     def delta_bound_for(self, sigma: float) -> float:
         """The realized mechanism's delta at eps for parameter s (module docstring)."""
         proposal = _Proposal.for_sigma(sigma)
-        r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)  # 2 rho: also covers the normalizer's underflowed terms
-        r1 = (1.0 + _RHO + 2.0**-53 / proposal.acceptance) / (1.0 - _RHO)
+        r1, r2 = proposal.float_ratios
         bound = self.truncation(sigma)
         from dp_accounting.pld.privacy_loss_mechanism import DiscreteGaussianPrivacyLoss
 
         library = DiscreteGaussianPrivacyLoss(sigma, sensitivity=self.sensitivity, truncation_bound=bound)
         delta = r2 * library.get_delta_for_epsilon(self.epsilon - math.log(r1 * r2))
-        delta += 2.0**-53 / (proposal.acceptance * (1.0 - _RHO))
+        delta += proposal.escape_mass
         delta += math.exp(np.logaddexp(0.0, self.epsilon) + _log_gaussian_tail(bound, sigma))
         underflow = proposal.underflow_start - self.sensitivity
         delta += r2 * math.exp(min(0.0, _log_gaussian_tail(underflow - 1, sigma)))
@@ -226,6 +225,18 @@ class _Proposal:
         precision for s >= 10 (s is in the hundreds or more here)."""
         assert self.sigma >= 10.0
         return math.exp(math.log(self.sigma * math.sqrt(2.0 * math.pi)) - self.log_envelope) / (4.0 * self.length)
+
+    @property
+    def float_ratios(self) -> tuple[float, float]:
+        """(r1, r2) of the realized mass p'(n) in [p(n)/r1 - d(n), r2 p(n) + e(n)] (module docstring)."""
+        r2 = (1.0 + _RHO) / (1.0 - 2.0 * _RHO)  # 2 rho: also covers the normalizer's underflowed terms
+        r1 = (1.0 + _RHO + 2.0**-53 / self.acceptance) / (1.0 - _RHO)
+        return r1, r2
+
+    @property
+    def escape_mass(self) -> float:
+        """The bound on sum e(n): 2^-53 / (Z (1 - rho)) (module docstring)."""
+        return 2.0**-53 / (self.acceptance * (1.0 - _RHO))
 
     @cached_property
     def underflow_start(self) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ldpfed.config import Config
 from ldpfed.planning.calibration import RoundBudget, TotalBudget, calibrate_round
-from ldpfed.protocols.node_halves import entry, without_seed
+from ldpfed.protocols.node_halves import entry
 from ldpfed.protocols.nodes import default_nodes
 
 
@@ -61,8 +61,8 @@ class Task:
         return entry(self.name).bind(config, data_seed)
 
     def public(self, config: Config, data_seed: int) -> Config:
-        """The config a half is given: bound to the data, without the run seed."""
-        return without_seed(self.bind(config, data_seed))
+        """The config a half is given: bound to the data, without the run seed (its node entry's)."""
+        return entry(self.name).public(config, data_seed)
 
     def server(self, config: Config, data_seed: int, server_seed: int, fedavg: Callable | None = None):
         raise NotImplementedError
