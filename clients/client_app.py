@@ -7,7 +7,9 @@ federation's `clients` partition ids, and answers one message per round for its 
 options once (`make_client_app`'s config in `ldpfed simulate`; the run config under `flwr run`) and
 builds its node half with its clients' secrets, which never come from the server:
 - `ldpfed simulate`: the harness hands each node its clients' secrets inside the ClientApp it
-  builds (`make_client_app(..., secrets)`), outside the run config and the messages;
+  builds (`make_client_app(..., secrets)`), outside the run config and the messages: as the noise
+  root they spawn from (`seeds.SpawnedSecrets`, a few bytes however many clients; each node
+  spawns its own block), every node of a simulation being the harness's, which holds the root;
 - `flwr run` / real SuperNodes: the node config's `noise-seed` if set (the secret of a node's one
   client; a node of several spawns one per client, `seeds.client_secrets`), else OS entropy.
 Messages carry only the round number, the broadcast arrays and the sampled partition ids.

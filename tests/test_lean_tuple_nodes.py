@@ -49,6 +49,19 @@ def test_client_secrets_equal_one_seedsequence_per_client():
     assert len(set(fresh.values())) == 3 and all(0 <= value < 2**128 for value in fresh.values())
 
 
+def test_spawned_secrets_pickle_as_their_root_and_spawn_a_block_alone():
+    """The ClientApp carrying the secrets is pickled with every message: the secrets travel as the
+    root and the count (bytes independent of the clients), and a node's block is that of the
+    whole federation, spawned without the rest."""
+    root = 2**127 + 99
+    whole = seeds.client_secrets(root, 100_000)
+    assert len(pickle.dumps(whole)) < 256
+    block = pickle.loads(pickle.dumps(whole)).restricted(range(99_990, 100_000))
+    assert dict(block) == {pid: numpy_entropy(root, pid) for pid in range(99_990, 100_000)}
+    assert np.array_equal(seeds.client_secrets(root, 100_000).words[99_990:], block.words)
+    assert whole[12] == numpy_entropy(root, 12) and 100_000 not in whole and -1 not in whole
+
+
 def mean_config(**options) -> Config:
     values = {"task": "mean", "engine": "local", "users": 50, "clients": 20, "dims": 5, "mechanism": "laplace"}
     return Config().with_options({**values, **options}).validated()

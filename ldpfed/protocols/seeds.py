@@ -20,6 +20,7 @@ the server) nothing of Flower's random node ids, so scheduling never changes a r
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Mapping
@@ -141,16 +142,48 @@ class ClientSecrets(Mapping):
         return True
 
 
-def client_secrets(noise_root: int, clients: int) -> ClientSecrets:
-    """{partition id: 128-bit secret} spawned from the noise root: client pid's secret is
-    `_entropy(SeedSequence(noise_root, spawn_key=(CLIENTS, pid)))`, all computed in one compiled
-    pass (`spawned_words`); handed to the nodes outside the protocol. (A noise root equal to the
-    run seed gives the secrets of runs made before the two roots were separated.)"""
-    pids = np.arange(clients, dtype=np.int64)
-    if clients >= 1 << 32:  # a partition id of one 32-bit word: every key [CLIENTS, pid]
-        raise LDPValueError(f"at most 2^32 - 1 clients, got {clients}")
-    keys = np.column_stack([np.full(clients, CLIENTS, dtype=np.uint32), pids.astype(np.uint32)])
-    return ClientSecrets(pids, spawned_words(noise_root, keys))
+class SpawnedSecrets(ClientSecrets):
+    """The secrets of clients 0..clients-1 spawned from a noise root: client pid's secret is
+    `_entropy(SeedSequence(noise_root, spawn_key=(CLIENTS, pid)))`, computed in one compiled pass
+    (`spawned_words`) for the rows asked: a node's block (`restricted`) spawns that block only,
+    and a pickle carries the root and the count, not 16 bytes per client (the ClientApp that
+    hands a simulation's nodes their secrets is pickled with every message)."""
+
+    def __init__(self, noise_root: int, clients: int) -> None:
+        if clients >= 1 << 32:  # a partition id of one 32-bit word: every key [CLIENTS, pid]
+            raise LDPValueError(f"at most 2^32 - 1 clients, got {clients}")
+        self.noise_root, self.pids, self._first = int(noise_root), np.arange(clients, dtype=np.int64), 0
+
+    @functools.cached_property
+    def words(self) -> np.ndarray:
+        return self._spawned(self.pids)
+
+    def _spawned(self, pids: np.ndarray) -> np.ndarray:
+        keys = np.column_stack([np.full(pids.size, CLIENTS, dtype=np.uint32), pids.astype(np.uint32)])
+        return spawned_words(self.noise_root, keys)
+
+    def words_of(self, partitions) -> np.ndarray:
+        if "words" in self.__dict__:  # spawned already
+            return super().words_of(partitions)
+        asked = np.asarray(partitions, dtype=np.int64).reshape(-1)
+        return self._spawned(self.pids[self.rows(asked)])
+
+    def __getitem__(self, pid) -> int:
+        try:
+            words = self.words_of([int(pid)])
+        except (TypeError, ValueError) as error:
+            raise KeyError(pid) from error
+        return int.from_bytes(words[0].tobytes(), "little")
+
+    def __reduce__(self):
+        return SpawnedSecrets, (self.noise_root, self.pids.size)
+
+
+def client_secrets(noise_root: int, clients: int) -> SpawnedSecrets:
+    """{partition id: 128-bit secret} spawned from the noise root (`SpawnedSecrets`); handed to
+    the nodes outside the protocol. (A noise root equal to the run seed gives the secrets of runs
+    made before the two roots were separated.)"""
+    return SpawnedSecrets(noise_root, clients)
 
 
 def central_secret(noise_root: int) -> int:
