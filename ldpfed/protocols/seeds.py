@@ -145,9 +145,10 @@ class ClientSecrets(Mapping):
 class SpawnedSecrets(ClientSecrets):
     """The secrets of clients 0..clients-1 spawned from a noise root: client pid's secret is
     `_entropy(SeedSequence(noise_root, spawn_key=(CLIENTS, pid)))`, computed in one compiled pass
-    (`spawned_words`) for the rows asked: a node's block (`restricted`) spawns that block only,
-    and a pickle carries the root and the count, not 16 bytes per client (the ClientApp that
-    hands a simulation's nodes their secrets is pickled with every message)."""
+    (`spawned_words`) for the rows asked: a node's block (`restricted`) spawns that block only
+    (a lookup by id, `secrets[pid]`, spawns every row once), and a pickle carries the root and
+    the count, not 16 bytes per client (the ClientApp that hands a simulation's nodes their
+    secrets is pickled with every message)."""
 
     def __init__(self, noise_root: int, clients: int) -> None:
         if clients >= 1 << 32:  # a partition id of one 32-bit word: every key [CLIENTS, pid]
@@ -167,13 +168,6 @@ class SpawnedSecrets(ClientSecrets):
             return super().words_of(partitions)
         asked = np.asarray(partitions, dtype=np.int64).reshape(-1)
         return self._spawned(self.pids[self.rows(asked)])
-
-    def __getitem__(self, pid) -> int:
-        try:
-            words = self.words_of([int(pid)])
-        except (TypeError, ValueError) as error:
-            raise KeyError(pid) from error
-        return int.from_bytes(words[0].tobytes(), "little")
 
     def __reduce__(self):
         return SpawnedSecrets, (self.noise_root, self.pids.size)
