@@ -38,9 +38,9 @@ import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+import ldpfed.accounting as accounting
 import ldpfed.gradient_noise as gradient_noise
-from ldpfed.accounting import DEFAULT_DELTA_TARGET, Budget, create_accountant
-from ldpfed.accounting.trust import check_config as check_trust
+from ldpfed.accounting.names import DEFAULT_DELTA_TARGET, check_accountant
 from ldpfed.directional import MAGNITUDES, ROTATIONS, WINDOWS
 from ldpfed.directional.windows import check_beta
 from ldpfed.training.cohort import DEVICES
@@ -213,7 +213,7 @@ class Config:
         """The per-client privacy budget (ldpfed.accounting.Budget), or None without max-epsilon."""
         if self.privacy.max_epsilon == 0.0:
             return None
-        return Budget(self.privacy.max_epsilon, self.privacy.accountant, self.delta_target)
+        return accounting.Budget(self.privacy.max_epsilon, self.privacy.accountant, self.delta_target)
 
     @property
     def delta_target(self) -> float:
@@ -299,7 +299,7 @@ class Config:
         if not 0.0 <= privacy.delta < 1.0:
             raise LDPValueError(f"delta must be in [0, 1) (0 = pure), got {privacy.delta!r}")
         check_positive_int(privacy.report_dims, "report-dims", minimum=0)
-        create_accountant(privacy.accountant)
+        check_accountant(privacy.accountant)
         if not 0.0 <= privacy.max_delta < 1.0:
             raise LDPValueError(f"max-delta must be in [0, 1) (0 = 1e-5), got {privacy.max_delta!r}")
         if privacy.max_delta != 0.0 and privacy.max_epsilon == 0.0:
@@ -322,7 +322,7 @@ class Config:
         check_positive_int(train.batch_size, "batch-size")
         _positive("clip", train.clip)
         _positive("coordinate-clip", train.coordinate_clip)
-        check_trust(self)
+        accounting.trust.check_config(self)
         check_positive_int(train.chunk_clients, "chunk-clients", minimum=0)
         check_positive_int(train.canaries, "canaries", minimum=0)
         try:

@@ -32,7 +32,6 @@ from ldpfed.cli.options import json_option
 from ldpfed.config import option_default
 from ldpfed.data.partition import PARTITION_HELP
 from ldpfed.outputs import named_path
-from ldpfed.planning.run import plan_report
 from ldpfed.protocols import seeds
 from ldpfed.validation import LDPValueError
 
@@ -350,6 +349,8 @@ def _simulate(config, output, root, verbose: bool, json_output: bool, round_budg
         spare_the_exit()
         raise typer.Exit(code=stop.exit_code) from None  # 130 SIGINT, 143 SIGTERM
     if round_budget is not None:
+        from ldpfed.planning.run import plan_report  # here: the planners load dp-accounting and scipy.stats
+
         summary["plan"] = plan_report(round_budget, summary)
         if output.enabled:  # summary.json gets the plan beside what was measured
             output.write({"summary.json": summary})

@@ -8,6 +8,7 @@ import functools
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
@@ -20,8 +21,10 @@ from ldpfed.data import Tuples, read_tuples, scale_note  # noqa: F401 (scale_not
 from ldpfed.experiments.plan import ExperimentPlan
 from ldpfed.mechanisms.square_wave import ESTIMATORS
 from ldpfed.outputs import EXIT_INTERRUPTED, Interrupted, dumps
-from ldpfed.planning.run import BudgetGroup, StudyBudget
 from ldpfed.validation import OUT_OF_DOMAIN, LDPValueError, out_of_domain_policy, parse_domain  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:  # annotations only: the planners load dp-accounting and scipy.stats (about 1.2 s)
+    from ldpfed.planning.run import BudgetGroup, StudyBudget
 
 
 def log_console(file=None) -> Console:

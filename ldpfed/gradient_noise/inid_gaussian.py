@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from ldpfed.accounting import CalibratedDpEvent, DiscreteGaussianVectorDpEvent, gaussian_round
@@ -61,6 +60,8 @@ def h(eta: float, epsilon: float) -> float:
 
 def optimal_eta(epsilon: float, delta: float) -> float:
     """eta* with h(eta*) = delta (the largest eta with h(eta) <= delta in floating point)."""
+    from scipy.optimize import brentq  # here: scipy.optimize costs a process' start 0.3-0.4 s
+
     epsilon, delta = check_epsilon(epsilon), check_fraction(delta, "delta")
 
     def excess(log_eta: float) -> float:
@@ -87,6 +88,7 @@ def rdp_epsilon(noise_multiplier: float, delta: float) -> float:
 
 def rdp_noise_multiplier(epsilon: float, delta: float) -> float:
     """The smallest z (to 1e-10 relative) with rdp_epsilon(z, delta) <= epsilon (eps falls as z grows)."""
+    from scipy.optimize import brentq
 
     def excess(log_z: float) -> float:
         return rdp_epsilon(math.exp(log_z), delta) - epsilon

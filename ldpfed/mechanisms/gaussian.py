@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from ldpfed.mechanisms.base import Mechanism
@@ -50,6 +49,7 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = SENSITIVIT
     bracketed on a log scale and solved by brentq, then nudged up to the first sigma that
     satisfies the condition in floating point (so the guarantee holds as computed).
     """
+    from scipy.optimize import brentq  # here: scipy.optimize costs a process' start 0.3-0.4 s
 
     def excess(log_sigma: float) -> float:
         return analytic_delta(math.exp(log_sigma), epsilon, sensitivity) - delta

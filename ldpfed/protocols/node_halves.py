@@ -2,19 +2,31 @@
 engine) builds for the clients it hosts (ldpfed.protocols.nodes). The task entries of `ldpfed.tasks`
 ask this registry for their nodes and their config's binding to the data; a Flower node asks it
 directly, so a node's process imports the tasks' protocols only, not the task entries with the
-plan's calibration, the diagnostics' predictors and the other commands' dependencies above them."""
+plan's calibration, the diagnostics' predictors and the other commands' dependencies above them.
+
+The train protocol (its trainers, the canaries with their audit and scipy.stats) is loaded when a
+train node is built (`TRAIN_NODE`, by name as the CLI loads its commands): a tuple node never
+imports it."""
 
 from __future__ import annotations
 
 import functools
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ldpfed.config import Config
-from ldpfed.protocols import frequency, mean, train
-from ldpfed.protocols.canaries import check_world
+from ldpfed.protocols import frequency, mean
 from ldpfed.protocols.nodes import ClientsNode
 from ldpfed.registry import Registry
+
+if TYPE_CHECKING:  # the arrow as the layering reads it; at run time `train_node` resolves the names
+    from ldpfed.protocols import train
+
+# A train node's world check and node, as "module:name" (pkgutil.resolve_name)
+CHECK_WORLD = "ldpfed.protocols.canaries:check_world"
+TRAIN_NODE = "ldpfed.protocols.train:TrainNode"
 
 
 def without_seed(config: Config) -> Config:
@@ -47,8 +59,8 @@ def tuple_node(public: Config, partitions: list[int], data_seed: int, secrets, c
 
 def train_node(public: Config, partitions: list[int], data_seed: int, secrets) -> train.TrainNode:
     """The node trains its clients at once (`TrainNode`), in a world its canaries fit."""
-    check_world(public)
-    return train.TrainNode(public, partitions, data_seed, secrets)
+    pkgutil.resolve_name(CHECK_WORLD)(public)
+    return pkgutil.resolve_name(TRAIN_NODE)(public, partitions, data_seed, secrets)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""What a process imports, by what it does: a Flower node (clients.client_app, its tuple node half and
+a round of it) loads none of the accountants, the planners, the audit, the train protocol or the
+plotting and data-frame libraries, which only the server half and some commands need; `ldpfed
+simulate`'s own modules leave the planners to a run with --budget. And the light name tables that
+let the config check options without those modules (ldpfed.accounting.names) equal the registries.
+
+Each import check runs a fresh interpreter and reads its `sys.modules` (what was imported, not how
+long it took: timings live in benchmarks/bench_startup.py)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ldpfed.accounting as accounting
+from ldpfed.accounting import accountants, names
+from ldpfed.config import Config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A node as `ldpfed simulate` runs it: the ClientApp's module, a tuple node half built from the
+# harness's config (made here without validating it: the harness validates, the node does not), and
+# one round of it; then the modules that it loaded, of those given on the command line.
+NODE_PROBE = """
+import json, sys
+import clients.client_app
+from ldpfed.config import Config
+from ldpfed.protocols import seeds
+from ldpfed.protocols.node_halves import node_half
+
+options, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+config = Config().with_options(options)
+pids = [0, 1, 2]
+node = node_half(config, pids, seeds.data_seed(0), {pid: 11 + pid for pid in pids})
+answer = node.reply(1, {}, pids)
+assert not answer.failures, answer.failures
+print(json.dumps([name for name in watched if name in sys.modules]))
+"""
+# What a node never needs. dp_accounting: the package (its `dp_event` module alone, which
+# ldpfed.accounting.library loads without the package, is how a node builds events).
+NODE_NEVER = ("dp_accounting", "pandas", "matplotlib", "ldpfed.planning", "ldpfed.audit", "ldpfed.protocols.train")
+# Still loaded through modules that import them at their top: ldpfed.protocols.base
+# (`from ldpfed.accounting import PrivacyLedger`, the server's ledger: the accountants and with them
+# scipy.stats), ldpfed.samplers.discrete_gaussian and ldpfed.frequency.thresholding (scipy.optimize,
+# used only where a calibration runs).
+NODE_NEVER_PENDING = ("ldpfed.accounting.accountants", "scipy.stats", "scipy.optimize")
+TUPLE_NODES = {
+    "mean": {"task": "mean", "clients": 3, "users": 300, "dims": 4},
+    "frequency": {"task": "frequency", "clients": 3, "users": 300, "dims": 2},
+}
+
+
+def loaded(probe: str, *args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@functools.cache
+def loaded_by_a_node(task: str) -> frozenset[str]:
+    watched = json.dumps([*NODE_NEVER, *NODE_NEVER_PENDING])
+    return frozenset(loaded(NODE_PROBE, json.dumps(TUPLE_NODES[task]), watched))
+
+
+@pytest.mark.parametrize("task", TUPLE_NODES)
+def test_a_tuple_node_loads_no_planner_audit_train_protocol_or_plotting(task):
+    assert not loaded_by_a_node(task) & set(NODE_NEVER)
+
+
+@pytest.mark.xfail(strict=True, reason="ldpfed.protocols.base, ldpfed.samplers.discrete_gaussian, thresholding")
+@pytest.mark.parametrize("task", TUPLE_NODES)
+def test_a_tuple_node_loads_no_accountant_nor_scipy_stats_and_optimize(task):
+    assert not loaded_by_a_node(task) & set(NODE_NEVER_PENDING)
+
+
+SIMULATE_PROBE = """
+import json, sys
+import simulations.cli
+print(json.dumps([name for name in json.loads(sys.argv[1]) if name in sys.modules]))
+"""
+
+
+def test_the_simulate_command_s_module_leaves_the_planners_to_budget_runs():
+    assert loaded(SIMULATE_PROBE, json.dumps(["ldpfed.planning", "ldpfed.planning.run", "pandas", "matplotlib"])) == []
+
+
+def test_the_accountant_names_and_default_delta_are_the_registry_s():
+    assert list(names.ACCOUNTANT_NAMES) == accountants.available()
+    assert names.DEFAULT_DELTA_TARGET == accountants.DEFAULT_DELTA_TARGET == accounting.DEFAULT_DELTA_TARGET
+    assert names.check_accountant(" RDP ") == accountants.create_accountant(" RDP ").name == "rdp"
+    with pytest.raises(ValueError, match="unknown accountant 'moments'; available: basic, advanced, rdp, pld"):
+        names.check_accountant("moments")
+    with pytest.raises(ValueError, match="unknown accountant 'moments'"):
+        Config().with_options({"accountant": "moments"}).validated()
+
+
+def test_the_accounting_package_loads_each_name_from_its_module():
+    for name in accounting.__all__:
+        value = getattr(accounting, name)
+        assert value is getattr(sys.modules[f"ldpfed.accounting.{accounting._HOMES[name]}"], name)
+    assert set(accounting.__all__) <= set(dir(accounting))
+    assert accounting.trust is sys.modules["ldpfed.accounting.trust"]  # a submodule, imported on first use
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        accounting.nothing  # noqa: B018
