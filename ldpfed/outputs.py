@@ -124,6 +124,29 @@ def records_csv(rows: list[dict]) -> str | None:
     return buffer.getvalue()
 
 
+def csv_records(text: str) -> list[dict]:
+    """The rows of a CSV table (as `records_csv` writes them) read back to plain values: an empty
+    field None, True/False bools, integer and float literals numbers, any other field its text.
+    Numbers read back equal to the values written (floats are written as repr writes them), so a
+    figure drawn from the rows read back is the one drawn from the rows written."""
+    lines = csv.reader(io.StringIO(text))
+    columns = next(lines, [])
+    return [{column: _csv_value(field) for column, field in zip(columns, fields)} for fields in lines if fields]
+
+
+def _csv_value(field: str):
+    if field == "":
+        return None
+    if field in ("True", "False"):
+        return field == "True"
+    for kind in (int, float):
+        try:
+            return kind(field)
+        except ValueError:
+            continue
+    return field
+
+
 def _column_cells(values: list) -> list[str] | None:
     """One column's fields as pandas writes them (records_csv), or None for a value it does not know."""
     kinds = set()
@@ -280,6 +303,21 @@ RESULT_FILES = frozenset(
 )
 EXIT_INTERRUPTED = 130
 HELD_BACK = (signal.SIGINT, signal.SIGTERM)  # signals that would stop a write between two renames
+
+
+def add_to_manifest(directory: str | Path, names: list[str]) -> None:
+    """List `names` among the files of the run in `directory` (its manifest's `files`, which
+    `--overwrite` removes), for a file written there after the run (e.g. its figure, drawn
+    later); the rest of the manifest, the run's environment included, is kept. Without a manifest
+    nothing is done."""
+    path = Path(directory) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return
+    files = manifest.get("files", [])
+    manifest["files"] = files + [name for name in names if name not in files]
+    write_json(path, manifest)
 
 
 class Secret(str):

@@ -12,7 +12,8 @@
 - summary.json, privacy.json (the accountants, `private` and its reasons, where the clients' noise
   came from, and the totals of each distinct client history with its number of clients: no
   record per client), privacy_entries.csv (the ledger's inputs: client, round, mechanism, event)
-  and plot.png at the end. The per-client files are columns rendered
+  and plot.png at the end (with the Recorder's `plot` off, `plot_run` draws it later from
+  metrics.csv and config.toml). The per-client files are columns rendered
   once per distinct history (ldpfed.accounting.ledger), so writing them is O(clients) string work;
 - noise_secret (written by the harness of `ldpfed simulate`, owner-only): the noise root the
   clients' secrets derive from, to replay the run with `--noise-seed`.
@@ -25,12 +26,14 @@ Without `--out` nothing is written. A non-private run has no finite epsilon in a
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpfed.config import Config, to_toml
-from ldpfed.outputs import FIXED_LAYOUT, OutputDir, records_csv
+from ldpfed.config import Config, load_file, to_toml
+from ldpfed.outputs import FIXED_LAYOUT, OutputDir, add_to_manifest, csv_records, records_csv, save_figure
+from ldpfed.validation import LDPValueError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,8 +49,14 @@ def output_dir(config: Config) -> OutputDir:
 
 
 class Recorder:
-    def __init__(self, config: Config, output: OutputDir | None = None) -> None:
+    """Writes a run's files as it goes (module docstring). `plot`: draw plot.png at the end (None:
+    the config's `output.plot`, True where the config has no such option); without it `plot_run`
+    draws the same figure later from the run's files, and a run's output work is then no more than
+    rendering and writing its tables (matplotlib's import alone is ~0.5 s of CPU)."""
+
+    def __init__(self, config: Config, output: OutputDir | None = None, plot: bool | None = None) -> None:
         self.config = config
+        self.plot = getattr(config.output, "plot", True) if plot is None else bool(plot)
         self.rows: list[dict] = []
         self.output = output_dir(config) if output is None else output
         self.output.write({"config.toml": to_toml(config)})
@@ -80,13 +89,30 @@ class Recorder:
                 "privacy.csv": privacy_table(ledger, self.config),
                 "privacy.json": qualified(ledger.state_dict(self.config.delta_target, per_client=False), summary),
                 ENTRIES: ledger.entries_csv() if hasattr(ledger, "entries_csv") else ledger.entries_frame(),
-                "plot.png": plot_rounds(number_columns(self.rows), self.config),
+                **({PLOT: plot_rounds(number_columns(self.rows), self.config)} if self.plot else {}),
                 **(data_files or {}),
             }
         )
 
 
 ENTRIES = "privacy_entries.csv"  # the ledger's inputs: one row per client and round it took part in
+PLOT, METRICS, CONFIG = "plot.png", "metrics.csv", "config.toml"
+
+
+def plot_run(run_dir: str | Path) -> Path:
+    """Draw a run's plot.png from its files, the figure the run draws at its end (`Recorder`'s
+    `plot`): the rounds from metrics.csv (read back to the rows' values, `csv_records`), the title's
+    settings from config.toml; the file is added to the directory's manifest. Returns its path."""
+    directory = Path(run_dir)
+    for name in (METRICS, CONFIG):
+        if not (directory / name).is_file():
+            raise LDPValueError(f"{directory} has no {name}: not the output directory of a `simulate` run")
+    rows = csv_records((directory / METRICS).read_text())
+    if not rows:
+        raise LDPValueError(f"{directory / METRICS} has no finished round to plot")
+    path = save_figure(directory / PLOT, plot_rounds(number_columns(rows), load_file(directory / CONFIG)))
+    add_to_manifest(directory, [PLOT])
+    return path
 
 
 def metrics_table(rows: list[dict]):
