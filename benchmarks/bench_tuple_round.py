@@ -7,6 +7,7 @@ writing its outputs (`--out`).
     python benchmarks/bench_tuple_round.py                         # mean and frequency, N = 100,000
     python benchmarks/bench_tuple_round.py --clients 1000000 --tasks mean --rounds 3
     python benchmarks/bench_tuple_round.py --clients 10000 --one-by-one   # also the per-client path
+    python benchmarks/bench_tuple_round.py --tasks mean,frequency --rounds 8 --no-plot  # no plot.png
 
 The full round is the median of rounds 3..R of the run's own `seconds` (each from the end of one
 round's record to the end of the next: the nodes' replies, the server's aggregation, the harness's
@@ -27,7 +28,10 @@ write, on both clocks; `file_writes_*` the file writes alone (the measure used b
 2026-11-29 at load 5-9, 8 rounds, before and after the figure's rework and metrics.csv without
 pandas: mean (first in its process: it pays matplotlib's import, 0.45 s of CPU, and before,
 pandas', 0.34 s) 69-71% -> 60% of the run's CPU; frequency (second) 14% -> 9.2-9.4%
-(docs/results/scale.md).
+(docs/results/scale.md). Later the same day, load 5-6, two runs each: with the figure mean 63-67%
+(1.56-1.71 s of 2.3-2.7 s), frequency 10.7-11.1%; `--no-plot` mean 30-31% (0.30-0.41 s of
+1.0-1.4 s: dp-accounting's first import for privacy.csv's rdp and pld columns, ~0.2 s, and 23 MB
+of per-client CSV text, ~0.1 s), frequency 5.2-5.5%.
 """
 
 from __future__ import annotations
@@ -205,12 +209,26 @@ def steady(rounds: np.ndarray) -> float:
     return float(np.median(rounds[skip:]))
 
 
+def without_plot() -> None:
+    """Patch the Recorder to leave plot.png out (its `plot` False), as a run asked for no figure."""
+    import ldpfed.protocols.recorder as recorder
+
+    real = recorder.Recorder.__init__
+
+    def init(self, config, output=None, plot=None):
+        real(self, config, output, plot=False)
+
+    recorder.Recorder.__init__ = init
+
+
 def run_task(task: str, args) -> dict:
     from simulations.federation import run
 
     with tempfile.TemporaryDirectory() as out:
         config = config_for(task, args.clients, args.dims, args.rounds, out, args.mechanism)
         before, before_cpu = baseline(config)
+        if args.no_plot:
+            without_plot()
         writes, by_file = timed_writes()
         marks = round_cpu()
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -225,6 +243,7 @@ def run_task(task: str, args) -> dict:
     full_cpu = float(np.median(np.diff(marks)[1:])) if len(marks) > 2 else float("nan")  # rounds 3..R
     result = {
         "task": task,
+        "plot": not args.no_plot,
         "clients": args.clients,
         "baseline_s": base,
         "first_round_s": float(rounds[0]),
@@ -266,6 +285,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mechanism", default="laplace")
     parser.add_argument("--one-by-one", action="store_true")
+    parser.add_argument("--no-plot", action="store_true", help="the run draws no plot.png (Recorder's plot off)")
     args = parser.parse_args()
     for task in args.tasks.split(","):
         result = run_task(task, args)
