@@ -17,7 +17,8 @@ process was started, from the arrival of its stderr lines (simulations.progress)
 - `exit`: the process' end; `steady`: the median `seconds` of rounds 2..R in metrics.csv;
 - `cpu to r1`, `cpu`: CPU seconds of the run's whole process tree (driver, Ray's services, the
   nodes' workers; `TreeCpu`) up to "round 1:" and in all: on a shared machine the wall figures move
-  with the other work, these much less.
+  with the other work, these much less; `r1 driver`, `r1 ray`, `r1 nodes`: the CPU to "round 1:" of
+  the driver, of Ray's services (GCS, raylet, its agents) and of Ray's workers (the nodes).
 The table shows the steps as differences (imports, Ray, nodes, round 1; Ray from `started`, as
 the log lines give it), `ray start` (`ray_up` - `ray_begun`: Ray's own start, however early it
 begins), and `budget`: the time to round 1 over 3 steady rounds plus Ray's start (`ray start`; the
@@ -90,20 +91,45 @@ def one_run(checkout: Path, options: list[str], out: Path) -> dict:
         "steady": float(statistics.median(seconds[1:])) if len(seconds) > 1 else None,
         "cpu": cpu.total(),
         "cpu_round_1": cpu.marks.get("round_1"),
+        **{f"cpu_r1_{part}": seconds for part, seconds in cpu.parts.get("round_1", {}).items()},
         "load_1min": os.getloadavg()[0],
     }
+
+
+GROUPS = ("driver", "ray", "nodes")  # where the CPU goes: the run's process, Ray's services, its workers
+AGENTS = ("ray::DashboardA", "ray::RuntimeEnv")  # the raylet's agents, as /proc's 15-character names give them
+
+
+def group(pid: int, root: int, name: str) -> str:
+    """The process' part of the run: the driver (`root`), a Ray worker (a node's actor: Ray's
+    `default_worker.py`, renamed `ray::IDLE`, `ray::ClientAppActor` as it starts) or one of Ray's
+    services (GCS, raylet, the raylet's agents: `ray::DashboardAgent`, `ray::RuntimeEnvAgent`)."""
+    if pid == root:
+        return "driver"
+    if name.startswith(AGENTS):
+        return "ray"
+    if name.startswith("ray::"):
+        return "nodes"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "ray"
+    return "nodes" if b"default_worker.py" in command else "ray"
 
 
 class TreeCpu:
     """CPU seconds (user + system) of a process and its descendants (Ray's services and workers,
     which the run's process does not reap: rusage misses them), sampled from /proc every
-    `interval` s in a thread: each process' last reading, summed; `mark(step)` records the sum then;
-    `first_seen` {process name: monotonic time it was first sampled}."""
+    `interval` s in a thread: each process' last reading, summed; `mark(step)` records the sum then,
+    and `parts[step]` the sums by `GROUPS`; `first_seen` {process name: monotonic time it was first
+    sampled}."""
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
         self.pid, self.interval = pid, interval
         self.seen: dict[int, float] = {}
+        self.groups: dict[int, str] = {}
         self.marks: dict[str, float] = {}
+        self.parts: dict[str, dict[str, float]] = {}
         self.first_seen: dict[str, float] = {}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
@@ -129,6 +155,8 @@ class TreeCpu:
                 continue
             self.first_seen.setdefault(name, time.monotonic())
             self.seen[member] = (int(fields[11]) + int(fields[12])) / TICKS
+            if self.groups.get(member, "ray") == "ray":  # a worker is renamed once it runs a task
+                self.groups[member] = group(member, self.pid, name)
 
     def total(self) -> float:
         return sum(self.seen.values())
@@ -136,6 +164,9 @@ class TreeCpu:
     def mark(self, step: str) -> None:
         self.read()
         self.marks[step] = self.total()
+        self.parts[step] = {part: 0.0 for part in GROUPS}
+        for member, seconds in self.seen.items():
+            self.parts[step][self.groups[member]] += seconds
 
 
 def simulate_options(args) -> list[str]:
@@ -170,7 +201,7 @@ def steps(row: dict) -> list[str]:
     if row["ray_up"] is None:  # code without the start-up lines: imports, then all of it to round 1
         differences = [row["started"], None, None, None]
     cells = [*differences, ray_start(row), row["round_1"], row["exit"], row["steady"], budget(row)]
-    cells += [row.get("cpu_round_1"), row.get("cpu")]
+    cells += [row.get("cpu_round_1"), *(row.get(f"cpu_r1_{part}") for part in GROUPS), row.get("cpu")]
     return ["-" if value is None else f"{value:.2f}" for value in cells]
 
 
@@ -198,7 +229,7 @@ def main() -> None:
     print(f"{run_stamp()} simulate {' '.join(options)}")
     header = ["code", "busy", "repeat", "imports", "Ray", "nodes", "round 1", "ray start", "to round 1", "exit"]
     header += ["steady", "budget"]
-    header += ["cpu to r1", "cpu"]
+    header += ["cpu to r1", *(f"r1 {part}" for part in GROUPS), "cpu"]
     header.append("load")
     print(" ".join(f"{title:>10}" for title in header))
     for row in rows:

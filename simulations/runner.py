@@ -67,18 +67,20 @@ LOCAL_RAY = "local"  # ray.init's address for a Ray of the run's own (never one 
 LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
 # What a node's actor imports before it answers a message, imported by a local Ray's workers as the
 # raylet starts them (Ray's `preload_python_modules`), while the driver still builds its server half
-# and imports Flower: the actor class (Flower's simulation package), the ClientApp with ldpfed's node
-# halves, numba (the samplers' compiled kernels, on their first call) and, by task and data, what
-# the node half loads lazily. Without it those imports (about 9 s of CPU for a training node at
-# load 6, a quarter of it torch; 4-5 s for a mean node) began only once Flower asked for the
-# actors, after Ray's start; building the node and its data takes 0.05 s of that.
-NODE_MODULES = ("flwr.simulation.ray_transport.ray_actor", "clients.client_app", "numba")
+# and imports Flower: the actor class (Flower's, without its simulation package's entry points:
+# simulations.node_preload), the ClientApp with ldpfed's node halves, numba (the samplers' compiled
+# kernels, on their first call) and, by task and data, what the node half loads lazily. Without it
+# those imports (about 9 s of CPU for a training node at load 6, a quarter of it torch; 4-5 s for a
+# mean node) began only once Flower asked for the actors, after Ray's start; building the node and
+# its data takes 0.05 s of that. A training node needs no sympy (ldpfed.training.cohort's
+# cross-entropy) and the digits no scikit-learn (ldpfed.data.federated).
+NODE_MODULES = ("simulations.node_preload", "clients.client_app", "numba")
 TASK_MODULES = {
     "mean": ("ldpfed.protocols.mean",),
     "frequency": ("ldpfed.protocols.frequency",),
-    "train": ("torch", "torch.func", "torch.fx.experimental.symbolic_shapes", "ldpfed.protocols.train"),
+    "train": ("torch", "torch.func", "ldpfed.protocols.train"),
 }
-DATA_MODULES = {"digits": ("sklearn.datasets",)}
+DATA_MODULES: dict[str, tuple[str, ...]] = {}  # by data set, what its loader imports: none at present
 POLL_SECONDS = 0.2  # how often a wait for a cluster looks at the run's stop request and its deadline
 # A local Ray begun ahead of the run that takes it over (`RayStart.ahead`, `RayStart.begin_for`).
 _AHEAD: list[RayStart] = []

@@ -48,9 +48,9 @@ from ldpfed.protocols.base import (
 )
 from ldpfed.protocols.nodes import NodeReply
 from ldpfed.protocols.privacy import privacy_status
-from ldpfed.training.cohort import CohortTrainer, batch_plan, chunk_size, padded_data, resolve_device
+from ldpfed.training.cohort import DEVICES, CohortTrainer, batch_plan, chunk_size, padded_data, resolve_device
 from ldpfed.training.local import evaluate, single_thread
-from ldpfed.training.models import build_model
+from ldpfed.training.models import build_model, parameter_count
 from ldpfed.training.noise_privatizer import NoisePrivatizer
 from ldpfed.training.parameters import flatten, get_weights, set_weights, unflatten
 from ldpfed.training.privatize import Privatizer, UpdatePrivatizer
@@ -141,23 +141,35 @@ def privatize(
 
 
 def check_setup(config: Config, data_seed: int):
-    """Load the data, build the model and the privatizer once, so bad options fail early; returns
-    one client's round event (for the accounting checks of the preflight)."""
+    """Load the data, size the model and build the privatizer once, so bad options fail early;
+    returns one client's round event (for the accounting checks of the preflight). Without torch:
+    the model's size comes from the data's shapes (`parameter_count`, the same errors as building
+    it), so a run's preflight, which Ray's start waits for, imports no torch."""
     check_device(config)
-    model = new_model(config, data_seed)
-    return client_round_event(config, privatizer(config), flatten(get_weights(model)).size)
+    return client_round_event(config, privatizer(config), update_size(config, data_seed))
 
 
-def check_device(config: Config):
+def update_size(config: Config, data_seed: int) -> int:
+    """d, the number of the model's parameters (a client's update), from the data's shapes."""
+    data = federated_data(config, data_seed)
+    return parameter_count(config.training.model, data.input_shape, data.num_classes)
+
+
+def check_device(config: Config) -> None:
     """The nodes' torch device: `--device cuda` without a GPU is an LDPValueError, and so is a
-    node asking Ray for GPUs (`gpus-per-node`) that would train on the CPU."""
-    device = resolve_device(config.federation.device)
-    if config.federation.gpus_per_node > 0 and device.type != "cuda":
+    node asking Ray for GPUs (`gpus-per-node`) that would train on the CPU. Only those two ask
+    torch (imported for it, seconds of CPU): any other device (cpu, auto) without GPUs per node
+    passes whatever torch sees."""
+    name, gpus = config.federation.device, config.federation.gpus_per_node
+    if name not in DEVICES:
+        resolve_device(name)  # its error
+    if name != "cuda" and gpus <= 0:
+        return
+    device = resolve_device(name)
+    if gpus > 0 and device.type != "cuda":
         raise LDPValueError(
-            f"gpus-per-node {config.federation.gpus_per_node:g} needs --device cuda (or auto with a GPU); "
-            f"this run trains on {device.type}"
+            f"gpus-per-node {gpus:g} needs --device cuda (or auto with a GPU); this run trains on {device.type}"
         )
-    return device
 
 
 def client_round_event(config: Config, update_privatizer: Privatizer, dims: int):

@@ -102,12 +102,21 @@ def chunk_size(model: nn.Module, input_shape, batch: int, budget: int = CHUNK_ME
     return max(1, budget // per_client)
 
 
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Each row's cross-entropy loss, -log_softmax(logits)[y]: what torch's `cross_entropy`
+    (reduction none) computes, the same operations, bit for bit. Under `vmap` torch's own decomposes
+    into `nll_loss_forward`, whose shape check imports torch's symbolic shapes and sympy on a
+    node's first step (0.7 s of CPU); log_softmax and gather have batching rules of their own."""
+    from torch import nn
+
+    return -nn.functional.log_softmax(logits, dim=-1).gather(-1, y[..., None]).squeeze(-1)
+
+
 class CohortTrainer:
     """E SGD steps for a stack of clients of one model (see module docstring)."""
 
     def __init__(self, model: nn.Module, device: torch.device, chunk: int | None = None) -> None:
         import torch
-        from torch import nn
         from torch.func import functional_call, vmap
 
         self.model = model.to(device)
@@ -126,7 +135,7 @@ class CohortTrainer:
 
         def loss(params: dict, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             logits = functional_call(self.model, params, (x,))
-            return (weight * nn.functional.cross_entropy(logits, y, reduction="none")).sum()
+            return (weight * cross_entropy(logits, y)).sum()
 
         self._losses = vmap(loss)
 

@@ -9,7 +9,7 @@
 
 Initialization is PyTorch's default (Kaiming-uniform weights, uniform biases) drawn from a
 `torch.Generator` seeded with `seed`, so the same seed gives the same model without touching
-torch's global random state.
+torch's global random state. `parameter_count` gives a model's size without torch.
 """
 
 from __future__ import annotations
@@ -33,8 +33,39 @@ CNN_FC = 50
 def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> nn.Module:
     """The model `name` for inputs of `input_shape` (without batch axis) and `num_classes` outputs."""
     import torch
-    from torch import nn
 
+    key, shape, num_classes = _checked(name, input_shape, num_classes)
+    generator = torch.Generator().manual_seed(check_positive_int(seed, "seed", minimum=0))
+    # torch's own initialization of the layers draws from its global generator: inside fork_rng,
+    # which restores that generator's state, then every parameter is drawn again from `generator`.
+    # Not built on the meta device instead: its first use imports torch's meta kernels and sympy
+    # (0.7-1 s of CPU in each process that builds a model: the driver and every node of a run).
+    with torch.random.fork_rng(devices=[]):
+        model = _layers(key, shape, num_classes)
+    _initialize(model, generator)
+    return model
+
+
+def parameter_count(name: str, input_shape, num_classes: int) -> int:
+    """The number of parameters of `build_model(name, input_shape, num_classes)`, from the shapes
+    alone (no torch: a run's preflight sizes the update without building the model); the same
+    errors for a model that does not fit the data."""
+    key, shape, num_classes = _checked(name, input_shape, num_classes)
+    features = math.prod(shape)
+    if key == "logreg":
+        return features * num_classes + num_classes
+    if key == "mlp":
+        return features * MLP_HIDDEN + MLP_HIDDEN + MLP_HIDDEN * num_classes + num_classes
+    channels, height, width = shape
+    first, second = CNN_CHANNELS
+    kernel = CNN_KERNEL * CNN_KERNEL
+    convolutions = channels * first * kernel + first + first * second * kernel + second
+    flat = second * (height // 4) * (width // 4)
+    return convolutions + flat * CNN_FC + CNN_FC + CNN_FC * num_classes + num_classes
+
+
+def _checked(name: str, input_shape, num_classes: int) -> tuple[str, tuple, int]:
+    """(model key, input shape, classes) once the model is known and fits the shapes."""
     key = canonical_name(name)
     if key not in MODEL_NAMES:
         raise LDPValueError(f"unknown model {name!r}; available: {', '.join(MODEL_NAMES)}")
@@ -42,35 +73,33 @@ def build_model(name: str, input_shape, num_classes: int, *, seed: int = 0) -> n
     if not shape or any(s < 1 for s in shape):
         raise LDPValueError(f"input_shape must be a non-empty tuple of positive sizes, got {input_shape!r}")
     num_classes = check_positive_int(num_classes, "num_classes", minimum=2)
-    generator = torch.Generator().manual_seed(check_positive_int(seed, "seed", minimum=0))
-    features = math.prod(shape)
-    # Built on the meta device (no storage, no draws from torch's global generator), then
-    # materialized on the CPU and initialized from `generator`.
-    with torch.device("meta"):
-        if key == "logreg":
-            model = nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
-        elif key == "mlp":
-            model = nn.Sequential(
-                nn.Flatten(), nn.Linear(features, MLP_HIDDEN), nn.Tanh(), nn.Linear(MLP_HIDDEN, num_classes)
-            )
-        else:
-            model = _cnn(shape, num_classes)
-    model = model.to_empty(device="cpu")
-    _initialize(model, generator)
-    return model
+    if key == "cnn":
+        _check_image(shape)
+    return key, shape, num_classes
 
 
-def _cnn(shape: tuple, num_classes: int) -> nn.Module:
-    from torch import nn
-
+def _check_image(shape: tuple) -> None:
     if len(shape) != 3:
         raise LDPValueError(
             f"cnn needs image inputs of shape (channels, height, width), got {shape}; "
             "use logreg or mlp for vector data such as synthetic-fedprox"
         )
-    channels, height, width = shape
+    height, width = shape[1:]
     if height < 4 or width < 4:
         raise LDPValueError(f"cnn needs images of at least 4x4 pixels (two 2x2 poolings), got {height}x{width}")
+
+
+def _layers(key: str, shape: tuple, num_classes: int) -> nn.Module:
+    from torch import nn
+
+    features = math.prod(shape)
+    if key == "logreg":
+        return nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
+    if key == "mlp":
+        return nn.Sequential(
+            nn.Flatten(), nn.Linear(features, MLP_HIDDEN), nn.Tanh(), nn.Linear(MLP_HIDDEN, num_classes)
+        )
+    channels, height, width = shape
     first, second = CNN_CHANNELS
     padding = CNN_KERNEL // 2
     return nn.Sequential(
