@@ -13,7 +13,7 @@ import pytest
 
 from ldpfed.accounting.ledger import PrivacyLedger, legacy_event
 from ldpfed.config import Config
-from ldpfed.data.partition_counts import COLUMNS, GAPS_UP_TO, counts_figure, label_counts
+from ldpfed.data.partition_counts import COLUMNS, GAPS_UP_TO, counts_figure, label_count_files, label_counts
 from ldpfed.outputs import FIXED_LAYOUT, MANIFEST, OutputDir, csv_records, records_csv, write_content
 from ldpfed.protocols.recorder import Recorder, number_columns, plot_run
 from ldpfed.validation import LDPValueError
@@ -103,7 +103,7 @@ def _record(out, rows: list[dict], plot: bool) -> None:
     for row in rows:
         ledger.record_round(range(40), row["round"], legacy_event(2.0, None, "laplace"), "laplace")
         recorder.add_round(row, ledger)
-    recorder.finish({"task": "mean"}, ledger)
+    recorder.finish({"task": "mean"}, ledger, label_count_files(_counts(40, 3)))  # a figure among the data files
 
 
 def _pixels(path) -> np.ndarray:
@@ -119,7 +119,9 @@ def test_a_run_without_its_figure_draws_it_later_with_the_same_pixels(tmp_path):
     _record(tmp_path / "later", rows, plot=False)
     later = tmp_path / "later"
     assert not (later / "plot.png").exists() and "plot.png" not in json.loads((later / MANIFEST).read_text())["files"]
-    for name in ("metrics.csv", "privacy.csv", "privacy_entries.csv", "summary.json"):  # the same tables
+    assert (tmp_path / "drawn" / "label_counts.png").is_file() and not (later / "label_counts.png").exists()
+    assert label_count_files(_counts(4, 2), plot=False).keys() == {"label_counts.csv"}
+    for name in ("metrics.csv", "privacy.csv", "privacy_entries.csv", "summary.json", "label_counts.csv"):
         assert (later / name).read_bytes() == (tmp_path / "drawn" / name).read_bytes()
     assert plot_run(later) == later / "plot.png"
     assert np.array_equal(_pixels(later / "plot.png"), _pixels(tmp_path / "drawn" / "plot.png"))

@@ -122,7 +122,9 @@ def _with_gaps(bars: np.ndarray, gaps: np.ndarray) -> np.ndarray:
     return steps
 
 
-def label_count_files(counts: pd.DataFrame, title: str = "label counts per client") -> dict[str, object]:
-    """{file name: content} for `OutputDir.write`: the counts as CSV and their plot."""
+def label_count_files(
+    counts: pd.DataFrame, title: str = "label counts per client", plot: bool = True
+) -> dict[str, object]:
+    """{file name: content} for `OutputDir.write`: the counts as CSV and, with `plot`, their figure."""
     table = counts.rename_axis(columns="label").stack().rename("count").reset_index()
-    return {COUNTS_CSV: table, COUNTS_PNG: counts_figure(counts, title)}
+    return {COUNTS_CSV: table, **({COUNTS_PNG: counts_figure(counts, title)} if plot else {})}

@@ -77,9 +77,11 @@ class Recorder:
         self._privacy_cost = self._privacy_written - started
 
     def finish(self, summary: dict, ledger, data_files: dict | None = None) -> None:
-        """The end-of-run files; `data_files`: the task's files about its data (e.g. label counts)."""
+        """The end-of-run files; `data_files`: the task's files about its data (e.g. label counts;
+        their figures left out when `plot` is off)."""
         if not self.output.enabled:
             return
+        data_files = {name: data for name, data in (data_files or {}).items() if self.plot or not _figure(data)}
         if not self.rows:  # stopped before its first round ended: a finished (interrupted) run, nothing to plot
             self.output.write({"summary.json": summary})
             return
@@ -90,7 +92,7 @@ class Recorder:
                 "privacy.json": qualified(ledger.state_dict(self.config.delta_target, per_client=False), summary),
                 ENTRIES: ledger.entries_csv() if hasattr(ledger, "entries_csv") else ledger.entries_frame(),
                 **({PLOT: plot_rounds(number_columns(self.rows), self.config)} if self.plot else {}),
-                **(data_files or {}),
+                **data_files,
             }
         )
 
@@ -113,6 +115,10 @@ def plot_run(run_dir: str | Path) -> Path:
     path = save_figure(directory / PLOT, plot_rounds(number_columns(rows), load_file(directory / CONFIG)))
     add_to_manifest(directory, [PLOT])
     return path
+
+
+def _figure(content) -> bool:
+    return hasattr(content, "savefig")  # as `ldpfed.outputs.write_content` tells a figure
 
 
 def metrics_table(rows: list[dict]):
