@@ -28,10 +28,10 @@ write, on both clocks; `file_writes_*` the file writes alone (the measure used b
 2026-11-29 at load 5-9, 8 rounds, before and after the figure's rework and metrics.csv without
 pandas: mean (first in its process: it pays matplotlib's import, 0.45 s of CPU, and before,
 pandas', 0.34 s) 69-71% -> 60% of the run's CPU; frequency (second) 14% -> 9.2-9.4%
-(docs/results/scale.md). Later the same day, load 5-6, two runs each: with the figure mean 63-67%
-(1.56-1.71 s of 2.3-2.7 s), frequency 10.7-11.1%; `--no-plot` mean 30-31% (0.30-0.41 s of
+(docs/results/scale.md). Later the same day, load 5-6, four runs each: with the figure mean 63-67%
+(1.56-1.79 s of 2.3-2.8 s), frequency 10.0-11.1%; `--no-plot` mean 30-33% (0.30-0.48 s of
 1.0-1.4 s: dp-accounting's first import for privacy.csv's rdp and pld columns, ~0.2 s, and 23 MB
-of per-client CSV text, ~0.1 s), frequency 5.2-5.5%.
+of per-client CSV text, ~0.1 s), frequency 4.9-5.5%.
 """
 
 from __future__ import annotations
@@ -71,12 +71,15 @@ def timed_writes():
     privacy.csv, privacy_entries.csv and privacy.json from the ledger, building the figure, with
     matplotlib's import on its first use in a process, and writing every file) and any
     `OutputDir.write` outside it (config.toml, noise_secret, the manifest). Also the seconds of
-    each file's write by name and of building the figure ("plot.png (figure)"), for the
-    breakdown; the writes alone (`file_writes_s`: `write_content`, what this benchmark counted
-    before the rendering, the figure and the imports were included) are summed from it.
+    each file's write by name, of building the figure ("plot.png(figure)") and of rendering the
+    ledger's tables ("privacy.csv(render)", its first call importing dp-accounting for the rdp and
+    pld columns; "privacy_entries.csv(render)"), for the breakdown; the writes alone
+    (`file_writes_s`: `write_content`, what this benchmark counted before the rendering, the
+    figure and the imports were included) are summed from it.
     Returns ([wall, CPU], {name: wall seconds})."""
     import ldpfed.outputs as outputs
     import ldpfed.protocols.recorder as recorder
+    from ldpfed.accounting.ledger import PrivacyLedger as ledger
 
     spent, by_file, depth = [0.0, 0.0], {}, [0]
 
@@ -108,14 +111,17 @@ def timed_writes():
             by_file[name] = by_file.get(name, 0.0) + time.perf_counter() - start
 
     recorder.Recorder.add_round = clocked(recorder.Recorder.add_round)
-    recorder.Recorder.finish = clocked(recorder.Recorder.finish, "finish (all)")
-    recorder.plot_rounds = clocked(recorder.plot_rounds, "plot.png (figure)")
+    recorder.Recorder.finish = clocked(recorder.Recorder.finish, "finish(all)")
+    recorder.plot_rounds = clocked(recorder.plot_rounds, "plot.png(figure)")
+    ledger.totals_csv = clocked(ledger.totals_csv, "privacy.csv(render)")  # dp-accounting's import on first use
+    ledger.entries_csv = clocked(ledger.entries_csv, "privacy_entries.csv(render)")
     outputs.OutputDir.write = clocked(outputs.OutputDir.write)
     outputs.write_content = write_content
     return spent, by_file
 
 
-COMPOSITE = ("plot.png (figure)", "finish (all)")  # breakdown entries that are not one file's write
+# breakdown entries that are not one file's write
+COMPOSITE = ("plot.png(figure)", "finish(all)", "privacy.csv(render)", "privacy_entries.csv(render)")
 KNOWN = (
     "metrics.csv",
     "privacy_entries.csv",
