@@ -71,7 +71,7 @@ def counts_figure(counts: pd.DataFrame, title: str = "label counts per client"):
     gaps = edges.size > values.shape[0] + 1  # [left, right] per bar: a gap step between bars
     bottom = np.zeros(values.shape[0])
     colours = matplotlib.colormaps["tab10" if classes <= 10 else "tab20"]
-    for number, label in enumerate(counts.columns):  # loop over classes: one artist each
+    for number, label in enumerate(counts.columns if clients else ()):  # loop over classes: one artist each
         top = bottom + values[:, number]
         steps, baseline = (_with_gaps(top, bottom), _with_gaps(bottom, bottom)) if gaps else (top, bottom)
         patch = StepPatch(steps, edges, baseline=baseline, fill=True, linewidth=0, label=str(label))
@@ -86,7 +86,7 @@ def counts_figure(counts: pd.DataFrame, title: str = "label counts per client"):
     axis.set_ylabel("samples")
     axis.set_title(title)
     right = 0.15  # inches right of the axes: with the legend's width when there is one
-    if 0 < classes <= LEGEND_CLASSES:
+    if clients and 0 < classes <= LEGEND_CLASSES:
         legend = figure.legend(title="class", fontsize="small", ncol=2, loc="upper right", bbox_to_anchor=(1, 0.9))
         right += legend.get_window_extent(canvas.get_renderer()).width / figure.dpi
     figure.subplots_adjust(left=0.75 / width, right=1 - right / width, bottom=0.14, top=0.9)
