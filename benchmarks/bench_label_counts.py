@@ -7,8 +7,11 @@ the bar chart), after a warm-up on a small figure (matplotlib's import and first
     python benchmarks/bench_label_counts.py                              # 200 and 10,000 clients
     python benchmarks/bench_label_counts.py --clients 200,1000,100000 --bars-up-to 1000
 
-The bar chart takes minutes at 10^4 clients (2.4 minutes of CPU measured); `--bars-up-to` sets
-the largest federation it is drawn for (the others print only the new figure's times).
+The bar chart takes minutes at 10^4 clients; `--bars-up-to` sets the largest federation it is
+drawn for (the others print only the new figure's times). Measured 2026-11-29 on the shared 2-core
+machine (load ~5), 10 classes, build + save CPU: 200 clients 0.27-0.31 s against 3.1-3.6 s
+(11.4-11.6x), 1,000 clients 0.25 s against 17.4 s (71x), 10,000 clients 0.17 s against 138 s
+(800x), 100,000 clients 0.25 s.
 """
 
 from __future__ import annotations
