@@ -46,8 +46,7 @@ from ldpfed.planning.calibration import (
 )
 from ldpfed.planning.plan import RankedPlan, participation_rate
 from ldpfed.protocols.seeds import data_seed
-from ldpfed.protocols.train import client_round_event, new_model, privatizer
-from ldpfed.training.parameters import flatten, get_weights
+from ldpfed.protocols.train import client_round_event, privatizer, update_size
 from ldpfed.validation import LDPValueError, check_positive_int
 
 PLRVO = "plrvo"
@@ -61,9 +60,8 @@ def default_train_mechanisms(total: TotalBudget) -> list[str]:
 
 
 def update_dims(config: Config) -> int:
-    """d, the coordinates of the model's update (the model built as a run builds it)."""
-
-    return int(flatten(get_weights(new_model(config, data_seed(config.run.seed)))).size)
+    """d, the coordinates of the model's update (the model's parameter count, from the data's shapes)."""
+    return update_size(config, data_seed(config.run.seed))
 
 
 def with_round(config: Config, epsilon: float, delta: float | None) -> Config:
