@@ -11,7 +11,8 @@ import shutil
 import numpy as np
 import pytest
 
-from ldpfed.accounting.ledger import PrivacyLedger, legacy_event
+from ldpfed.accounting import legacy_event
+from ldpfed.accounting.ledger import PrivacyLedger
 from ldpfed.config import Config
 from ldpfed.data.partition_counts import COLUMNS, GAPS_UP_TO, counts_figure, label_count_files, label_counts
 from ldpfed.outputs import FIXED_LAYOUT, MANIFEST, OutputDir, csv_records, records_csv, write_content

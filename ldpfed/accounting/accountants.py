@@ -43,7 +43,6 @@ from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
-from scipy import fft
 
 from ldpfed.accounting.events import (
     CalibratedDpEvent,
@@ -56,13 +55,13 @@ from ldpfed.accounting.events import (
     event_to_dict,
 )
 from ldpfed.accounting.library import dp_event
+from ldpfed.accounting.names import DEFAULT_DELTA_TARGET
 from ldpfed.accounting.optimal_composition import composed_epsilon
 from ldpfed.registry import Registry
 from ldpfed.samplers.float_slack import NONE as NO_SLACK
 from ldpfed.samplers.float_slack import FloatSlack, composed_slack
 from ldpfed.validation import LDPValueError, check_fraction, check_memory, check_positive_int
 
-DEFAULT_DELTA_TARGET = 1e-5
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
 PLD_TAIL_TRUNCATION = 1e-15  # dp_accounting's default: the truncated tail mass goes to delta (pessimistic)
 
@@ -440,6 +439,7 @@ def _self_composed(one, count: int):
     would not fit in the memory available: its length is what dp_accounting computes from the same
     Chernoff tail bounds before it allocates (`compute_self_convolve_bounds`)."""
     from dp_accounting.pld import common as pld_common
+    from scipy import fft
 
     pmf = getattr(one, "_pmf_remove", None)
     if count > 1 and hasattr(pmf, "to_dense_pmf"):

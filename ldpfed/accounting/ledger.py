@@ -48,13 +48,9 @@ from ldpfed.accounting.accountants import (
     not_private_reasons,
 )
 from ldpfed.accounting.events import (
-    CalibratedDpEvent,
-    EpsilonDeltaDpEvent,
-    GaussianDpEvent,
     describe_event,
     event_from_dict,
     event_to_dict,
-    not_private,
 )
 from ldpfed.accounting.library import dp_event
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
@@ -80,29 +76,6 @@ class LedgerEntry:
 
 
 _REPEAT = dp_event.NoOpDpEvent()  # a memoized collection's later round: nothing new against the server
-
-
-def legacy_event(epsilon: float, delta: float | None, mechanism: str, noise_multiplier: float | None = None):
-    """The event of a round given as (eps, delta[, noise multiplier]); eps = inf: not private."""
-    try:
-        epsilon = float(epsilon)
-    except (TypeError, ValueError):
-        raise LDPValueError(f"epsilon must be a number > 0 (inf for no privacy), got {epsilon!r}") from None
-    if math.isnan(epsilon) or epsilon <= 0:
-        raise LDPValueError(f"epsilon must be > 0 (inf for no privacy), got {epsilon!r}")
-    delta = 0.0 if delta is None else float(delta)
-    if not (0.0 <= delta < 1.0):
-        raise LDPValueError(f"delta must be in [0, 1), got {delta!r}")
-    if math.isinf(epsilon):
-        return not_private(f"mechanism {mechanism} releases its value without noise")
-    if noise_multiplier is None:
-        return EpsilonDeltaDpEvent(epsilon, delta)
-    noise_multiplier = float(noise_multiplier)
-    if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
-        raise LDPValueError(f"noise_multiplier must be a finite number > 0, got {noise_multiplier!r}")
-    if delta == 0.0:
-        raise LDPValueError("a Gaussian round needs its delta in (0, 1)")
-    return CalibratedDpEvent(GaussianDpEvent(noise_multiplier), epsilon, delta)
 
 
 def _column(values: list) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 WINDOW_SDS = 10.0
 WINDOW_CAP = 1 << 22
@@ -28,6 +28,8 @@ SUM_SLACK = 1e-9  # relative float error allowed for in a summed delta (far abov
 
 def composed_delta(epsilon: float, delta: float, count: int):
     """delta_T(eps') (module docstring) as a function of eps', upper-bounded by the dropped tails."""
+    from scipy.stats import binom  # here: scipy.stats costs a process' start about 0.5 s
+
     # In j = T - K ~ Binomial(T, q), q = 1 / (1 + e^eps) <= 1/2 is exact to the last bit (expit),
     # where 1 - p would lose digits for a large eps.
     q = float(special.expit(-epsilon))
@@ -35,8 +37,8 @@ def composed_delta(epsilon: float, delta: float, count: int):
     half = min(WINDOW_SDS * sd + 10.0, WINDOW_CAP / 2)
     low, high = max(0, math.floor(mean - half)), min(count, math.ceil(mean + half))
     j = np.arange(low, high + 1, dtype=np.float64)
-    pmf = stats.binom.pmf(j, count, q)
-    dropped = float(stats.binom.cdf(low - 1, count, q) + stats.binom.sf(high, count, q))
+    pmf = binom.pmf(j, count, q)
+    dropped = float(binom.cdf(low - 1, count, q) + binom.sf(high, count, q))
     losses = epsilon * (count - 2.0 * j)
     kept = -math.expm1(count * math.log1p(-delta)) if delta else 0.0  # 1 - (1 - delta)^T
 

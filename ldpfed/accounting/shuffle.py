@@ -26,7 +26,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ldpfed.accounting.events import EpsilonDeltaDpEvent
 from ldpfed.validation import LDPValueError, check_epsilon, check_positive_int
@@ -86,6 +85,9 @@ class _CloneDivergence:
     of the CDF evaluations."""
 
     def __init__(self, clones: np.ndarray, epsilon0: float):
+        from scipy.stats import binom  # here: scipy.stats costs a process' start about 0.5 s
+
+        self.binom = binom
         self.clones = np.asarray(clones, dtype=np.float64)
         self.epsilon0 = epsilon0
         self._cutoff = np.full(self.clones.shape, np.nan)  # where _at and _below were evaluated
@@ -102,8 +104,8 @@ class _CloneDivergence:
         cutoff = np.floor(beta * (self.clones + 1.0))
         moved = cutoff != self._cutoff
         if moved.any():
-            self._at[moved] = stats.binom.cdf(cutoff[moved], self.clones[moved], 0.5)
-            self._below[moved] = stats.binom.cdf(cutoff[moved] - 1.0, self.clones[moved], 0.5)
+            self._at[moved] = self.binom.cdf(cutoff[moved], self.clones[moved], 0.5)
+            self._below[moved] = self.binom.cdf(cutoff[moved] - 1.0, self.clones[moved], 0.5)
             self._cutoff = cutoff
         p_mass = alpha * self._at + alpha_bar * self._below
         q_mass = alpha_bar * self._at + alpha * self._below
@@ -115,13 +117,15 @@ class _ShuffledDelta:
     probabilities and the mass left out do not depend on eps and are computed once."""
 
     def __init__(self, epsilon0: float, reports: int):
+        from scipy.stats import binom
+
         q = math.exp(-epsilon0)
         trials = reports - 1
         mean, sd = trials * q, math.sqrt(trials * q * (1.0 - q))
         low = max(0, math.floor(mean - TAIL_SDS * sd))
         high = min(trials, math.ceil(mean + TAIL_SDS * sd))
         clones = np.arange(low, high + 1)
-        self.pmf = stats.binom.pmf(clones, trials, q)
+        self.pmf = binom.pmf(clones, trials, q)
         self.left_out = max(0.0, 1.0 - float(self.pmf.sum()))
         self.divergence = _CloneDivergence(clones, epsilon0)
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 import ldpfed.mechanisms as mechanisms
 from ldpfed.frequency.base import CountingOracle, check_bit_rows, check_categories
@@ -47,6 +46,8 @@ class SummationHistogramEncoding(HistogramEncoding):
 @lru_cache(maxsize=64)
 def optimal_threshold(epsilon: float) -> float:
     """theta in (1/2, 1) minimizing THE's variance (Wang et al. 2017, Section 4.2)."""
+
+    from scipy.optimize import minimize_scalar  # here: scipy.optimize costs a process' start 0.3-0.4 s
 
     def variance(theta):
         p = 1.0 - 0.5 * math.exp(epsilon * (theta - 1.0) / 2.0)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ldpfed.accounting import PrivacyLedger
+import ldpfed.accounting as accounting
 
 
 class InjectedFailure(RuntimeError):
@@ -78,7 +78,7 @@ class BudgetedServer:
         self.budget = budget
         if budget is not None:
             budget.check(round_event)
-        self.ledger = PrivacyLedger()
+        self.ledger = accounting.PrivacyLedger()
         self._planned: list[int] = []
         self._stopped: list[int] = []
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from ldpfed.samplers.grid import rounding_weights
@@ -421,6 +420,7 @@ def _calibration(self: DiscreteGaussianSampler) -> tuple[float, float]:
     # Memoized (each ~10 ms): brentq evaluates the bracket's ends again, the check below its root, and
     # the bound returned with s is that of the last s checked (unless the classic formula raises s).
     delta_bound = cache(self.delta_bound_for)
+    from scipy.optimize import brentq  # here: scipy.optimize costs a process' start 0.3-0.4 s
 
     def excess(log_s: float) -> float:
         return math.log(delta_bound(math.exp(log_s))) - math.log(self.delta)
