@@ -166,6 +166,7 @@ class OutputConfig:
     out: str = ""
     overwrite: bool = False  # replace another run's results in `out` (ldpfed.outputs.OutputDir)
     diagnostics: bool = True
+    plot: bool = True  # draw the run's figures (plot.png, label_counts.png); `ldpfed plot DIR` draws plot.png later
 
 
 SECTIONS = {

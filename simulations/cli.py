@@ -162,6 +162,10 @@ OPTION_HELP = {
     "overwrite": (
         "Replace the results of another run in --out (ldpfed's files only); without it such a directory is refused."
     ),
+    "plot": (
+        "Draw the run's figures (plot.png; label_counts.png for training). --no-plot leaves them out (the rest is "
+        "unchanged); `ldpfed plot DIR` draws plot.png later from the run's files."
+    ),
     "diagnostics": (
         "Clients write their clean values to the run's local output for the noise-measured-vs-predicted figures "
         "(never sent to the server)."

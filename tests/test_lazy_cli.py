@@ -14,7 +14,7 @@ import sys
 import pytest
 
 HEAVY = ("numpy", "scipy.stats", "dp_accounting", "pandas", "torch", "flwr", "ray")
-CORE = ("account", "audit", "calibrate", "compare", "mechanisms", "plan", "predict")
+CORE = ("account", "audit", "calibrate", "compare", "mechanisms", "plan", "plot", "predict")
 PROBE = """
 import json, sys
 from ldpfed.cli.main import app

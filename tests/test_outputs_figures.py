@@ -153,8 +153,24 @@ def test_a_simulate_runs_figure_drawn_later_has_the_same_pixels(tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     (copy / "plot.png").unlink()
-    plot_run(copy)
+    drawn = CliRunner().invoke(app, ["plot", str(copy)])
+    assert drawn.exit_code == 0 and "plot.png" in drawn.output, drawn.output
     assert np.array_equal(_pixels(copy / "plot.png"), _pixels(out / "plot.png"))
+    refused = CliRunner().invoke(app, ["plot", str(tmp_path / "nowhere")])
+    assert refused.exit_code == 2 and "has no metrics.csv" in refused.output
+
+
+def test_simulate_no_plot_writes_every_file_but_the_figure(tmp_path):
+    from typer.testing import CliRunner
+
+    from ldpfed.cli.main import app
+
+    out = tmp_path / "run"
+    arguments = ["simulate", "--engine", "local", "--clients", "3", "--users", "60", "--rounds", "2", "--no-plot"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not (out / "plot.png").exists() and (out / "metrics.csv").is_file() and (out / "summary.json").is_file()
+    assert "plot = false" in (out / "config.toml").read_text()
 
 
 def test_numbers_read_back_from_csv_are_the_numbers_written():

@@ -29,7 +29,7 @@ import ldpfed.manifest as manifest
 PLUGIN_GROUP = "ldpfed.commands"
 # The core commands in listing order, each the name of its module in ldpfed.cli (which has
 # `register(app)`, like a plugin entry point).
-CORE_COMMANDS = ("account", "audit", "calibrate", "compare", "mechanisms", "plan", "predict")
+CORE_COMMANDS = ("account", "audit", "calibrate", "compare", "mechanisms", "plan", "plot", "predict")
 
 
 def _registrars() -> dict[str, EntryPoint]:

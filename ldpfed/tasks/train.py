@@ -124,7 +124,8 @@ class TrainTask(Task):
     def data_files(self, config: Config, data_seed: int) -> dict:
         """Each client's training examples per class (label_counts.csv) and their plot."""
         data = train.federated_data(config, data_seed)
-        return label_count_files(data.label_counts(), title=f"{data.name}, partition {data.partition}")
+        title = f"{data.name}, partition {data.partition}"
+        return label_count_files(data.label_counts(), title=title, plot=config.output.plot)
 
     def trust_figures(self, config: Config, summary: dict, trust: str) -> dict:
         return _trust_figures(config, summary, trust)
