@@ -20,6 +20,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from ldpfed.protocols import seeds
 from ldpfed.protocols.base import short_reason
 from ldpfed.protocols.nodes import NodeReply, collect_sum, joined
 from wire.records import (
@@ -273,14 +274,14 @@ class LDPStrategy(TrainOnlyStrategy):
     def _hosts(self, partitions) -> set[int]:
         """The node ids hosting `partitions` (array work: no loop over clients)."""
         hosts, owner = self._owners()
-        used = np.bincount(owner[np.asarray(partitions, dtype=np.int64)], minlength=len(hosts))
+        used = np.bincount(owner[seeds.id_array(partitions)], minlength=len(hosts))
         return {int(node) for node in hosts[np.flatnonzero(used)]}
 
     def _grouped(self, partitions) -> dict[int, np.ndarray]:
         """{node id: its partitions among `partitions`, in their order} by a stable sort of their
         nodes' indices (the order a loop over `partitions` appends them in)."""
         hosts, owner = self._owners()
-        pids = np.asarray(partitions, dtype=np.int64)
+        pids = seeds.id_array(partitions)
         which = owner[pids]
         counts = np.bincount(which, minlength=len(hosts))
         order = np.argsort(which, kind="stable") if len(hosts) > 1 else slice(None)

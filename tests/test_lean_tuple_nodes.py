@@ -62,6 +62,12 @@ def test_spawned_secrets_pickle_as_their_root_and_spawn_a_block_alone():
     assert whole[12] == numpy_entropy(root, 12) and 100_000 not in whole and -1 not in whole
 
 
+@pytest.mark.parametrize("partitions", [range(0), range(5), range(3, 40, 7), [4, 1, 9], np.array([2, 3])])
+def test_id_array_makes_the_ids_numpy_makes(partitions):
+    ids = seeds.id_array(partitions)
+    assert ids.dtype == np.int64 and np.array_equal(ids, np.asarray(list(partitions), dtype=np.int64))
+
+
 def mean_config(**options) -> Config:
     values = {"task": "mean", "engine": "local", "users": 50, "clients": 20, "dims": 5, "mechanism": "laplace"}
     return Config().with_options({**values, **options}).validated()

@@ -68,9 +68,17 @@ def server_seed(run_seed: int) -> int:
     return _entropy(np.random.SeedSequence(run_seed, spawn_key=(SERVER,)))
 
 
+def id_array(partitions) -> np.ndarray:
+    """Partition ids as an int64 array; a range by `np.arange` (numpy converts a range element by
+    element: ~7 ms per 10^5 ids, twice a round in a strategy's grouping)."""
+    if isinstance(partitions, range):
+        return np.arange(partitions.start, partitions.stop, partitions.step, dtype=np.int64)
+    return np.asarray(partitions if isinstance(partitions, np.ndarray) else list(partitions), dtype=np.int64)
+
+
 def ascending_ids(partitions) -> np.ndarray:
     """`partitions` as ascending, distinct int64 ids (sorted only when they are not already)."""
-    pids = np.asarray(partitions if isinstance(partitions, np.ndarray) else list(partitions), dtype=np.int64)
+    pids = id_array(partitions)
     return pids if pids.size < 2 or bool(np.all(pids[1:] > pids[:-1])) else np.unique(pids)
 
 
