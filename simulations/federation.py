@@ -18,6 +18,7 @@ engines run the same halves in the same order:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import shutil
 import signal
 import tempfile
@@ -31,6 +32,7 @@ from ldpfed.protocols import canaries, seeds
 from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World
+from ldpfed.samplers.words import compiled
 from ldpfed.tasks import bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 from simulations import runner as flower_runner
@@ -96,6 +98,8 @@ def run(
                 if config.run.engine == "local":
                     run_local(config, world, half, session, progress, verbose, stop)
                 else:
+                    if ray is not None:
+                        ready_while_ray_starts()
                     run_flower(config, world, half, session, progress, verbose, stop, ray)
                 if not stop.requested:
                     return session.finish()
@@ -110,6 +114,16 @@ def run(
                 ray.close()  # a no-op once Flower's runtime has shut Ray down
         summary = session.finish(interrupted=True)
     raise Interrupted(summary, stop)
+
+
+def ready_while_ray_starts() -> None:
+    """What this process would otherwise load after round 1's replies arrive, loaded while its Ray
+    starts (Ray's processes on the other core; the nodes cannot reply before Ray is up): numba
+    and the compiled kernels' dispatchers (the server adds the nodes' replies with a kernel) and
+    dp-accounting's package (the first privacy.csv's rdp and pld columns, ~1 s of imports).
+    Nothing is computed; the same modules load either way."""
+    compiled()
+    importlib.import_module("dp_accounting")
 
 
 def save_noise_root(output: OutputDir, world: World) -> None:

@@ -50,13 +50,13 @@ def output_dir(config: Config) -> OutputDir:
 
 class Recorder:
     """Writes a run's files as it goes (module docstring). `plot`: draw plot.png at the end (None:
-    the config's `output.plot`, True where the config has no such option); without it `plot_run`
+    the config's `output.plot`, `--no-plot` leaving it out); without it `plot_run`
     draws the same figure later from the run's files, and a run's output work is then no more than
     rendering and writing its tables (matplotlib's import alone is ~0.5 s of CPU)."""
 
     def __init__(self, config: Config, output: OutputDir | None = None, plot: bool | None = None) -> None:
         self.config = config
-        self.plot = getattr(config.output, "plot", True) if plot is None else bool(plot)
+        self.plot = config.output.plot if plot is None else bool(plot)
         self.rows: list[dict] = []
         self.output = output_dir(config) if output is None else output
         self.output.write({"config.toml": to_toml(config)})
