@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpfed.accounting.ledger import PrivacyLedger, legacy_event
+from ldpfed.accounting import legacy_event
+from ldpfed.accounting.ledger import PrivacyLedger
 
 
 def _random_ledger(rng: np.random.Generator) -> PrivacyLedger:

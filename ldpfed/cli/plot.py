@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from ldpfed.cli.common import console, handle_errors
+from ldpfed.cli.common import OUTPUTS_EPILOG, console, handle_errors
+from ldpfed.protocols.recorder import plot_run  # matplotlib is imported when the figure is drawn
 
 
 @handle_errors
@@ -15,10 +16,8 @@ def plot(
     run_dir: Path = typer.Argument(..., help="The output directory of a `simulate` run (its --out)."),
 ) -> None:
     """Draw a run's plot.png from its metrics.csv and config.toml (e.g. after `simulate --no-plot`)."""
-    from ldpfed.protocols.recorder import plot_run  # matplotlib: only when a figure is drawn
-
     console.print(f"wrote {plot_run(run_dir)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plot")(plot)
+    app.command("plot", epilog=OUTPUTS_EPILOG)(plot)
