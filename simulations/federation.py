@@ -80,24 +80,27 @@ def run(
         # overlaps the clients' secrets', the server half's and the records' making
         ray = RayStart.begin_for(config, layout(config).nodes, verbose) if config.run.engine == "flower" else None
         try:
-            world = World.from_config(config, noise_seed)
-            half = server_half(config, world.data, world.server, flower_fedavg)
-            audit = None if world.canaries is None else canaries.LocalAudit(world.canaries, half.weights.size)
-            session = Session(
-                tasks.of(config),
-                config,
-                half,
-                world.data,
-                engine=config.run.engine,
-                output=output,
-                noise=world.noise,
-                audit=audit,
-            )
-            save_noise_root(output, world)  # before the first round: an interrupted run can be replayed too
+            # the set-up is not unwound by a signal: one that arrives while it runs (Ray's workers
+            # may be up already) stops the run before its first round, with a summary of none
+            with stop.deferred():
+                world = World.from_config(config, noise_seed)
+                half = server_half(config, world.data, world.server, flower_fedavg)
+                audit = None if world.canaries is None else canaries.LocalAudit(world.canaries, half.weights.size)
+                session = Session(
+                    tasks.of(config),
+                    config,
+                    half,
+                    world.data,
+                    engine=config.run.engine,
+                    output=output,
+                    noise=world.noise,
+                    audit=audit,
+                )
+                save_noise_root(output, world)  # before the first round: an interrupted run can be replayed too
             try:
-                if config.run.engine == "local":
+                if not stop.requested and config.run.engine == "local":
                     run_local(config, world, half, session, progress, verbose, stop)
-                else:
+                elif not stop.requested:
                     if ray is not None:
                         ready_while_ray_starts()
                     run_flower(config, world, half, session, progress, verbose, stop, ray)

@@ -5,8 +5,11 @@ interrupted) and the process exits with 128 + the signal's number (130, 143), li
 runs a signal handler in the main thread, between two bytecodes of whatever that thread is doing,
 so where the main thread is decides what the handler may do:
 
-- in the set-up and the summary it raises `Stopped` (a KeyboardInterrupt), which unwinds to the
-  harness;
+- before the run's set-up (the command's checks and imports) and in the summary it raises
+  `Stopped` (a KeyboardInterrupt), which unwinds to the harness;
+- in the run's set-up (`simulations.federation.run`: the clients' secrets, the server half, the
+  records; `deferred`) it only records the request: Ray's workers may be up already, and the run
+  then stops before its first round with a summary of none, as it would a moment later;
 - inside Flower's simulation runtime (`deferred`) it only records the request: the main thread is
   there joining the threads that wait on Ray actors (`ray.get`), and unwinding it shuts Ray down
   under them, after which they wait forever (the interpreter joins them at exit) or crash in Ray's
