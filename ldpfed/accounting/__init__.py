@@ -19,41 +19,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the names as type checkers and IDEs see them; at run time `__getattr__` loads them
-    from ldpfed.accounting.accountants import (  # noqa: F401
-        ACCOUNTANTS,
-        Accountant,
-        Spent,
-        advanced_composition,
-        create_accountant,
-    )
-    from ldpfed.accounting.budget import Budget  # noqa: F401
-    from ldpfed.accounting.events import (  # noqa: F401
-        CalibratedDpEvent,
-        DiscreteGaussianDpEvent,
-        DiscreteGaussianVectorDpEvent,
-        EpsilonDeltaDpEvent,
-        GaussianDpEvent,
-        NotPrivateDpEvent,
-        PlrvoDpEvent,
-        PoissonSampledDpEvent,
-        SelfComposedDpEvent,
-        describe_event,
-        event_from_dict,
-        event_to_dict,
-        gaussian_mechanism_event,
-        gaussian_round,
-        legacy_event,
-        not_private,
-        pure_round,
-        register_round_event,
-        round_epsilon,
-        round_event,
-    )
-    from ldpfed.accounting.ledger import LedgerEntry, PrivacyLedger  # noqa: F401
-    from ldpfed.accounting.names import DEFAULT_DELTA_TARGET  # noqa: F401
 
 # {module of ldpfed.accounting: the names it exports here}
 _EXPORTS = {
