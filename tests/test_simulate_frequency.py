@@ -78,7 +78,8 @@ def test_simulate_frequency_cohorts_agree_with_the_prediction_and_account_each_r
             epsilon=1.0,
             mechanism="oue",
             report_dims=1,
-        )
+        ),
+        noise_seed=1,  # a fixed noise root: a statistical check reproduces (OS entropy made it flaky)
     )
     measured, predicted = rows["mse_plain_mean"].to_numpy(), rows["predicted_mse"].to_numpy()
     assert np.allclose(predicted, predicted[0])
