@@ -72,7 +72,10 @@ def test_per_example_gradients_match_one_backward_per_example():
 
 
 def test_numeric_dpsgd_learns_and_reports_the_rdp_epsilon():
-    summary = _summary("--perturbation numeric --noise-multiplier 1.0 --batch-size 128 --epochs 2 --target-delta 1e-5")
+    # a fixed noise seed (noise and batches): the accuracy and cosine checks are statistical, so reproducible
+    summary = _summary(
+        "--perturbation numeric --noise-multiplier 1.0 --batch-size 128 --epochs 2 --target-delta 1e-5 --noise-seed 1"
+    )
     assert summary["train_examples"] == TRAIN_EXAMPLES and summary["private"] is True
     steps = 2 * round(TRAIN_EXAMPLES / 128)
     assert summary["steps"] == steps
