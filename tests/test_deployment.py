@@ -46,6 +46,7 @@ from conftest import processes_with_env
 from helpers import StartedProcesses
 
 import ldpfed.tasks as tasks
+from ldpfed.accounting import read_entries
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.session import Session, World
@@ -433,8 +434,8 @@ def test_a_supernode_killed_mid_round_fails_its_client_for_that_round_and_rejoin
     privacy = pd.read_csv(out / "privacy.csv").set_index("client_id")
     assert privacy["rounds"].to_dict() == {0: 3, 1: 2}
     assert privacy.loc[1, "basic_epsilon"] == pytest.approx(2 * privacy.loc[0, "basic_epsilon"] / 3, rel=1e-12)
-    # the ledger's inputs: one row per client and round replied in
-    entries = pd.read_csv(out / "privacy_entries.csv", dtype={"client_id": str}).to_dict("records")
+    # the ledger's inputs, read back as one row per client and round replied in
+    entries = read_entries(out / "privacy_entries.csv").to_dict("records")
     assert sorted((entry["client_id"], entry["round"]) for entry in entries) == [
         ("0", 1),
         ("0", 2),

@@ -31,6 +31,7 @@ from flwr.supernode.nodestate.in_memory_nodestate import InMemoryNodeState
 
 import ldpfed.tasks as tasks
 from clients.client_app import partition_record
+from ldpfed.accounting import read_entries
 from ldpfed.config import Config
 from ldpfed.protocols import seeds
 from ldpfed.protocols.nodes import hosted
@@ -135,8 +136,8 @@ def test_a_node_lost_mid_round_fails_that_round_only_and_rejoins_the_next(tmp_pa
     # the ledger: each client charged once per round it replied in, node 1's clients not for round 2
     privacy = pd.read_csv(tmp_path / "out" / "privacy.csv").set_index("client_id")
     assert privacy["rounds"].to_dict() == {0: 3, 1: 3, 2: 2, 3: 2}
-    # the ledger's inputs: one row per client and round replied in
-    entries = pd.read_csv(tmp_path / "out" / "privacy_entries.csv", dtype={"client_id": str}).to_dict("records")
+    # the ledger's inputs, read back as one row per client and round replied in
+    entries = read_entries(tmp_path / "out" / "privacy_entries.csv").to_dict("records")
     assert sorted((entry["client_id"], entry["round"]) for entry in entries) == [
         ("0", 1),
         ("0", 2),

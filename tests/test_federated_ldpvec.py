@@ -238,9 +238,7 @@ def test_gaussian_ldpvec_trains_with_the_safe_sampler_and_the_ledger_says_so(tmp
     assert summary["private"] is True and summary["ldpvec"]["budget"]["angle_sampler"] == "safe"
     assert "floating-point safe" in summary["ldpvec"]["angle_noise_sampler"]
     assert 0 < summary["epsilon_spent_max_per_client"] < 2 * 8.0  # rdp: below basic composition of 2 rounds
-    entries = (
-        tmp_path / "safe" / "privacy_entries.csv"
-    ).read_text()  # the ledger's events, one row per client and round
+    entries = (tmp_path / "safe" / "privacy_entries.csv").read_text()  # the ledger's events, per round
     assert "DiscreteGaussianVectorDpEvent" in entries
     assert np.isfinite(rows["measured_squared_distance"]).all()
 

@@ -106,3 +106,39 @@ def test_the_accounting_package_loads_each_name_from_its_module():
     assert accounting.trust is sys.modules["ldpfed.accounting.trust"]  # a submodule, imported on first use
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         accounting.nothing  # noqa: B018
+
+
+# A local run of the mean task with --out (privacy.csv after every round, at 10^5 clients after
+# the first), then the dp-accounting modules it loaded.
+LOCAL_RUN_PROBE = """
+import json, sys
+from ldpfed.cli.main import app
+try:
+    app(sys.argv[2:])
+except SystemExit as stop:
+    assert not stop.code, stop.code
+print(json.dumps([name for name in json.loads(sys.argv[1]) if name in sys.modules]))
+"""
+
+
+def test_a_pure_epsilon_run_writes_its_privacy_files_without_the_dp_accounting_package(tmp_path):
+    """Its rounds are generic eps-DP events: basic, advanced and pld (closed form) account them
+    without dp-accounting, and rdp refuses them without asking the package (~0.2-1.6 s of CPU)."""
+    run = ["simulate", "--engine", "local", "--task", "mean", "--clients", "20", "--users", "200", "--dims", "3"]
+    run += ["--rounds", "2", "--no-plot", "--out", str(tmp_path / "run")]
+    assert loaded(LOCAL_RUN_PROBE, json.dumps(["dp_accounting", "dp_accounting.rdp", "dp_accounting.pld"]), *run) == []
+    header, first = (tmp_path / "run" / "privacy.csv").read_text().splitlines()[:2]
+    totals = dict(zip(header.split(","), first.split(",")))
+    assert (totals["basic_epsilon"], totals["rdp_epsilon"], totals["rdp_delta"]) == ("4.0", "", "")
+
+
+def test_rdp_refuses_a_generic_round_as_dp_accounting_s_own_accountant_does():
+    from dp_accounting.rdp import RdpAccountant as LibraryRdpAccountant
+
+    from ldpfed.accounting.events import CalibratedDpEvent, EpsilonDeltaDpEvent
+
+    for event in (EpsilonDeltaDpEvent(2.0), EpsilonDeltaDpEvent(1.0, 1e-6)):
+        assert not LibraryRdpAccountant().supports(event)
+        assert "has no RDP curve" in accountants.get("rdp").unsupported(event)
+        calibrated = CalibratedDpEvent(event, *event.guarantee())
+        assert "has no RDP curve" in accountants.get("rdp").unsupported(calibrated)

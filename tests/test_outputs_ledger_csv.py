@@ -1,13 +1,17 @@
-"""The ledger's CSV renderings (`PrivacyLedger.entries_csv`, `totals_csv`) against pandas' rendering
-of its frames (`entries_frame`, `to_frame`), the reference, on random ledgers: full participation
-in row order (the fast path), the same clients in another order, subsets, and named client ids
-(with commas and quotes, which CSV quotes)."""
+"""The ledger's CSV renderings against its frames, on random ledgers (full participation in row
+order, the same clients in another order, subsets, and named client ids with commas and quotes,
+which CSV quotes): privacy.csv (`totals_csv`) as pandas renders `to_frame`, and
+privacy_entries.csv (`entries_csv`, runs of consecutive ids) read back by `read_entries` as
+`entries_frame`, one row per client and round in the order recorded."""
 
 from __future__ import annotations
 
-import numpy as np
+import io
 
-from ldpfed.accounting import legacy_event
+import numpy as np
+import pandas as pd
+
+from ldpfed.accounting import legacy_event, read_entries
 from ldpfed.accounting.ledger import PrivacyLedger
 
 
@@ -41,13 +45,29 @@ def test_entries_and_totals_render_as_pandas_renders_their_frames():
     rng = np.random.default_rng(7)
     for _ in range(60):
         ledger = _random_ledger(rng)
-        assert ledger.entries_csv() == ledger.entries_frame().to_csv(index=False)
+        pd.testing.assert_frame_equal(read_entries(io.StringIO(ledger.entries_csv())), ledger.entries_frame())
         assert ledger.totals_csv(1e-5) == ledger.to_frame(1e-5).to_csv(index=False)
+
+
+def test_a_round_of_consecutive_clients_is_one_line_and_gaps_or_names_start_new_ones():
+    ledger = PrivacyLedger()
+    laplace = legacy_event(1.0, None, "laplace")
+    ledger.record_round(np.arange(100_000), 1, laplace, "laplace")
+    ledger.record_round([5, 6, 7, 9, 10, 2], 2, laplace, "laplace")
+    ledger.record_round(["ann", 'b"o,b'], 2, laplace, "named")
+    assert ledger.entries_csv().splitlines() == [
+        "round,first_client_id,last_client_id,clients,mechanism,event",
+        "1,0,99999,100000,laplace,1-DP",
+        "2,5,7,3,laplace,1-DP",
+        "2,9,10,2,laplace,1-DP",
+        "2,2,2,1,laplace,1-DP",
+        "2,ann,ann,1,named,1-DP",
+        '2,"b""o,b","b""o,b",1,named,1-DP',
+    ]
 
 
 def test_a_full_round_renders_its_clients_in_the_order_recorded():
     """Every client, the first and last in place but the others swapped: the lines follow the record."""
     ledger = PrivacyLedger()
     ledger.record_round([0, 2, 1, 3], 1, legacy_event(1.0, None, "laplace"), "laplace")
-    lines = ledger.entries_csv().splitlines()[1:]
-    assert [line.split(",")[0] for line in lines] == ["0", "2", "1", "3"]
+    assert read_entries(io.StringIO(ledger.entries_csv()))["client_id"].tolist() == ["0", "2", "1", "3"]

@@ -361,13 +361,18 @@ def test_ctrl_c_writes_the_finished_rounds_marked_interrupted_and_exits_130(tmp_
     assert (pd.read_csv(out / "privacy.csv")["rounds"] == 2).all()  # the totals of the finished rounds
 
 
-def test_privacy_totals_rewritten_between_rounds_only_when_cheap_and_always_at_the_end(tmp_path, monkeypatch):
-    """Above PRIVACY_EVERY_ROUND clients (here lowered to 1) privacy.csv is rewritten after round 1,
-    then only when the time since its last rewrite is at least 19x that rewrite's cost (here made to
-    look huge: never again before the end), and at the end it holds every round's totals."""
+@pytest.mark.parametrize("interval, rewrites", [(0.0, [2, 8]), (1e6, [8])])
+def test_privacy_totals_rewritten_between_rounds_only_when_cheap_and_always_at_the_end(
+    tmp_path, monkeypatch, interval, rewrites
+):
+    """Above PRIVACY_EVERY_ROUND clients (here lowered to 1) privacy.csv is rewritten after a round
+    that ends PRIVACY_INTERVAL_S after the run's start and its last rewrite (0: after round 1; huge:
+    never before the end), and at least 19x that rewrite's cost (here made to look huge: never
+    again before the end); at the end it holds every round's totals."""
     from ldpfed.protocols import recorder
 
     monkeypatch.setattr(recorder, "PRIVACY_EVERY_ROUND", 1)
+    monkeypatch.setattr(recorder, "PRIVACY_INTERVAL_S", interval)
 
     written = []
     original = recorder.privacy_table
@@ -388,5 +393,5 @@ def test_privacy_totals_rewritten_between_rounds_only_when_cheap_and_always_at_t
     arguments = ["simulate", "--engine", "local", "--clients", "2", "--users", "100", "--rounds", "4"]
     result = runner.invoke(app, [*arguments, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert written == [2, 8]  # after round 1 (2 clients' entries) and at the end (4 rounds of 2)
+    assert written == rewrites  # after round 1 (2 clients' entries) and at the end (4 rounds of 2)
     assert len(pd.read_csv(out / "metrics.csv")) == 4 and (pd.read_csv(out / "privacy.csv")["rounds"] == 4).all()

@@ -52,7 +52,7 @@ _EXPORTS = {
         "round_epsilon",
         "round_event",
     ),
-    "ledger": ("LedgerEntry", "PrivacyLedger"),
+    "ledger": ("LedgerEntry", "PrivacyLedger", "read_entries"),
     "names": ("DEFAULT_DELTA_TARGET",),
 }
 _HOMES = {name: module for module, names in _EXPORTS.items() for name in names}  # name -> its module

@@ -89,6 +89,9 @@ def _column(values: list) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
+# privacy_entries.csv: a run of clients with consecutive integer ids (first to last, `clients` of
+# them; a named client alone: first = last, 1) that met `event` by `mechanism` in `round`.
+ENTRIES_COLUMNS = ["round", "first_client_id", "last_client_id", "clients", "mechanism", "event"]
 TOTALS_COLUMNS = ["client_id", "rounds", "mechanisms", "private", "reasons"] + [
     f"{name}_{part}" for name in ACCOUNTANTS for part in ("epsilon", "delta")
 ]
@@ -483,27 +486,32 @@ class PrivacyLedger:
         return _csv_lines(TOTALS_COLUMNS, self._csv_ids(), self._state, {s: ",".join(f) for s, f in fields.items()})
 
     def entries_csv(self) -> str:
-        """`entries_frame()` as CSV text: one line per client and round, each round's fields
-        rendered once, in the order recorded (a round of every client in row order, the common
-        case, joins the cached ids at once)."""
-        header = "client_id,round,mechanism,event\n"
-        if not self._blocks:
-            return header
-        ids = self._csv_ids()
-        parts = [header]
+        """privacy_entries.csv: the recorded rounds, in the order recorded, with each round's clients
+        as runs of consecutive integer ids, one line per run (`ENTRIES_COLUMNS`: a round of every
+        client is one line, at any number of clients); a named client id is a run of its own.
+        `read_entries` expands it to `entries_frame()`, one row per client and round."""
+        lines = [",".join(ENTRIES_COLUMNS) + "\n"]
+        ids = self._csv_ids() if self._blocks else []
         for round, event, mechanism, rows in self._blocks:
-            suffix = "," + ",".join(_csv_field(value) for value in (round, mechanism, describe_event(event))) + "\n"
-            in_order = rows.size == len(ids) and rows[0] == 0 and bool(np.all(rows[1:] - rows[:-1] == 1))
-            parts.append(suffix.join(ids if in_order else [ids[row] for row in rows.tolist()]) + suffix)
-        return "".join(parts)
+            tail = "," + ",".join(_csv_field(value) for value in (mechanism, describe_event(event))) + "\n"
+            integer = self._row_ids[rows]
+            ends_run = (integer[1:] != integer[:-1] + 1) | (integer[:-1] < 0)
+            starts = np.concatenate([[0], np.flatnonzero(ends_run) + 1])
+            stops = np.append(starts[1:], rows.size)
+            firsts, lasts = rows[starts].tolist(), rows[stops - 1].tolist()
+            lines += [
+                f"{round},{ids[first]},{ids[last]},{count}{tail}"
+                for first, last, count in zip(firsts, lasts, (stops - starts).tolist())
+            ]
+        return "".join(lines)
 
     def _csv_ids(self) -> list[str]:
         """Each row's client id as a CSV field, cached while no row is added."""
         if getattr(self, "_ids_cache", (None, -1))[1] != self._state.size:
-            column = self._client_column()
-            for row in self._row_names:
-                column[row] = _csv_field(column[row])
-            self._ids_cache = (column.tolist(), self._state.size)
+            column = list(map(str, self._row_ids.tolist()))  # integers need no quoting
+            for row, name in self._row_names.items():
+                column[row] = _csv_field(name)
+            self._ids_cache = (column, self._state.size)
         return self._ids_cache[0]
 
     def entries_frame(self) -> pd.DataFrame:
@@ -574,3 +582,28 @@ class PrivacyLedger:
         for entry in state.get("entries", []):
             ledger.record_event(entry["client_id"], entry["round"], event_from_dict(entry["event"]), entry["mechanism"])
         return ledger
+
+
+def read_entries(source) -> pd.DataFrame:
+    """privacy_entries.csv (a path or an open file) as one row per client and round, in the order
+    recorded: the columns of `PrivacyLedger.entries_frame` (client ids as strings), each run of
+    consecutive integer ids expanded."""
+    import pandas as pd
+
+    text = {"first_client_id": str, "last_client_id": str, "mechanism": str, "event": str}
+    runs = pd.read_csv(source, dtype={**text, "round": np.int64, "clients": np.int64}, keep_default_na=False)
+    counts = runs["clients"].to_numpy()
+    run = np.repeat(np.arange(len(runs)), counts)
+    offset = np.arange(run.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    firsts = runs["first_client_id"].to_numpy(dtype=object)[run]
+    ranged = counts[run] > 1
+    if ranged.any():
+        firsts[ranged] = (firsts[ranged].astype(np.int64) + offset[ranged]).astype(str)
+    return pd.DataFrame(
+        {
+            "client_id": firsts,
+            "round": runs["round"].to_numpy()[run],
+            "mechanism": runs["mechanism"].to_numpy(dtype=object)[run],
+            "event": runs["event"].to_numpy(dtype=object)[run],
+        }
+    )

@@ -4,15 +4,17 @@
 - metrics.csv: one row per finished round, rewritten after every round, and privacy.csv: each
   client's privacy totals so far (ldpfed.accounting: `private`, reasons, every accountant's
   epsilon, null when not private), rewritten with it after every round up to 10^4 clients; above,
-  after the first round and then whenever the time since its last rewrite is at least 19x what
-  that rewrite took (at 10^5 clients a rewrite costs tens of ms against a round of about a
-  hundred, so rewriting it every round would double the round; this way it costs at most 5% of
-  the run), and always at the end, an interrupted end (Ctrl-C, SIGTERM) included: its `rounds`
-  column says which rounds each total covers;
+  after a round that ends at least a second after the run's start and the last rewrite, and at
+  least 19x what that rewrite took (at 10^5 clients a rewrite costs tens of ms against a round of
+  about a hundred, so rewriting it every round would double the round; this way the rewrites
+  between rounds cost at most 5% of the run, and none in a run of a second), and always at the
+  end, an interrupted end (Ctrl-C, SIGTERM) included: its `rounds` column says which rounds each
+  total covers;
 - summary.json, privacy.json (the accountants, `private` and its reasons, where the clients' noise
   came from, and the totals of each distinct client history with its number of clients: no
-  record per client), privacy_entries.csv (the ledger's inputs: client, round, mechanism, event)
-  and plot.png at the end (with the Recorder's `plot` off, `plot_run` draws it later from
+  record per client), privacy_entries.csv (the ledger's inputs: each round's clients as runs of
+  consecutive ids, with the mechanism and event; `ldpfed.accounting.read_entries` gives one row per
+  client and round) and plot.png at the end (with the Recorder's `plot` off, `plot_run` draws it later from
   metrics.csv and config.toml). The per-client files are columns rendered
   once per distinct history (ldpfed.accounting.ledger), so writing them is O(clients) string work;
 - noise_secret (written by the harness of `ldpfed simulate`, owner-only): the noise root the
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 COMMAND = "simulate"
 PRIVACY_SHARE = 0.05  # at most this share of a run's time goes to rewriting privacy.csv between rounds
 PRIVACY_EVERY_ROUND = 10_000  # up to this many clients privacy.csv is rewritten after every round
+PRIVACY_INTERVAL_S = 1.0  # above, at least this long between the run's start and rewrites of it
 
 
 def output_dir(config: Config) -> OutputDir:
@@ -60,7 +63,7 @@ class Recorder:
         self.rows: list[dict] = []
         self.output = output_dir(config) if output is None else output
         self.output.write({"config.toml": to_toml(config)})
-        self._privacy_written, self._privacy_cost = -float("inf"), 0.0  # when, and how long it took
+        self._privacy_written, self._privacy_cost = time.perf_counter(), 0.0  # when (the start), and its cost
 
     def add_round(self, row: dict, ledger) -> None:
         self.rows.append(row)
@@ -68,7 +71,7 @@ class Recorder:
             return
         files = {"metrics.csv": metrics_table(self.rows)}
         started = time.perf_counter()
-        wait = self._privacy_cost / PRIVACY_SHARE - self._privacy_cost  # 19x the last rewrite's cost
+        wait = max(PRIVACY_INTERVAL_S, self._privacy_cost / PRIVACY_SHARE - self._privacy_cost)  # >= 19x its cost
         if self.config.federation.clients > PRIVACY_EVERY_ROUND and started - self._privacy_written < wait:
             self.output.write(files)  # privacy.csv was rewritten recently (module docstring)
             return
@@ -90,14 +93,14 @@ class Recorder:
                 "summary.json": summary,
                 "privacy.csv": privacy_table(ledger, self.config),
                 "privacy.json": qualified(ledger.state_dict(self.config.delta_target, per_client=False), summary),
-                ENTRIES: ledger.entries_csv() if hasattr(ledger, "entries_csv") else ledger.entries_frame(),
+                ENTRIES: ledger.entries_csv(),
                 **({PLOT: plot_rounds(number_columns(self.rows), self.config)} if self.plot else {}),
                 **data_files,
             }
         )
 
 
-ENTRIES = "privacy_entries.csv"  # the ledger's inputs: one row per client and round it took part in
+ENTRIES = "privacy_entries.csv"  # the ledger's inputs: a row per round and run of consecutive client ids
 PLOT, METRICS, CONFIG = "plot.png", "metrics.csv", "config.toml"
 
 
