@@ -79,11 +79,32 @@ def test_the_unmasked_sum_is_exactly_the_survivors_modular_sum(fail):
     np.testing.assert_array_equal(result.modular_sum, expected)
 
 
-def test_the_server_view_holds_masked_vectors_only():
+def seeded_mask_entropy(monkeypatch, seed: int) -> None:
+    """The entropy a client draws for its masks (its key pairs and its self mask b_u: OS entropy in a
+    run) from a generator of `seed`, so that a statistical check of the masked rows is reproducible."""
+    import types
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    import clients.secagg_app as secagg_app
+
+    rng = np.random.default_rng(seed)
+
+    def key_pair():
+        private = ec.derive_private_key(1 + int.from_bytes(rng.bytes(40), "big"), ec.SECP384R1())  # below P-384's order
+        return private, private.public_key()
+
+    monkeypatch.setattr(secagg_app, "generate_key_pairs", key_pair)
+    monkeypatch.setattr(secagg_app, "os", types.SimpleNamespace(urandom=rng.bytes))
+
+
+def test_the_server_view_holds_masked_vectors_only(monkeypatch):
     """What reaches the server: masked rows, none equal to a client's encoding (chance m^-D per
     pair), spread uniformly over [0, m) although the encodings crowd near 0 and m (small sums
     wrapped): the mean of n D uniform values is m/2 with sd m / sqrt(12 n D); 5 sd. The masks are
-    OS entropy (a client's secret), so these bounds are probabilistic: failure below 1e-6."""
+    OS entropy (a client's secret) in a run; here they come from a seeded generator, so that these
+    probabilistic bounds (failure below 1e-6 for OS entropy) are checked on a reproducible draw."""
+    seeded_mask_entropy(monkeypatch, 3)
     config = _config()
     plan, secagg, result, seen = _round(config)
     masked = np.vstack(secagg.view)
