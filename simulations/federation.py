@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 import ldpfed.tasks as tasks
+from ldpfed.accounting.accountants import accounted_without_library
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret
 from ldpfed.protocols import canaries, seeds
@@ -102,7 +103,7 @@ def run(
                     run_local(config, world, half, session, progress, verbose, stop)
                 elif not stop.requested:
                     if ray is not None:
-                        ready_while_ray_starts()
+                        ready_while_ray_starts(getattr(half, "round_event", None))
                     run_flower(config, world, half, session, progress, verbose, stop, ray)
                 if not stop.requested:
                     return session.finish()
@@ -119,14 +120,16 @@ def run(
     raise Interrupted(summary, stop)
 
 
-def ready_while_ray_starts() -> None:
+def ready_while_ray_starts(round_event=None) -> None:
     """What this process would otherwise load after round 1's replies arrive, loaded while its Ray
     starts (Ray's processes on the other core; the nodes cannot reply before Ray is up): numba
-    and the compiled kernels' dispatchers (the server adds the nodes' replies with a kernel) and
+    and the compiled kernels' dispatchers (the server adds the nodes' replies with a kernel) and,
+    unless the clients' rounds (`round_event`, None: not known) are accounted without it,
     dp-accounting's package (the first privacy.csv's rdp and pld columns, ~1 s of imports).
     Nothing is computed; the same modules load either way."""
     compiled()
-    importlib.import_module("dp_accounting")
+    if round_event is None or not accounted_without_library(round_event):
+        importlib.import_module("dp_accounting")
 
 
 def save_noise_root(output: OutputDir, world: World) -> None:

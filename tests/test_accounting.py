@@ -440,7 +440,7 @@ UNSAMPLED_CALIBRATED_GAUSSIAN = st.builds(  # rdp: the sampled discrete Gaussian
 SAMPLED_GAUSSIAN = st.builds(gaussian_round, st.floats(0.6, 5.0), sample_rate=st.sampled_from([None, 0.01, 0.2]))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(
     accountant_and_events=st.one_of(
         st.tuples(

@@ -21,7 +21,7 @@ def _vectors(rng, rows, dims, scale):
     return x / np.linalg.norm(x, axis=1, keepdims=True) * scale * rng.uniform(0, 2, size=(rows, 1))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     dims=st.integers(1, 70),
     clients=st.integers(1, 20),

@@ -142,3 +142,42 @@ def test_rdp_refuses_a_generic_round_as_dp_accounting_s_own_accountant_does():
         assert "has no RDP curve" in accountants.get("rdp").unsupported(event)
         calibrated = CalibratedDpEvent(event, *event.guarantee())
         assert "has no RDP curve" in accountants.get("rdp").unsupported(calibrated)
+
+
+LEDGER_PROBE = """
+import json, sys
+from ldpfed.accounting import accountants, events
+event = eval(sys.argv[1], vars(events))
+ledger = __import__("ldpfed.accounting.ledger", fromlist=["PrivacyLedger"]).PrivacyLedger()
+for round in (1, 2, 3):
+    ledger.record_round([0, 1], round, event, "m")
+ledger.totals_csv(1e-5)
+print(json.dumps([accountants.accounted_without_library(event), "dp_accounting" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize(
+    "event, without_library",
+    [
+        ("pure_round(1.0)", True),
+        ("legacy_event(1.0, 1e-6, 'x')", True),
+        ("not_private('clean values')", True),
+        ("CalibratedDpEvent(pure_round(2.0), 2.0, 0.0)", False),
+        ("gaussian_round(1.2)", False),
+        ("gaussian_round(1.2, sample_rate=0.1)", False),
+    ],
+)
+def test_the_driver_s_warm_up_skips_dp_accounting_only_where_the_accountants_never_load_it(event, without_library):
+    """`accounted_without_library` (what the driver preloads while Ray starts) agrees with what
+    accounting three rounds of the event under every accountant imports."""
+    without, imported = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", LEDGER_PROBE, event],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+            check=True,
+        ).stdout.splitlines()[-1]
+    )
+    assert without is (not imported) is without_library

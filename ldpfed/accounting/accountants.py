@@ -275,6 +275,15 @@ def _mechanism_event(leaf: dp_event.DpEvent) -> dp_event.DpEvent:
     return leaf.event if isinstance(leaf, CalibratedDpEvent) else leaf
 
 
+def accounted_without_library(event: dp_event.DpEvent) -> bool:
+    """Whether one client's rounds of `event` alone are accounted by every accountant without
+    dp-accounting's package: each of its leaves is a generic (eps, delta) round (basic, advanced,
+    pld in closed form; rdp refuses it) or not private. (pld composes a calibrated round's
+    mechanism with the package's distributions, even where that is a generic round.)"""
+    kinds = (EpsilonDeltaDpEvent, NotPrivateDpEvent, dp_event.NonPrivateDpEvent)
+    return all(isinstance(leaf, kinds) for leaf, _ in flatten(event))
+
+
 class RdpAccountant(Accountant):
     name = "rdp"
     description = "Renyi DP, dp_accounting RdpAccountant (Gaussian rounds, Poisson-subsampled or not)"
