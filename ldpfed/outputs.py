@@ -24,7 +24,7 @@ Use it in every command that writes results (`compare`, `predict`, `simulate`):
 - A manifest `.ldpfed-run.json` marks the directory as one run's results: the command, its files
   and the environment the results depend on (`ldpfed.manifest.environment`: package versions, git
   commit and dirty flag, numpy's SIMD level and CPU features, torch's threads and device, Python,
-  OS), rewritten with every write.
+  OS), rewritten with every write that changes it (a file's first write, torch loaded since).
 - `discard()` removes what the writes put there (their files, the manifest, the directories they
   created): a run that fails before it has begun (`ldpfed simulate` when Ray does not come up)
   leaves no files of its own. An earlier run's files that `overwrite` removed stay removed.
@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpfed.manifest import environment
+from ldpfed.manifest import environment, prefetch
 from ldpfed.validation import LDPValueError
 
 if TYPE_CHECKING:
@@ -439,6 +439,7 @@ class OutputDir:
         self.path, self.overwrite, self.command, self.flag = path, overwrite, command, flag
         self.written: list[str] = []
         self.created: list[Path] = []  # the directories the first write created, deepest first
+        self.manifest: dict | None = None  # as last written (a write that would not change it leaves it)
 
     @classmethod
     def prepare(cls, out, *, overwrite: bool = False, command: str, flag: str = "--out") -> OutputDir:
@@ -454,6 +455,7 @@ class OutputDir:
                     f"{flag} {path} holds results of another run ({', '.join(earlier)}); "
                     "choose another directory or pass --overwrite to replace them"
                 )
+        prefetch()  # the manifest's environment, read while the command works (git's processes)
         return cls(path, overwrite=overwrite, command=command, flag=flag)
 
     @property
@@ -468,8 +470,9 @@ class OutputDir:
         self.path.mkdir(parents=True, exist_ok=True)
         names = list(self.written) + [name for name in files if name not in self.written]
         manifest = {"command": self.command, "files": names, "environment": environment()}
+        changed = {} if manifest == self.manifest else {MANIFEST: manifest}  # a round's metrics: unchanged
         try:
-            staged = _stage(self.path, {**files, MANIFEST: manifest})
+            staged = _stage(self.path, {**files, **changed})
         except BaseException:
             _remove_empty(created)  # only what this write created
             raise
@@ -479,7 +482,7 @@ class OutputDir:
             _commit(staged)
         if not self.written:
             self.created = created
-        self.written = names
+        self.written, self.manifest = names, manifest
         return list(files)
 
     def discard(self) -> None:
@@ -491,7 +494,7 @@ class OutputDir:
             for name in [*self.written, MANIFEST]:
                 (self.path / name).unlink(missing_ok=True)
         _remove_empty(self.created)
-        self.written, self.created = [], []
+        self.written, self.created, self.manifest = [], [], None
 
     def _remove_earlier_results(self) -> None:
         """ldpfed's own files of the earlier run: the manifest's list and the known names."""

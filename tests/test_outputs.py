@@ -49,6 +49,22 @@ def test_prepare_writes_nothing_and_missing_directories_appear_at_the_first_writ
     assert manifest["environment"]["versions"]["numpy"] == np.__version__
 
 
+def test_the_manifest_is_rewritten_only_when_a_write_changes_it(tmp_path):
+    """A round's rewrite of the same file leaves the manifest as it is (the same file on disk); a
+    new file's first write lists it; after `discard` the next write writes it again."""
+    output = OutputDir.prepare(tmp_path / "run", command="test")
+    output.write({"metrics.csv": "round\n1\n"})
+    first = (tmp_path / "run" / MANIFEST).stat()
+    output.write({"metrics.csv": "round\n1\n2\n"})
+    assert (tmp_path / "run" / MANIFEST).stat().st_ino == first.st_ino  # not replaced
+    output.write({"summary.json": {}})
+    assert (tmp_path / "run" / MANIFEST).stat().st_ino != first.st_ino
+    assert json.loads((tmp_path / "run" / MANIFEST).read_text())["files"] == ["metrics.csv", "summary.json"]
+    output.discard()
+    output.write({"metrics.csv": "round\n"})
+    assert json.loads((tmp_path / "run" / MANIFEST).read_text())["files"] == ["metrics.csv"]
+
+
 def test_another_runs_results_are_refused_then_replaced_with_overwrite(tmp_path):
     out = tmp_path / "run"
     out.mkdir()

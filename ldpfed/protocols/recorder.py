@@ -4,10 +4,10 @@
 - metrics.csv: one row per finished round, rewritten after every round, and privacy.csv: each
   client's privacy totals so far (ldpfed.accounting: `private`, reasons, every accountant's
   epsilon, null when not private), rewritten with it after every round up to 10^4 clients; above,
-  after a round that ends at least a second after the run's start and the last rewrite, and at
+  after a round that ends at least ten seconds after the run's start and the last rewrite, and at
   least 19x what that rewrite took (at 10^5 clients a rewrite costs tens of ms against a round of
   about a hundred, so rewriting it every round would double the round; this way the rewrites
-  between rounds cost at most 5% of the run, and none in a run of a second), and always at the
+  between rounds cost at most 5% of the run, and none in a run of ten seconds), and always at the
   end, an interrupted end (Ctrl-C, SIGTERM) included: its `rounds` column says which rounds each
   total covers;
 - summary.json, privacy.json (the accountants, `private` and its reasons, where the clients' noise
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 COMMAND = "simulate"
 PRIVACY_SHARE = 0.05  # at most this share of a run's time goes to rewriting privacy.csv between rounds
 PRIVACY_EVERY_ROUND = 10_000  # up to this many clients privacy.csv is rewritten after every round
-PRIVACY_INTERVAL_S = 1.0  # above, at least this long between the run's start and rewrites of it
+PRIVACY_INTERVAL_S = 10.0  # above, at least this long between the run's start and rewrites of it
 
 
 def output_dir(config: Config) -> OutputDir:
