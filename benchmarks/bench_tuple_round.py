@@ -31,7 +31,11 @@ pandas', 0.34 s) 69-71% -> 60% of the run's CPU; frequency (second) 14% -> 9.2-9
 (docs/results/scale.md). Later the same day, load 5-6, four runs each: with the figure mean 63-67%
 (1.56-1.79 s of 2.3-2.8 s), frequency 10.0-11.1%; `--no-plot` mean 30-33% (0.30-0.48 s of
 1.0-1.4 s: dp-accounting's first import for privacy.csv's rdp and pld columns, ~0.2 s, and 23 MB
-of per-client CSV text, ~0.1 s), frequency 4.9-5.5%.
+of per-client CSV text, ~0.1 s), frequency 4.9-5.5%. With privacy_entries.csv as runs of consecutive
+ids, rdp's refusal of a generic round without dp-accounting and privacy.csv's interim rewrites ten
+seconds apart (load ~1.1, three runs): `--no-plot` mean 7.5-9.2% (73-99 ms of 0.89-1.09 s: the final
+privacy.csv, 10^5 lines, ~35 ms, most of it the ids' text; a round's metrics.csv 1.2-2 ms),
+frequency 1.6-2.3%; with the figure (two runs) 53-62% and 6.5-7.2%.
 """
 
 from __future__ import annotations
