@@ -30,9 +30,10 @@ from ldpfed.accounting.accountants import accounted_without_library
 from ldpfed.config import Config
 from ldpfed.outputs import OutputDir, Secret
 from ldpfed.protocols import canaries, seeds
-from ldpfed.protocols.nodes import NodeSet, local_round, ready_to_add
+from ldpfed.protocols.nodes import NodeSet, local_round
 from ldpfed.protocols.recorder import output_dir
 from ldpfed.protocols.session import Session, World
+from ldpfed.samplers.words import compiled
 from ldpfed.tasks import bind_data, layout, node_half, server_half, without_seed
 from server.strategy import flower_fedavg
 from simulations import runner as flower_runner
@@ -102,7 +103,7 @@ def run(
                     run_local(config, world, half, session, progress, verbose, stop)
                 elif not stop.requested:
                     if ray is not None:
-                        ready_while_ray_starts(getattr(half, "round_event", None))
+                        ready_while_ray_starts(half)
                     run_flower(config, world, half, session, progress, verbose, stop, ray)
                 if not stop.requested:
                     return session.finish()
@@ -119,14 +120,18 @@ def run(
     raise Interrupted(summary, stop)
 
 
-def ready_while_ray_starts(round_event=None) -> None:
+def ready_while_ray_starts(half) -> None:
     """What this process would otherwise load after round 1's replies arrive, loaded while its Ray
-    starts (Ray's processes on the other core; the nodes cannot reply before Ray is up): numba,
-    the compiled kernels' dispatchers and the one that adds the nodes' replies, typed (`ready_to_add`) and,
-    unless the clients' rounds (`round_event`, None: not known) are accounted without it,
-    dp-accounting's package (the first privacy.csv's rdp and pld columns, ~1 s of imports).
-    Nothing of the run is computed; the same modules load either way."""
-    ready_to_add()
+    starts (Ray's processes on the other core; the nodes cannot reply before Ray is up): numba
+    and the compiled kernels' dispatchers, what the server half's first aggregation loads (its
+    `ready_to_aggregate`, where it has one: a tuple task's compiled addition of the replies) and,
+    unless the clients' rounds (its `round_event`) are accounted without it, dp-accounting's
+    package (the first privacy.csv's rdp and pld columns, ~1 s of imports). Nothing of the run is
+    computed; the same modules load either way."""
+    compiled()
+    if hasattr(half, "ready_to_aggregate"):
+        half.ready_to_aggregate()
+    round_event = getattr(half, "round_event", None)
     if round_event is None or not accounted_without_library(round_event):
         importlib.import_module("dp_accounting")
 

@@ -181,3 +181,32 @@ def test_the_driver_s_warm_up_skips_dp_accounting_only_where_the_accountants_nev
         ).stdout.splitlines()[-1]
     )
     assert without is (not imported) is without_library
+
+
+WARM_UP_PROBE = """
+import json, sys
+from ldpfed.config import Config
+from ldpfed.protocols import nodes
+from ldpfed.protocols.nodes import NodeSet, local_round
+from ldpfed.protocols.session import World
+from ldpfed.tasks.run import bind_data, layout, node_half, server_half
+
+config = Config().with_options(json.loads(sys.argv[1])).validated()
+world = World.from_config(config, noise_seed=1)
+bound = bind_data(config, world.data)
+server = server_half(bound, world.data, world.server)
+server.ready_to_aggregate()
+typed = len(nodes._add_rows.signatures)
+nodes_ = NodeSet(layout(bound), lambda pids: node_half(bound, pids, world.data, world.secrets_of(pids)))
+local_round(server, nodes_, 1)
+print(json.dumps([typed, len(nodes._add_rows.signatures)]))
+"""
+
+
+@pytest.mark.parametrize("task", TUPLE_NODES)
+def test_a_tuple_server_s_warm_up_types_the_addition_its_first_round_uses(task):
+    """`ready_to_aggregate` (what the Flower driver runs while its Ray starts) types the kernel that
+    adds the replies for the very arrays round 1 gives it: round 1 compiles nothing more."""
+    options = {**TUPLE_NODES[task], "engine": "local", "rounds": 1}
+    typed, after_round_1 = loaded(WARM_UP_PROBE, json.dumps(options))
+    assert typed >= 1 and after_round_1 == typed

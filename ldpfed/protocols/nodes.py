@@ -192,11 +192,13 @@ def _add_rows(block, total) -> None:
 
 
 def ready_to_add() -> None:
-    """Load the compiled addition of the replies (`Replies.total`) for the arrays it is given, by
-    one call on a 1 x 1 block: the first call in a process costs ~0.8 s (numba types it and reads
-    its cache), which a server half that waits anyway (for Ray's start) pays then, not in round 1."""
+    """Load the compiled addition of the replies (`Replies.total`) for the blocks it is given (a
+    reply's own array, and a broadcast column: read-only, strided), by a call on a small block of
+    each: the first call in a process costs ~0.8 s (numba types it and reads its cache), which a
+    server half that waits anyway (for Ray's start) pays then, not in round 1."""
     compiled()
     _add_rows(np.zeros((1, 1)), np.zeros(1))
+    _add_rows(np.broadcast_to(np.zeros((1, 1)), (2, 1)), np.zeros(1))
 
 
 @dataclass(frozen=True)
