@@ -210,3 +210,13 @@ def test_a_tuple_server_s_warm_up_types_the_addition_its_first_round_uses(task):
     options = {**TUPLE_NODES[task], "engine": "local", "rounds": 1}
     typed, after_round_1 = loaded(WARM_UP_PROBE, json.dumps(options))
     assert typed >= 1 and after_round_1 == typed
+
+
+def test_a_prediction_loads_no_scipy_stats():
+    """`ldpfed predict` (the mean task's CLT prediction, every dimension reported): scipy.stats is
+    imported only by what computes with it (the binomial of m < d reports, the audits' laws, the
+    closed-form pld composition), none of which a prediction runs (~0.6 s of CPU)."""
+    assert (
+        loaded(LOCAL_RUN_PROBE, json.dumps(["scipy.stats"]), "predict", "--mechanism", "laplace", "--epsilon", "1")
+        == []
+    )

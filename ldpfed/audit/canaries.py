@@ -30,10 +30,11 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+# scipy.stats is imported in the functions that use it: every `ldpfed simulate` loads this module
+# (through the train task's canaries) and most never audit (~0.6 s of CPU).
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
-from scipy.stats import beta as beta_law
-from scipy.stats import chi2, norm, t
 
 from ldpfed.validation import LDPValueError, check_fraction, check_positive_int
 
@@ -139,6 +140,8 @@ def epsilon_two_gaussians(mean1: float, std1: float, mean2: float, std2: float, 
 # --- the estimators ---------------------------------------------------------------------------------
 def _null_log_sf(thresholds: np.ndarray, dimension: int) -> np.ndarray:
     """log P[cos > t] for a uniform direction in dimension d: (1 + cos) / 2 ~ Beta((d-1)/2, (d-1)/2)."""
+    from scipy.stats import beta as beta_law
+
     shape = (dimension - 1) / 2.0
     return beta_law.logsf((1.0 + thresholds) / 2.0, shape, shape)
 
@@ -156,6 +159,9 @@ def _threshold_epsilon(log_fprs: np.ndarray, fnrs: np.ndarray, delta: float) -> 
 def epsilon_exact_null(mean: float, std: float, dimension: int, delta: float) -> float:
     """eps between the exact cosine null (d < 1000) and N(mean, std^2), over the reference's grid
     of thresholds from the null's delta-quantile to the fit's (1 - delta)-quantile (0 if mean <= 0)."""
+    from scipy.stats import beta as beta_law
+    from scipy.stats import norm
+
     if mean <= 0.0:
         return 0.0
     shape = (dimension - 1) / 2.0
@@ -228,6 +234,8 @@ def final_model_lower_limit(seen_cosines, dimension: int, delta: float, confiden
     """Lower confidence limit of the final-model estimate: eps at the one-sided lower t-limit of the
     mean, minimized over the chi-square interval of the std (the level split evenly between the
     two), for independent Gaussian cosines."""
+    from scipy.stats import chi2, t
+
     dimension = check_positive_int(dimension, "dimension", minimum=2)
     delta, alpha = check_fraction(delta, "delta"), 1.0 - check_fraction(confidence, "confidence")
     values = np.asarray(seen_cosines, dtype=float).reshape(-1)
@@ -263,6 +271,8 @@ def gaussian_mechanism_slope(mu: float, delta: float) -> float:
     """d eps / d mu of the Gaussian mechanism (eps at `delta` of N(0, 1) against N(mu, 1)), closed form
     from delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2): phi(-eps/mu + mu/2) / (e^eps Phi(-eps/mu - mu/2))
     (the densities' terms in d delta / d eps cancel)."""
+    from scipy.stats import norm
+
     epsilon = epsilon_two_gaussians(0.0, 1.0, mu, 1.0, delta)
     upper, lower = -epsilon / mu + mu / 2.0, -epsilon / mu - mu / 2.0
     return float(math.exp(norm.logpdf(upper) - epsilon - norm.logcdf(lower)))

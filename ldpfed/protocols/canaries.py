@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 
 import numpy as np
-from scipy.stats import chi2, t
 
 from ldpfed.audit.canaries import (
     CosineEstimate,
@@ -211,6 +210,8 @@ def replacement_lower_limit(cosines: np.ndarray, coins: np.ndarray, delta: float
     """Lower confidence limit of `replacement_estimate`: the Gaussian mechanism's eps at mu = (lower
     t-limit of the mean gap) / (upper chi-square limit of the pooled std), the level split evenly
     between the two."""
+    from scipy.stats import chi2, t  # here: a run without canaries does not load scipy.stats (~0.6 s)
+
     alpha = 1.0 - confidence
     seen, unseen, pooled = _pooled(cosines, coins)
     freedom = seen.size + unseen.size - 2
