@@ -18,21 +18,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from ldpfed.analysis.frequency import predict_frequency
+from ldpfed.cli.budget_study import FINAL_COLUMNS, budget_figure, budget_title, final_cells, study_keys, study_plans
 from ldpfed.cli.common import (
-    FINAL_COLUMNS,
-    budget_figure,
-    budget_title,
     check_estimator,
     console,
     error_console,
     estimator_options,
-    final_cells,
     parse_list,
     print_json,
     progress_steps,
     show_results,
-    study_keys,
-    study_plans,
 )
 from ldpfed.data.categorical import CategoricalData, read_categorical
 from ldpfed.experiments.frequency import (

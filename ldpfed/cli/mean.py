@@ -18,14 +18,11 @@ from rich.table import Table
 
 import ldpfed.aggregation as aggregation
 import ldpfed.mechanisms as mechanisms
+from ldpfed.cli.budget_study import FINAL_COLUMNS, budget_figure, budget_title, final_cells, study_keys, study_plans
 from ldpfed.cli.common import (
-    FINAL_COLUMNS,
-    budget_figure,
-    budget_title,
     check_estimator,
     console,
     estimator_options,
-    final_cells,
     out_of_domain_policy,
     parse_domain,
     parse_list,
@@ -33,8 +30,6 @@ from ldpfed.cli.common import (
     read_data,
     scale_note,
     show_results,
-    study_keys,
-    study_plans,
 )
 from ldpfed.data import available_synthetic
 from ldpfed.experiments.mean import DEFAULT_AGGREGATORS, ExperimentResult, MechanismChoice, run_mean_plan
