@@ -14,15 +14,11 @@ import functools
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from ldpfed.config import Config
 from ldpfed.protocols import frequency, mean
 from ldpfed.protocols.nodes import ClientsNode
 from ldpfed.registry import Registry
-
-if TYPE_CHECKING:  # the arrow as the layering reads it; at run time `train_node` resolves the names
-    from ldpfed.protocols import train
 
 # A train node's world check and node, as "module:name" (pkgutil.resolve_name)
 CHECK_WORLD = "ldpfed.protocols.canaries:check_world"
@@ -57,8 +53,9 @@ def tuple_node(public: Config, partitions: list[int], data_seed: int, secrets, c
     return ClientsNode(client, summing=summing, batch=batch)
 
 
-def train_node(public: Config, partitions: list[int], data_seed: int, secrets) -> train.TrainNode:
-    """The node trains its clients at once (`TrainNode`), in a world its canaries fit."""
+def train_node(public: Config, partitions: list[int], data_seed: int, secrets):
+    """The node trains its clients at once (ldpfed.protocols.train.TrainNode, resolved by name:
+    module docstring), in a world its canaries fit."""
     pkgutil.resolve_name(CHECK_WORLD)(public)
     return pkgutil.resolve_name(TRAIN_NODE)(public, partitions, data_seed, secrets)
 
