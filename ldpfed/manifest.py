@@ -16,8 +16,7 @@
   seconds and hundreds of MB, and a run that never imported it did not use it); None otherwise.
   The manifest is rewritten at every write, so a training run's carries it once torch is loaded;
 - Python's version and implementation, and the OS (`platform.platform()`) and machine.
-The parts that cannot change during a process (versions, git, numpy, Python, OS) are read once
-(`prefetch` starts reading them in the background).
+The parts that cannot change during a process (versions, git, numpy, Python, OS) are read once.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -107,31 +105,8 @@ def torch_state(load: bool = False) -> dict[str, object] | None:
     }
 
 
-def prefetch() -> None:
-    """Start reading the record's unchanging parts in a background thread (git's processes and the
-    packages' metadata: ~25 ms of wall at a run's first write), for a command that will write a
-    manifest after some work of its own; `environment()` then waits for it if it is still running."""
-    threading.Thread(target=_static, name="ldpfed-manifest", daemon=True).start()
-
-
-_STATIC_LOCK = threading.Lock()  # one reading, whichever thread asks first
-
-
-def _fresh_lock() -> None:
-    global _STATIC_LOCK
-    _STATIC_LOCK = threading.Lock()  # a child forked while the reading ran reads for itself
-
-
-os.register_at_fork(after_in_child=_fresh_lock)
-
-
-def _static() -> dict[str, object]:
-    with _STATIC_LOCK:
-        return _static_read()
-
-
 @functools.lru_cache(maxsize=1)
-def _static_read() -> dict[str, object]:
+def _static() -> dict[str, object]:
     return {
         "versions": versions(),
         "git": git_state(),

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldpfed.manifest import environment, prefetch
+from ldpfed.manifest import environment
 from ldpfed.validation import LDPValueError
 
 if TYPE_CHECKING:
@@ -455,7 +455,6 @@ class OutputDir:
                     f"{flag} {path} holds results of another run ({', '.join(earlier)}); "
                     "choose another directory or pass --overwrite to replace them"
                 )
-        prefetch()  # the manifest's environment, read while the command works (git's processes)
         return cls(path, overwrite=overwrite, command=command, flag=flag)
 
     @property

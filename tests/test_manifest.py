@@ -120,28 +120,3 @@ def test_version_verbose_prints_what_a_manifest_records(order):
     )
     plain = CliRunner().invoke(app, ["--version"])
     assert plain.output.strip() == first
-
-
-def test_a_prefetched_reading_is_the_one_environment_returns(monkeypatch):
-    """`prefetch` reads the unchanging parts in a thread; `environment()` asked meanwhile waits for
-    that reading instead of starting its own (git is asked once)."""
-    import threading
-    import time
-
-    asked, reading = [], threading.Event()
-
-    def slow_git_state():
-        asked.append(threading.current_thread().name)
-        reading.set()
-        time.sleep(0.3)
-        return {"commit": "0" * 40, "dirty": False}
-
-    monkeypatch.setattr(manifest, "git_state", slow_git_state)
-    manifest._static_read.cache_clear()
-    try:
-        manifest.prefetch()
-        assert reading.wait(60)  # the thread is reading (however busy the machine)
-        assert manifest.environment()["git"] == {"commit": "0" * 40, "dirty": False}
-        assert asked == ["ldpfed-manifest"]
-    finally:
-        manifest._static_read.cache_clear()
